@@ -1,0 +1,62 @@
+"""Exceptions raised by the engine. Each says what went wrong in words a person can act on."""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+    code = "agent_error"
+
+
+class UnknownTaskError(AgentError, KeyError):
+    code = "unknown_task"
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no task with id {task_id!r}")
+        self.task_id = task_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownStepError(AgentError, KeyError):
+    code = "unknown_step"
+
+    def __init__(self, task_id: str, step_id: str) -> None:
+        super().__init__(f"task {task_id!r} has no upcoming step with id {step_id!r}")
+        self.task_id = task_id
+        self.step_id = step_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class TaskFinishedError(AgentError):
+    code = "task_finished"
+
+
+class StepNotEditableError(AgentError):
+    code = "step_not_editable"
+
+
+class NothingToUndoError(AgentError):
+    code = "nothing_to_undo"
+
+
+class ToolArgumentsError(AgentError, ValueError):
+    """Tool arguments that do not fit the tool's schema."""
+
+    code = "invalid_tool_arguments"
+
+
+class LLMError(AgentError):
+    """The LLM call failed after the client's bounded retries; ``__cause__`` is the SDK error."""
+
+    code = "llm_error"
+
+
+class StepFailedError(AgentError):
+    """A step raised; the task's state is as it was before the step ran, so it can be run again."""
+
+    code = "step_failed"

@@ -1,0 +1,175 @@
+"""The typed events every worker emits: the contract between engine, database, websocket and page.
+
+Each event carries ``task_id`` and ``step_id`` and a literal ``type`` tag; ``AgentEvent`` is their
+discriminated union, so ``parse_event(event.model_dump_json())`` gives back an equal event.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .messages import ChatMessage, TokenUsage, ToolSelection
+from .tools import ToolOutput
+from .types import PendingToolCall, StepKind, ToolCallDecision
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    step_id: str | None = None
+    at: float = Field(default_factory=time.time)
+
+
+# --- what the model is sent and says ---------------------------------------------------------
+
+
+class AgentInput(BaseEvent):
+    type: Literal["agent_input"] = "agent_input"
+    input: list[ChatMessage]
+    current_agent_name: str = "agent"
+    phase: str | None = None  # e.g. "plan" or "join" for LLMCompiler
+
+
+class AgentStream(BaseEvent):
+    type: Literal["agent_stream"] = "agent_stream"
+    delta: str
+    response: str
+    tool_calls: list[ToolSelection] = Field(default_factory=list)
+    raw: dict[str, Any] | None = None
+    current_agent_name: str = "agent"
+    phase: str | None = None
+
+
+class AgentOutput(BaseEvent):
+    type: Literal["agent_output"] = "agent_output"
+    response: ChatMessage
+    tool_calls: list[ToolSelection] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+    raw: dict[str, Any] | None = None
+    current_agent_name: str = "agent"
+    phase: str | None = None
+
+
+# --- tools -------------------------------------------------------------------------------------
+
+
+class ToolCall(BaseEvent):
+    """A tool call about to run. ``plan_index``/``depends_on`` place it in a plan's DAG."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_name: str
+    tool_kwargs: dict[str, Any] = Field(default_factory=dict)
+    tool_id: str
+    plan_index: int | None = None
+    depends_on: list[int] = Field(default_factory=list)
+
+
+class ToolCallResult(BaseEvent):
+    type: Literal["tool_call_result"] = "tool_call_result"
+    tool_name: str
+    tool_kwargs: dict[str, Any] = Field(default_factory=dict)
+    tool_id: str
+    tool_output: ToolOutput
+    return_direct: bool = False
+    started_at: float
+    ended_at: float
+    plan_index: int | None = None
+
+
+class ToolCallDecided(BaseEvent):
+    """A person approved, rejected or edited one pending tool call."""
+
+    type: Literal["tool_call_decided"] = "tool_call_decided"
+    tool_id: str
+    decision: ToolCallDecision
+    tool_kwargs: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+
+
+# --- step and task lifecycle -------------------------------------------------------------------
+
+
+class StepCreated(BaseEvent):
+    type: Literal["step_created"] = "step_created"
+    input: str | None = None
+    kind: StepKind = StepKind.LLM
+    prev_steps: list[str] = Field(default_factory=list)
+    tool_calls: list[PendingToolCall] | None = None
+
+
+class StepStarted(BaseEvent):
+    type: Literal["step_started"] = "step_started"
+    input: str | None = None
+
+
+class StepCompleted(BaseEvent):
+    type: Literal["step_completed"] = "step_completed"
+    output: str = ""
+    is_last: bool = False
+    next_steps: list[str] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+
+
+class StepFailed(BaseEvent):
+    type: Literal["step_failed"] = "step_failed"
+    error: str
+    error_type: str
+
+
+class StepUndone(BaseEvent):
+    type: Literal["step_undone"] = "step_undone"
+    dropped_steps: list[str] = Field(default_factory=list)
+
+
+class StepInputEdited(BaseEvent):
+    type: Literal["step_input_edited"] = "step_input_edited"
+    input: str | None = None
+    tool_calls: list[PendingToolCall] | None = None
+
+
+class TaskCreated(BaseEvent):
+    type: Literal["task_created"] = "task_created"
+    input: str
+    approve_tool_calls: bool = False
+
+
+class TaskCompleted(BaseEvent):
+    type: Literal["task_completed"] = "task_completed"
+    response: str
+
+
+class TaskDeleted(BaseEvent):
+    type: Literal["task_deleted"] = "task_deleted"
+
+
+AgentEvent = Annotated[
+    AgentInput
+    | AgentStream
+    | AgentOutput
+    | ToolCall
+    | ToolCallResult
+    | ToolCallDecided
+    | StepCreated
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | StepUndone
+    | StepInputEdited
+    | TaskCreated
+    | TaskCompleted
+    | TaskDeleted,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+
+
+def parse_event(data: str | bytes | dict[str, Any]) -> AgentEvent:
+    """Rebuild an event from its JSON text or its ``model_dump(mode="json")`` dict."""
+    if isinstance(data, dict):
+        return EVENT_ADAPTER.validate_python(data)
+    return EVENT_ADAPTER.validate_json(data)

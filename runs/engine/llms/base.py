@@ -1,0 +1,75 @@
+"""The LLM interface workers program against."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._sync import iterate_sync, run_sync
+from ..messages import ChatMessage, TokenUsage
+from ..tools import BaseTool
+
+
+class LLMMetadata(BaseModel):
+    model_name: str
+    is_function_calling_model: bool = True
+    context_window: int = 128_000
+
+
+class ChatResponse(BaseModel):
+    """A model reply; while streaming, ``message`` holds everything so far and ``delta`` the new text."""
+
+    message: ChatMessage
+    delta: str = ""
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+    raw: dict[str, Any] | None = None
+
+
+class LLM(ABC):
+    """A chat model. Implement ``astream_chat``; the other calls are derived from it."""
+
+    @property
+    @abstractmethod
+    def metadata(self) -> LLMMetadata: ...
+
+    @abstractmethod
+    def astream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatResponse]:
+        """Stream the reply; the last item carries the whole message, usage and finish reason."""
+
+    async def achat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> ChatResponse:
+        last: ChatResponse | None = None
+        async for last in self.astream_chat(messages, tools=tools, stop=stop):
+            pass
+        if last is None:
+            raise RuntimeError("the model sent an empty stream")
+        return last
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> ChatResponse:
+        return run_sync(self.achat(messages, tools=tools, stop=stop))
+
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> Iterator[ChatResponse]:
+        return iterate_sync(self.astream_chat(messages, tools=tools, stop=stop))

@@ -1,0 +1,268 @@
+"""The OpenAI LLM: any OpenAI-compatible server, through the official ``openai`` SDK's async client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from ..errors import LLMError
+from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from ..tools import BaseTool
+from .base import LLM, ChatResponse, LLMMetadata
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def message_to_openai(message: ChatMessage) -> dict[str, Any]:
+    """One of our messages as the chat completions API expects it."""
+    out: dict[str, Any] = {"role": message.role.value}
+    if message.images:
+        parts: list[dict[str, Any]] = []
+        if message.content:
+            parts.append({"type": "text", "text": message.content})
+        for image in message.images:
+            url: dict[str, Any] = {"url": image.url}
+            if image.detail:
+                url["detail"] = image.detail
+            parts.append({"type": "image_url", "image_url": url})
+        out["content"] = parts
+    else:
+        out["content"] = message.content if message.content is not None else ("" if message.role is not MessageRole.ASSISTANT else None)
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.tool_id,
+                "type": "function",
+                "function": {
+                    "name": call.tool_name,
+                    "arguments": call.raw_arguments if call.raw_arguments is not None else json.dumps(call.tool_kwargs),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.role is MessageRole.TOOL:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name and message.role is not MessageRole.TOOL:
+        out["name"] = message.name
+    return out
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """Decode tool-call arguments; malformed JSON becomes an error text rather than an exception."""
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"the arguments are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {raw[:200]}"
+    return value, None
+
+
+@dataclass
+class _ToolCallDraft:
+    tool_id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def finish(self) -> ToolSelection:
+        kwargs, error = parse_arguments(self.arguments)
+        # some providers (Gemini) send empty ids; the conversation still needs one per call
+        return ToolSelection(
+            tool_id=self.tool_id or f"call_{uuid.uuid4().hex[:24]}",
+            tool_name=self.name,
+            tool_kwargs=kwargs,
+            raw_arguments=self.arguments,
+            arguments_error=error,
+        )
+
+
+@dataclass
+class _StreamState:
+    text: str = ""
+    drafts: dict[int, _ToolCallDraft] = field(default_factory=dict)
+    usage: TokenUsage | None = None
+    finish_reason: str | None = None
+
+    def add_tool_delta(self, delta: Any, position: int) -> None:
+        index = delta.index if getattr(delta, "index", None) is not None else position
+        draft = self.drafts.setdefault(index, _ToolCallDraft())
+        if delta.id:
+            draft.tool_id = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name:
+                draft.name += function.name if draft.name != function.name else ""
+            if function.arguments:
+                draft.arguments += function.arguments
+
+    def tool_calls(self) -> tuple[ToolSelection, ...]:
+        return tuple(self.drafts[i].finish() for i in sorted(self.drafts))
+
+    def message(self) -> ChatMessage:
+        return ChatMessage.assistant(self.text or None, tool_calls=self.tool_calls())
+
+
+def _usage(raw: Any) -> TokenUsage | None:
+    if raw is None:
+        return None
+    return TokenUsage(
+        prompt_tokens=raw.prompt_tokens or 0,
+        completion_tokens=raw.completion_tokens or 0,
+        total_tokens=raw.total_tokens or 0,
+    )
+
+
+def describe_llm_error(exc: BaseException) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "the model did not answer in time (timeout)"
+    if isinstance(exc, openai.APIStatusError):
+        return f"the model server answered HTTP {exc.status_code} ({type(exc).__name__}): {exc.message}"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"cannot reach the model server: {exc.__cause__ or exc}"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"the model's stream broke off: {type(exc).__name__}: {exc}"
+    if isinstance(exc, openai.APIError):
+        return f"the model server reported an error: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class OpenAI(LLM):
+    """Chat with any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server, ...)."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float | None = None,
+        is_function_calling_model: bool = True,
+        context_window: int = 128_000,
+        additional_kwargs: dict[str, Any] | None = None,
+        streaming: bool = True,
+    ) -> None:
+        self.model = model
+        # some OpenAI-compatible servers cannot stream (or not with tools): then ask for whole replies
+        self.streaming = streaming
+        self.api_base = api_base
+        # local servers ignore the key, but the SDK refuses to start without one
+        self.api_key = api_key or "sk-no-key-needed"
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.additional_kwargs = dict(additional_kwargs or {})
+        self._metadata = LLMMetadata(
+            model_name=model, is_function_calling_model=is_function_calling_model, context_window=context_window
+        )
+        # one client per event loop: its connection pool belongs to the loop that opened it
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return self._metadata
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=self.api_key, base_url=self.api_base, timeout=self.timeout, max_retries=self.max_retries
+            )
+            self._clients[loop] = client
+        return client
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None, stop: Sequence[str] | None
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [message_to_openai(m) for m in messages],
+            **self.additional_kwargs,
+        }
+        if self.streaming:
+            request["stream"] = True
+            request["stream_options"] = {"include_usage": True}
+        if tools:
+            request["tools"] = [tool.metadata.to_openai_tool() for tool in tools]
+        if stop:
+            request["stop"] = list(stop)
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        return request
+
+    async def astream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> AsyncIterator[ChatResponse]:
+        if not self.streaming:
+            yield await self._complete(messages, tools, stop)
+            return
+        state = _StreamState()
+        started = False
+        try:
+            stream = await self._client().chat.completions.create(**self._request(messages, tools, stop))
+            async for chunk in stream:
+                started = True
+                error = (chunk.model_extra or {}).get("error")
+                if error:
+                    raise LLMError(f"the model server reported an error inside the stream: {error}")
+                if chunk.usage is not None:
+                    state.usage = _usage(chunk.usage)
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta_text = choice.delta.content or ""
+                for position, tool_delta in enumerate(choice.delta.tool_calls or []):
+                    state.add_tool_delta(tool_delta, position)
+                if choice.finish_reason:
+                    state.finish_reason = choice.finish_reason
+                if delta_text:
+                    state.text += delta_text
+                    yield ChatResponse(message=ChatMessage.assistant(state.text), delta=delta_text)
+        except LLMError:
+            raise
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            connection_lost = isinstance(exc, (openai.APIConnectionError, httpx2.HTTPError))
+            if started and connection_lost:
+                raise LLMError(f"the model's stream was cut off mid-way: {exc.__cause__ or exc}") from exc
+            raise LLMError(describe_llm_error(exc)) from exc
+        if state.finish_reason is None:
+            raise LLMError("the model's stream ended before the reply was finished (cut off mid-way)")
+        yield ChatResponse(message=state.message(), usage=state.usage, finish_reason=state.finish_reason)
+
+    async def _complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None, stop: Sequence[str] | None
+    ) -> ChatResponse:
+        try:
+            completion = await self._client().chat.completions.create(**self._request(messages, tools, stop))
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise LLMError(describe_llm_error(exc)) from exc
+        error = (completion.model_extra or {}).get("error")
+        if error or not completion.choices:
+            raise LLMError(f"the model server sent no reply: {error or 'empty choices'}")
+        choice = completion.choices[0]
+        state = _StreamState(text=choice.message.content or "", finish_reason=choice.finish_reason)
+        for index, call in enumerate(choice.message.tool_calls or []):
+            function = getattr(call, "function", None)
+            state.drafts[index] = _ToolCallDraft(
+                tool_id=call.id or "",
+                name=(function.name or "") if function else "",
+                arguments=(function.arguments or "") if function else "",  # some providers send null
+            )
+        message = state.message()
+        return ChatResponse(message=message, delta=message.text, usage=_usage(completion.usage), finish_reason=choice.finish_reason)

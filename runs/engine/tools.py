@@ -1,0 +1,217 @@
+"""Tools an agent can call: metadata with a JSON schema, and FunctionTool built from a Python function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_serializer
+
+from .errors import ToolArgumentsError
+
+# Plain ``def`` tools run here, not in asyncio's default executor, whose min(32, cpus + 4) workers
+# would serialise a wide fan-out of blocking tools on a small machine.
+_TOOL_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent-tool")
+
+
+class ToolOutput(BaseModel):
+    """What a tool call produced; ``is_error`` marks an error observation (the step goes on)."""
+
+    content: str
+    tool_name: str
+    raw_input: dict[str, Any] = Field(default_factory=dict)
+    raw_output: Any = None
+    is_error: bool = False
+
+    @field_serializer("raw_output", when_used="json")
+    def _raw_output_as_json(self, value: Any) -> Any:
+        # events carry tool outputs over the wire; a value JSON cannot hold travels as its text
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            return str(value)
+        return value
+
+    def __str__(self) -> str:
+        return self.content
+
+
+class ToolMetadata(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    fn_schema: type[BaseModel] | None = None
+    return_direct: bool = False
+
+    def parameters_schema(self) -> dict[str, Any]:
+        if self.fn_schema is None:
+            return {"type": "object", "properties": {}}
+        schema = self.fn_schema.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters_schema(),
+            },
+        }
+
+    def signature(self) -> str:
+        """A Python-style signature, e.g. ``search(query: str, limit: int = 5)``, for prompts."""
+        props = self.parameters_schema().get("properties", {})
+        required = set(self.parameters_schema().get("required", []))
+        parts = []
+        for pname, pschema in props.items():
+            ptype = pschema.get("type", "any")
+            part = f"{pname}: {ptype}"
+            if pname not in required:
+                part += f" = {json.dumps(pschema.get('default'))}"
+            parts.append(part)
+        return f"{self.name}({', '.join(parts)})"
+
+
+def _error_output(tool_name: str, kwargs: dict[str, Any], message: str) -> ToolOutput:
+    return ToolOutput(content=message, tool_name=tool_name, raw_input=kwargs, is_error=True)
+
+
+class BaseTool:
+    """A callable tool. Subclasses implement ``_acall`` (and may override ``validate``)."""
+
+    metadata: ToolMetadata
+
+    def validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Check ``kwargs`` against the schema; return them coerced, or raise ToolArgumentsError."""
+        if self.metadata.fn_schema is None:
+            return dict(kwargs)
+        try:
+            model = self.metadata.fn_schema.model_validate(kwargs)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ToolArgumentsError(f"arguments for {self.metadata.name}() do not fit its schema: {problems}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def _acall(self, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def acall(self, **kwargs: Any) -> ToolOutput:
+        """Validate and run the tool. Never raises for bad arguments or a failing tool."""
+        name = self.metadata.name
+        try:
+            valid = self.validate(kwargs)
+        except ToolArgumentsError as exc:
+            return _error_output(name, kwargs, f"Error: {exc}")
+        try:
+            raw = await self._acall(**valid)
+        except Exception as exc:  # a tool's failure is an observation for the model
+            return _error_output(name, kwargs, f"Error: {type(exc).__name__}: {exc}")
+        return ToolOutput(content=_to_text(raw), tool_name=name, raw_input=kwargs, raw_output=raw)
+
+    def call(self, **kwargs: Any) -> ToolOutput:
+        from ._sync import run_sync
+
+        return run_sync(self.acall(**kwargs))
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def schema_from_function(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+    """Build a pydantic model of ``fn``'s parameters from its signature and type hints."""
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(pname, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, default)
+    return create_model(name, **fields)
+
+
+class FunctionTool(BaseTool):
+    """A tool backed by a plain function, an ``async def``, or both."""
+
+    def __init__(
+        self,
+        metadata: ToolMetadata,
+        fn: Callable[..., Any] | None = None,
+        async_fn: Callable[..., Awaitable[Any]] | None = None,
+    ) -> None:
+        if fn is None and async_fn is None:
+            raise ValueError("FunctionTool needs fn or async_fn")
+        self.metadata = metadata
+        self._fn = fn
+        self._async_fn = async_fn
+
+    @classmethod
+    def from_defaults(
+        cls,
+        fn: Callable[..., Any] | None = None,
+        async_fn: Callable[..., Awaitable[Any]] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        return_direct: bool = False,
+        fn_schema: type[BaseModel] | None = None,
+    ) -> FunctionTool:
+        source = fn or async_fn
+        if source is None:
+            raise ValueError("FunctionTool.from_defaults needs fn or async_fn")
+        if fn is None and inspect.iscoroutinefunction(source):
+            async_fn, fn = source, None
+        elif fn is not None and async_fn is None and inspect.iscoroutinefunction(fn):
+            async_fn, fn = fn, None
+        tool_name = name or source.__name__
+        schema = fn_schema or schema_from_function(source, tool_name)
+        doc = inspect.getdoc(source) or ""
+        metadata = ToolMetadata(
+            name=tool_name,
+            description=description or doc or tool_name,
+            fn_schema=schema,
+            return_direct=return_direct,
+        )
+        return cls(metadata, fn=fn, async_fn=async_fn)
+
+    async def _acall(self, **kwargs: Any) -> Any:
+        if self._async_fn is not None:
+            return await self._async_fn(**kwargs)
+        assert self._fn is not None
+        fn = self._fn
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_TOOL_THREADS, lambda: fn(**kwargs))
+
+
+def tools_by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:
+    by_name: dict[str, BaseTool] = {}
+    for tool in tools:
+        if tool.metadata.name in by_name:
+            raise ValueError(f"two tools are named {tool.metadata.name!r}")
+        by_name[tool.metadata.name] = tool
+    return by_name
+
+
+async def call_tool_by_name(tools: dict[str, BaseTool], name: str, kwargs: dict[str, Any]) -> ToolOutput:
+    """Run the named tool; a name the model invented becomes an error observation."""
+    tool = tools.get(name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return _error_output(name, kwargs, f"Error: there is no tool named {name!r}. Available tools: {known}.")
+    return await tool.acall(**kwargs)

@@ -1,0 +1,159 @@
+"""The step-wise agent's data: Task, TaskStep, TaskStepOutput and the chat response."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+from .memory import ChatMemoryBuffer
+from .messages import TokenUsage, ToolSelection
+from .tools import ToolOutput
+
+if TYPE_CHECKING:
+    from .events import AgentEvent
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNDONE = "undone"
+    INTERRUPTED = "interrupted"
+
+
+class StepKind(StrEnum):
+    """What a step does; the UI draws and edits each kind differently."""
+
+    LLM = "llm"  # one model turn (its input, if any, is given to the model as a user message)
+    TOOL_CALLS = "tool_calls"  # model-chosen tool calls waiting for a person's approval
+    PLAN = "plan"  # a planning round (LLMCompiler)
+
+
+class ToolCallDecision(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class PendingToolCall(BaseModel):
+    """A tool call waiting for approval; editing changes ``tool_kwargs``, rejecting gives a reason."""
+
+    tool_id: str
+    tool_name: str
+    tool_kwargs: dict[str, Any] = Field(default_factory=dict)
+    decision: ToolCallDecision = ToolCallDecision.PENDING
+    reason: str | None = None
+    arguments_error: str | None = None
+
+    @classmethod
+    def from_selection(cls, selection: ToolSelection) -> PendingToolCall:
+        return cls(
+            tool_id=selection.tool_id,
+            tool_name=selection.tool_name,
+            tool_kwargs=dict(selection.tool_kwargs),
+            arguments_error=selection.arguments_error,
+        )
+
+
+class TaskStep(BaseModel):
+    """One step of a task. ``next_steps`` / ``prev_steps`` hold step ids (the DAG's edges)."""
+
+    task_id: str
+    step_id: str = Field(default_factory=new_id)
+    input: str | None = None
+    step_state: dict[str, Any] = Field(default_factory=dict)
+    next_steps: list[str] = Field(default_factory=list)
+    prev_steps: list[str] = Field(default_factory=list)
+    is_ready: bool = True
+    kind: StepKind = StepKind.LLM
+    tool_calls: list[PendingToolCall] | None = None
+
+    def get_next_step(
+        self,
+        step_id: str | None = None,
+        input: str | None = None,
+        step_state: dict[str, Any] | None = None,
+        kind: StepKind = StepKind.LLM,
+        tool_calls: list[PendingToolCall] | None = None,
+    ) -> TaskStep:
+        """A new step of the same task, carrying this step's state unless given another."""
+        return TaskStep(
+            task_id=self.task_id,
+            step_id=step_id or new_id(),
+            input=input,
+            step_state=dict(step_state if step_state is not None else self.step_state),
+            kind=kind,
+            tool_calls=tool_calls,
+        )
+
+    def link_step(self, next_step: TaskStep) -> None:
+        """Record the edge from this step to ``next_step`` on both ends."""
+        if next_step.step_id not in self.next_steps:
+            self.next_steps.append(next_step.step_id)
+        if self.step_id not in next_step.prev_steps:
+            next_step.prev_steps.append(self.step_id)
+
+    def tool_calls_as_input(self) -> str:
+        """The pending calls as the JSON a person edits: ``[{"tool_id", "tool_name", "tool_kwargs"}]``."""
+        calls = [
+            {"tool_id": c.tool_id, "tool_name": c.tool_name, "tool_kwargs": c.tool_kwargs}
+            for c in self.tool_calls or []
+        ]
+        return json.dumps(calls, indent=2)
+
+
+class AgentChatResponse(BaseModel):
+    response: str = ""
+    sources: list[ToolOutput] = Field(default_factory=list)
+    usage: TokenUsage | None = None
+
+    def __str__(self) -> str:
+        return self.response
+
+
+class TaskStepOutput(BaseModel):
+    output: AgentChatResponse
+    task_step: TaskStep
+    next_steps: list[TaskStep] = Field(default_factory=list)
+    is_last: bool = False
+
+    def __str__(self) -> str:
+        return str(self.output)
+
+
+EventSink = Callable[["AgentEvent"], Awaitable[None]]
+
+
+class Task(BaseModel):
+    """A run of the agent on one input.
+
+    ``memory`` starts as a copy of the agent's conversation and grows as steps run; the agent's
+    own memory only takes it over when the task is finalized, so abandoning a task leaves it as
+    it was. ``approve_tool_calls`` makes workers stop before running tools, for a person to decide.
+    """
+
+    task_id: str = Field(default_factory=new_id)
+    input: str
+    memory: ChatMemoryBuffer = Field(default_factory=ChatMemoryBuffer)
+    extra_state: dict[str, Any] = Field(default_factory=dict)
+    approve_tool_calls: bool = False
+    history_length: int = 0
+    _sink: EventSink | None = PrivateAttr(default=None)
+
+    async def emit(self, event: AgentEvent) -> None:
+        """Send an event to whoever watches this task (the runner sets the sink)."""
+        if self._sink is not None:
+            await self._sink(event)
+
+    def set_event_sink(self, sink: EventSink) -> None:
+        self._sink = sink

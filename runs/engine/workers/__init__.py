@@ -1,0 +1,6 @@
+"""Agent workers: each turns a TaskStep into a TaskStepOutput under the same runner."""
+
+from .base import BaseAgentWorker
+from .function_calling import FunctionCallingAgentWorker
+
+__all__ = ["BaseAgentWorker", "FunctionCallingAgentWorker"]

@@ -1,0 +1,50 @@
+"""BaseAgentWorker: the step-wise agent algorithm the runner drives."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from .._sync import run_sync
+from ..tools import BaseTool
+from ..types import Task, TaskStep, TaskStepOutput
+
+if TYPE_CHECKING:
+    from ..runner import AgentRunner
+
+
+class BaseAgentWorker(ABC):
+    """Turns one TaskStep into a TaskStepOutput. Holds no per-task state: that lives on the Task.
+
+    Workers always stream from the model, emitting events through ``task.emit``; so ``arun_step``
+    and ``astream_step`` are one run, and the runner's sync methods wrap the async ones.
+    """
+
+    @abstractmethod
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        """The task's first step; may also set up ``task.extra_state``."""
+
+    @abstractmethod
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        """Run one step. Must leave ``task`` consistent if it raises (the runner rolls memory back)."""
+
+    async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        return await self.arun_step(step, task, **kwargs)
+
+    def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        return run_sync(self.arun_step(step, task, **kwargs))
+
+    def stream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        return run_sync(self.astream_step(step, task, **kwargs))
+
+    def finalize_task(self, task: Task, **kwargs: Any) -> None:
+        """Called once the last step ran, before the agent's memory takes over the task's."""
+
+    def get_tools(self) -> list[BaseTool]:
+        """The tools this worker may call (the runner validates edited tool arguments against them)."""
+        return []
+
+    def as_agent(self, **kwargs: Any) -> AgentRunner:
+        from ..runner import AgentRunner
+
+        return AgentRunner(self, **kwargs)

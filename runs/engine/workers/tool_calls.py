@@ -1,0 +1,89 @@
+"""Running a turn's tool calls: concurrently, with events, honouring a person's approvals.
+
+Shared by every worker that calls tools, so approval behaves the same everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ..events import ToolCall, ToolCallResult
+from ..messages import ChatMessage
+from ..tools import BaseTool, ToolOutput, call_tool_by_name
+from ..types import PendingToolCall, Task, TaskStep, ToolCallDecision
+
+REJECTION_PREFIX = "rejected by user"
+
+
+def rejection_text(reason: str | None) -> str:
+    return f"{REJECTION_PREFIX}: {reason or 'no reason given'}"
+
+
+async def run_one_call(
+    task: Task,
+    step: TaskStep,
+    tools: dict[str, BaseTool],
+    call: PendingToolCall,
+    plan_index: int | None = None,
+    depends_on: list[int] | None = None,
+) -> ToolOutput:
+    """Run one call, emitting ToolCall then ToolCallResult. Never raises for a tool's failure."""
+    await task.emit(
+        ToolCall(
+            task_id=task.task_id,
+            step_id=step.step_id,
+            tool_name=call.tool_name,
+            tool_kwargs=call.tool_kwargs,
+            tool_id=call.tool_id,
+            plan_index=plan_index,
+            depends_on=depends_on or [],
+        )
+    )
+    started = time.time()
+    if call.decision is ToolCallDecision.REJECTED:
+        output = ToolOutput(
+            content=rejection_text(call.reason), tool_name=call.tool_name, raw_input=call.tool_kwargs, is_error=True
+        )
+    elif call.arguments_error:
+        output = ToolOutput(
+            content=f"Error: {call.arguments_error}", tool_name=call.tool_name, raw_input=call.tool_kwargs, is_error=True
+        )
+    else:
+        output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
+    tool = tools.get(call.tool_name)
+    await task.emit(
+        ToolCallResult(
+            task_id=task.task_id,
+            step_id=step.step_id,
+            tool_name=call.tool_name,
+            tool_kwargs=call.tool_kwargs,
+            tool_id=call.tool_id,
+            tool_output=output,
+            return_direct=bool(tool and tool.metadata.return_direct and not output.is_error),
+            started_at=started,
+            ended_at=time.time(),
+            plan_index=plan_index,
+        )
+    )
+    return output
+
+
+async def run_calls(
+    task: Task, step: TaskStep, tools: dict[str, BaseTool], calls: list[PendingToolCall]
+) -> list[ToolOutput]:
+    """Run all calls at once; outputs come back in call order, whatever order they finish in."""
+    return list(await asyncio.gather(*(run_one_call(task, step, tools, call) for call in calls)))
+
+
+def tool_messages(calls: list[PendingToolCall], outputs: list[ToolOutput]) -> list[ChatMessage]:
+    return [ChatMessage.tool(out.content, tool_call_id=call.tool_id, name=call.tool_name) for call, out in zip(calls, outputs)]
+
+
+def returns_direct(tools: dict[str, BaseTool], outputs: list[ToolOutput]) -> ToolOutput | None:
+    """The first successful output of a ``return_direct`` tool: it ends the task as the answer."""
+    for output in outputs:
+        tool = tools.get(output.tool_name)
+        if tool is not None and tool.metadata.return_direct and not output.is_error:
+            return output
+    return None
