@@ -1,0 +1,87 @@
+# agentui: `make run` serves the app, `make test` runs the tests.
+# Both create .venv and install the pinned requirements on first use.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+LINK_USER ?=
+# The services pass of `make test` (override to use other servers).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+# A stamp per content of the requirements: editing a file re-installs, nothing else does.
+req_hash = $(shell cat $(1) | sha256sum | cut -c1-12)
+RUN_STAMP := $(VENV)/.installed-run-$(call req_hash,requirements.txt)
+TEST_STAMP := $(VENV)/.installed-test-$(call req_hash,requirements.txt requirements-test.txt)
+
+# Tests never see a developer's own database, Redis or LLM settings.
+CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL
+SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
+
+.PHONY: help run test login-link clean
+
+help:
+	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
+	@echo "make test        run the tests (SQLite pass, then PostgreSQL + Redis pass)"
+	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
+	@echo "make clean       remove caches and test artifacts (keeps .venv and db.sqlite3)"
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "agentui needs Python 3.11+; $(PYTHON) is " + sys.version.split()[0])'
+	@echo "Creating $(VENV) with $$($(PYTHON) --version)"
+	@$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): requirements.txt | $(PY)
+	@echo "Installing requirements.txt into $(VENV)"
+	@$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@rm -f $(VENV)/.installed-run-* && touch $@
+
+$(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
+	@echo "Installing requirements-test.txt into $(VENV)"
+	@$(PY) -m pip install --disable-pip-version-check -q -r requirements-test.txt
+	@rm -f $(VENV)/.installed-test-* && touch $@
+
+run: $(RUN_STAMP)
+	@$(PY) manage.py migrate --noinput -v 0
+	@$(PY) manage.py preflight
+	@$(PY) manage.py ensure_user
+	@echo "Serving agentui on http://$(HOST):$(PORT)/ (Ctrl-C stops)"
+	@exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentui.asgi:application
+
+login-link: $(RUN_STAMP)
+	@$(PY) manage.py login_link $(LINK_USER)
+
+# Pass 1: every test on SQLite and the in-memory channel layer.
+# Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
+# (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
+# pytest's exit code 5 (no tests collected) does not fail a pass.
+test: $(TEST_STAMP)
+	@set -u; \
+	services_ok=1; \
+	problems=$$($(SERVICES_ENV) $(PY) manage.py preflight --no-llm --quiet 2>&1) || services_ok=0; \
+	if [ $$services_ok = 0 ]; then \
+	  echo "PostgreSQL/Redis not reachable: the services pass (pass 2) will be skipped:"; \
+	  echo "$$problems" | sed 's/^/    /'; \
+	fi; \
+	echo "== Pass 1: all tests, SQLite + in-memory channel layer"; \
+	$(CLEAN_ENV) $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi; \
+	if [ $$services_ok = 0 ]; then \
+	  if [ "$${AGENTUI_REQUIRE_SERVICES:-}" = 1 ]; then \
+	    echo "FAILED: AGENTUI_REQUIRE_SERVICES=1 but the services pass cannot run:"; \
+	    echo "$$problems" | sed 's/^/    /'; \
+	    exit 1; \
+	  fi; \
+	  exit 0; \
+	fi; \
+	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
+	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest -m "db or ws" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .hypothesis test-artifacts
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +

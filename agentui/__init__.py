@@ -1,0 +1,1 @@
+"""agentui Django project: settings, ASGI entry point and root URLs."""

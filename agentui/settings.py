@@ -1,0 +1,292 @@
+"""Django settings for agentui, read from the environment.
+
+With no environment at all this gives a working local setup: SQLite in the
+project folder, the in-memory channel layer and the offline demo model.
+A malformed value raises ImproperlyConfigured("NAME: reason"), which
+manage.py prints as one line.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = _env(name).lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}: expected true or false, got {os.environ[name]!r}")
+
+
+def _env_list(name: str, default: list[str]) -> list[str]:
+    raw = _env(name)
+    if not raw:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _log_level(name: str) -> str:
+    level = _env(name, "INFO").upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ImproperlyConfigured(f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    return level
+
+
+def _port_problem(name: str, url: str) -> str | None:
+    """The reason `url` has an unusable port, or None."""
+    try:
+        urlsplit(url).port
+    except ValueError as exc:  # urllib says "Port out of range" / "could not be cast"
+        return f"{name}: bad port ({exc})"
+    return None
+
+
+def _local_secret_key(path: Path) -> str:
+    """Read the generated key, creating it once (race-free) if it is missing."""
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        key = None
+    if key:
+        return key
+    if key == "":
+        raise ImproperlyConfigured(f"SECRET_KEY: {path} is empty; delete it or set SECRET_KEY")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(get_random_secret_key() + "\n")
+        tmp.chmod(0o600)
+        try:
+            os.link(tmp, path)  # fails if another process won the race; then use theirs
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        return path.read_text().strip()
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY: not set, and cannot keep a generated one in {path} ({exc.strerror})"
+        ) from None
+
+
+_POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
+
+
+def _database(url: str) -> dict[str, object]:
+    """DATABASES['default'] for DATABASE_URL; SQLite in the project folder when unset."""
+    sqlite_options = {
+        # Notebook steps write from several threads: wait for locks, take the
+        # write lock up front and let readers run beside one writer.
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL;",
+    }
+    if not url:
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "db.sqlite3",
+            "OPTIONS": sqlite_options,
+        }
+    scheme = urlsplit(url).scheme
+    if scheme not in _POSTGRES_SCHEMES | {"sqlite"}:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: unsupported scheme {scheme!r}; "
+            "use postgres://user:password@host:port/name or sqlite:///path/to/file.sqlite3"
+        )
+    problem = _port_problem("DATABASE_URL", url)
+    if problem:
+        raise ImproperlyConfigured(problem)
+    try:
+        config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=0))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
+    if not config.get("NAME"):
+        raise ImproperlyConfigured("DATABASE_URL: no database name (expected .../name at the end)")
+    options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+    if scheme == "sqlite":
+        config["OPTIONS"] = {**sqlite_options, **options}
+    else:
+        # Fail in seconds, not minutes, when the server is unreachable.
+        config["OPTIONS"] = {"connect_timeout": 10, **options}
+    test_name = _env("AGENTUI_TEST_DB_NAME")
+    if test_name:
+        # Lets parallel test runs on one server use separate test databases.
+        config["TEST"] = {"NAME": test_name}
+    return config
+
+
+def _channel_layers(url: str) -> dict[str, dict[str, object]]:
+    """CHANNEL_LAYERS for REDIS_URL; the in-process layer when unset."""
+    if not url:
+        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    parts = urlsplit(url)
+    if parts.scheme not in {"redis", "rediss", "unix"}:
+        raise ImproperlyConfigured(
+            f"REDIS_URL: unsupported scheme {parts.scheme!r}; use redis://host:port/db"
+        )
+    problem = _port_problem("REDIS_URL", url)
+    if problem:
+        raise ImproperlyConfigured(problem)
+    if parts.scheme != "unix":
+        if not parts.hostname:
+            raise ImproperlyConfigured("REDIS_URL: no host (expected redis://host:port/db)")
+        db = parts.path.lstrip("/")
+        if db and not db.isdigit():
+            raise ImproperlyConfigured(f"REDIS_URL: database {db!r} is not a number")
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url]},
+        }
+    }
+
+
+def _check_llm(api_key: str, base_url: str, model: str) -> None:
+    if base_url:
+        parts = urlsplit(base_url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ImproperlyConfigured(
+                "OPENAI_BASE_URL: expected an http(s) URL such as http://localhost:11434/v1"
+            )
+        problem = _port_problem("OPENAI_BASE_URL", base_url)
+        if problem:
+            raise ImproperlyConfigured(problem)
+        if not model:
+            raise ImproperlyConfigured(
+                "AGENTUI_MODEL: required with OPENAI_BASE_URL (the model name your server serves)"
+            )
+    elif model and not api_key:
+        raise ImproperlyConfigured(
+            "OPENAI_API_KEY: AGENTUI_MODEL is set but neither OPENAI_API_KEY (OpenAI) "
+            "nor OPENAI_BASE_URL (a local server) is"
+        )
+
+
+# --- Core -------------------------------------------------------------------
+
+SECRET_KEY = _env("SECRET_KEY") or _local_secret_key(BASE_DIR / ".local" / "secret_key")
+DEBUG = _env_bool("DEBUG", True)
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "daphne",  # first: runserver serves ASGI through daphne
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view is marked @login_not_required:
+    # analysts' tasks are private. Websocket consumers check scope["user"] themselves.
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentui.urls"
+ASGI_APPLICATION = "agentui.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "runs.views.navigation",
+            ],
+        },
+    },
+]
+
+# --- Data and messaging -----------------------------------------------------
+
+DATABASES = {"default": _database(_env("DATABASE_URL"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = _env("REDIS_URL")
+CHANNEL_LAYERS = _channel_layers(REDIS_URL)
+
+# --- The language model (resolved by runs.llm_config) -----------------------
+
+OPENAI_API_KEY = _env("OPENAI_API_KEY")
+OPENAI_BASE_URL = _env("OPENAI_BASE_URL").rstrip("/")
+AGENTUI_MODEL = _env("AGENTUI_MODEL")
+_check_llm(OPENAI_API_KEY, OPENAI_BASE_URL, AGENTUI_MODEL)
+
+# --- Auth ---------------------------------------------------------------------
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:index"
+LOGOUT_REDIRECT_URL = "login"
+AGENTUI_LOGIN_LINK_MAX_AGE = 24 * 3600  # seconds a printed login link stays valid
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --- Pages ------------------------------------------------------------------
+
+# Header navigation: (label, URL name). A link whose URL name does not
+# resolve yet is left out, so pages can be listed before they exist.
+AGENTUI_NAV = [
+    ("Notebook", "runs:index"),
+    ("Traces", "runs:traces"),
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"  # filled by `manage.py collectstatic` for deployments
+# Serve straight from static/ too, so a run with DEBUG off works without collectstatic;
+# until collectstatic has run, WhiteNoise's warning about the missing folder is noise.
+WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message=r"No directory at: .*staticfiles")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"runs": {"handlers": ["console"], "level": _log_level("AGENTUI_LOG_LEVEL")}},
+}

@@ -1,0 +1,15 @@
+"""Root URLs: login, admin and the runs app."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from runs.views import login_with_link
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/<str:token>/", login_with_link, name="login_link"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", include("runs.urls")),
+]

@@ -1,0 +1,164 @@
+"""Fixtures shared by the whole suite.
+
+Services: tests marked `postgres` run only when the database is PostgreSQL and
+tests marked `redis` only when REDIS_URL is set; `make test`'s second pass sets
+both. A service that is configured but unusable (or Chromium missing) skips
+the test, or fails it when AGENTUI_REQUIRE_SERVICES=1 (as CI does).
+
+    def test_x(require_service, redis_url, scripted_server, artifacts_dir): ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from runs.engine.testing import ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS_DIR = Path(os.environ.setdefault("AGENTUI_ARTIFACTS", str(ROOT / "test-artifacts")))
+REQUIRE_SERVICES = os.environ.get("AGENTUI_REQUIRE_SERVICES", "") == "1"
+
+CHROMIUM_PATH = os.environ.get("AGENTUI_CHROMIUM", "/usr/bin/chromium")
+# Headless as root in a sandbox with no internet: no sandboxing, no background fetches.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+# Settings from the developer's shell that must not leak into child processes.
+_SERVICE_ENV = ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTUI_MODEL")
+
+
+def require_service(name: str, reason: str) -> NoReturn:
+    """Skip the running test because service `name` is unusable; fail instead in CI."""
+    message = f"{name} unavailable: {reason}"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{message} (AGENTUI_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(message)
+
+
+def is_postgres() -> bool:
+    """Whether the configured database is PostgreSQL."""
+    return "postgresql" in str(settings.DATABASES["default"]["ENGINE"])
+
+
+# --- Markers -------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Before `-m` deselects: a postgres test is a db test and a redis test a ws
+    # test, so the services pass (-m "db or ws") always picks them up.
+    for item in items:
+        if item.get_closest_marker("postgres") and not item.get_closest_marker("db"):
+            item.add_marker(pytest.mark.db)
+        if item.get_closest_marker("redis") and not item.get_closest_marker("ws"):
+            item.add_marker(pytest.mark.ws)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres") and not is_postgres():
+        pytest.skip("needs DATABASE_URL=postgres://... (runs in make test's services pass)")
+    if item.get_closest_marker("redis") and not settings.REDIS_URL:
+        pytest.skip("needs REDIS_URL (runs in make test's services pass)")
+
+
+# --- Fixtures --------------------------------------------------------------------
+
+
+@pytest.fixture(name="require_service")
+def require_service_fixture() -> Callable[[str, str], NoReturn]:
+    """`require_service(name, reason)`: skip (fail under AGENTUI_REQUIRE_SERVICES=1)."""
+    return require_service
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """The configured REDIS_URL, after checking that Redis answers."""
+    url: str = settings.REDIS_URL
+    if not url:
+        pytest.skip("needs REDIS_URL (runs in make test's services pass)")
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        require_service("redis", f"{url}: {exc}")
+    finally:
+        client.close()
+    return url
+
+
+@pytest.fixture
+def chromium_path() -> str:
+    """Path of Debian's Chromium (AGENTUI_CHROMIUM overrides)."""
+    if not os.access(CHROMIUM_PATH, os.X_OK):
+        require_service("chromium", f"no {CHROMIUM_PATH} (apt-get install -y chromium)")
+    return CHROMIUM_PATH
+
+
+@pytest.fixture
+def chromium_launch_options(chromium_path: str) -> dict[str, Any]:
+    """Keyword arguments for Playwright's `chromium.launch(**options)`."""
+    return {"executable_path": chromium_path, "headless": True, "args": list(CHROMIUM_ARGS)}
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
+    """Factory `make_server(script=None, **kwargs)`: a started ScriptedServer, stopped after the test."""
+    from runs.engine.testing import ScriptedServer
+
+    started: list[ScriptedServer] = []
+
+    def make_server(script: Any = None, **kwargs: Any) -> ScriptedServer:
+        server = ScriptedServer(script, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield make_server
+    for server in reversed(started):
+        server.stop()
+
+
+@pytest.fixture
+def artifacts_dir() -> Path:
+    """Folder for screenshots and other files a person may look at after a run."""
+    ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS_DIR
+
+
+@pytest.fixture
+def subprocess_env() -> Callable[..., dict[str, str]]:
+    """Factory `env(**overrides)`: an environment to run python/manage.py in a child process.
+
+    Starts from this process's environment without the service and LLM settings;
+    a value of None removes a variable.
+    """
+
+    def make_env(**overrides: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SERVICE_ENV}
+        env["DJANGO_SETTINGS_MODULE"] = "agentui.settings"
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+    return make_env
+

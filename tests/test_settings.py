@@ -1,0 +1,180 @@
+"""Settings come from the environment; each case imports them in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conftest import ROOT
+
+# Prints what the settings resolved to, as JSON.
+SHOW_SETTINGS = """
+import json
+from django.conf import settings
+from runs.llm_config import llm_settings
+
+db = settings.DATABASES["default"]
+layer = settings.CHANNEL_LAYERS["default"]
+llm = llm_settings(start_demo=False)
+print(json.dumps({
+    "engine": db["ENGINE"], "name": str(db["NAME"]), "host": db.get("HOST"),
+    "port": db.get("PORT"), "user": db.get("USER"), "test_name": db.get("TEST", {}).get("NAME"),
+    "layer": layer["BACKEND"], "layer_hosts": layer.get("CONFIG", {}).get("hosts"),
+    "is_demo": llm.is_demo, "model": llm.model, "base_url": llm.base_url, "label": llm.label,
+    "debug": settings.DEBUG, "allowed_hosts": settings.ALLOWED_HOSTS,
+    "secret_key": settings.SECRET_KEY,
+}))
+"""
+
+EnvFactory = Callable[..., dict[str, str]]
+
+
+def resolved(subprocess_env: EnvFactory, **env: str | None) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", SHOW_SETTINGS],
+        env=subprocess_env(**env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def manage_check(subprocess_env: EnvFactory, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env=subprocess_env(**env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_defaults_are_sqlite_in_memory_layer_and_demo_model(subprocess_env: EnvFactory) -> None:
+    s = resolved(subprocess_env)
+    assert s["engine"] == "django.db.backends.sqlite3"
+    assert s["name"] == str(ROOT / "db.sqlite3")
+    assert s["layer"] == "channels.layers.InMemoryChannelLayer"
+    assert s["is_demo"] is True
+    assert s["label"] == "Offline demo model — no LLM configured"
+    assert s["debug"] is True
+    assert s["allowed_hosts"] == ["localhost", "127.0.0.1", "[::1]"]
+
+
+def test_postgres_url_selects_postgres(subprocess_env: EnvFactory) -> None:
+    s = resolved(subprocess_env, DATABASE_URL="postgres://postgres@127.0.0.1:5432/test")
+    assert s["engine"] == "django.db.backends.postgresql"
+    assert (s["name"], s["host"], s["port"], s["user"]) == ("test", "127.0.0.1", 5432, "postgres")
+    assert s["test_name"] is None  # pytest-django then uses test_test
+
+
+def test_test_database_name_can_be_set(subprocess_env: EnvFactory) -> None:
+    s = resolved(
+        subprocess_env,
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        AGENTUI_TEST_DB_NAME="test_agentui_42",
+    )
+    assert s["test_name"] == "test_agentui_42"
+
+
+def test_sqlite_url_is_accepted(subprocess_env: EnvFactory) -> None:
+    s = resolved(subprocess_env, DATABASE_URL="sqlite:////tmp/agentui-elsewhere.sqlite3")
+    assert (s["engine"], s["name"]) == ("django.db.backends.sqlite3", "/tmp/agentui-elsewhere.sqlite3")
+
+
+def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> None:
+    s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
+    assert s["layer"] == "channels_redis.core.RedisChannelLayer"
+    assert s["layer_hosts"] == ["redis://127.0.0.1:6379/0"]
+
+
+def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:
+    s = resolved(subprocess_env, OPENAI_API_KEY="sk-test")
+    assert s["is_demo"] is False
+    assert s["base_url"] == "https://api.openai.com/v1"
+    assert s["model"] == "gpt-4.1-mini"
+    assert s["label"] == "gpt-4.1-mini at api.openai.com"
+
+
+def test_local_server_and_model_are_honoured(subprocess_env: EnvFactory) -> None:
+    s = resolved(
+        subprocess_env, OPENAI_BASE_URL="http://localhost:11434/v1/", AGENTUI_MODEL="llama3.1"
+    )
+    assert s["is_demo"] is False
+    assert (s["base_url"], s["model"]) == ("http://localhost:11434/v1", "llama3.1")
+    assert s["label"] == "llama3.1 at localhost:11434"
+
+
+def test_plain_settings_are_honoured(subprocess_env: EnvFactory) -> None:
+    s = resolved(
+        subprocess_env, SECRET_KEY="k" * 50, DEBUG="false", ALLOWED_HOSTS="agentui.example, 10.0.0.5"
+    )
+    assert s["secret_key"] == "k" * 50
+    assert s["debug"] is False
+    assert s["allowed_hosts"] == ["agentui.example", "10.0.0.5"]
+
+
+def test_generated_secret_key_is_kept(subprocess_env: EnvFactory) -> None:
+    first = resolved(subprocess_env, SECRET_KEY=None)
+    second = resolved(subprocess_env, SECRET_KEY=None)
+    assert len(str(first["secret_key"])) >= 50
+    assert first["secret_key"] == second["secret_key"]
+    assert (ROOT / ".local" / "secret_key").read_text().strip() == first["secret_key"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("DATABASE_URL", "mysql+foo://user@host/db", "unsupported scheme 'mysql+foo'"),
+        ("DATABASE_URL", "postgres://user@host:notaport/db", "bad port"),
+        ("DATABASE_URL", "postgres://user@host:5432", "no database name"),
+        ("DATABASE_URL", "redis://127.0.0.1:6379/0", "unsupported scheme 'redis'"),
+        ("REDIS_URL", "redis://127.0.0.1:99999/0", "bad port"),
+        ("REDIS_URL", "memcached://127.0.0.1:11211", "unsupported scheme 'memcached'"),
+        ("REDIS_URL", "redis://127.0.0.1:6379/zero", "is not a number"),
+        ("OPENAI_BASE_URL", "localhost:11434", "expected an http(s) URL"),
+        ("DEBUG", "perhaps", "expected true or false"),
+    ],
+)
+def test_bad_setting_is_one_line_naming_it(
+    subprocess_env: EnvFactory, name: str, value: str, reason: str
+) -> None:
+    extra = {"AGENTUI_MODEL": "m"} if name == "OPENAI_BASE_URL" else {}
+    result = manage_check(subprocess_env, **{name: value, **extra})
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{name}: ")
+    assert reason in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OPENAI_BASE_URL": "http://localhost:8080/v1"}, "AGENTUI_MODEL"),
+        ({"AGENTUI_MODEL": "gpt-4o"}, "OPENAI_API_KEY"),
+    ],
+)
+def test_incomplete_llm_settings_are_one_line(
+    subprocess_env: EnvFactory, env: dict[str, str], named: str
+) -> None:
+    result = manage_check(subprocess_env, **env)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith(f"{named}: ")
+
+
+def test_good_settings_pass_check(subprocess_env: EnvFactory) -> None:
+    result = manage_check(subprocess_env)
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
