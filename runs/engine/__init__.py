@@ -52,13 +52,13 @@ from .types import (
     TaskStepOutput,
     ToolCallDecision,
 )
-from .workers import BaseAgentWorker, FunctionCallingAgentWorker
+from .workers import BaseAgentWorker, FunctionCallingAgentWorker, LLMCompilerAgentWorker
 
 __all__ = [
     "AgentChatResponse", "AgentError", "AgentEvent", "AgentInput", "AgentOutput", "AgentRunner",
     "AgentStream", "BaseAgentWorker", "BaseTool", "ChatMemoryBuffer", "ChatMessage", "ChatResponse",
     "Checkpoint", "FunctionCallingAgentWorker", "FunctionTool", "ImagePart", "InMemoryStateStore", "LLM",
-    "LLMError", "LLMMetadata", "MessageRole", "NothingToUndoError", "OpenAI", "PendingToolCall",
+    "LLMCompilerAgentWorker", "LLMError", "LLMMetadata", "MessageRole", "NothingToUndoError", "OpenAI", "PendingToolCall",
     "StateStore", "StepCompleted", "StepCreated", "StepFailed", "StepFailedError", "StepInputEdited",
     "StepKind", "StepNotEditableError", "StepStarted", "StepStatus", "StepUndone",
     "StreamingAgentChatResponse", "Task", "TaskCompleted", "TaskCreated", "TaskDeleted",

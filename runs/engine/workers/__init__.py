@@ -2,5 +2,6 @@
 
 from .base import BaseAgentWorker
 from .function_calling import FunctionCallingAgentWorker
+from .llm_compiler import LLMCompilerAgentWorker
 
-__all__ = ["BaseAgentWorker", "FunctionCallingAgentWorker"]
+__all__ = ["BaseAgentWorker", "FunctionCallingAgentWorker", "LLMCompilerAgentWorker"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
 
 from ..events import AgentInput, AgentOutput, AgentStream
 from ..llms.base import LLM, ChatResponse
@@ -20,14 +21,14 @@ async def iter_turn(
     stop: Sequence[str] | None = None,
     phase: str | None = None,
     agent_name: str = "agent",
-) -> AsyncIterator[ChatResponse]:
+) -> AsyncGenerator[ChatResponse, None]:
     """Stream one reply like ``stream_turn``, also yielding each chunk to the caller as it arrives.
 
     For workers that act on a reply while it is being written (LLMCompiler dispatches plan lines).
     Each chunk is yielded after its AgentStream event; the last chunk is the complete reply, and
     AgentOutput is emitted once the caller has consumed it.
     """
-    ids = {"task_id": task.task_id, "step_id": step.step_id}
+    ids: dict[str, Any] = {"task_id": task.task_id, "step_id": step.step_id}
     await task.emit(AgentInput(**ids, input=list(messages), current_agent_name=agent_name, phase=phase))
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(messages, tools=tools, stop=stop):

@@ -1,0 +1,298 @@
+"""LLMCompilerAgentWorker: plan tool calls as a DAG, run them as the plan streams in, then join.
+
+After Kim et al., "An LLM Compiler for Parallel Function Calling" (ICML 2024). Each round is one
+step of kind PLAN: the planner's reply is streamed and every call is dispatched the moment its
+line is complete and the calls it uses have finished, while the planner is still writing; then
+the joiner reads every result and either finishes or asks for a new round (a new PLAN step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import aclosing
+from typing import Any, Protocol
+
+from ...errors import AgentError, LLMError
+from ...llms.base import LLM
+from ...memory import ChatMemoryBuffer
+from ...messages import ChatMessage, TokenUsage
+from ...tools import BaseTool, tools_by_name
+from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
+from ..base import BaseAgentWorker
+from ..llm_turn import iter_turn, stream_turn
+from .executor import PlanExecutor, call_tool_id
+from .joiner import parse_joiner_reply
+from .plan import END_OF_PLAN, PlanParser
+from .prompts import (
+    DEFAULT_JOINER_PROMPT,
+    DEFAULT_PLANNER_EXAMPLE,
+    LAST_ROUND_NOTE,
+    PromptTemplateLike,
+    planner_system_prompt,
+    planner_user_message,
+    render_joiner_prompt,
+)
+from .refs import find_references
+from .rounds import CompilerState, RoundRecord, format_rounds
+
+DEFAULT_MAX_REPLANS = 3
+_ROUND = "round"
+_PENDING_ROUND = "pending_round"
+_PLAN_STEP = "plan_step_id"
+
+
+class ToolRetriever(Protocol):
+    """Picks tools for a question (LlamaIndex's ``ObjectRetriever[BaseTool]`` fits)."""
+
+    def retrieve(self, query: str) -> Sequence[BaseTool]: ...
+
+
+class PlanError(AgentError):
+    """A round could not produce an answer and no round is left to try again."""
+
+    code = "plan_failed"
+
+
+def _add_usage(total: TokenUsage | None, more: TokenUsage | None) -> TokenUsage | None:
+    if more is None:
+        return total
+    return more if total is None else total + more
+
+
+def tool_params(tools: Sequence[BaseTool]) -> dict[str, list[str]]:
+    """Each tool's parameter names in order, for positional arguments in a plan."""
+    return {tool.metadata.name: list(tool.metadata.parameters_schema().get("properties", {})) for tool in tools}
+
+
+class LLMCompilerAgentWorker(BaseAgentWorker):
+    """Plans tool calls, runs them in parallel as a dependency graph, and joins their results.
+
+    ``max_replans`` is the total number of planning rounds; the last one must finish.
+    ``tool_retriever`` adds tools picked for the question to ``tools``. ``stop`` defaults to
+    ``["<END_OF_PLAN>"]``. ``joiner_prompt`` is a template with ``{query_str}`` and ``{context_str}``.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        llm: LLM,
+        *,
+        verbose: bool = False,
+        tool_retriever: ToolRetriever | None = None,
+        planner_example_prompt_str: str | None = None,
+        stop: Sequence[str] | None = None,
+        joiner_prompt: str | PromptTemplateLike | None = None,
+        max_replans: int = DEFAULT_MAX_REPLANS,
+    ) -> None:
+        if max_replans < 1:
+            raise ValueError("max_replans is the number of planning rounds; it must be at least 1")
+        self.tools = list(tools)
+        tools_by_name(self.tools)  # refuses two tools with one name now rather than mid-plan
+        self.llm = llm
+        self.verbose = verbose
+        self.tool_retriever = tool_retriever
+        self.planner_example_prompt_str = planner_example_prompt_str or DEFAULT_PLANNER_EXAMPLE
+        self.stop = list(stop) if stop is not None else [END_OF_PLAN]
+        self.joiner_prompt: str | PromptTemplateLike = joiner_prompt or DEFAULT_JOINER_PROMPT
+        self.max_replans = max_replans
+        # without a retriever the tools never change, so neither do the planner's prompts
+        self.system_prompt = planner_system_prompt(self.tools, self.planner_example_prompt_str)
+        self.system_prompt_replan = planner_system_prompt(self.tools, self.planner_example_prompt_str, replan=True)
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[BaseTool] | None = None,
+        tool_retriever: ToolRetriever | None = None,
+        llm: LLM | None = None,
+        verbose: bool = False,
+        *,
+        planner_example_prompt_str: str | None = None,
+        stop: Sequence[str] | None = None,
+        joiner_prompt: str | PromptTemplateLike | None = None,
+        max_replans: int = DEFAULT_MAX_REPLANS,
+    ) -> LLMCompilerAgentWorker:
+        """Build the worker; every parameter is passed on (``llm`` defaults to ``OpenAI()``)."""
+        if llm is None:
+            from ...llms.openai import OpenAI
+
+            llm = OpenAI()
+        return cls(
+            list(tools or []),
+            llm,
+            verbose=verbose,
+            tool_retriever=tool_retriever,
+            planner_example_prompt_str=planner_example_prompt_str,
+            stop=stop,
+            joiner_prompt=joiner_prompt,
+            max_replans=max_replans,
+        )
+
+    def get_tools(self) -> list[BaseTool]:
+        return list(self.tools)
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        CompilerState().save(task)
+        return TaskStep(task_id=task.task_id, input=task.input, kind=StepKind.PLAN, step_state={_ROUND: 1})
+
+    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+        state = CompilerState.load(task)
+        if step.kind is StepKind.TOOL_CALLS:
+            return await self._run_approved(step, task, state)
+        return await self._run_round(step, task, state)
+
+    # --- one round ----------------------------------------------------------------------------
+
+    async def _run_round(self, step: TaskStep, task: Task, state: CompilerState) -> TaskStepOutput:
+        round_no = int(step.step_state.get(_ROUND, 1))
+        note = step.input if round_no > 1 else None
+        if round_no == 1:
+            # the (possibly edited) input of the first round is the question of the whole task
+            state = CompilerState(question=step.input or task.input, history_length=len(task.memory))
+            task.memory.put(ChatMessage.user(state.question))
+        tools = self._round_tools(state.question)
+        earlier = state.outputs()
+        parser = PlanParser(tool_params(tools), first_index=state.next_index(), earlier=earlier)
+        executor = None if task.approve_tool_calls else PlanExecutor(task, step, tools_by_name(tools), earlier)
+        messages = self._planner_messages(task, state, tools, round_no, note)
+        usage: TokenUsage | None = None
+        try:
+            # aclosing: if dispatching raises, the planner's HTTP stream is closed now, not at GC
+            async with aclosing(iter_turn(self.llm, task, step, messages, stop=self.stop, phase="plan")) as chunks:
+                async for chunk in chunks:
+                    for call in parser.feed(chunk.delta):
+                        if executor is not None:
+                            executor.submit(call)
+                    usage = chunk.usage or usage
+            for call in parser.close():
+                if executor is not None:
+                    executor.submit(call)
+        except BaseException as exc:
+            if executor is not None:
+                await executor.cancel()
+            if isinstance(exc, LLMError):
+                raise LLMError(
+                    f"the planner's reply broke off after {len(parser.calls)} planned call(s), so round {round_no} "
+                    f"has no answer; the task is as it was before this step, which can be run again ({exc})"
+                ) from exc
+            raise
+        record = RoundRecord(round=round_no, plan=parser.text, calls=parser.calls, problems=parser.problems)
+        if self.verbose:
+            print(f"> Plan (round {round_no}):\n{parser.text}")
+        if executor is None and record.calls:
+            state.save(task)
+            return self._approval_step(step, record, usage)
+        if executor is not None:
+            outputs = await executor.wait()
+            for call in record.calls:
+                call.output = outputs.get(call.index)
+        return await self._join(step, task, state, record, usage)
+
+    def _approval_step(self, step: TaskStep, record: RoundRecord, usage: TokenUsage | None) -> TaskStepOutput:
+        """Hand the planned calls to a person: the next step runs them once approved, then joins."""
+        pending = [
+            PendingToolCall(
+                tool_id=call_tool_id(step, call.index),
+                tool_name=call.tool_name,
+                tool_kwargs=dict(call.kwargs),
+                arguments_error=call.error,
+            )
+            for call in record.calls
+        ]
+        state = {_ROUND: record.round, _PENDING_ROUND: record.model_dump(mode="json"), _PLAN_STEP: step.step_id}
+        approval = step.get_next_step(kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state=state)
+        approval.input = approval.tool_calls_as_input()
+        return TaskStepOutput(
+            output=AgentChatResponse(response=record.plan, usage=usage), task_step=step, next_steps=[approval]
+        )
+
+    async def _run_approved(self, step: TaskStep, task: Task, state: CompilerState) -> TaskStepOutput:
+        record = RoundRecord.model_validate(step.step_state[_PENDING_ROUND])
+        plan_step = TaskStep(task_id=task.task_id, step_id=str(step.step_state[_PLAN_STEP]))
+        approvals = {call.tool_id: call for call in step.tool_calls or []}
+        earlier = state.outputs()
+        known = set(earlier) | {call.index for call in record.calls}
+        executor = PlanExecutor(task, step, tools_by_name(self._round_tools(state.question)), earlier)
+        for call in record.calls:
+            approval = approvals.get(call_tool_id(plan_step, call.index))
+            if approval is not None and approval.tool_kwargs != call.kwargs:
+                # a person edited the arguments: their references decide what the call waits for
+                refs = find_references(approval.tool_kwargs, call.index, known)
+                call.kwargs = dict(approval.tool_kwargs)
+                call.depends_on = sorted(refs.depends_on)
+                call.error = approval.arguments_error or refs.problem(call.index)
+            elif approval is not None:
+                call.error = approval.arguments_error
+            executor.submit(call, approval)
+        outputs = await executor.wait()
+        for call in record.calls:
+            call.output = outputs.get(call.index)
+        return await self._join(step, task, state, record, None)
+
+    # --- joining ------------------------------------------------------------------------------
+
+    async def _join(
+        self, step: TaskStep, task: Task, state: CompilerState, record: RoundRecord, usage: TokenUsage | None
+    ) -> TaskStepOutput:
+        last_round = record.round >= self.max_replans
+        context = format_rounds([*state.rounds, record])
+        if last_round:
+            context = f"{context}\n\n{LAST_ROUND_NOTE}"
+        prompt = render_joiner_prompt(self.joiner_prompt, state.question, context)
+        messages = [*self._history(task, state), ChatMessage.user(prompt)]
+        reply = await stream_turn(self.llm, task, step, messages, phase="join")
+        usage = _add_usage(usage, reply.usage)
+        decision = parse_joiner_reply(reply.message.text)
+        record.thought = decision.thought
+        sources = [call.output for call in record.calls if call.output is not None]
+        if self.verbose:
+            verdict = f"Replan({decision.reason})" if decision.replan else f"Finish({decision.answer})"
+            print(f"> Thought: {decision.thought}\n> Action: {verdict}")
+        if not decision.replan:
+            state.rounds.append(record)
+            state.save(task)
+            task.memory.put(ChatMessage.assistant(decision.answer))
+            response = AgentChatResponse(response=decision.answer, sources=sources, usage=usage)
+            return TaskStepOutput(output=response, task_step=step, is_last=True)
+        if last_round:
+            problems = "; ".join(record.problems + [c.error for c in record.calls if c.error])
+            raise PlanError(
+                f"round {record.round} of {self.max_replans} (max_replans) ended without an answer: the joiner asked "
+                f"for a new plan ({decision.reason or 'no reason given'})"
+                + (f"; problems with the plan: {problems}" if problems else "")
+            )
+        record.replan_reason = decision.reason
+        state.rounds.append(record)
+        state.save(task)
+        following = step.get_next_step(kind=StepKind.PLAN, step_state={_ROUND: record.round + 1})
+        response = AgentChatResponse(response=f"Replan: {decision.reason}", sources=sources, usage=usage)
+        return TaskStepOutput(output=response, task_step=step, next_steps=[following])
+
+    # --- prompts and tools ----------------------------------------------------------------------
+
+    def _round_tools(self, question: str) -> list[BaseTool]:
+        tools = list(self.tools)
+        if self.tool_retriever is not None:
+            names = {tool.metadata.name for tool in tools}
+            for tool in self.tool_retriever.retrieve(question):
+                if tool.metadata.name not in names:
+                    names.add(tool.metadata.name)
+                    tools.append(tool)
+        return tools
+
+    def _history(self, task: Task, state: CompilerState) -> list[ChatMessage]:
+        """The conversation before this task's question, within the memory's token limit."""
+        earlier = task.memory.get_all()[: state.history_length]
+        return ChatMemoryBuffer(token_limit=task.memory.token_limit, messages=earlier).get()
+
+    def _planner_messages(
+        self, task: Task, state: CompilerState, tools: list[BaseTool], round_no: int, note: str | None
+    ) -> list[ChatMessage]:
+        replan = round_no > 1
+        if self.tool_retriever is None:
+            system = self.system_prompt_replan if replan else self.system_prompt
+        else:
+            system = planner_system_prompt(tools, self.planner_example_prompt_str, replan=replan)
+        context = format_rounds(state.rounds) if replan else None
+        user = planner_user_message(state.question, context, state.next_index(), note)
+        return [ChatMessage.system(system), *self._history(task, state), ChatMessage.user(user)]
