@@ -13,6 +13,7 @@ import pytest
 from engine_helpers import Recorder, llm_for
 
 from runs.engine import (
+    ToolArgumentsError,
     AgentRunner,
     AgentStream,
     BaseTool,
@@ -390,6 +391,32 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
     assert done[2].tool_output.content == "rejected by user: too costly"
     assert "not run because call 2 (search) failed: rejected by user: too costly" in done[3].tool_output.content
     assert tool_calls(recorder)[3].depends_on == [1, 2]
+
+
+def test_an_approval_edit_may_reference_an_earlier_result_in_a_typed_parameter() -> None:
+    plan = '1. search("abc")\n2. measure("x")\n3. join()'
+    calls = Calls()
+    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: ok\nAction: Finish(done)")])) as server:
+        agent, _ = make(server, calls.tools(), approve=True)
+        task = agent.create_task("edit me")
+        agent.run_step(task.task_id)
+        [approval] = agent.get_upcoming_steps(task.task_id)
+        second = (approval.tool_calls or [])[1]
+        # "$1" stands for call 1's result, checked once substituted; other bad values are still refused
+        agent.approve_tool_call(task.task_id, approval.step_id, second.tool_id, tool_kwargs={"text": "$1"})
+        with pytest.raises(ToolArgumentsError, match="text"):
+            agent.approve_tool_call(task.task_id, approval.step_id, second.tool_id, tool_kwargs={"txt": "$1"})
+        agent.run_step(task.task_id)
+    assert calls.names() == ["search:abc", "measure:<abc>"]
+
+
+def test_stream_chat_streams_the_answer_not_the_plan() -> None:
+    plan = '1. search("a")\n2. join()'
+    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: easy\nAction: Finish(the answer (a))")])) as server:
+        agent, _ = make(server, Calls().tools())
+        stream = agent.stream_chat("what?")
+        pieces = list(stream.response_gen)
+    assert "".join(pieces) == stream.response == "the answer (a)"
 
 
 # --- parameters --------------------------------------------------------------------------------------------

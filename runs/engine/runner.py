@@ -310,11 +310,7 @@ class AgentRunner:
         step.input = step.tool_calls_as_input()
 
     def _validated_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-        tool = {t.metadata.name: t for t in self.agent_worker.get_tools()}.get(tool_name)
-        if tool is None:
-            raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
-        tool.validate(kwargs)
-        return dict(kwargs)
+        return self.agent_worker.validate_tool_kwargs(tool_name, kwargs)
 
     async def _pending_step(self, task_id: str, step_id: str) -> tuple[TaskState, TaskStep]:
         state = await self._load(task_id)
@@ -479,13 +475,16 @@ class AgentRunner:
         streaming = StreamingAgentChatResponse()
 
         def listen(event: AgentEvent) -> None:
-            if isinstance(event, AgentStream) and event.delta:
+            # only answer text: a planner's or joiner's working (phase "plan"/"join") is not the reply
+            if isinstance(event, AgentStream) and event.delta and event.phase is None:
                 streaming.put_delta(event.delta)
 
         async def drive() -> None:
             self._listeners.append(listen)
             try:
                 response = await self.achat(message, chat_history)
+                if not streaming.deltas_sent:
+                    streaming.put_delta(response.response)  # a worker that streams no answer text
                 streaming.finish(response)
             except BaseException as exc:
                 streaming.fail(exc)

@@ -21,9 +21,11 @@ class StreamingAgentChatResponse:
         self._final: AgentChatResponse | None = None
         self._error: BaseException | None = None
         self._iterate_sync: Callable[[AsyncIterator[str]], Iterator[str]] | None = None
+        self.deltas_sent = 0
 
     # fed by the runner
     def put_delta(self, delta: str) -> None:
+        self.deltas_sent += 1
         self._queue.put_nowait(delta)
 
     def finish(self, response: AgentChatResponse) -> None:

@@ -88,17 +88,24 @@ class BaseTool:
 
     metadata: ToolMetadata
 
+    def problems(self, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+        """Where ``kwargs`` do not fit the schema, as (field, message) pairs; empty when they fit."""
+        if self.metadata.fn_schema is None:
+            return []
+        try:
+            self.metadata.fn_schema.model_validate(kwargs)
+        except ValidationError as exc:
+            return [(".".join(str(p) for p in err["loc"]) or "arguments", err["msg"]) for err in exc.errors()]
+        return []
+
     def validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Check ``kwargs`` against the schema; return them coerced, or raise ToolArgumentsError."""
         if self.metadata.fn_schema is None:
             return dict(kwargs)
         try:
             model = self.metadata.fn_schema.model_validate(kwargs)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ToolArgumentsError(f"arguments for {self.metadata.name}() do not fit its schema: {problems}") from None
+        except ValidationError:
+            raise schema_error(self.metadata.name, self.problems(kwargs)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def _acall(self, **kwargs: Any) -> Any:
@@ -121,6 +128,11 @@ class BaseTool:
         from ._sync import run_sync
 
         return run_sync(self.acall(**kwargs))
+
+
+def schema_error(tool_name: str, problems: list[tuple[str, str]]) -> ToolArgumentsError:
+    listed = "; ".join(f"{field}: {message}" for field, message in problems)
+    return ToolArgumentsError(f"arguments for {tool_name}() do not fit its schema: {listed}")
 
 
 def _to_text(value: Any) -> str:

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
+from ..errors import ToolArgumentsError
 from ..tools import BaseTool
 from ..types import Task, TaskStep, TaskStepOutput
 
@@ -43,6 +44,14 @@ class BaseAgentWorker(ABC):
     def get_tools(self) -> list[BaseTool]:
         """The tools this worker may call (the runner validates edited tool arguments against them)."""
         return []
+
+    def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Check a person's edit of a pending call's arguments; raise ToolArgumentsError if they don't fit."""
+        tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
+        if tool is None:
+            raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
+        tool.validate(kwargs)
+        return dict(kwargs)
 
     def as_agent(self, **kwargs: Any) -> AgentRunner:
         from ..runner import AgentRunner

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from contextlib import aclosing
 from typing import Any, Protocol
 
-from ...errors import AgentError, LLMError
+from ...errors import AgentError, LLMError, ToolArgumentsError
 from ...llms.base import LLM
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
-from ...tools import BaseTool, tools_by_name
+from ...tools import BaseTool, schema_error, tools_by_name
 from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
 from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
@@ -32,7 +32,7 @@ from .prompts import (
     planner_user_message,
     render_joiner_prompt,
 )
-from .refs import find_references
+from .refs import find_references, whole_reference
 from .rounds import CompilerState, RoundRecord, format_rounds
 
 DEFAULT_MAX_REPLANS = 3
@@ -130,6 +130,18 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
 
     def get_tools(self) -> list[BaseTool]:
         return list(self.tools)
+
+    def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Like the base check, but an argument that is a whole ``$N`` reference is checked once
+        call N's result is substituted, so a person may type ``"$1"`` into a numeric parameter."""
+        tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
+        if tool is None:
+            raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
+        deferred = {name for name, value in kwargs.items() if isinstance(value, str) and whole_reference(value) is not None}
+        problems = [(field, message) for field, message in tool.problems(kwargs) if field.split(".")[0] not in deferred]
+        if problems:
+            raise schema_error(tool_name, problems)
+        return dict(kwargs)
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CompilerState().save(task)
