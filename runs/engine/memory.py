@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
 
 from pydantic import BaseModel, Field, PrivateAttr
@@ -38,12 +39,14 @@ class ChatMemoryBuffer(BaseModel):
     def from_defaults(cls, chat_history: Iterable[ChatMessage] = (), token_limit: int | None = None) -> ChatMemoryBuffer:
         return cls(token_limit=token_limit or DEFAULT_TOKEN_LIMIT, messages=list(chat_history))
 
-    def _recount(self) -> None:
-        total = 0
-        self._cumulative = []
-        for message in self.messages:
-            total += estimate_tokens(message)
-            self._cumulative.append(total)
+    def _recount(self, keep: int = 0) -> None:
+        """Recompute running token totals, reusing the first ``keep`` (their messages are unchanged)."""
+        kept = self._cumulative[:keep]
+        start = kept[-1] if kept else 0
+        fresh = itertools.accumulate((estimate_tokens(m) for m in self.messages[keep:]), initial=start)
+        next(fresh)  # the initial value itself
+        kept.extend(fresh)
+        self._cumulative = kept
 
     def put(self, message: ChatMessage) -> None:
         self.messages.append(message)
@@ -76,8 +79,12 @@ class ChatMemoryBuffer(BaseModel):
         return self.messages[start:]
 
     def set(self, messages: Iterable[ChatMessage]) -> None:
-        self.messages = list(messages)
-        self._recount()
+        new = list(messages)
+        old = self.messages
+        # histories mostly grow: keep the counts of a prefix made of the very same message objects
+        keep = len(old) if old and len(new) >= len(old) and new[len(old) - 1] is old[-1] else 0
+        self.messages = new
+        self._recount(keep)
 
     def truncate(self, length: int) -> None:
         """Drop every message after the first ``length`` (what undo uses)."""
@@ -91,4 +98,7 @@ class ChatMemoryBuffer(BaseModel):
         return len(self.messages)
 
     def copy_buffer(self) -> ChatMemoryBuffer:
-        return ChatMemoryBuffer(token_limit=self.token_limit, messages=list(self.messages))
+        """An independent buffer with the same messages (which are immutable, so shared)."""
+        copy = ChatMemoryBuffer.model_construct(token_limit=self.token_limit, messages=list(self.messages))
+        copy._cumulative = list(self._cumulative)
+        return copy

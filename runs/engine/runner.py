@@ -118,12 +118,12 @@ class AgentRunner:
 
     async def acreate_task(self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any) -> Task:
         """Create a task for ``input`` with its first step queued (nothing runs yet)."""
-        history = (await self._agent_memory()).get_all()
+        agent_memory = await self._agent_memory()
         task = Task(
             input=input,
-            memory=ChatMemoryBuffer(token_limit=self.memory.token_limit, messages=history),
+            memory=agent_memory.copy_buffer(),
             approve_tool_calls=self.approve_tool_calls if approve_tool_calls is None else approve_tool_calls,
-            history_length=len(history),
+            history_length=len(agent_memory),
             **kwargs,
         )
         task.set_event_sink(self._emit)
@@ -211,9 +211,10 @@ class AgentRunner:
             if input is not None:
                 self._set_input(state, step, input)
             live = state.task
+            queue = [s.model_copy(deep=True) for s in state.step_queue]
             checkpoint = Checkpoint(
-                step=step.model_copy(deep=True),
-                queue=[s.model_copy(deep=True) for s in state.step_queue],
+                step=next(s for s in queue if s.step_id == step.step_id),
+                queue=queue,
                 memory_length=len(live.memory),
                 extra_state=copy.deepcopy(live.extra_state),
             )

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, get_type_hints
 
+from functools import cached_property
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_serializer
 
 from .errors import ToolArgumentsError
@@ -41,7 +43,8 @@ class ToolOutput(BaseModel):
 
 
 class ToolMetadata(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    # frozen: the spec sent with every model call is built once (``openai_tool``)
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, ignored_types=(cached_property,))
 
     name: str
     description: str
@@ -64,6 +67,11 @@ class ToolMetadata(BaseModel):
                 "parameters": self.parameters_schema(),
             },
         }
+
+    @cached_property
+    def openai_tool(self) -> dict[str, Any]:
+        """``to_openai_tool()``, built once (the SDK does not modify what it is given)."""
+        return self.to_openai_tool()
 
     def signature(self) -> str:
         """A Python-style signature, e.g. ``search(query: str, limit: int = 5)``, for prompts."""

@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata
 
 DEFAULT_MODEL = "gpt-4o-mini"
+_WIRE_CACHE_SIZE = 20_000
 
 
 def message_to_openai(message: ChatMessage) -> dict[str, Any]:
@@ -165,6 +167,10 @@ class OpenAI(LLM):
         self._metadata = LLMMetadata(
             model_name=model, is_function_calling_model=is_function_calling_model, context_window=context_window
         )
+        # The whole history is resent every turn; converting each (immutable) message once keeps a
+        # step's cost flat as the conversation grows. Keyed by id, holding the message so the id
+        # cannot be reused while cached.
+        self._wire: OrderedDict[int, tuple[ChatMessage, dict[str, Any]]] = OrderedDict()
         # one client per event loop: its connection pool belongs to the loop that opened it
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()
@@ -184,19 +190,29 @@ class OpenAI(LLM):
             self._clients[loop] = client
         return client
 
+    def _wire_message(self, message: ChatMessage) -> dict[str, Any]:
+        cached = self._wire.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        wire = message_to_openai(message)
+        self._wire[id(message)] = (message, wire)
+        if len(self._wire) > _WIRE_CACHE_SIZE:
+            self._wire.popitem(last=False)
+        return wire
+
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None, stop: Sequence[str] | None
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [message_to_openai(m) for m in messages],
+            "messages": [self._wire_message(m) for m in messages],
             **self.additional_kwargs,
         }
         if self.streaming:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
         if tools:
-            request["tools"] = [tool.metadata.to_openai_tool() for tool in tools]
+            request["tools"] = [tool.metadata.openai_tool for tool in tools]
         if stop:
             request["stop"] = list(stop)
         if self.temperature is not None:
