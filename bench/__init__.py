@@ -1,0 +1,1 @@
+"""Benchmarks (run as scripts: ``python bench/bench_overhead.py``); see docs/benchmarks.md."""
