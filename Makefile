@@ -49,6 +49,7 @@ run: $(RUN_STAMP)
 	@$(PY) manage.py migrate --noinput -v 0
 	@$(PY) manage.py preflight
 	@$(PY) manage.py ensure_user
+	@$(PY) manage.py recover_runs --force
 	@echo "Serving agentui on http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	@exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentui.asgi:application
 

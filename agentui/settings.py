@@ -156,7 +156,13 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [url]},
+            "CONFIG": {
+                # redis-py's default 5 s read timeout equals channels-redis's blocking receive:
+                # an idle socket's consumer would time out and be closed (1011) after ~5 s
+                "hosts": [{"address": url, "socket_timeout": 30}],
+                # one daphne's sockets share a channel key; 100 (the default) overflows under load
+                "capacity": 2000,
+            },
         }
     }
 
@@ -267,7 +273,8 @@ AUTH_PASSWORD_VALIDATORS = [
 # Header navigation: (label, URL name). A link whose URL name does not
 # resolve yet is left out, so pages can be listed before they exist.
 AGENTUI_NAV = [
-    ("Notebook", "runs:index"),
+    ("Home", "runs:index"),
+    ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
 ]
 

@@ -7,3 +7,10 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "runs"
     verbose_name = "Agent runs"
+
+    def ready(self) -> None:
+        # Demo scripts only register rules (no database access), so they are safe this early;
+        # crash recovery needs the database and runs from runs.live.recovery instead.
+        from runs.demo_scripts import register_demo_scripts
+
+        register_demo_scripts()

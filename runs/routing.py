@@ -1,3 +1,9 @@
-"""Websocket URL routes (placeholder until the notebook consumers land)."""
+"""Websocket URL routes: one socket per notebook (see docs/protocol.md)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from runs.consumers import NotebookConsumer
+
+websocket_urlpatterns = [
+    path("ws/tasks/<int:task_id>/", NotebookConsumer.as_asgi()),
+]

@@ -94,7 +94,7 @@ def test_sqlite_url_is_accepted(subprocess_env: EnvFactory) -> None:
 def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
     assert s["layer"] == "channels_redis.core.RedisChannelLayer"
-    assert s["layer_hosts"] == ["redis://127.0.0.1:6379/0"]
+    assert s["layer_hosts"] == [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}]
 
 
 def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:

@@ -1,0 +1,12 @@
+"""URLs of the notebook service's HTTP endpoints; runs/urls.py includes them in the "runs" namespace."""
+
+from django.urls import path
+
+from runs import api_views
+
+urlpatterns = [
+    path("tasks/new", api_views.new_task, name="task_new"),
+    path("api/tasks/", api_views.task_list, name="api_tasks"),
+    path("api/tasks/<int:pk>/trace.json", api_views.task_trace, name="api_task_trace"),
+    path("api/presets/", api_views.preset_list, name="api_presets"),
+]

@@ -1,0 +1,253 @@
+"""HTTP endpoints of the notebook service: start a notebook, list notebooks, export a trace.
+
+Owner only everywhere: someone else's notebook is a 404, like one that does not exist.
+`new_task` is an async view, so under ASGI the first turn's steps run in the server's event
+loop like those started from a websocket.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.paginator import EmptyPage, Paginator
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import NoReverseMatch, reverse
+from django.utils.dateparse import parse_date, parse_datetime
+from django.views.decorators.http import require_GET, require_POST
+
+from runs import service
+from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task, Turn
+from runs.presets import all_presets
+from runs.protocol import MAX_TEXT_CHARS, ProtocolError
+
+PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+def _notebook_url(pk: int) -> str:
+    try:
+        return reverse("runs:notebook", args=[pk])
+    except NoReverseMatch:  # the page is served by runs.page_views once it is wired up
+        return f"/tasks/{pk}/"
+
+
+@require_POST
+async def new_task(request: HttpRequest) -> HttpResponse:
+    """`POST /tasks/new` (form: text, agent, mode): create a notebook, start it, go to its page."""
+    user = await request.auser()
+    text = (request.POST.get("text") or "").strip()
+    agent = request.POST.get("agent") or (all_presets()[0].name if all_presets() else "")
+    mode = str(request.POST.get("mode") or ApprovalMode.AUTO)
+    if not text or len(text) > MAX_TEXT_CHARS:
+        return HttpResponseBadRequest(f"text: a message of 1 to {MAX_TEXT_CHARS} characters is required")
+    try:
+        task = await service.create_notebook(user, text, agent, mode)
+    except ProtocolError as exc:
+        return HttpResponseBadRequest(exc.reason)
+    return redirect(_notebook_url(task.pk))
+
+
+# --- listing ----------------------------------------------------------------------------------
+
+
+def _day_bound(raw: str, end: bool) -> dt.datetime | None:
+    moment = parse_datetime(raw)
+    if moment is None:
+        day = parse_date(raw)
+        if day is None:
+            return None
+        moment = dt.datetime.combine(day, dt.time.max if end else dt.time.min)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment
+
+
+def _filtered(user: AbstractBaseUser, params: dict[str, str]) -> QuerySet[Task]:
+    tasks = Task.objects.filter(owner=user)
+    q = params.get("q", "").strip()
+    if q:
+        in_messages = Message.objects.filter(task=OuterRef("pk"), content__icontains=q)
+        in_turns = Turn.objects.filter(task=OuterRef("pk"), input__icontains=q)
+        tasks = tasks.filter(Q(title__icontains=q) | Exists(in_messages) | Exists(in_turns))
+    if params.get("agent"):
+        tasks = tasks.filter(agent=params["agent"])
+    if params.get("status"):
+        tasks = tasks.filter(status=params["status"])
+    if params.get("mode"):
+        tasks = tasks.filter(mode=params["mode"])
+    for name, lookup, end in (("created_after", "created_at__gte", False), ("created_before", "created_at__lte", True)):
+        if params.get(name):
+            bound = _day_bound(params[name], end)
+            if bound is None:
+                raise ValueError(f"{name}: expected a date (YYYY-MM-DD) or an ISO datetime")
+            tasks = tasks.filter(**{lookup: bound})
+    return tasks.order_by("-updated_at", "-pk")
+
+
+def _summary(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.pk,
+        "title": str(task),
+        "agent": task.agent,
+        "mode": task.mode,
+        "status": task.status,
+        "created_at": task.created_at.isoformat(),
+        "updated_at": task.updated_at.isoformat(),
+        "turns": getattr(task, "turn_count", None),
+        "url": _notebook_url(task.pk),
+        "trace_url": reverse("runs:api_task_trace", args=[task.pk]),
+    }
+
+
+def _int(raw: str | None, default: int, low: int, high: int) -> int:
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {raw!r}") from None
+    return max(low, min(high, value))
+
+
+@require_GET
+def task_list(request: HttpRequest) -> JsonResponse:
+    """`GET /api/tasks/`: the user's notebooks; q (title and messages), agent, status, mode,
+    created_after / created_before (dates), page, page_size."""
+    params = {key: request.GET.get(key, "") for key in request.GET}
+    try:
+        size = _int(params.get("page_size"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
+        number = _int(params.get("page"), 1, 1, 10**6)
+        tasks = _filtered(request.user, params)
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    paginator = Paginator(tasks.annotate(turn_count=Count("turns")), size)
+    try:
+        page = paginator.page(number)
+    except EmptyPage:
+        page = paginator.page(paginator.num_pages)
+    return JsonResponse(
+        {
+            "results": [_summary(task) for task in page.object_list],
+            "page": page.number,
+            "pages": paginator.num_pages,
+            "count": paginator.count,
+            "page_size": size,
+            "statuses": NotebookStatus.values,
+            "agents": [p.name for p in all_presets()],
+        }
+    )
+
+
+@require_GET
+def preset_list(request: HttpRequest) -> JsonResponse:
+    """`GET /api/presets/`: the agent presets a notebook can use."""
+    from runs.demo import demo_example_prompts
+
+    examples = {e.preset: e.prompt for e in demo_example_prompts()}
+    return JsonResponse(
+        {
+            "presets": [
+                {"name": p.name, "label": p.label, "description": p.description, "example": examples.get(p.name)}
+                for p in all_presets()
+            ],
+            "modes": ApprovalMode.values,
+        }
+    )
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+def _usage(steps: list[Step]) -> dict[str, int]:
+    totals = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for step in steps:
+        for key in totals:
+            totals[key] += getattr(step, key) or 0
+    return totals
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {
+        "step_id": step.step_id,
+        "kind": step.kind,
+        "status": step.status,
+        "original_input": step.original_input,
+        "input": step.input,
+        "tool_calls": step.tool_calls,
+        "output": step.output,
+        "sources": step.sources,
+        "is_last": step.is_last,
+        "error": step.error or None,
+        "next_steps": [e.to_step.step_id for e in step.out_edges.all() if e.next_order is not None],
+        "prev_steps": [e.from_step.step_id for e in step.in_edges.all() if e.prev_order is not None],
+        "usage": {k: getattr(step, k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+        "runs": step.runs,
+        "created_at": step.created_at.isoformat(),
+        "started_at": step.started_at.isoformat() if step.started_at else None,
+        "ended_at": step.ended_at.isoformat() if step.ended_at else None,
+    }
+
+
+def trace_json(task: Task) -> dict[str, Any]:
+    """The notebook's whole trace: turns with their steps, messages, every stored event, usage."""
+    steps = list(
+        Step.objects.filter(task=task)
+        .prefetch_related("out_edges__to_step", "in_edges__from_step")
+        .order_by("turn__index", "created_at", "pk")
+    )
+    by_turn: dict[int, list[Step]] = {}
+    for step in steps:
+        by_turn.setdefault(step.turn_id, []).append(step)
+    turns = []
+    for turn in task.turns.order_by("index"):
+        turn_steps = by_turn.get(turn.pk, [])
+        turns.append(
+            {
+                "id": turn.engine_id,
+                "index": turn.index,
+                "input": turn.input,
+                "status": turn.status,
+                "response": turn.response,
+                "abandoned": turn.deleted_at is not None,
+                "created_at": turn.created_at.isoformat(),
+                "finished_at": turn.finished_at.isoformat() if turn.finished_at else None,
+                "usage": _usage([s for s in turn_steps if s.status == "completed"]),
+                "steps": [_step_json(s) for s in turn_steps],
+            }
+        )
+    messages = [
+        {
+            "position": m.position,
+            "role": m.role,
+            "content": m.content,
+            "tool_calls": m.tool_calls,
+            "tool_call_id": m.tool_call_id,
+            "status": m.status,
+            "turn": m.turn.engine_id if m.turn else None,
+            "step": m.step.step_id if m.step else None,
+        }
+        for m in Message.objects.filter(task=task).select_related("turn", "step").order_by("position", "pk")
+    ]
+    events = [
+        {"seq": seq, "event": payload}
+        for seq, payload in Event.objects.filter(task=task).order_by("seq").values_list("seq", "payload")
+    ]
+    return {
+        "task": {**_summary(task), "last_seq": task.last_seq},
+        "turns": turns,
+        "messages": messages,
+        "events": events,
+        "usage": _usage([s for s in steps if s.status == "completed"]),
+    }
+
+
+@require_GET
+def task_trace(request: HttpRequest, pk: int) -> JsonResponse:
+    """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks."""
+    task = get_object_or_404(Task, pk=pk, owner=request.user)
+    response = JsonResponse(trace_json(task), json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'inline; filename="notebook-{task.pk}-trace.json"'
+    return response
+

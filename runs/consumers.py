@@ -1,0 +1,184 @@
+"""The notebook websocket, `ws/tasks/<task id>/` (protocol: docs/protocol.md).
+
+Thin glue: it authenticates the socket, validates each frame (runs.protocol), hands actions to
+the service (runs.service) and forwards the notebook's group messages. Stored events reach the
+client in seq order, each once: after a `resume` the socket replays what the client missed,
+drops live copies of what it replayed, and fills any gap it notices from the Event table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from runs import service
+from runs.live import queries
+from runs.live.runtime import existing_publisher
+from runs.models import group_name
+from runs.protocol import (
+    ErrorCode,
+    ProtocolError,
+    Resume,
+    ack_message,
+    error_message,
+    event_message,
+    hello_message,
+    parse_client_message,
+    replay_done_message,
+    snapshot_message,
+)
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+REPLAY_BATCH = 500
+
+
+class NotebookConsumer(AsyncWebsocketConsumer):
+    """One browser tab watching (and steering) one notebook."""
+
+    task_pk: int
+    group: str
+    joined = False
+    live = False  # stored events flow only after the client's first `resume`
+    sent_seq = 0  # the highest seq this socket has sent
+
+    async def connect(self) -> None:
+        # Accept first so the close code reaches the browser (a refused handshake has none).
+        await self.accept()
+        code = await self._refusal()
+        if code is not None:
+            await self.close(code=code)
+            return
+        self.group = group_name(self.task_pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.joined = True
+        await service.ensure_recovered()
+        await service.recover_notebook(self.task_pk)
+        task, last_seq = await database_sync_to_async(queries.summary)(self.task_pk)
+        self.sent_seq = last_seq
+        await self._send(hello_message(task, last_seq))
+
+    async def _refusal(self) -> int | None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return CLOSE_UNAUTHENTICATED
+        self.task_pk = int(self.scope["url_route"]["kwargs"]["task_id"])
+        owner = await database_sync_to_async(queries.owner_of)(self.task_pk)
+        if owner is None:
+            return CLOSE_NOT_FOUND
+        if owner != user.pk:
+            return CLOSE_FORBIDDEN
+        return None
+
+    async def disconnect(self, code: int) -> None:
+        if self.joined:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.joined = False
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.joined:
+            return
+        try:
+            message = parse_client_message(text_data if text_data is not None else bytes_data)
+        except ProtocolError as exc:
+            await self._send(error_message(exc))
+            return
+        if isinstance(message, Resume):
+            await self._resume(message)
+            return
+        origin = service.Origin(self.channel_name, message.request_id, message.action)
+        try:
+            await service.perform(self.task_pk, message, origin)
+        except ProtocolError as exc:
+            exc.request_id, exc.action = message.request_id, message.action
+            await self._send(error_message(exc))
+            return
+        except Exception:
+            logger.exception("action %s on notebook %s failed", message.action, self.task_pk)
+            failure = ProtocolError(
+                ErrorCode.INTERNAL, "the server failed to carry out the action",
+                request_id=message.request_id, action=message.action,
+            )
+            await self._send(error_message(failure))
+            return
+        await self._send(ack_message(message.action, message.request_id))
+
+    # --- replay -------------------------------------------------------------------------------
+
+    async def _resume(self, message: Resume) -> None:
+        current = await database_sync_to_async(queries.last_seq)(self.task_pk)
+        if message.last_seq > current:
+            error = ProtocolError(
+                ErrorCode.INVALID, f"last_seq {message.last_seq} is ahead of the notebook's last event ({current})",
+                request_id=message.request_id, action=message.action,
+            )
+            await self._send(error_message(error))
+            return
+        await self._send_stored(message.last_seq, current)
+        self.sent_seq = current
+        self.live = True
+        await self._send(replay_done_message(current))
+        for step_id, phase, text in await self._snapshots():
+            await self._send(snapshot_message(step_id, phase or None, text))
+
+    async def _send_stored(self, after: int, upto: int) -> None:
+        """Send stored events with seq in (after, upto], oldest first."""
+        while after < upto:
+            batch = await database_sync_to_async(queries.events_after)(self.task_pk, after, upto, REPLAY_BATCH)
+            if not batch:
+                return
+            for seq, payload in batch:
+                await self._send(event_message(seq, payload))
+            after = batch[-1][0]
+
+    async def _snapshots(self) -> list[tuple[str, str, str]]:
+        stored = {s[0]: s for s in await database_sync_to_async(queries.running_streams)(self.task_pk)}
+        publisher = existing_publisher(self.task_pk)
+        if publisher is not None:  # fresher than the last flush when the step runs here
+            stored.update({s[0]: s for s in publisher.snapshots()})
+        return list(stored.values())
+
+    # --- group messages -----------------------------------------------------------------------
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels runs close_old_connections() in the ORM's single thread before every message;
+        # for every streamed token that thread hop was the bottleneck. These handlers use no
+        # connection of their own (a gap fill goes through database_sync_to_async, which checks).
+        handler = _GROUP_HANDLERS.get(message["type"])
+        if handler is not None:
+            await handler(self, message)
+        else:
+            await super().dispatch(message)
+
+    async def notebook_event(self, message: dict[str, Any]) -> None:
+        seq = int(message["seq"])
+        if not self.live or seq <= self.sent_seq:
+            return  # not resumed yet, or already sent by a replay
+        if seq > self.sent_seq + 1:
+            await self._send_stored(self.sent_seq, seq - 1)  # a message the layer dropped
+        await self._send(event_message(seq, message["event"]))
+        self.sent_seq = seq
+
+    async def notebook_delta(self, message: dict[str, Any]) -> None:
+        if self.live:
+            await self.send(text_data=message["text"])
+
+    async def notebook_reply(self, message: dict[str, Any]) -> None:
+        await self._send(message["message"])
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(message, separators=(",", ":")))
+
+
+_GROUP_HANDLERS = {
+    "notebook.event": NotebookConsumer.notebook_event,
+    "notebook.delta": NotebookConsumer.notebook_delta,
+    "notebook.reply": NotebookConsumer.notebook_reply,
+}

@@ -1,0 +1,160 @@
+"""Scripts for the offline demo model: one example prompt per agent preset that works end to end.
+
+Each script answers from what the agent actually sent (the tool results in the conversation), so
+the demo shows real tool calls over the sample dataset and reacts to a person's edits and
+rejections instead of reciting canned text. `register_demo_scripts()` runs from AppConfig.ready.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from runs.demo import register_demo
+from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
+
+FUNCTION_CALLING_PROMPT = "Which city had the highest sales revenue in 2024, and what is it with 8% tax added?"
+LLM_COMPILER_PROMPT = "By how many percent did total sales revenue grow from 2023 to 2024?"
+
+TOP_CITY_SQL = (
+    "SELECT c.name AS city, ROUND(SUM(s.revenue), 2) AS revenue FROM sales s "
+    "JOIN cities c ON c.id = s.city_id WHERE s.sold_on LIKE '2024%' "
+    "GROUP BY c.name ORDER BY revenue DESC LIMIT 3"
+)
+YEAR_TOTAL_SQL = "SELECT ROUND(SUM(revenue), 2) FROM sales WHERE sold_on LIKE '{year}%'"
+TAX_RATE = 1.08
+
+
+def _tool_results(request: RecordedRequest) -> list[str]:
+    """Contents of the tool messages after the last user message, in order."""
+    results: list[str] = []
+    for message in request.messages:
+        if message.get("role") == "user":
+            results = []
+        elif message.get("role") == "tool":
+            results.append(str(message.get("content") or ""))
+    return results
+
+
+def _money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+# --- function calling ---------------------------------------------------------------------------
+
+
+def _top_city(content: str) -> tuple[str, float] | None:
+    try:
+        result = json.loads(content)
+        city, revenue = result["rows"][0][:2]
+        return str(city), float(revenue)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _tax_call(request: RecordedRequest) -> Reply:
+    results = _tool_results(request)
+    top = _top_city(results[-1]) if results else None
+    if top is None:
+        return Reply(text=f"The query did not give me the revenue per city ({results[-1][:200] if results else 'no result'}).")
+    city, revenue = top
+    return Reply(
+        text=f"{city} is first with {_money(revenue)}. Now I add the 8% tax.",
+        tool_calls=[ToolCallSpec(name="multiply", arguments={"a": revenue, "b": TAX_RATE})],
+    )
+
+
+def _fc_answer(request: RecordedRequest) -> Reply:
+    results = _tool_results(request)
+    top = _top_city(results[0]) if results else None
+    with_tax = results[-1] if results else ""
+    if top is None:
+        return Reply(text="I could not read the revenue per city, so I cannot answer.")
+    try:
+        taxed = _money(float(with_tax))
+    except ValueError:
+        return Reply(text=f"{top[0]} had the highest revenue in 2024 ({_money(top[1])}); the tax step gave: {with_tax}")
+    return Reply(
+        text=f"{top[0]} had the highest sales revenue in 2024: {_money(top[1])}. With 8% tax added that is {taxed}."
+    )
+
+
+def function_calling_rules() -> list[Rule]:
+    asks = Match(last_user_contains=FUNCTION_CALLING_PROMPT)
+    return [
+        Rule(
+            name="demo-fc-query",
+            match=asks.model_copy(update={"tool_results_since_user": 0}),
+            reply=Reply(
+                text="I'll total the 2024 revenue per city first.",
+                tool_calls=[ToolCallSpec(name="sql_query", arguments={"sql": TOP_CITY_SQL})],
+            ),
+        ),
+        Rule(name="demo-fc-tax", match=asks.model_copy(update={"tool_results_since_user": 1}), respond=_tax_call),
+        Rule(name="demo-fc-answer", match=asks.model_copy(update={"tool_results_since_user": 2}), respond=_fc_answer),
+    ]
+
+
+# --- LLMCompiler --------------------------------------------------------------------------------
+
+PLAN = "\n".join(
+    [
+        "Thought: The two yearly totals do not depend on each other, so they run at the same time.",
+        f'1. sql_value("{YEAR_TOTAL_SQL.format(year=2023)}")',
+        f'2. sql_value("{YEAR_TOTAL_SQL.format(year=2024)}")',
+        "Thought: Then the growth, from both results.",
+        '3. evaluate("($2 - $1) / $1 * 100")',
+        "4. join()<END_OF_PLAN>",
+    ]
+)
+_OBSERVATION = re.compile(r"^(\d+)\. .*?\nObservation: (.*)$", re.MULTILINE)
+
+
+def _joiner_answer(request: RecordedRequest) -> Reply:
+    observations = {int(n): text.strip() for n, text in _OBSERVATION.findall(request.last_user_text)}
+    try:
+        first, second, growth = (float(observations[i]) for i in (1, 2, 3))
+    except (KeyError, ValueError):
+        shown = "; ".join(f"{n}: {text[:120]}" for n, text in sorted(observations.items())) or "no results"
+        return Reply(
+            text=f"Thought: Some results are missing or failed ({shown}).\n"
+            "Action: Finish(I could not compute the growth from these results.)"
+        )
+    return Reply(
+        text=f"Thought: Revenue was {_money(first)} in 2023 and {_money(second)} in 2024.\n"
+        f"Action: Finish(Total sales revenue grew by {growth:.1f}% from 2023 ({_money(first)}) "
+        f"to 2024 ({_money(second)}).)"
+    )
+
+
+def llm_compiler_rules() -> list[Rule]:
+    return [
+        Rule(
+            name="demo-lc-plan",
+            match=Match(system_contains="You are a planner", last_user_contains=LLM_COMPILER_PROMPT),
+            reply=Reply(text=PLAN),
+        ),
+        Rule(
+            name="demo-lc-join",
+            match=Match(last_user_contains=["Solve a question answering task", LLM_COMPILER_PROMPT]),
+            respond=_joiner_answer,
+        ),
+    ]
+
+
+DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
+    "function_calling": (function_calling_rules, FUNCTION_CALLING_PROMPT),
+    "llm_compiler": (llm_compiler_rules, LLM_COMPILER_PROMPT),
+}
+
+
+def register_demo_scripts(available: Any = None) -> None:
+    """Register the demo script of every available preset with the offline demo model."""
+    from runs.presets import presets
+
+    names = set(available if available is not None else presets())
+    for preset, (rules, prompt) in DEMOS.items():
+        if preset in names:
+            register_demo(rules(), prompt, preset)

@@ -1,0 +1,308 @@
+"""The notebook service: what a person can do to a notebook, checked, claimed and carried out.
+
+Every action first checks the notebook's rows without writing anything (a refusal is a
+`ProtocolError` and changes nothing), then takes the notebook's lease (one conditional UPDATE:
+of two tabs or two server processes acting at once, one wins and the other gets
+`already_running`), checks again under the lease (the winner may have changed things in
+between: an approved step has run, an undone step is gone), and only then calls the engine.
+Steps run in background tasks (`runs.live.driver.drive`) that keep the lease until they stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from runs.engine import AgentError, ToolArgumentsError
+from runs.live import queries
+from runs.live.driver import Origin, abandon_turn, announce_waiting, drive, finish, next_step, take_abandon_request
+from runs.live.lease import Lease
+from runs.live.queries import RUNNABLE, NotebookView, StepView
+from runs.live.recovery import interrupt_orphans
+from runs.live.runtime import NotebookRuntime, publisher_for, runtime_for, spawn
+from runs.models import ApprovalMode, Task, Turn, TurnStatus
+from runs.presets import get_preset
+from runs.protocol import (
+    Abandon,
+    Approve,
+    ClientMessage,
+    EditInput,
+    ErrorCode,
+    ModeChanged,
+    ProtocolError,
+    RejectToolCall,
+    SendMessage,
+    SetMode,
+    Undo,
+)
+
+T = TypeVar("T")
+TITLE_CHARS = 80
+
+
+def _error(code: ErrorCode, reason: str) -> ProtocolError:
+    return ProtocolError(code, reason)
+
+
+# --- checks (synchronous, read-only) -----------------------------------------------------------
+
+
+def _waiting_step(task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorCode) -> StepView:
+    """The queued step `step_id` of the active turn, or the reason it cannot be acted on."""
+    step = view.step(step_id)
+    if step is not None:
+        return step
+    found = queries.find_step(task_pk, step_id)
+    if found is None:
+        raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
+    if found.completed:
+        raise _error(ran, f"step {step_id} has already run (undo it to run it again)")
+    raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is not waiting in the active turn (undone or finished)")
+
+
+def check_send(task_pk: int) -> NotebookView:
+    view = queries.notebook_view(task_pk)
+    if view.active is not None:
+        raise _error(ErrorCode.NOT_ALLOWED, "a turn is still going on: finish or abandon it before sending a message")
+    return view
+
+
+def check_approve(task_pk: int, step_id: str) -> tuple[str, str]:
+    view = queries.notebook_view(task_pk)
+    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.ALREADY_RUNNING)
+    if step.status not in RUNNABLE:
+        raise _error(ErrorCode.ALREADY_RUNNING, f"step {step_id} is already running")
+    assert view.active is not None
+    return view.active.engine_id, step.step_id
+
+
+def _editable(task_pk: int, step_id: str) -> tuple[str, StepView]:
+    view = queries.notebook_view(task_pk)
+    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
+    if step.status not in RUNNABLE:
+        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is running; it can no longer be changed")
+    assert view.active is not None
+    return view.active.engine_id, step
+
+
+def check_edit(task_pk: int, step_id: str) -> str:
+    return _editable(task_pk, step_id)[0]
+
+
+def check_reject(task_pk: int, step_id: str, tool_id: str) -> str:
+    turn_id, step = _editable(task_pk, step_id)
+    if step.kind != "tool_calls":
+        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} runs no tool calls that could be rejected")
+    if tool_id not in step.tool_ids:
+        raise _error(ErrorCode.NOT_FOUND, f"step {step_id} has no tool call {tool_id!r}")
+    return turn_id
+
+
+def check_undo(task_pk: int, step_id: str | None) -> tuple[str, str]:
+    if step_id is not None and queries.find_step(task_pk, step_id) is None:
+        raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
+    view = queries.notebook_view(task_pk)
+    if view.running:
+        raise _error(ErrorCode.NOT_ALLOWED, "a step is running; undo once it has finished")
+    turn = view.latest
+    if turn is None or turn.last_completed is None:
+        raise _error(ErrorCode.NOT_ALLOWED, "there is no completed step to undo")
+    last = turn.last_completed.step_id
+    if step_id is not None and step_id != last:
+        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is not the last completed step (already undone?)")
+    return turn.engine_id, last
+
+
+def check_abandon(task_pk: int) -> None:
+    if queries.notebook_view(task_pk).active is None:
+        raise _error(ErrorCode.NOT_ALLOWED, "there is no turn going on to abandon")
+
+
+def request_abandon(task_pk: int) -> None:
+    Task.objects.filter(pk=task_pk).update(abandon_requested=True)
+
+
+def apply_mode(task_pk: int, mode: str) -> tuple[bool, str | None]:
+    """Set the mode (and the active turn's tool approval); whether it changed, and the turn."""
+    with transaction.atomic():
+        changed = bool(Task.objects.filter(pk=task_pk).exclude(mode=mode).update(mode=mode))
+        active = Turn.objects.filter(task_id=task_pk, status=TurnStatus.ACTIVE, deleted_at__isnull=True)
+        active.update(approve_tool_calls=mode == ApprovalMode.TOOLS)
+        turn_id = active.values_list("engine_id", flat=True).first()
+    return changed, turn_id
+
+
+def set_title(task_pk: int, text: str) -> None:
+    title = " ".join(text.split())
+    title = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+    Task.objects.filter(pk=task_pk, title="").update(title=title)
+
+
+# --- claiming -------------------------------------------------------------------------------
+
+
+async def _check(fn: Callable[..., T], *args: object) -> T:
+    return await database_sync_to_async(fn)(*args)
+
+
+async def claim(task_pk: int, check: Callable[..., T], *args: object) -> tuple[Lease, T]:
+    """Check, take the lease, check again; the lease and the second check's result."""
+    await _check(check, task_pk, *args)
+    lease = await Lease.acquire(task_pk)
+    if lease is None:
+        raise _error(ErrorCode.ALREADY_RUNNING, "another action on this notebook is in progress; try again when it ends")
+    try:
+        with lease.fenced():
+            await interrupt_orphans(task_pk)  # the lease was stale: its run is gone
+        return lease, await _check(check, task_pk, *args)
+    except BaseException:
+        await lease.release()
+        raise
+
+
+async def _engine_call(runtime: NotebookRuntime, lease: Lease, call: Callable[[], Awaitable[object]]) -> None:
+    """Run a short engine call under the lease, mapping engine refusals to protocol errors."""
+    try:
+        with lease.fenced():
+            await call()
+    except ToolArgumentsError as exc:
+        raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
+    except AgentError as exc:
+        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    finally:
+        await finish(runtime, lease)
+
+
+# --- actions --------------------------------------------------------------------------------
+
+
+async def send_message(task_pk: int, text: str, origin: Origin | None = None) -> str:
+    """Start a turn for `text`; its first step runs at once unless the mode is `step`."""
+    runtime = await runtime_for(task_pk)
+    lease, view = await claim(task_pk, check_send)
+    try:
+        with lease.fenced():
+            await _check(set_title, task_pk, text)
+            task = await runtime.runner.acreate_task(text, approve_tool_calls=view.mode == ApprovalMode.TOOLS)
+            first = await next_step(runtime, task.task_id)
+            assert first is not None
+            if view.mode == ApprovalMode.STEP:
+                await announce_waiting(runtime, task.task_id, first.step_id)
+    except BaseException:
+        await finish(runtime, lease)
+        raise
+    if view.mode == ApprovalMode.STEP:
+        await finish(runtime, lease)
+    else:
+        _start(runtime, lease, task.task_id, first.step_id, origin)
+    return task.task_id
+
+
+def _start(runtime: NotebookRuntime, lease: Lease, turn_id: str, step_id: str, origin: Origin | None) -> None:
+    run = spawn(drive(runtime, lease, turn_id, step_id, origin), name=f"notebook-{runtime.task_pk}-{step_id[:8]}")
+    lease.keep_alive(run)
+
+
+async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
+    """Run a waiting step exactly once (then go on as the mode says)."""
+    runtime = await runtime_for(task_pk)
+    lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
+    _start(runtime, lease, turn_id, step, origin)
+
+
+async def edit_input(task_pk: int, step_id: str, text: str) -> None:
+    """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
+    runtime = await runtime_for(task_pk)
+    lease, turn_id = await claim(task_pk, check_edit, step_id)
+    await _engine_call(runtime, lease, lambda: runtime.runner.aupdate_step_input(turn_id, step_id, text))
+
+
+async def reject_tool_call(task_pk: int, step_id: str, tool_id: str, reason: str) -> None:
+    """Reject one call of a waiting tool-call step; the model is told the reason instead."""
+    runtime = await runtime_for(task_pk)
+    lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
+    await _engine_call(runtime, lease, lambda: runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason))
+
+
+async def undo(task_pk: int, step_id: str | None = None) -> None:
+    """Undo the last completed step (exactly that one, when `step_id` names it); it waits again."""
+    runtime = await runtime_for(task_pk)
+    lease, (turn_id, _) = await claim(task_pk, check_undo, step_id)
+    try:
+        with lease.fenced():
+            undone = await runtime.runner.aundo_step(turn_id)
+            await announce_waiting(runtime, turn_id, undone.step_id)
+    except AgentError as exc:
+        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    finally:
+        await finish(runtime, lease)
+
+
+async def abandon(task_pk: int) -> None:
+    """Abandon the active turn now, or after the step that is running."""
+    await _check(check_abandon, task_pk)
+    await _check(request_abandon, task_pk)
+    lease = await Lease.acquire(task_pk)
+    if lease is None:
+        return  # whoever holds the lease abandons the turn when they release it
+    runtime = await runtime_for(task_pk)
+    try:
+        with lease.fenced():
+            await interrupt_orphans(task_pk)
+            if await _check(take_abandon_request, task_pk):
+                view = await _check(queries.notebook_view, task_pk)
+                if view.active is not None:
+                    await abandon_turn(runtime, view.active.engine_id)
+    finally:
+        await finish(runtime, lease)
+
+
+async def set_mode(task_pk: int, mode: str) -> None:
+    """Change the approval mode; it applies from the next step."""
+    changed, turn_id = await _check(apply_mode, task_pk, mode)
+    if changed:
+        await publisher_for(task_pk).publish(ModeChanged(task_id=turn_id, mode=mode))  # type: ignore[arg-type]
+
+
+async def perform(task_pk: int, message: ClientMessage, origin: Origin | None = None) -> None:
+    """Carry out one validated client action (not `resume`, which the socket answers itself)."""
+    match message:
+        case SendMessage(text=text):
+            await send_message(task_pk, text, origin)
+        case Approve(step_id=step_id):
+            await approve(task_pk, step_id, origin)
+        case EditInput(step_id=step_id, input=text):
+            await edit_input(task_pk, step_id, text)
+        case RejectToolCall(step_id=step_id, tool_id=tool_id, reason=reason):
+            await reject_tool_call(task_pk, step_id, tool_id, reason)
+        case Undo(step_id=step_id):
+            await undo(task_pk, step_id)
+        case Abandon():
+            await abandon(task_pk)
+        case SetMode(mode=mode):
+            await set_mode(task_pk, mode)
+        case _:
+            raise _error(ErrorCode.UNKNOWN_ACTION, f"{message.action} is not an action the service performs")
+
+
+# --- notebooks --------------------------------------------------------------------------------
+
+
+def create_notebook_row(owner: AbstractBaseUser, agent: str, mode: str) -> Task:
+    """A new, empty notebook; ProtocolError for an unknown preset or mode."""
+    if get_preset(agent) is None:
+        raise _error(ErrorCode.INVALID, f"there is no agent preset {agent!r}")
+    if mode not in ApprovalMode.values:
+        raise _error(ErrorCode.INVALID, f"the mode must be one of {', '.join(ApprovalMode.values)}")
+    return Task.objects.create(owner=owner, agent=agent, mode=mode)
+
+
+async def create_notebook(owner: AbstractBaseUser, text: str, agent: str, mode: str) -> Task:
+    """Create a notebook and start its first turn with `text`."""
+    task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
+    await send_message(task.pk, text)
+    return task

@@ -1,0 +1,106 @@
+"""Publishing a notebook's events: stored with the next seq, then sent to its channel-layer group.
+
+Stored events get `seq` from `Task.last_seq` under the notebook's row lock, in the same
+transaction as the `Event` insert, so seqs are contiguous and commit in order on PostgreSQL and
+SQLite alike. Streamed token deltas (`agent_stream`) are not stored: `runs.live.streams` relays
+them and keeps the text so far for sockets that connect mid-stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+from pydantic import BaseModel
+
+from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
+from runs.live.streams import StreamRelay
+from runs.models import Event, Step, Task, Turn, group_name
+from runs.store.fence import check as check_fence
+
+EVENT_MESSAGE = "notebook.event"
+DELTA_MESSAGE = "notebook.delta"
+
+
+def store_event(task_pk: int, payload: dict[str, Any], turn_pk: int | None) -> int:
+    """Insert one Event with the notebook's next seq; returns the seq."""
+    with transaction.atomic():
+        last, lease_owner = Task.objects.select_for_update().values_list("last_seq", "lease_owner").get(pk=task_pk)
+        check_fence(task_pk, lease_owner)  # a run that lost its lease adds nothing to the trace
+        seq = int(last) + 1
+        Task.objects.filter(pk=task_pk).update(last_seq=seq)
+        Event.objects.create(
+            task_id=task_pk,
+            seq=seq,
+            turn_id=turn_pk,
+            step_id=payload.get("step_id"),
+            type=payload["type"],
+            payload=payload,
+            at=payload.get("at") or 0.0,
+        )
+        if payload["type"] == "step_failed" and payload.get("step_id"):
+            # the reason a step failed belongs on its row too (the store never sees it)
+            Step.objects.filter(step_id=payload["step_id"]).update(error=str(payload.get("error", ""))[:10_000])
+    return seq
+
+
+def _turn_pk(task_pk: int, engine_id: str) -> int | None:
+    return Turn.objects.filter(task_id=task_pk, engine_id=engine_id).values_list("pk", flat=True).first()
+
+
+class Publisher:
+    """Stores and broadcasts one notebook's events (one per notebook per process and loop)."""
+
+    def __init__(self, task_pk: int) -> None:
+        self.task_pk = task_pk
+        self.group = group_name(task_pk)
+        self.layer = get_channel_layer()
+        self.last_seq = 0  # the last seq this process handed out (deltas carry it as after_seq)
+        self.streams = StreamRelay(self._send_delta, lambda: self.last_seq)
+        self._order = asyncio.Lock()  # seq allocation and group_send in the same order
+        self._turns: dict[str, int] = {}
+
+    async def __call__(self, event: AgentEvent) -> None:
+        """The runner's on_event: every engine event comes through here."""
+        if isinstance(event, AgentStream):
+            self.streams.add(event)  # the hot path: no await, no database
+            return
+        if isinstance(event, AgentOutput) and event.step_id:
+            # the last deltas go out before the output, and the full text is stored
+            await self.streams.end(event.step_id, event.response.text, event.phase or "")
+        elif isinstance(event, (StepCompleted, StepFailed)) and event.step_id:
+            await self.streams.send_pending(event.step_id)
+            self.streams.drop(event.step_id)  # e.g. a model call that broke off mid-stream
+        await self.publish(event)
+
+    async def publish(self, event: BaseModel) -> int:
+        """Store `event` with the next seq and send it to every socket watching the notebook."""
+        payload = event.model_dump(mode="json")
+        async with self._order:
+            turn_pk = await self._turn_of(payload.get("task_id"))
+            seq = await database_sync_to_async(store_event)(self.task_pk, payload, turn_pk)
+            self.last_seq = seq
+            await self.layer.group_send(self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload})
+        return seq
+
+    async def _turn_of(self, engine_id: str | None) -> int | None:
+        if not engine_id:
+            return None
+        if engine_id not in self._turns:
+            pk = await database_sync_to_async(_turn_pk)(self.task_pk, engine_id)
+            if pk is None:
+                return None
+            self._turns[engine_id] = pk
+        return self._turns[engine_id]
+
+    # --- streaming ------------------------------------------------------------------------------
+
+    async def _send_delta(self, text: str) -> None:
+        await self.layer.group_send(self.group, {"type": DELTA_MESSAGE, "text": text})
+
+    def snapshots(self) -> list[tuple[str, str, str]]:
+        """(step_id, phase, text) of every step streaming in this process right now."""
+        return self.streams.snapshots()

@@ -1,0 +1,154 @@
+"""Read-only views of a notebook's rows, for validating actions and greeting sockets.
+
+Everything here is synchronous ORM code, called through `database_sync_to_async`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.engine import StepStatus
+from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
+
+RUNNABLE = frozenset(
+    {StepStatus.PENDING.value, StepStatus.FAILED.value, StepStatus.INTERRUPTED.value, StepStatus.UNDONE.value}
+)
+
+
+@dataclass(frozen=True)
+class StepView:
+    step_id: str
+    kind: str
+    status: str
+    queued: bool
+    completed: bool
+    turn_pk: int
+    tool_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TurnView:
+    pk: int
+    engine_id: str
+    status: str
+    queue: tuple[StepView, ...]
+    last_completed: StepView | None
+
+
+@dataclass(frozen=True)
+class NotebookView:
+    """What an action needs to know about a notebook before touching it."""
+
+    pk: int
+    mode: str
+    active: TurnView | None  # the turn that has not finished (at most one)
+    latest: TurnView | None  # the newest turn that was not abandoned
+    running: tuple[str, ...] = field(default=())  # ids of steps running now
+
+    def step(self, step_id: str) -> StepView | None:
+        """A queued step of the active turn."""
+        if self.active is None:
+            return None
+        return next((s for s in self.active.queue if s.step_id == step_id), None)
+
+
+def _step_view(row: Step) -> StepView:
+    tool_ids = tuple(str(call.get("tool_id")) for call in row.tool_calls or [] if isinstance(call, dict))
+    return StepView(
+        step_id=row.step_id,
+        kind=row.kind,
+        status=row.status,
+        queued=row.queue_position is not None,
+        completed=row.completion_index is not None,
+        turn_pk=row.turn_id,
+        tool_ids=tool_ids,
+    )
+
+
+def _turn_view(turn: Turn) -> TurnView:
+    rows = list(turn.steps.filter(queue_position__isnull=False).order_by("queue_position"))
+    last = turn.steps.filter(completion_index__isnull=False).order_by("-completion_index").first()
+    return TurnView(
+        pk=turn.pk,
+        engine_id=turn.engine_id,
+        status=turn.status,
+        queue=tuple(_step_view(r) for r in rows),
+        last_completed=_step_view(last) if last else None,
+    )
+
+
+def notebook_view(task_pk: int) -> NotebookView:
+    task = Task.objects.only("mode").get(pk=task_pk)
+    latest = Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True).order_by("-index").first()
+    latest_view = _turn_view(latest) if latest else None
+    active = latest_view if latest_view and latest_view.status == TurnStatus.ACTIVE else None
+    running = tuple(
+        Step.objects.filter(task_id=task_pk, status=StepStatus.RUNNING.value).values_list("step_id", flat=True)
+    )
+    return NotebookView(pk=task_pk, mode=task.mode, active=active, latest=latest_view, running=running)
+
+
+def find_step(task_pk: int, step_id: str) -> StepView | None:
+    """Any step of this notebook (None for another notebook's step: its id tells nothing)."""
+    row = Step.objects.filter(task_id=task_pk, step_id=step_id).first()
+    return _step_view(row) if row else None
+
+
+def compute_status(view: NotebookView) -> NotebookStatus:
+    """The notebook's summary status, from what is running and what waits."""
+    if view.running:
+        return NotebookStatus.RUNNING
+    if view.active is None:
+        return NotebookStatus.IDLE
+    head = view.active.queue[0] if view.active.queue else None
+    if head is not None and head.status == StepStatus.FAILED.value:
+        return NotebookStatus.FAILED
+    if head is not None and head.status == StepStatus.INTERRUPTED.value:
+        return NotebookStatus.INTERRUPTED
+    return NotebookStatus.WAITING
+
+
+def refresh_status(task_pk: int, running: bool = False) -> NotebookStatus:
+    """Recompute the notebook's summary status from its rows (RUNNING while a driver works)."""
+    status = NotebookStatus.RUNNING if running else compute_status(notebook_view(task_pk))
+    Task.objects.filter(pk=task_pk).exclude(status=status).update(status=status)
+    return status
+
+
+def owner_of(task_pk: int) -> int | None:
+    return Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()
+
+
+def summary(task_pk: int) -> tuple[dict[str, Any], int]:
+    """The notebook as `hello` describes it, and its last stored seq."""
+    task = Task.objects.get(pk=task_pk)
+    data = {"id": task.pk, "title": task.title, "agent": task.agent, "mode": task.mode, "status": task.status}
+    return data, task.last_seq
+
+
+def events_after(task_pk: int, after: int, upto: int | None = None, limit: int = 500) -> list[tuple[int, Any]]:
+    """Stored events with seq in (after, upto], oldest first, at most `limit`."""
+    rows = Event.objects.filter(task_id=task_pk, seq__gt=after)
+    if upto is not None:
+        rows = rows.filter(seq__lte=upto)
+    return list(rows.order_by("seq").values_list("seq", "payload")[:limit])
+
+
+def last_seq(task_pk: int) -> int:
+    return Task.objects.values_list("last_seq", flat=True).get(pk=task_pk)
+
+
+def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
+    """(step_id, phase, text) of running steps as last flushed to the database."""
+    rows = Step.objects.filter(task_id=task_pk, status=StepStatus.RUNNING.value).exclude(stream_text="")
+    return [(r.step_id, r.stream_phase, r.stream_text) for r in rows]
+
+
+def mode_of(task_pk: int) -> str:
+    return Task.objects.values_list("mode", flat=True).get(pk=task_pk)
+
+
+def abandon_requested(task_pk: int) -> bool:
+    return bool(Task.objects.filter(pk=task_pk, abandon_requested=True).exists())
+

@@ -1,0 +1,246 @@
+"""The notebook's rows: the replayable log of what agents did and what people decided.
+
+A `Task` is a notebook: one conversation with one agent preset. Every message the person sends
+starts a `Turn` (one engine task); its `Step`s, the `StepEdge`s between them, the `Message`s of
+the agent's memory and the `Event` trace all hang off it. Rows are never deleted by the app:
+undo and abandon mark them, so the trace keeps what happened.
+
+Source of truth, for `runs.store.DjangoStateStore`: steps, edges and messages are rebuilt from
+these rows; only what the engine must get back byte for byte (a step's undo checkpoint, a turn's
+worker `extra_state`) is kept as JSON.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from runs.engine import StepKind, StepStatus
+from runs.engine import TaskStatus as EngineTaskStatus
+
+
+class ApprovalMode(models.TextChoices):
+    """How much a person approves: nothing, every step, or only steps that run tools."""
+
+    AUTO = "auto", "Run steps back to back"
+    STEP = "step", "Approve every step"
+    TOOLS = "tools", "Approve tool calls"
+
+
+class NotebookStatus(models.TextChoices):
+    """A summary of the notebook's active turn, recomputed from its steps after every change."""
+
+    IDLE = "idle", "Idle"  # no active turn: ready for a message
+    RUNNING = "running", "Running"
+    WAITING = "waiting", "Waiting for you"
+    FAILED = "failed", "Step failed"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+class TurnStatus(models.TextChoices):
+    ACTIVE = EngineTaskStatus.ACTIVE.value, "Active"
+    COMPLETED = EngineTaskStatus.COMPLETED.value, "Completed"
+    ABANDONED = EngineTaskStatus.ABANDONED.value, "Abandoned"
+
+
+class StepStatusChoices(models.TextChoices):
+    """The engine's StepStatus; `undone` = undone and queued again, or dropped by an undo."""
+
+    PENDING = StepStatus.PENDING.value, "Pending"
+    RUNNING = StepStatus.RUNNING.value, "Running"
+    COMPLETED = StepStatus.COMPLETED.value, "Completed"
+    FAILED = StepStatus.FAILED.value, "Failed"
+    UNDONE = StepStatus.UNDONE.value, "Undone"
+    INTERRUPTED = StepStatus.INTERRUPTED.value, "Interrupted"
+
+
+class StepKindChoices(models.TextChoices):
+    LLM = StepKind.LLM.value, "Model turn"
+    TOOL_CALLS = StepKind.TOOL_CALLS.value, "Tool calls"
+    PLAN = StepKind.PLAN.value, "Plan"
+
+
+class MessageStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    UNDONE = "undone", "Undone"  # its step was undone: gone from its turn and the conversation
+    # Replaced in the conversation by a different agent memory (a seeded history, a reset);
+    # still part of its own turn's memory.
+    SUPERSEDED = "superseded", "Superseded"
+
+
+class Task(models.Model):
+    """A notebook: one conversation between its owner and one agent preset."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notebooks")
+    title = models.CharField(max_length=200, blank=True)
+    agent = models.CharField(max_length=64, help_text="agent preset name (runs.presets)")
+    mode = models.CharField(max_length=8, choices=ApprovalMode.choices, default=ApprovalMode.AUTO)
+    status = models.CharField(max_length=12, choices=NotebookStatus.choices, default=NotebookStatus.IDLE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # The last Event.seq handed out; bumped under a row lock so seqs stay contiguous.
+    last_seq = models.PositiveIntegerField(default=0)
+    # The agent's memory is the first `memory_length` messages of the conversation.
+    memory_length = models.PositiveIntegerField(default=0)
+    # A logical clock, ticked by every state-store write: messages and turns record when they
+    # came and went, so a turn's history is "the conversation as it was when the turn began".
+    clock = models.PositiveBigIntegerField(default=0)
+    # Who may change the engine state right now (runs.live.lease); "" when nobody.
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    lease_at = models.DateTimeField(null=True, blank=True)
+    # Set by `abandon` while a step runs: the driver abandons the turn after that step.
+    abandon_requested = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = "notebook"
+        ordering = ["-updated_at", "-pk"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Notebook {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group every socket watching this notebook joins."""
+        return group_name(self.pk)
+
+
+def group_name(task_pk: int) -> str:
+    """The channel-layer group of notebook `task_pk`."""
+    return f"task_{task_pk}"
+
+
+class Turn(models.Model):
+    """One engine task: the person's message and the steps the agent took to answer it."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="turns")
+    engine_id = models.CharField(max_length=64, unique=True, help_text="the engine's task_id")
+    index = models.PositiveIntegerField(help_text="1 for the notebook's first turn")
+    input = models.TextField()
+    status = models.CharField(max_length=12, choices=TurnStatus.choices, default=TurnStatus.ACTIVE)
+    response = models.TextField(null=True, blank=True)
+    # Written once at creation and then only by set_mode (never by the store), so a mode change
+    # made while a step runs is not overwritten when that step saves.
+    approve_tool_calls = models.BooleanField(default=False)
+    history_length = models.PositiveIntegerField(default=0)
+    token_limit = models.PositiveIntegerField()
+    extra_state = models.JSONField(default=dict, blank=True)
+    born = models.PositiveBigIntegerField(default=0, help_text="Task.clock when created")
+    deleted_clock = models.PositiveBigIntegerField(null=True, blank=True, help_text="Task.clock when abandoned")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="set when abandoned")
+
+    class Meta:
+        ordering = ["task", "index"]
+        constraints = [models.UniqueConstraint(fields=["task", "index"], name="turn_index_unique")]
+
+    def __str__(self) -> str:
+        return f"Turn {self.index} of notebook {self.task_id}"
+
+
+class Step(models.Model):
+    """One step of a turn, as the engine's TaskStep plus what running it produced."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
+    # Denormalised (never changes) so "is anything running in this notebook" is one indexed query.
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="steps")
+    step_id = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=16, choices=StepKindChoices.choices, default=StepKind.LLM.value)
+    original_input = models.TextField(null=True, blank=True, help_text="the input as the step was created")
+    input = models.TextField(null=True, blank=True, help_text="the input as it runs (after edits)")
+    status = models.CharField(max_length=12, choices=StepStatusChoices.choices, default=StepStatus.PENDING.value)
+    step_state = models.JSONField(default=dict, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    is_ready = models.BooleanField(default=True)
+    # Position in the turn's queue of upcoming steps; None when not queued.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    # Order among the turn's completed steps; None unless completed.
+    completion_index = models.PositiveIntegerField(null=True, blank=True)
+    output = models.TextField(blank=True, default="")
+    sources = models.JSONField(default=list, blank=True)
+    is_last = models.BooleanField(default=False)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The engine's Checkpoint taken just before the step ran; undo restores it exactly.
+    checkpoint = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    # The text streamed so far (flushed every ~200 ms), for sockets that connect mid-stream.
+    stream_text = models.TextField(blank=True, default="")
+    stream_phase = models.CharField(max_length=32, blank=True, default="")
+    runs = models.PositiveIntegerField(default=0, help_text="how many times the step was started")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["turn", "created_at", "pk"]
+        indexes = [models.Index(fields=["task", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} step {self.step_id[:8]} ({self.status})"
+
+
+class StepEdge(models.Model):
+    """A DAG edge between two steps of a turn; its orders say where it sits in each step's list."""
+
+    from_step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="out_edges")
+    to_step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="in_edges")
+    # Index in from_step's next_steps / to_step's prev_steps; None when that list lacks the edge.
+    # An edge with both None is history (dropped by undo).
+    next_order = models.PositiveIntegerField(null=True, blank=True)
+    prev_order = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["from_step", "to_step"], name="step_edge_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.from_step.step_id[:8]} -> {self.to_step.step_id[:8]}"
+
+
+class Message(models.Model):
+    """A message of the agent's memory, at its position in the notebook's conversation."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="messages")
+    step = models.ForeignKey(Step, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16)
+    content = models.TextField(null=True, blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=128, null=True, blank=True)
+    name = models.CharField(max_length=128, null=True, blank=True)
+    images = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=12, choices=MessageStatus.choices, default=MessageStatus.ACTIVE)
+    # Task.clock when the message joined / left the conversation (None: still in it).
+    born = models.PositiveBigIntegerField(default=0)
+    died = models.PositiveBigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "position", "pk"]
+        indexes = [models.Index(fields=["task", "status", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position} ({self.status})"
+
+
+class Event(models.Model):
+    """One stored event of the trace; `seq` is contiguous per notebook, from 1."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="events")
+    step_id = models.CharField(max_length=64, null=True, blank=True, db_index=True)
+    type = models.CharField(max_length=32)
+    payload = models.JSONField()
+    at = models.FloatField(help_text="epoch seconds, from the event")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="event_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"

@@ -1,0 +1,37 @@
+"""Fencing: writes made on behalf of a lease holder fail once the lease is someone else's.
+
+A run that lost its notebook's lease (it stalled past the lease's expiry and another process
+took over) cannot always be stopped at once (a database call in flight finishes regardless of
+cancellation), so every state write checks, under the notebook's row lock it takes anyway,
+that the lease named in this context is still the notebook's. Code that holds no lease (tests,
+read-only commands, lease-free actions like `set_mode`) sets no token and is not fenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+fence_token: ContextVar[str | None] = ContextVar("agentui_fence_token", default=None)
+
+
+class LeaseLost(Exception):
+    """This context's lease on the notebook was taken over: the write was refused."""
+
+
+@contextmanager
+def fenced(token: str) -> Iterator[None]:
+    """Fence every state write made in this context (and tasks started from it) with `token`."""
+    reset = fence_token.set(token)
+    try:
+        yield
+    finally:
+        fence_token.reset(reset)
+
+
+def check(task_pk: int, lease_owner: str) -> None:
+    """Raise LeaseLost if this context writes for a lease that is no longer the notebook's."""
+    token = fence_token.get()
+    if token is not None and token != lease_owner:
+        raise LeaseLost(f"notebook {task_pk}: the lease this run held was taken over; its write was refused")

@@ -1,0 +1,128 @@
+"""Messages of the conversation: rows <-> ChatMessage, the agent's memory, a turn's own messages.
+
+Every write ticks the notebook's logical clock (`Task.clock`), and messages record when they
+joined (`born`) and left (`died`) the conversation, so a turn's history can be read as the
+conversation stood when the turn began.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from runs.engine import ChatMessage, ToolSelection
+from runs.models import Message, MessageStatus, Step, Task, Turn
+from runs.store.fence import check as check_fence
+
+
+def conversation(task_pk: int, at: int | None = None) -> QuerySet[Message]:
+    """The notebook's conversation in order: now, or as it stood at clock `at`."""
+    rows = Message.objects.filter(task_id=task_pk)
+    if at is None:
+        rows = rows.filter(died__isnull=True).filter(Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True))
+    else:
+        rows = rows.filter(born__lte=at).filter(Q(died__isnull=True) | Q(died__gt=at))
+        rows = rows.filter(Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True) | Q(turn__deleted_clock__gt=at))
+    return rows.order_by("position", "pk")
+
+
+def tick(task_pk: int) -> int:
+    """Lock the notebook row and advance its clock; raises Task.DoesNotExist if it is gone.
+
+    The lock orders concurrent writers (and makes turn numbering safe); the new time is written
+    when the transaction ends. A fenced write whose lease was taken over raises LeaseLost.
+    """
+    clock, lease_owner = Task.objects.select_for_update().values_list("clock", "lease_owner").get(pk=task_pk)
+    check_fence(task_pk, lease_owner)
+    Task.objects.filter(pk=task_pk).update(clock=clock + 1, updated_at=timezone.now())
+    return int(clock) + 1
+
+
+def message_from_row(row: Message) -> ChatMessage:
+    return ChatMessage.model_validate(
+        {
+            "role": row.role,
+            "content": row.content,
+            "tool_calls": [ToolSelection.model_validate(c) for c in row.tool_calls],
+            "tool_call_id": row.tool_call_id,
+            "name": row.name,
+            "images": row.images,
+        }
+    )
+
+
+def _message_row(message: ChatMessage, **fields: Any) -> Message:
+    dumped = message.model_dump(mode="json")
+    return Message(
+        role=message.role.value,
+        content=message.content,
+        tool_calls=dumped["tool_calls"],
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        images=dumped["images"],
+        **fields,
+    )
+
+
+def _common_prefix(rows: list[Message], messages: list[ChatMessage]) -> int:
+    count = 0
+    for row, message in zip(rows, messages):
+        if message_from_row(row) != message:
+            break
+        count += 1
+    return count
+
+
+def load_agent_memory(task_pk: int) -> list[ChatMessage]:
+    """The agent's memory: the first `memory_length` messages of the conversation."""
+    length = Task.objects.values_list("memory_length", flat=True).get(pk=task_pk)
+    return [message_from_row(row) for row in conversation(task_pk)[:length]] if length else []
+
+
+def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
+    """Make `messages` the agent's memory.
+
+    The runner only ever saves a prefix of the conversation (after finishing or undoing a turn),
+    which costs one update. Anything else (a seeded chat history, a reset) supersedes the
+    conversation after the common prefix and stores the new messages in its place.
+    """
+    with transaction.atomic():
+        clock = tick(task_pk)
+        rows = list(conversation(task_pk))
+        keep = _common_prefix(rows, messages)
+        if keep < len(messages):
+            Message.objects.filter(pk__in=[row.pk for row in rows[keep:]]).update(
+                status=MessageStatus.SUPERSEDED, died=clock
+            )
+            Message.objects.bulk_create(
+                [_message_row(m, task_id=task_pk, position=keep + i, born=clock) for i, m in enumerate(messages[keep:])]
+            )
+        Task.objects.filter(pk=task_pk).update(memory_length=len(messages))
+
+
+def own_messages(turn: Turn) -> QuerySet[Message]:
+    """The turn's own messages (after its history) that no undo removed."""
+    return turn.messages.exclude(status=MessageStatus.UNDONE).order_by("position", "pk")
+
+
+def save_turn_messages(turn: Turn, memory: list[ChatMessage], producer: Step | None, clock: int) -> None:
+    """Store the turn's own messages (after its history); truncated ones become `undone`."""
+    own = memory[turn.history_length :]
+    rows = list(own_messages(turn))
+    keep = _common_prefix(rows, own)
+    if keep < len(rows):
+        gone = [row.pk for row in rows[keep:]]
+        Message.objects.filter(pk__in=gone, died__isnull=True).update(died=clock)
+        Message.objects.filter(pk__in=gone).update(status=MessageStatus.UNDONE)
+    if keep < len(own):
+        Message.objects.bulk_create(
+            [
+                _message_row(
+                    m, task_id=turn.task_id, turn=turn, step=producer, position=turn.history_length + keep + i, born=clock
+                )
+                for i, m in enumerate(own[keep:])
+            ]
+        )

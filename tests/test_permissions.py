@@ -1,0 +1,154 @@
+"""Nobody reads, watches or acts on someone else's notebook, over HTTP or the websocket."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import AsyncClient
+
+from runs import service
+from tests.live_support import (
+    ANSWER,
+    QUESTION,
+    Client,
+    analyst_script,
+    connect,
+    db_snapshot,
+    llm_at,
+    make_notebook,
+    make_user,
+)
+from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
+
+pytestmark = [
+    pytest.mark.ws,
+    pytest.mark.db,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture
+def server(scripted_server: Any) -> Any:
+    srv = scripted_server(analyst_script())
+    with llm_at(srv):
+        yield srv
+
+
+async def logged_in(name: str) -> tuple[Any, AsyncClient]:
+    user = await database_sync_to_async(make_user)(name)
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return user, client
+
+
+async def test_new_task_starts_a_notebook_and_redirects(server: Any) -> None:
+    alice, client = await logged_in("alice")
+    response = await client.post("/tasks/new", {"text": QUESTION, "agent": "function_calling", "mode": "auto"})
+    await service.wait_idle()
+    assert response.status_code == 302
+    pk = int(response["Location"].rstrip("/").split("/")[-1])
+    assert response["Location"].endswith(f"/tasks/{pk}/")
+    trace = json.loads((await client.get(f"/api/tasks/{pk}/trace.json")).content)
+    assert trace["task"]["title"] == QUESTION and trace["task"]["agent"] == "function_calling"
+    assert trace["turns"][0]["response"] == ANSWER
+    assert [s["status"] for s in trace["turns"][0]["steps"]] == ["completed", "completed"]
+    assert [e["seq"] for e in trace["events"]] == list(range(1, trace["task"]["last_seq"] + 1))
+    assert trace["usage"]["total_tokens"] > 0
+
+    for bad in ({"text": ""}, {"text": "x", "agent": "nope"}, {"text": "x", "mode": "sometimes"}):
+        assert (await client.post("/tasks/new", bad)).status_code == 400
+    assert (await client.get("/tasks/new")).status_code == 405
+
+
+async def test_http_is_owner_only(server: Any) -> None:
+    alice, alice_client = await logged_in("alice")
+    _, bob_client = await logged_in("bob")
+    notebook = await service.create_notebook(alice, QUESTION, "function_calling", "auto")
+    await service.wait_idle()
+
+    assert (await alice_client.get(f"/api/tasks/{notebook.pk}/trace.json")).status_code == 200
+    assert (await bob_client.get(f"/api/tasks/{notebook.pk}/trace.json")).status_code == 404
+    assert (await bob_client.get("/api/tasks/999999/trace.json")).status_code == 404
+    assert json.loads((await bob_client.get("/api/tasks/")).content)["results"] == []
+    anonymous = await AsyncClient().get(f"/api/tasks/{notebook.pk}/trace.json")
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    assert (await AsyncClient().post("/tasks/new", {"text": "hi"})).status_code == 302
+
+
+async def test_listing_searches_filters_and_pages(server: Any) -> None:
+    alice, client = await logged_in("alice")
+    first = await service.create_notebook(alice, QUESTION, "function_calling", "auto")
+    await service.wait_idle()
+    second = await service.create_notebook(alice, "Say hello", "function_calling", "step")
+    await service.wait_idle()
+
+    async def listing(**params: Any) -> dict[str, Any]:
+        response = await client.get("/api/tasks/", params)
+        assert response.status_code == 200, response.content
+        return json.loads(response.content)
+
+    everything = await listing()
+    assert [r["id"] for r in everything["results"]] == [second.pk, first.pk]
+    assert [r["id"] for r in (await listing(q="4 * 5 = 20"))["results"]] == [first.pk]  # found in a message
+    assert [r["id"] for r in (await listing(status="waiting"))["results"]] == [second.pk]
+    assert [r["id"] for r in (await listing(agent="llm_compiler"))["results"]] == []
+    assert (await listing(created_after="2000-01-01", created_before="2999-01-01"))["count"] == 2
+    assert (await listing(created_before="2000-01-01"))["count"] == 0
+    paged = await listing(page_size=1, page=2)
+    assert (paged["page"], paged["pages"], [r["id"] for r in paged["results"]]) == (2, 2, [first.pk])
+    assert (await client.get("/api/tasks/", {"created_after": "yesterday"})).status_code == 400
+    presets = json.loads((await client.get("/api/presets/")).content)
+    assert "function_calling" in [p["name"] for p in presets["presets"]]
+
+
+async def close_code(communicator: WebsocketCommunicator) -> int:
+    message = await communicator.receive_output(timeout=5)
+    assert message["type"] == "websocket.close", message
+    return int(message["code"])
+
+
+async def test_sockets_refuse_strangers(server: Any) -> None:
+    alice = await database_sync_to_async(make_user)("alice")
+    bob = await database_sync_to_async(make_user)("bob")
+    notebook = await database_sync_to_async(make_notebook)(alice)
+
+    assert await close_code(await connect(None, notebook.pk)) == 4401
+    assert await close_code(await connect(bob, notebook.pk)) == 4403
+    assert await close_code(await connect(alice, 999_999)) == 4404
+
+    from agentui.asgi import application
+
+    for headers in ([], [(b"origin", b"http://evil.example")]):
+        communicator = WebsocketCommunicator(application, f"/ws/tasks/{notebook.pk}/", headers=headers)
+        connected, _ = await communicator.connect(timeout=5)
+        assert not connected  # the origin check refuses the handshake
+        await communicator.disconnect()
+
+    client = await Client.open(alice, notebook.pk)  # the owner gets in
+    await client.close()
+
+
+async def test_acting_on_someone_elses_steps_changes_nothing(server: Any) -> None:
+    alice = await database_sync_to_async(make_user)("alice")
+    bob = await database_sync_to_async(make_user)("bob")
+    hers = await service.create_notebook(alice, QUESTION, "function_calling", "step")
+    his = await database_sync_to_async(make_notebook)(bob, mode="step")
+    before = await database_sync_to_async(db_snapshot)(hers.pk)
+    step_id = before["step"][0]["step_id"]
+
+    client = await Client.open(bob, his.pk)
+    for action, fields in (
+        ("approve", {"step_id": step_id}),
+        ("edit_input", {"step_id": step_id, "input": "mine now"}),
+        ("reject_tool_call", {"step_id": step_id, "tool_id": "call_add", "reason": "x"}),
+        ("undo", {"step_id": step_id}),
+    ):
+        reply = await client.reply_to(await client.send(action, **fields))
+        assert (reply["type"], reply["code"]) == ("error", "not_found"), reply
+    await client.close()
+    assert await database_sync_to_async(db_snapshot)(hers.pk) == before
+    assert server.requests == []
