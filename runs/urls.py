@@ -1,6 +1,6 @@
 """URLs of the runs app (namespace "runs")."""
 
-from django.urls import path
+from django.urls import include, path
 
 from runs import views
 
@@ -8,4 +8,6 @@ app_name = "runs"
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("", include("runs.api_urls")),
+    path("", include("runs.page_urls")),
 ]

@@ -131,7 +131,8 @@ def test_index_shows_demo_model(logged_in: Client, settings: Any) -> None:
     assert "agentui is running" in page
     assert DEMO_LABEL in page
     assert "OPENAI_API_KEY" in page and "OPENAI_BASE_URL" in page
-    assert 'href="/" aria-current="page">Notebook</a>' in page
+    assert 'href="/" aria-current="page">Home</a>' in page
+    assert 'href="/new/">New notebook</a>' in page
     assert "/static/css/app.css" in page
 
 

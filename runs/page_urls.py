@@ -1,0 +1,12 @@
+"""Page URLs of the notebook UI; included by runs/urls.py, so names live in the "runs" namespace."""
+
+from django.urls import path
+
+from runs import page_views
+
+urlpatterns = [
+    path("new/", page_views.new_notebook, name="notebook_new"),
+    path("tasks/<int:pk>/", page_views.notebook, name="notebook"),
+    path("traces/", page_views.trace_list, name="traces"),
+    path("traces/<int:pk>/", page_views.trace, name="trace"),
+]

@@ -1,0 +1,126 @@
+"""Pages of the notebook UI: the live notebook, the new-notebook form, the trace list and a trace.
+
+The pages are thin: they check ownership and hand the browser URLs in `data-*` attributes; the
+ES modules under static/js/ fetch or stream everything else (the websocket, /api/tasks/, the
+trace export).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from runs.demo import demo_example_prompts
+from runs.models import ApprovalMode, NotebookStatus, Task
+from runs.presets import all_presets
+
+# How a notebook's summary status is coloured (the status-* classes of app.css).
+_STATUS_CLASS = {
+    NotebookStatus.IDLE: "completed",
+    NotebookStatus.RUNNING: "running",
+    NotebookStatus.WAITING: "pending",
+    NotebookStatus.FAILED: "failed",
+    NotebookStatus.INTERRUPTED: "interrupted",
+}
+
+
+@dataclass(frozen=True)
+class PresetChoice:
+    """An agent preset as the pickers show it."""
+
+    name: str
+    label: str
+    description: str
+
+
+def preset_choices() -> list[PresetChoice]:
+    """The agent presets of runs.presets, for the pickers."""
+    return [PresetChoice(p.name, p.label, p.description) for p in all_presets()]
+
+
+def _preset_label(name: str) -> str:
+    return next((p.label for p in preset_choices() if p.name == name), name)
+
+
+def _export_url(task: Task) -> str:
+    return reverse("runs:api_task_trace", args=[task.pk])
+
+
+def _own_task(request: HttpRequest, pk: int) -> Task:
+    # Someone else's notebook is "not found", not "forbidden": its existence is private too.
+    task: Task = get_object_or_404(Task, pk=pk, owner=request.user)
+    return task
+
+
+@require_GET
+def new_notebook(request: HttpRequest) -> HttpResponse:
+    """The form that starts a notebook: first message, agent preset, approval mode."""
+    presets = preset_choices()
+    labels = {p.name: p.label for p in presets}
+    agent = request.GET.get("agent", "")
+    if agent not in {p.name for p in presets}:
+        agent = presets[0].name if presets else ""
+    mode = request.GET.get("mode", ApprovalMode.AUTO)
+    if mode not in ApprovalMode.values:
+        mode = ApprovalMode.AUTO
+    context = {
+        "task": None,
+        "presets": presets,
+        "modes": ApprovalMode.choices,
+        "initial_agent": agent,
+        "initial_mode": mode,
+        "initial_text": request.GET.get("text", ""),
+        "new_task_url": reverse("runs:task_new"),
+        "examples": demo_example_prompts(),
+        "recent": [
+            (task, labels.get(task.agent, task.agent))
+            for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[:5]
+        ],
+    }
+    return render(request, "runs/notebook.html", context)
+
+
+@require_GET
+def notebook(request: HttpRequest, pk: int) -> HttpResponse:
+    """A live notebook: cells, step DAG and controls, fed by ws/tasks/<pk>/."""
+    task = _own_task(request, pk)
+    context = {
+        "task": task,
+        "agent_label": _preset_label(task.agent),
+        "modes": ApprovalMode.choices,
+        "ws_path": f"/ws/tasks/{task.pk}/",
+        "export_url": _export_url(task),
+    }
+    return render(request, "runs/notebook.html", context)
+
+
+@require_GET
+def trace_list(request: HttpRequest) -> HttpResponse:
+    """The person's notebooks with search, filters and paging (rows come from /api/tasks/)."""
+    filters = {key: request.GET.get(key, "") for key in ("q", "agent", "status", "created_after", "created_before")}
+    context = {
+        "presets": preset_choices(),
+        "statuses": NotebookStatus.choices,
+        "modes_json": json.dumps(dict(ApprovalMode.choices)),
+        "filters": filters,
+        "api_url": reverse("runs:api_tasks"),
+    }
+    return render(request, "runs/trace_list.html", context)
+
+
+@require_GET
+def trace(request: HttpRequest, pk: int) -> HttpResponse:
+    """One notebook's trace, read-only: totals, timeline, DAG and cells."""
+    task = _own_task(request, pk)
+    context = {
+        "task": task,
+        "agent_label": _preset_label(task.agent),
+        "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
+        "export_url": _export_url(task),
+    }
+    return render(request, "runs/trace.html", context)

@@ -1,0 +1,339 @@
+// Renders the notebook's cells: per turn the user's message, one cell per step (streamed text,
+// tool-call cards, output or error, earlier undone/failed runs) and the final answer.
+//
+// Cells are built once and patched: `update` touches only turns and steps the model marked
+// dirty, and streamed text only rewrites one text node per stream. Controls for a pending step
+// come from controls.js and are rebuilt only when what they offer changes, so typing survives.
+
+import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
+import { liveSteps, shownAttempt } from "./selectors.js";
+
+const STATUS_TEXT = {
+  pending: "pending",
+  running: "running",
+  completed: "completed",
+  failed: "failed",
+  undone: "undone",
+  interrupted: "interrupted",
+  waiting: "waiting for you",
+};
+
+export class CellsView {
+  /**
+   * @param {HTMLElement} container
+   * @param {{controls?: import("./controls.js").StepControls}} options  no controls: read-only
+   */
+  constructor(container, { controls = null } = {}) {
+    this.container = container;
+    this.controls = controls;
+    /** @type {Map<string, {root: HTMLElement, steps: HTMLElement, answer: HTMLElement, message: HTMLElement}>} */
+    this.turnViews = new Map();
+    /** @type {Map<string, StepView>} */
+    this.stepViews = new Map();
+    this.controlled = new Set();
+    this.empty = container.querySelector("[data-empty]");
+  }
+
+  /** Patch the DOM for what changed in the model (all of it on the first call). */
+  update(model, perms = null) {
+    const first = this.turnViews.size === 0 && this.stepViews.size === 0;
+    const turnIds = first ? [...model.turns.keys()] : [...model.dirty.turns];
+    const stepIds = first ? [...model.steps.keys()] : [...model.dirty.steps];
+    for (const turnId of turnIds) this.#patchTurn(model, model.turns.get(turnId));
+    for (const stepId of stepIds) {
+      const step = model.steps.get(stepId);
+      if (step && !step.dropped) this.#stepView(model, step).patch(model, step);
+    }
+    for (const stepId of first ? stepIds : model.dirty.streams) {
+      const step = model.steps.get(stepId);
+      if (step && !step.dropped) this.#stepView(model, step).patchStreams(step);
+    }
+    if (this.controls && perms) this.#patchControls(model, perms);
+    this.#patchEmpty(model);
+  }
+
+  #patchEmpty(model) {
+    if (model.turns.size && this.empty) {
+      this.empty.remove();
+      this.empty = null;
+    }
+  }
+
+  #turnView(model, turn) {
+    let view = this.turnViews.get(turn.id);
+    if (view) return view;
+    const message = h("div", { class: "cell-text" });
+    const root = h(
+      "section",
+      { class: "turn", id: domId("turn", turn.id), "aria-label": `Turn ${turn.index}`, tabindex: "-1" },
+      h("article", { class: "cell cell-message" }, h("header", { class: "cell-head" }, h("h2", { class: "cell-title" }, "You")), message),
+    );
+    const steps = h("div", { class: "turn-steps" });
+    const answer = h("div", { class: "turn-end" });
+    root.append(steps, answer);
+    this.container.append(root);
+    view = { root, steps, answer, message };
+    this.turnViews.set(turn.id, view);
+    return view;
+  }
+
+  #patchTurn(model, turn) {
+    if (!turn) return;
+    const view = this.#turnView(model, turn);
+    if (view.message.textContent !== turn.input) view.message.textContent = turn.input;
+    // Keep step cells in creation order; dropped (undone, never run) steps leave the page.
+    const live = liveSteps(model, turn);
+    let previous = null;
+    for (const step of live) {
+      const cell = this.#stepView(model, step).root;
+      const wanted = previous ? previous.nextSibling : view.steps.firstChild;
+      if (cell !== wanted) view.steps.insertBefore(cell, wanted);
+      previous = cell;
+    }
+    for (const stepId of turn.stepIds) {
+      const step = model.steps.get(stepId);
+      if (step?.dropped && this.stepViews.has(stepId)) {
+        this.stepViews.get(stepId).root.remove();
+        this.stepViews.delete(stepId);
+        this.controlled.delete(stepId);
+      }
+    }
+    live.forEach((step, i) => this.stepViews.get(step.id).setIndex(i + 1));
+    const sig = `${turn.status}|${turn.response ?? ""}`;
+    if (view.answer.dataset.sig === sig) return;
+    view.answer.dataset.sig = sig;
+    if (turn.status === "completed") {
+      replaceChildren(
+        view.answer,
+        h(
+          "article",
+          { class: "cell cell-answer", "aria-label": "Answer" },
+          h("header", { class: "cell-head" }, h("span", { class: "status-dot status status-completed", "aria-hidden": "true" }), h("h2", { class: "cell-title" }, "Answer")),
+          h("div", { class: "cell-text answer-text" }, turn.response || ""),
+        ),
+      );
+    } else if (turn.status === "abandoned") {
+      replaceChildren(view.answer, h("p", { class: "turn-note" }, "This turn was stopped before it finished."));
+    } else {
+      view.answer.replaceChildren();
+    }
+  }
+
+  #stepView(model, step) {
+    let view = this.stepViews.get(step.id);
+    if (!view) {
+      view = new StepView(step);
+      this.stepViews.set(step.id, view);
+      const turnView = this.#turnView(model, model.turns.get(step.turnId));
+      turnView.steps.append(view.root);
+    }
+    return view;
+  }
+
+  #patchControls(model, perms) {
+    const wanted = new Set([perms.nextStepId, perms.undoStepId, ...this.controlled].filter(Boolean));
+    for (const stepId of wanted) {
+      const step = model.steps.get(stepId);
+      const view = this.stepViews.get(stepId);
+      if (!step || !view) {
+        this.controlled.delete(stepId);
+        continue;
+      }
+      const owned = view.controlsSlot.dataset.ownsCalls;
+      const built = this.controls.render(view.controlsSlot, model, step, perms);
+      if (built) this.controlled.add(stepId);
+      else this.controlled.delete(stepId);
+      // The editable call cards moved between the controls and the body: redraw the body.
+      if (view.controlsSlot.dataset.ownsCalls !== owned) view.patch(model, step);
+    }
+  }
+
+  /** Where the cell for a DAG node's target lives. */
+  find(target) {
+    return document.getElementById(target);
+  }
+}
+
+/** One step's cell. */
+class StepView {
+  constructor(step) {
+    this.id = step.id;
+    this.title = h("h3", { class: "cell-title" }, "Step");
+    this.dot = h("span", { class: "status-dot status", "aria-hidden": "true" });
+    this.kind = h("span", { class: "badge kind" });
+    this.agent = h("span", { class: "badge agent", hidden: true });
+    this.badge = h("span", { class: "badge status" });
+    this.meta = h("span", { class: "cell-meta" });
+    this.body = h("div", { class: "cell-body" });
+    this.controlsSlot = h("div", { class: "cell-controls" });
+    this.root = h(
+      "article",
+      { class: "cell cell-step", id: domId("step", step.id), tabindex: "-1", "data-step-id": step.id },
+      h("header", { class: "cell-head" }, this.dot, this.title, this.kind, this.agent, this.badge, this.meta),
+      this.body,
+      this.controlsSlot,
+    );
+    this.root.setAttribute("aria-labelledby", (this.title.id = domId("step-title", step.id)));
+    /** @type {{el: HTMLElement, stream: object}[]} */
+    this.streamEls = [];
+    this.index = 0;
+    this.bodySig = null;
+  }
+
+  setIndex(index) {
+    if (this.index === index) return;
+    this.index = index;
+    this.title.textContent = `Step ${index}`;
+  }
+
+  patch(model, step) {
+    const status = step.status === "pending" && step.waiting ? "waiting" : step.status;
+    this.root.className = `cell cell-step status status-${step.status}${step.waiting ? " is-waiting" : ""}`;
+    this.root.dataset.status = step.status;
+    this.dot.className = `status-dot status status-${step.status}`;
+    this.kind.textContent = step.kind === "tool_calls" ? "tool calls" : step.kind;
+    const showAgent = step.agent && step.agent !== "agent";
+    this.agent.hidden = !showAgent;
+    if (showAgent) this.agent.textContent = step.agent;
+    this.badge.className = `badge status status-${step.status}`;
+    this.badge.textContent = STATUS_TEXT[status] || status;
+    const attempt = shownAttempt(step);
+    const live = attempt && attempt.status !== "undone" ? attempt : null;
+    const parts = [];
+    if (live?.startedAt && live.endedAt) parts.push(formatDuration(live.endedAt - live.startedAt));
+    if (live?.usage?.total_tokens) parts.push(formatTokens(live.usage.total_tokens));
+    this.meta.textContent = parts.join(" · ");
+    this.#patchBody(model, step, live);
+  }
+
+  #patchBody(model, step, live) {
+    const turn = model.turns.get(step.turnId);
+    const earlier = step.attempts.filter((a) => a !== live && a.status !== "running");
+    const body = [];
+    this.streamEls = [];
+    const firstOfTurn = turn && turn.stepIds[0] === step.id;
+    // The first step's input is the user's message, already shown above it.
+    const showInput = step.kind !== "tool_calls" && step.input && !(firstOfTurn && step.input === turn.input);
+    if (showInput && step.status !== "pending") {
+      body.push(h("div", { class: "step-input" }, h("span", { class: "field-label" }, "Input"), h("div", { class: "cell-text" }, step.input)));
+    }
+    if (live) {
+      for (const stream of live.streams) {
+        const text = h("div", { class: "stream-text cell-text" });
+        const label = stream.phase || (stream.agent !== "agent" ? stream.agent : null);
+        body.push(h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, text));
+        this.streamEls.push({ el: text, stream });
+      }
+      if (live.calls.size) body.push(h("div", { class: "tool-cards" }, [...live.calls.values()].map((c) => callCard(step, c))));
+      if (!live.streams.length && live.output && !live.calls.size) body.push(h("div", { class: "cell-text step-output" }, live.output));
+      if (live.error) {
+        body.push(h("div", { class: "step-error", role: "status" }, h("strong", {}, live.errorType || "Error"), ": ", live.error));
+      }
+    }
+    const pending = step.pendingCalls && step.status !== "completed" && !(live && live.calls.size);
+    if (pending && !this.#controlsOwnCalls()) {
+      body.push(h("div", { class: "tool-cards" }, step.pendingCalls.map((c) => pendingCard(step, c))));
+    }
+    if (!live && step.status === "pending" && !pending && !step.attempts.length) {
+      body.push(h("p", { class: "cell-placeholder" }, step.waiting ? "Waiting for your approval." : "Not run yet."));
+    }
+    if (earlier.length) body.push(earlierRuns(step, earlier));
+    replaceChildren(this.body, body);
+    this.patchStreams(step);
+  }
+
+  #controlsOwnCalls() {
+    return this.controlsSlot.dataset.ownsCalls === "true";
+  }
+
+  patchStreams(step) {
+    const running = step.status === "running";
+    for (const { el, stream } of this.streamEls) {
+      if (el.textContent !== stream.text) el.textContent = stream.text;
+      el.classList.toggle("is-streaming", running && !stream.done);
+    }
+  }
+}
+
+function callMeta(call) {
+  const parts = [];
+  if (call.startedAt != null && call.endedAt != null) parts.push(formatDuration(call.endedAt - call.startedAt));
+  return parts.join(" · ");
+}
+
+/** A tool call that ran or is running. */
+export function callCard(step, call, withId = true) {
+  const deps = call.dependsOn?.length ? `after ${call.dependsOn.map((d) => `$${d}`).join(", ")}` : null;
+  const result =
+    call.output == null
+      ? call.status === "running"
+        ? h("p", { class: "tool-wait" }, "Running…")
+        : null
+      : h(
+          "div",
+          { class: `tool-result${call.isError ? " is-error" : ""}` },
+          h("span", { class: "field-label" }, call.isError ? "Error" : "Result"),
+          h("pre", { class: "tool-pre" }, call.output),
+        );
+  return h(
+    "div",
+    {
+      class: `tool-card status status-${call.status}`,
+      id: withId ? domId("call", `${step.id}-${call.id}`) : null,
+      tabindex: withId ? "-1" : null,
+      "data-tool-id": call.id,
+    },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("span", { class: `status-dot status status-${call.status}`, "aria-hidden": "true" }),
+      call.planIndex != null ? h("span", { class: "badge plan-index" }, `$${call.planIndex}`) : null,
+      h("code", { class: "tool-name" }, call.name),
+      deps ? h("span", { class: "tool-deps" }, deps) : null,
+      h("span", { class: "tool-meta" }, callMeta(call)),
+      h("span", { class: `badge status status-${call.status}` }, call.status),
+    ),
+    h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
+    result,
+  );
+}
+
+/** A tool call waiting for approval, read-only (the trace view, or when another turn is active). */
+export function pendingCard(step, call) {
+  const decision = call.decision || "pending";
+  const status = decision === "rejected" ? "failed" : "pending";
+  return h(
+    "div",
+    { class: `tool-card status status-${status}`, id: domId("call", `${step.id}-${call.tool_id}`), "data-tool-id": call.tool_id },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("span", { class: `status-dot status status-${status}`, "aria-hidden": "true" }),
+      h("code", { class: "tool-name" }, call.tool_name),
+      h("span", { class: "tool-meta" }),
+      h("span", { class: `badge decision decision-${decision}` }, decision),
+    ),
+    h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.tool_kwargs)),
+    call.reason ? h("p", { class: "tool-reason" }, `Reason: ${call.reason}`) : null,
+  );
+}
+
+function earlierRuns(step, attempts) {
+  const undone = attempts.filter((a) => a.status === "undone").length;
+  const summary = undone === attempts.length ? `Undone output (${undone})` : `Earlier runs (${attempts.length})`;
+  return h(
+    "details",
+    { class: "earlier-runs" },
+    h("summary", {}, summary),
+    attempts.map((attempt) =>
+      h(
+        "div",
+        { class: `attempt attempt-${attempt.status}` },
+        h("span", { class: `badge status status-${attempt.status}` }, attempt.status),
+        attempt.streams.map((s) => h("div", { class: "cell-text attempt-text" }, s.text)),
+        attempt.calls.size ? h("div", { class: "tool-cards" }, [...attempt.calls.values()].map((c) => callCard(step, c, false))) : null,
+        attempt.error ? h("div", { class: "step-error" }, attempt.error) : null,
+      ),
+    ),
+  );
+}

@@ -1,0 +1,84 @@
+// Small DOM and formatting helpers shared by the page modules.
+
+/**
+ * Create an element: h("button", {class: "x", onclick: fn, disabled: true}, "Label", child).
+ * `null`, `undefined` and `false` children and attributes are skipped.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value == null || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key === "value") el.value = value;
+    else if (value === true) el.setAttribute(key, "");
+    else el.setAttribute(key, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child == null || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : String(child));
+  }
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+export function svg(tag, attrs = {}) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value != null) el.setAttribute(key, String(value));
+  }
+  return el;
+}
+
+/** Seconds as "850 ms", "2.4 s" or "3 min 05 s". */
+export function formatDuration(seconds) {
+  if (seconds == null || !Number.isFinite(seconds) || seconds < 0) return "";
+  if (seconds < 1) return `${Math.max(1, Math.round(seconds * 1000))} ms`;
+  if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 2 : 1)} s`;
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes} min ${String(Math.round(seconds % 60)).padStart(2, "0")} s`;
+}
+
+export function formatTokens(n) {
+  if (!n) return "";
+  return n === 1 ? "1 token" : `${n.toLocaleString("en")} tokens`;
+}
+
+/** A local date-time for an epoch-seconds or ISO value. */
+export function formatTime(value) {
+  if (value == null || value === "") return "";
+  const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
+  if (Number.isNaN(date.getTime())) return String(value);
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+export function prettyJson(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+export function truncate(text, max) {
+  const value = String(text ?? "");
+  return value.length > max ? `${value.slice(0, max - 1)}…` : value;
+}
+
+/** A stable DOM id for an engine id (uuids are valid, but keep it safe for selectors). */
+export function domId(prefix, id) {
+  return `${prefix}-${String(id).replace(/[^A-Za-z0-9_-]/g, "_")}`;
+}
+
+/** Replace an element's children. */
+export function replaceChildren(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}

@@ -1,0 +1,29 @@
+// The new-notebook form: Ctrl+Enter submits, example prompts fill it in, the preset's
+// description follows the picker. The form works without this script too.
+
+const form = document.getElementById("new-notebook");
+const text = document.getElementById("new-text");
+const agent = document.getElementById("new-agent");
+const help = document.getElementById("agent-help");
+
+text.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    form.requestSubmit();
+  }
+});
+
+agent.addEventListener("change", () => {
+  help.textContent = agent.selectedOptions[0]?.dataset.help || "";
+});
+
+for (const example of form.querySelectorAll("[data-example]")) {
+  example.addEventListener("click", () => {
+    text.value = example.dataset.example;
+    if ([...agent.options].some((o) => o.value === example.dataset.preset)) {
+      agent.value = example.dataset.preset;
+      agent.dispatchEvent(new Event("change"));
+    }
+    text.focus();
+  });
+}

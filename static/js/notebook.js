@@ -1,0 +1,172 @@
+// Entry point of the notebook page: socket -> store -> one render per animation frame.
+//
+// Server values come from data-* attributes on #notebook (filled by {% url %} in the template).
+// Every server message is folded into the model at once; drawing waits for the next frame, so a
+// replay of thousands of events, or a fast token stream, costs one DOM pass per frame.
+
+import { CellsView } from "./cells.js";
+import { ActionBus } from "./actions.js";
+import { StepControls } from "./controls.js";
+import { DagView } from "./dag.js";
+import { liveSteps, permissions, runningStep } from "./selectors.js";
+import { applyMessage, clearDirty, createModel } from "./store.js";
+import { TaskSocket, socketUrl } from "./socket.js";
+import { NotebookControls } from "./toolbar.js";
+
+const root = document.getElementById("notebook");
+const $ = (selector) => root.querySelector(selector);
+
+const model = createModel();
+const metrics = { frames: 0, renderMs: 0, maxRenderMs: 0, deltas: 0, events: 0, firstReplayDoneAt: null, longTasks: 0, longTaskMs: 0 };
+let connection = { state: "connecting", detail: "" };
+let resyncing = false;
+let frame = 0;
+
+const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
+  lastSeq: () => model.lastSeq,
+  onState: (state, detail = "") => {
+    connection = { state, detail };
+    resyncing = state === "open"; // socket.js sends `resume` on open; a drop ends any replay
+    model.dirty.structure = true;
+    model.dirty.task = true;
+    schedule();
+  },
+  onMessage: (message) => {
+    if (message.type === "event") metrics.events++;
+    else if (message.type === "delta") metrics.deltas++;
+    else if (message.type === "error") {
+      showNotice(`${message.reason || "The server reported an error"}${message.code ? ` (${message.code})` : ""}`);
+      if (message.action === "resume") resyncing = false; // do not wait for a replay that will not come
+      schedule();
+      return;
+    }
+    if (message.type === "replay_done") {
+      resyncing = false;
+      metrics.firstReplayDoneAt ??= performance.now();
+    }
+    const result = applyMessage(model, message);
+    if (result === "gap" && !resyncing) {
+      resyncing = true; // events went missing: ask for them again; duplicates are skipped
+      socket.resync();
+    }
+    schedule();
+  },
+});
+
+const bus = new ActionBus((action, fields) => socket.send(action, fields));
+const stepControls = new StepControls(bus);
+const cells = new CellsView($("#cells"), { controls: stepControls });
+const dag = new DagView($("#dag"), { onSelect: (target, nodeId) => reveal(target, nodeId) });
+const toolbar = new NotebookControls(bus, {
+  mode: $("#mode-select"),
+  abandon: $("#abandon-button"),
+  form: $("#composer"),
+  text: $("#composer-text"),
+  send: $("#composer-send"),
+  hint: $("#composer-hint"),
+});
+
+function schedule() {
+  if (!frame) frame = requestAnimationFrame(render);
+}
+
+function render() {
+  frame = 0;
+  if (resyncing) {
+    // A replay is arriving: keep folding it into the model and draw it in one pass at
+    // replay_done; until then only the badge moves.
+    const badge = $("#connection");
+    badge.textContent = `Catching up… ${model.lastSeq.toLocaleString("en")} / ${model.serverLastSeq.toLocaleString("en")}`;
+    return;
+  }
+  const t0 = performance.now();
+  const follow = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
+  const perms = permissions(model, connection.state === "open" && !resyncing);
+  cells.update(model, perms);
+  if (model.dirty.structure) dag.update(model);
+  toolbar.update(model, perms);
+  if (model.dirty.structure || model.dirty.task) renderStatus(perms);
+  clearDirty(model);
+  if (follow && !root.dataset.userScrolled) window.scrollTo({ top: document.documentElement.scrollHeight });
+  const spent = performance.now() - t0;
+  metrics.frames++;
+  metrics.renderMs += spent;
+  metrics.maxRenderMs = Math.max(metrics.maxRenderMs, spent);
+}
+
+const STATE_TEXT = { connecting: "Connecting…", open: "Live", closed: "Offline", fatal: "Disconnected", idle: "" };
+
+function renderStatus(perms) {
+  const badge = $("#connection");
+  badge.dataset.state = connection.state;
+  badge.textContent = connection.state === "open" && resyncing ? "Catching up…" : STATE_TEXT[connection.state] || connection.state;
+  badge.title = connection.detail || "";
+  const detail = $("#connection-detail");
+  detail.textContent = connection.detail || "";
+  detail.hidden = !connection.detail;
+  if (model.task?.title) $("#notebook-title").textContent = model.task.title;
+  // One short sentence for screen readers; changes only when the run's state does.
+  const sentence = statusSentence(perms);
+  const live = $("#run-status");
+  if (live.textContent !== sentence) live.textContent = sentence;
+  root.dataset.running = String(perms.running);
+  root.dataset.lastSeq = String(model.lastSeq);
+}
+
+function statusSentence(perms) {
+  if (connection.state === "fatal") return connection.detail;
+  const running = runningStep(model);
+  const number = (step) => {
+    const turn = model.turns.get(step.turnId);
+    return turn ? liveSteps(model, turn).indexOf(step) + 1 : "";
+  };
+  if (running) return `Step ${number(running)} is running.`;
+  if (perms.nextStepId) {
+    const step = model.steps.get(perms.nextStepId);
+    if (step.status === "failed") return `Step ${number(step)} failed.`;
+    if (perms.canApprove) return `Step ${number(step)} is waiting for your approval.`;
+  }
+  if (!model.turns.size) return "Send a message to start.";
+  return perms.send ? "Ready for your next message." : "Working…";
+}
+
+function showNotice(text) {
+  const notice = $("#notice");
+  notice.textContent = text;
+  notice.hidden = false;
+}
+
+/** Scroll to a cell or tool card (from the DAG), and focus it for keyboard users. */
+function reveal(target, nodeId) {
+  const el = document.getElementById(target);
+  if (!el) return;
+  root.dataset.userScrolled = "true";
+  el.scrollIntoView({ behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth", block: "center" });
+  el.focus({ preventScroll: true });
+  el.classList.remove("is-flash");
+  void el.offsetWidth; // restart the highlight animation
+  el.classList.add("is-flash");
+  dag.select(nodeId);
+}
+
+// Scrolling up stops following the stream; scrolling back to the bottom resumes it.
+window.addEventListener("scroll", () => {
+  const atBottom = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
+  if (atBottom) delete root.dataset.userScrolled;
+}, { passive: true });
+window.addEventListener("wheel", (e) => { if (e.deltaY < 0) root.dataset.userScrolled = "true"; }, { passive: true });
+
+if ("PerformanceObserver" in window && PerformanceObserver.supportedEntryTypes?.includes("longtask")) {
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      metrics.longTasks++;
+      metrics.longTaskMs += entry.duration;
+    }
+  }).observe({ type: "longtask" });
+}
+
+// For tests and debugging in the console: the model, the socket and the render figures.
+window.agentui = { model, socket, metrics, dag };
+
+socket.connect();
+schedule();

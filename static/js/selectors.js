@@ -1,0 +1,99 @@
+// State derived from the notebook model (store.js): which turn is active, which step runs or
+// waits, what the page may offer right now, and the totals of a trace. The server decides what
+// is allowed; these only say which controls to show and when to grey them out.
+
+/** Statuses from which a step may be approved (run) again. */
+const RUNNABLE = new Set(["pending", "failed", "interrupted"]);
+
+export function activeTurn(model) {
+  let found = null;
+  for (const turn of model.turns.values()) if (turn.status === "active") found = turn;
+  return found;
+}
+
+export function lastTurn(model) {
+  let last = null;
+  for (const turn of model.turns.values()) last = turn;
+  return last;
+}
+
+/** A turn's steps in order, without those an undo dropped before they ran. */
+export function liveSteps(model, turn) {
+  return turn.stepIds.map((id) => model.steps.get(id)).filter((s) => s && !s.dropped);
+}
+
+export function runningStep(model) {
+  for (const step of model.steps.values()) if (step.status === "running") return step;
+  return null;
+}
+
+/** The step the active turn runs next. */
+export function nextStep(model) {
+  const turn = activeTurn(model);
+  if (!turn) return null;
+  return liveSteps(model, turn).find((s) => s.status !== "completed") || null;
+}
+
+/** The step `undo` would undo: the last completed step of the active (or last) turn. */
+export function undoableStep(model) {
+  const turn = activeTurn(model) || lastTurn(model);
+  if (!turn || turn.status === "abandoned") return null;
+  const done = liveSteps(model, turn).filter((s) => s.status === "completed");
+  return done.length ? done[done.length - 1] : null;
+}
+
+/**
+ * Which actions the page may offer right now. The ids say where a control belongs even while
+ * it is disabled (offline, or a step is running); the booleans say whether it may be used.
+ */
+export function permissions(model, connected) {
+  const turn = activeTurn(model);
+  const running = runningStep(model);
+  const next = nextStep(model);
+  const undoable = undoableStep(model);
+  const runnable = next && RUNNABLE.has(next.status) ? next : null;
+  // A pending step in auto mode starts by itself; offer approval once the server says it waits.
+  const waits = runnable && (runnable.status !== "pending" || runnable.waiting || runnable.undoCount > 0 || model.mode === "step");
+  return {
+    connected,
+    running: Boolean(running),
+    nextStepId: runnable ? runnable.id : null,
+    canApprove: Boolean(connected && waits && !running),
+    canEdit: Boolean(connected && runnable && runnable.status === "pending" && !running),
+    undoStepId: undoable ? undoable.id : null,
+    canUndo: Boolean(connected && undoable && !running),
+    send: Boolean(connected && !turn),
+    abandon: Boolean(connected && turn),
+    setMode: Boolean(connected),
+  };
+}
+
+/** The attempt whose outputs a step shows: the current one, or the last undone one. */
+export function shownAttempt(step) {
+  return step.attempts[step.attempts.length - 1] || null;
+}
+
+/** Totals over the whole log: steps, tool calls, tokens and wall time (seconds). */
+export function totals(model) {
+  let steps = 0;
+  let calls = 0;
+  let tokens = 0;
+  let first = Infinity;
+  let last = -Infinity;
+  for (const step of model.steps.values()) {
+    if (step.dropped) continue;
+    steps++;
+    for (const attempt of step.attempts) {
+      calls += attempt.calls.size;
+      if (attempt.usage) tokens += attempt.usage.total_tokens || 0;
+      if (attempt.startedAt != null) first = Math.min(first, attempt.startedAt);
+      if (attempt.endedAt != null) last = Math.max(last, attempt.endedAt);
+      for (const call of attempt.calls.values()) if (call.endedAt != null) last = Math.max(last, call.endedAt);
+    }
+  }
+  for (const turn of model.turns.values()) {
+    if (turn.createdAt) first = Math.min(first, turn.createdAt);
+    if (turn.endedAt) last = Math.max(last, turn.endedAt);
+  }
+  return { steps, calls, tokens, wallTime: last > first ? last - first : 0 };
+}

@@ -1,0 +1,410 @@
+// The notebook model, reduced from the event log (docs/protocol.md, runs/engine/events.py).
+//
+// Nothing here touches the DOM: `applyMessage` folds one server message into the model and
+// records what changed in `model.dirty`, so the renderers redraw only those parts, once per
+// animation frame. The trace view feeds the same reducer a whole stored log in one pass.
+// What the page may do with the model (permissions, totals) is derived in selectors.js.
+
+/** @typedef {"pending"|"running"|"completed"|"failed"|"undone"|"interrupted"} StepStatus */
+
+/**
+ * @typedef {object} Turn  one engine task: the person's message and the steps answering it
+ * @property {string} id
+ * @property {number} index   1-based position in the notebook
+ * @property {string} input
+ * @property {"active"|"completed"|"abandoned"} status
+ * @property {string[]} stepIds  steps in creation order (dropped ones included, flagged)
+ * @property {string|null} response
+ * @property {number} createdAt
+ * @property {number|null} endedAt
+ */
+
+/**
+ * @typedef {object} Attempt  one run of a step (a step runs again after failing or an undo)
+ * @property {StepStatus} status
+ * @property {number|null} startedAt
+ * @property {number|null} endedAt
+ * @property {Stream[]} streams   one per model call (phase), in order
+ * @property {Map<string, Call>} calls  by tool_id
+ * @property {string} output
+ * @property {object|null} usage
+ * @property {string|null} error
+ * @property {string|null} errorType
+ */
+
+/** @typedef {{phase: string|null, agent: string, text: string, done: boolean, toolSelections: object[]}} Stream */
+
+/**
+ * @typedef {object} Call
+ * @property {string} id  tool_id
+ * @property {string} name
+ * @property {object} kwargs
+ * @property {number|null} planIndex   LLMCompiler's $N
+ * @property {number[]} dependsOn      plan indexes this call waits for
+ * @property {"running"|"completed"|"failed"|"undone"} status
+ * @property {string|null} output
+ * @property {boolean} isError
+ * @property {number|null} startedAt
+ * @property {number|null} endedAt
+ */
+
+/** A fresh, empty notebook model. */
+export function createModel() {
+  return {
+    task: null, // the notebook summary from `hello`: {id, title, agent, mode, status}
+    mode: null,
+    lastSeq: 0,
+    serverLastSeq: 0,
+    /** @type {Map<string, Turn>} engine task id -> turn, in arrival order */
+    turns: new Map(),
+    /** @type {Map<string, object>} step id -> step */
+    steps: new Map(),
+    // `structure`: nodes, edges or statuses changed (DAG, controls); the sets name what to patch.
+    dirty: { structure: true, task: true, steps: new Set(), turns: new Set(), streams: new Set() },
+  };
+}
+
+// --- records ---------------------------------------------------------------------------------
+
+function newAttempt(at) {
+  return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), output: "", usage: null, error: null, errorType: null };
+}
+
+function newStream(phase, agent) {
+  return { phase: phase ?? null, agent: agent || "agent", text: "", done: false, toolSelections: [] };
+}
+
+function newStep(event, turnId) {
+  return {
+    id: event.step_id,
+    turnId,
+    kind: event.kind || "llm",
+    input: event.input ?? null,
+    prevSteps: [...(event.prev_steps || [])],
+    nextSteps: [],
+    /** @type {StepStatus} */
+    status: "pending",
+    waiting: false, // the server said it waits for the person (step_waiting)
+    dropped: false, // dropped by an undo before it ever ran: gone from the page
+    isLast: false,
+    pendingCalls: event.tool_calls ? event.tool_calls.map((c) => ({ ...c })) : null,
+    /** @type {Attempt[]} */
+    attempts: [],
+    undoCount: 0,
+    agent: null,
+    inputVersion: 0,
+  };
+}
+
+function ensureTurn(model, turnId, at) {
+  let turn = model.turns.get(turnId);
+  if (!turn) {
+    turn = { id: turnId, index: model.turns.size + 1, input: "", status: "active", stepIds: [], response: null, createdAt: at ?? 0, endedAt: null };
+    model.turns.set(turnId, turn);
+  }
+  model.dirty.turns.add(turnId);
+  model.dirty.structure = true;
+  return turn;
+}
+
+/** The attempt events of a step go to: the running one (a new one if the last was undone). */
+function currentAttempt(step, at) {
+  let attempt = step.attempts[step.attempts.length - 1];
+  if (!attempt || attempt.status === "undone") {
+    attempt = newAttempt(at);
+    step.attempts.push(attempt);
+  }
+  return attempt;
+}
+
+/** The latest stream of `phase` in the attempt, finished or not. */
+function latestStream(attempt, phase) {
+  const key = phase ?? null;
+  for (let i = attempt.streams.length - 1; i >= 0; i--) if (attempt.streams[i].phase === key) return attempt.streams[i];
+  return null;
+}
+
+function finishRunningCalls(attempt, status, at) {
+  for (const call of attempt.calls.values()) {
+    if (call.status === "running") {
+      call.status = status;
+      call.endedAt = at ?? null;
+    }
+  }
+}
+
+function ensureCall(attempt, event) {
+  let call = attempt.calls.get(event.tool_id);
+  if (!call) {
+    call = {
+      id: event.tool_id, name: event.tool_name, kwargs: event.tool_kwargs || {}, planIndex: event.plan_index ?? null,
+      dependsOn: event.depends_on || [], status: "running", output: null, isError: false, startedAt: event.at ?? null, endedAt: null,
+    };
+    attempt.calls.set(call.id, call);
+  }
+  return call;
+}
+
+// --- events of the notebook and its turns ----------------------------------------------------
+
+const TURN_EVENTS = {
+  task_created(model, event) {
+    const turn = ensureTurn(model, event.task_id, event.at);
+    turn.input = event.input;
+    turn.createdAt = event.at;
+  },
+  step_created(model, event) {
+    const turn = ensureTurn(model, event.task_id, event.at);
+    let step = model.steps.get(event.step_id);
+    if (step) {
+      // Announced again (e.g. after a restart): refresh what it says, keep its history.
+      step.input = event.input ?? step.input;
+      step.kind = event.kind || step.kind;
+      if (event.tool_calls) step.pendingCalls = event.tool_calls.map((c) => ({ ...c }));
+      step.dropped = false;
+    } else {
+      step = newStep(event, turn.id);
+      model.steps.set(step.id, step);
+      turn.stepIds.push(step.id);
+    }
+    model.dirty.steps.add(step.id);
+  },
+  task_completed(model, event) {
+    const turn = ensureTurn(model, event.task_id, event.at);
+    turn.status = "completed";
+    turn.response = event.response;
+    turn.endedAt = event.at;
+  },
+  task_deleted: abandonTurn,
+  task_abandoned: abandonTurn,
+  mode_changed(model, event) {
+    model.mode = event.mode;
+    if (model.task) model.task.mode = event.mode;
+    model.dirty.task = true;
+    model.dirty.structure = true;
+  },
+};
+
+function abandonTurn(model, event) {
+  const turn = model.turns.get(event.task_id);
+  if (turn && turn.status === "active") {
+    turn.status = "abandoned";
+    turn.endedAt = event.at;
+    model.dirty.turns.add(turn.id);
+    model.dirty.structure = true;
+  }
+}
+
+// --- events of one step: (model, step, event) ------------------------------------------------
+
+const STEP_EVENTS = {
+  step_waiting(model, step) {
+    step.waiting = true;
+  },
+  step_started(model, step, event) {
+    step.attempts.push(newAttempt(event.at));
+    step.status = "running";
+    step.waiting = false;
+    if (event.input != null) step.input = event.input;
+  },
+  agent_input(model, step, event) {
+    const stream = newStream(event.phase, event.current_agent_name);
+    currentAttempt(step, event.at).streams.push(stream);
+    step.agent = stream.agent;
+  },
+  agent_output(model, step, event) {
+    const attempt = currentAttempt(step, event.at);
+    let stream = latestStream(attempt, event.phase);
+    if (!stream || stream.done) attempt.streams.push((stream = newStream(event.phase, event.current_agent_name)));
+    stream.text = event.response?.content ?? stream.text;
+    stream.done = true;
+    stream.toolSelections = event.tool_calls || [];
+    if (event.usage) attempt.usage = addUsage(attempt.usage, event.usage);
+    model.dirty.streams.add(step.id);
+  },
+  tool_call(model, step, event) {
+    const attempt = currentAttempt(step, event.at);
+    attempt.calls.delete(event.tool_id); // a call that runs again starts afresh
+    ensureCall(attempt, event);
+  },
+  tool_call_result(model, step, event) {
+    const call = ensureCall(currentAttempt(step, event.at), event);
+    const out = event.tool_output || {};
+    call.output = out.content ?? "";
+    call.isError = Boolean(out.is_error);
+    call.status = call.isError ? "failed" : "completed";
+    call.startedAt = event.started_at ?? call.startedAt;
+    call.endedAt = event.ended_at ?? event.at;
+  },
+  tool_call_decided(model, step, event) {
+    const call = step.pendingCalls?.find((c) => c.tool_id === event.tool_id);
+    if (call) {
+      call.decision = event.decision;
+      call.reason = event.reason ?? null;
+      if (event.tool_kwargs) call.tool_kwargs = event.tool_kwargs;
+    }
+    step.inputVersion++;
+  },
+  step_input_edited(model, step, event) {
+    step.input = event.input ?? null;
+    if (event.tool_calls) step.pendingCalls = event.tool_calls.map((c) => ({ ...c }));
+    step.inputVersion++;
+  },
+  step_completed(model, step, event) {
+    const attempt = currentAttempt(step, event.at);
+    Object.assign(attempt, { status: "completed", endedAt: event.at, output: event.output || "" });
+    if (event.usage) attempt.usage = event.usage;
+    step.status = "completed";
+    step.waiting = false;
+    step.isLast = Boolean(event.is_last);
+    step.nextSteps = [...(event.next_steps || [])];
+  },
+  step_failed(model, step, event) {
+    const attempt = currentAttempt(step, event.at);
+    Object.assign(attempt, { status: "failed", endedAt: event.at, error: event.error, errorType: event.error_type });
+    finishRunningCalls(attempt, "failed", event.at);
+    step.status = "failed";
+  },
+  step_interrupted(model, step, event) {
+    const attempt = step.attempts[step.attempts.length - 1];
+    if (attempt && attempt.status === "running") {
+      Object.assign(attempt, { status: "interrupted", endedAt: event.at });
+      finishRunningCalls(attempt, "failed", event.at);
+    }
+    step.status = "interrupted";
+  },
+  step_undone(model, step, event) {
+    // The step is pending again; what its last run produced stays visible, marked undone.
+    const attempt = step.attempts[step.attempts.length - 1];
+    if (attempt) {
+      attempt.status = "undone";
+      for (const call of attempt.calls.values()) call.status = "undone";
+    }
+    Object.assign(step, { status: "pending", waiting: false, isLast: false, nextSteps: [] });
+    step.undoCount++;
+    for (const droppedId of event.dropped_steps || []) {
+      const dropped = model.steps.get(droppedId);
+      if (dropped) {
+        Object.assign(dropped, { dropped: true, status: "undone" });
+        model.dirty.steps.add(dropped.id);
+      }
+    }
+    const turn = model.turns.get(step.turnId);
+    if (turn && turn.status === "completed") {
+      Object.assign(turn, { status: "active", response: null, endedAt: null });
+      model.dirty.turns.add(turn.id);
+    }
+  },
+};
+
+// Events that change only a step's text, not the graph or what may be done.
+const TEXT_ONLY = new Set(["agent_output"]);
+
+/** Reduce one stored engine (or server lifecycle) event. */
+export function applyEvent(model, event) {
+  if (event.type === "agent_stream") {
+    applyDelta(model, event);
+    return;
+  }
+  const turnHandler = TURN_EVENTS[event.type];
+  if (turnHandler) {
+    turnHandler(model, event);
+    return;
+  }
+  const stepHandler = STEP_EVENTS[event.type];
+  const step = event.step_id ? model.steps.get(event.step_id) : undefined;
+  if (!stepHandler || !step) return; // a type this page does not draw (yet), or an unknown step
+  stepHandler(model, step, event);
+  model.dirty.steps.add(step.id);
+  model.dirty.turns.add(step.turnId);
+  if (!TEXT_ONLY.has(event.type)) model.dirty.structure = true;
+}
+
+/**
+ * Text for a running stream from a delta or a snapshot. A phase whose model output already
+ * arrived is final: a late delta, or a snapshot flushed before the output, must not reopen it.
+ */
+function streamText(model, stepId, phase, agent, text, delta) {
+  const step = model.steps.get(stepId);
+  if (!step || step.status !== "running") return; // not replayed yet, or already finished
+  const attempt = currentAttempt(step, null);
+  let stream = latestStream(attempt, phase);
+  if (stream?.done) return;
+  if (!stream) attempt.streams.push((stream = newStream(phase, agent)));
+  // `text` is the whole reply so far, so a lost delta heals itself; never go backwards.
+  if (text != null && text.length >= stream.text.length) stream.text = text;
+  else if (text == null) stream.text += delta || "";
+  model.dirty.streams.add(step.id);
+}
+
+/** A streamed token (an `agent_stream` event). */
+export function applyDelta(model, event) {
+  streamText(model, event.step_id, event.phase, event.current_agent_name, event.response ?? null, event.delta);
+}
+
+/** What a running step streamed before this page (re)connected. */
+export function applySnapshot(model, message) {
+  streamText(model, message.step_id, message.phase, null, message.text || "", "");
+}
+
+/**
+ * Fold one server message into the model. Returns "ok", "duplicate" (a stored event already
+ * applied) or "gap" (a stored event out of order: the caller resumes from lastSeq).
+ */
+export function applyMessage(model, message) {
+  switch (message.type) {
+    case "hello":
+      model.task = { ...message.task };
+      model.mode = message.task?.mode ?? model.mode;
+      model.serverLastSeq = message.last_seq ?? 0;
+      model.dirty.task = true;
+      model.dirty.structure = true;
+      return "ok";
+    case "event":
+      if (message.seq <= model.lastSeq) return "duplicate";
+      if (message.seq !== model.lastSeq + 1) return "gap";
+      model.lastSeq = message.seq;
+      model.serverLastSeq = Math.max(model.serverLastSeq, model.lastSeq);
+      applyEvent(model, message.event);
+      return "ok";
+    case "delta":
+      applyDelta(model, message.event);
+      return "ok";
+    case "stream_snapshot":
+      applySnapshot(model, message);
+      return "ok";
+    case "replay_done":
+      model.serverLastSeq = Math.max(model.serverLastSeq, message.last_seq ?? 0);
+      model.dirty.structure = true;
+      model.dirty.task = true;
+      return "ok";
+    default:
+      return "ok";
+  }
+}
+
+/** Reduce a whole stored log, `[{seq, event}]` (trace view, tests), in one pass. */
+export function reduceEvents(events, model = createModel()) {
+  for (const item of events) {
+    if (item.seq != null) model.lastSeq = item.seq;
+    applyEvent(model, item.event ?? item);
+  }
+  return model;
+}
+
+export function clearDirty(model) {
+  model.dirty.structure = false;
+  model.dirty.task = false;
+  model.dirty.steps.clear();
+  model.dirty.turns.clear();
+  model.dirty.streams.clear();
+}
+
+export function addUsage(a, b) {
+  if (!a) return { ...b };
+  return {
+    prompt_tokens: (a.prompt_tokens || 0) + (b.prompt_tokens || 0),
+    completion_tokens: (a.completion_tokens || 0) + (b.completion_tokens || 0),
+    total_tokens: (a.total_tokens || 0) + (b.total_tokens || 0),
+  };
+}

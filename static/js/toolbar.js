@@ -1,0 +1,62 @@
+// The notebook's toolbar (approval mode, Stop) and composer (the next message), whose markup
+// comes from the template; greyed out as selectors.permissions says.
+
+import { isCtrlEnter } from "./actions.js";
+
+/** The notebook's toolbar (mode, stop) and composer (send a message), from the template. */
+export class NotebookControls {
+  /**
+   * @param {import("./actions.js").ActionBus} bus
+   * @param {{mode: HTMLSelectElement, abandon: HTMLButtonElement, form: HTMLFormElement, text: HTMLTextAreaElement, send: HTMLButtonElement, hint: HTMLElement}} els
+   */
+  constructor(bus, els) {
+    this.bus = bus;
+    this.els = els;
+    this.model = null;
+    els.mode.addEventListener("change", async () => {
+      const mode = els.mode.value;
+      const ok = await bus.act("mode", "set_mode", { mode }, null);
+      if (!ok && this.model?.mode) els.mode.value = this.model.mode;
+    });
+    els.abandon.addEventListener("click", () => bus.act("abandon", "abandon", {}, els.abandon));
+    els.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.#send();
+    });
+    els.text.addEventListener("keydown", (event) => {
+      if (isCtrlEnter(event)) {
+        event.preventDefault();
+        this.#send();
+      }
+    });
+    els.text.addEventListener("input", () => bus.setError("send", null));
+  }
+
+  async #send() {
+    const text = this.els.text.value.trim();
+    if (!text) {
+      this.bus.setError("send", "Type a message first.");
+      return;
+    }
+    if (this.els.send.disabled) return;
+    const ok = await this.bus.act("send", "send_message", { text }, this.els.send);
+    if (ok) this.els.text.value = "";
+  }
+
+  update(model, perms) {
+    this.model = model;
+    const { mode, abandon, send, text, hint } = this.els;
+    if (model.mode && document.activeElement !== mode && mode.value !== model.mode) mode.value = model.mode;
+    mode.disabled = !perms.setMode;
+    abandon.dataset.allowed = String(perms.abandon);
+    if (!abandon.hasAttribute("aria-busy")) abandon.disabled = !perms.abandon;
+    send.dataset.allowed = String(perms.send);
+    if (!send.hasAttribute("aria-busy")) send.disabled = !perms.send;
+    text.setAttribute("aria-disabled", String(!perms.send));
+    hint.textContent = !perms.connected
+      ? "Offline: reconnecting…"
+      : perms.send
+        ? "Ctrl+Enter sends."
+        : "Finish or stop the current turn to send another message.";
+  }
+}

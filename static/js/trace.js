@@ -1,0 +1,86 @@
+// Entry point of the read-only trace view: load the stored log once, reduce it in one pass,
+// then draw the cells, the DAG, the timeline and the totals.
+
+import { CellsView } from "./cells.js";
+import { DagView } from "./dag.js";
+import { formatDuration, h } from "./dom.js";
+import { totals } from "./selectors.js";
+import { clearDirty, reduceEvents } from "./store.js";
+import { renderTimeline } from "./timeline.js";
+
+const root = document.getElementById("trace");
+const $ = (selector) => root.querySelector(selector);
+const metrics = { fetchMs: 0, reduceMs: 0, renderMs: 0, events: 0, readyAt: 0 };
+window.agentui = { metrics };
+
+/** The events of an export: `{events: [{seq, ...event}|{seq, event}]}` or a bare list. */
+export function eventsOf(data) {
+  const list = Array.isArray(data) ? data : data.events || [];
+  return list.map((item) => {
+    if (item.event) return { seq: item.seq, event: item.event };
+    if (item.payload) return { seq: item.seq, event: item.payload };
+    return { seq: item.seq, event: item };
+  });
+}
+
+function reveal(target) {
+  const el = document.getElementById(target);
+  if (!el) return;
+  el.scrollIntoView({ block: "center" });
+  el.focus({ preventScroll: true });
+  el.classList.remove("is-flash");
+  void el.offsetWidth;
+  el.classList.add("is-flash");
+}
+
+function renderTotals(model) {
+  const t = totals(model);
+  const items = [
+    ["Steps", t.steps.toLocaleString("en")],
+    ["Tool calls", t.calls.toLocaleString("en")],
+    ["Tokens", t.tokens.toLocaleString("en")],
+    ["Wall time", formatDuration(t.wallTime) || "—"],
+  ];
+  $("#totals").replaceChildren(...items.map(([label, value]) => h("div", { class: "total" }, h("dt", {}, label), h("dd", { "data-total": label.toLowerCase().replace(" ", "-") }, value))));
+}
+
+async function main() {
+  const t0 = performance.now();
+  let data;
+  try {
+    const response = await fetch(root.dataset.exportUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    data = await response.json();
+  } catch (err) {
+    $("#trace-error").textContent = `Could not load this trace: ${err.message}`;
+    $("#trace-error").hidden = false;
+    return;
+  }
+  const t1 = performance.now();
+  const events = eventsOf(data);
+  const model = reduceEvents(events);
+  if (data.task) model.task = data.task;
+  const t2 = performance.now();
+  // The DAG first: it reads its panel's size, which is cheap while the page is still empty.
+  const dag = new DagView($("#dag"), { onSelect: reveal });
+  dag.update(model);
+  const t3 = performance.now();
+  renderTimeline($("#timeline"), model, { onSelect: reveal });
+  const t4 = performance.now();
+  new CellsView($("#cells")).update(model);
+  renderTotals(model);
+  clearDirty(model);
+  const t5 = performance.now();
+  Object.assign(metrics, {
+    fetchMs: t1 - t0, reduceMs: t2 - t1, renderMs: t5 - t2,
+    dagMs: t3 - t2, timelineMs: t4 - t3, cellsMs: t5 - t4, events: events.length,
+  });
+  Object.assign(window.agentui, { model, dag });
+  // After layout and paint: what a person waits for.
+  requestAnimationFrame(() => {
+    metrics.readyAt = performance.now();
+    root.dataset.ready = "true";
+  });
+}
+
+main();

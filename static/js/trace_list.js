@@ -1,0 +1,121 @@
+// The trace list: search and filters over GET /api/tasks/, with paging. The filters live in the
+// page's query string, so a filtered list can be bookmarked and the back button works.
+
+import { formatTime, h } from "./dom.js";
+
+const form = document.getElementById("trace-filters");
+const rows = document.getElementById("trace-rows");
+const count = document.getElementById("trace-count");
+const errorBox = document.getElementById("trace-error");
+const info = document.getElementById("page-info");
+const prev = document.getElementById("page-prev");
+const next = document.getElementById("page-next");
+const FIELDS = ["q", "agent", "status", "created_after", "created_before"];
+const MODES = JSON.parse(form.dataset.modes || "{}");
+// Labels for the codes the API returns, from the filters' own options.
+const optionLabels = (name) => Object.fromEntries([...form.elements[name].options].filter((o) => o.value).map((o) => [o.value, o.textContent]));
+const AGENTS = optionLabels("agent");
+const STATUSES = optionLabels("status");
+const STATUS_CLASS = { idle: "completed", running: "running", waiting: "pending", failed: "failed", interrupted: "interrupted" };
+
+let page = Number(new URLSearchParams(location.search).get("page")) || 1;
+let controller = null;
+let debounce = 0;
+
+function filters() {
+  const params = new URLSearchParams();
+  for (const name of FIELDS) {
+    const value = form.elements[name].value.trim();
+    if (value) params.set(name, value);
+  }
+  return params;
+}
+
+/** The list and paging of an /api/tasks/ answer ({results, count, page, pages}). */
+export function pageOf(data) {
+  const items = data.results || [];
+  const current = data.page || 1;
+  const pages = data.pages || 1;
+  return { items, total: data.count ?? items.length, current, pages, hasNext: current < pages, hasPrev: current > 1 };
+}
+
+function traceUrl(id) {
+  return form.dataset.traceUrl.replace(/\/0\/$/, `/${id}/`);
+}
+
+function row(task) {
+  const id = task.id ?? task.pk;
+  const status = task.status || "";
+  return h(
+    "tr",
+    { "data-task-id": id },
+    h("td", { class: "trace-title" }, h("a", { href: traceUrl(id) }, task.title || `Notebook ${id}`), h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook")),
+    h("td", {}, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || "")),
+    h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
+    h("td", {}, MODES[task.mode] || task.mode || ""),
+    h("td", { class: "num" }, task.turns ?? ""),
+    h("td", {}, h("time", { datetime: task.updated_at || "" }, formatTime(task.updated_at || task.created_at))),
+  );
+}
+
+async function load({ push = false } = {}) {
+  const params = filters();
+  if (page > 1) params.set("page", String(page));
+  const query = params.toString();
+  const pageUrl = `${location.pathname}${query ? `?${query}` : ""}`;
+  if (push) history.pushState(null, "", pageUrl);
+  else history.replaceState(null, "", pageUrl);
+  controller?.abort();
+  controller = new AbortController();
+  count.textContent = "Loading…";
+  let data;
+  try {
+    const response = await fetch(`${form.dataset.apiUrl}?${query}`, { headers: { Accept: "application/json" }, signal: controller.signal, credentials: "same-origin" });
+    data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.error || data.detail || `the server answered ${response.status}`);
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    errorBox.textContent = `Could not load the list: ${err.message}`;
+    errorBox.hidden = false;
+    count.textContent = "";
+    return;
+  }
+  errorBox.hidden = true;
+  const result = pageOf(data);
+  rows.replaceChildren(...result.items.map(row));
+  if (!result.items.length) rows.append(h("tr", {}, h("td", { colspan: "6", class: "muted" }, params.toString() ? "No notebook matches these filters." : "No notebooks yet.")));
+  count.textContent = `${result.total.toLocaleString("en")} notebook${result.total === 1 ? "" : "s"}`;
+  info.textContent = result.pages > 1 ? `Page ${result.current} of ${result.pages}` : "";
+  info.parentElement.hidden = result.pages <= 1;
+  prev.disabled = !result.hasPrev;
+  next.disabled = !result.hasNext;
+  page = result.current;
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  page = 1;
+  load({ push: true });
+});
+form.addEventListener("input", (event) => {
+  // Search as you type (debounced); selects and the date apply at once.
+  clearTimeout(debounce);
+  page = 1;
+  debounce = setTimeout(() => load(), event.target.name === "q" ? 300 : 0);
+});
+prev.addEventListener("click", () => {
+  page = Math.max(1, page - 1);
+  load({ push: true });
+});
+next.addEventListener("click", () => {
+  page += 1;
+  load({ push: true });
+});
+window.addEventListener("popstate", () => {
+  const params = new URLSearchParams(location.search);
+  for (const name of FIELDS) form.elements[name].value = params.get(name) || "";
+  page = Number(params.get("page")) || 1;
+  load();
+});
+
+load();

@@ -1,0 +1,365 @@
+"""Live-server and Playwright fixtures for the browser tests.
+
+The app runs as it does under `make run`: daphne in a child process, here on a fresh SQLite
+file migrated for this test module, with the scripted OpenAI-compatible server (in this
+process, so tests read its request log) as the model. A test module imports the fixtures:
+
+    from browser_helpers import live_app, page, scripted_model  # noqa: F401
+
+and marks its tests `browser`; without Chromium they skip (or fail in CI) through conftest's
+`chromium_launch_options` -> `require_service("chromium", ...)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runs.engine.testing import Script, ScriptedServer
+
+ROOT = Path(__file__).resolve().parent.parent
+USERNAME = "analyst"
+VIEWPORT = {"width": 1280, "height": 800}
+STARTUP_TIMEOUT_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveApp:
+    """agentui served by daphne on a throwaway database, talking to a scripted model."""
+
+    def __init__(self, workdir: Path, model: ScriptedServer, env: dict[str, str]) -> None:
+        self.workdir = workdir
+        self.model = model
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **env,
+            "DATABASE_URL": f"sqlite:///{workdir / 'live.sqlite3'}",
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "AGENTUI_MODEL": "scripted",
+            "SECRET_KEY": "browser-tests-only-" + "x" * 40,
+            "DEBUG": "true",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        self.env.pop("REDIS_URL", None)
+        self.log_path = workdir / "daphne.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def manage(self, *args: str, timeout: float = 60) -> str:
+        """Run `manage.py <args>` against this app's database; returns stdout."""
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+        return result.stdout
+
+    def shell(self, code: str, timeout: float = 120) -> str:
+        """Run Python with Django set up (manage.py shell -c), e.g. to seed rows."""
+        return self.manage("shell", "-c", code, timeout=timeout)
+
+    def start(self) -> LiveApp:
+        self.manage("migrate", "--noinput", "-v", "0")
+        self.manage("ensure_user", "--username", USERNAME, "--base-url", self.url)
+        daphne = Path(sys.executable).with_name("daphne")
+        log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [str(daphne), "-b", "127.0.0.1", "-p", str(self.port), "agentui.asgi:application"],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited at start:\n{self.log()}")
+            try:
+                urllib.request.urlopen(f"{self.url}/login/", timeout=2).close()
+                return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"daphne did not answer within {STARTUP_TIMEOUT_S} s:\n{self.log()}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except FileNotFoundError:
+            return ""
+
+    def login_link(self) -> str:
+        """A one-time link that logs the test user in."""
+        return self.manage("login_link", USERNAME, "--base-url", self.url).strip()
+
+    def seed(self, function: str, *args: object) -> str:
+        """Call a seed_* function of this module inside the app (its printed result is returned)."""
+        call = f"{function}({', '.join(repr(a) for a in args)})"
+        out = self.shell(f"from browser_helpers import {function}; print({call})")
+        return out.strip().splitlines()[-1] if out.strip() else ""
+
+    def task_rows(self) -> list[dict[str, Any]]:
+        """The notebooks in the database (id, title, status, mode), newest first."""
+        out = self.shell(
+            "import json; from runs.models import Task; "
+            "print(json.dumps(list(Task.objects.order_by('-pk').values('id', 'title', 'status', 'mode', 'agent'))))"
+        )
+        return list(json.loads(out.strip().splitlines()[-1]))
+
+
+class _ModuleState:
+    """Things started once per test module and stopped at its end."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.model: ScriptedServer | None = None
+        self.app: LiveApp | None = None
+        self.playwright: Any = None
+        self.browser: Any = None
+        self.storage_state: dict[str, Any] | None = None
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def close(self) -> None:
+        if self.app is not None:  # the server's log, for a person looking into a failure
+            artifacts = Path(os.environ.get("AGENTUI_ARTIFACTS", ROOT / "test-artifacts"))
+            artifacts.mkdir(parents=True, exist_ok=True)
+            (artifacts / f"daphne-{self.name}.log").write_text(self.app.log())
+        if self.browser is not None:
+            self.browser.close()
+        if self.playwright is not None:
+            self.playwright.stop()
+        if self.app is not None:
+            self.app.stop()
+        if self.model is not None:
+            self.model.stop()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+@pytest.fixture(scope="module")
+def _browser_module(request: pytest.FixtureRequest) -> Iterator[_ModuleState]:
+    state = _ModuleState(request.module.__name__.rsplit(".", 1)[-1])
+    yield state
+    state.close()
+
+
+@pytest.fixture
+def scripted_model(_browser_module: _ModuleState) -> ScriptedServer:
+    """The scripted model the live app talks to; `load()` a script per test."""
+    if _browser_module.model is None:
+        _browser_module.model = ScriptedServer(Script()).start()
+    return _browser_module.model
+
+
+@pytest.fixture
+def live_app(
+    _browser_module: _ModuleState,
+    scripted_model: ScriptedServer,
+    chromium_launch_options: dict[str, Any],
+    subprocess_env: Callable[..., dict[str, str]],
+) -> LiveApp:
+    """agentui served by daphne for this module (needs Chromium, or the test skips)."""
+    state = _browser_module
+    if state.app is None:
+        state.tmp = tempfile.TemporaryDirectory(prefix="agentui-browser-")
+        state.app = LiveApp(Path(state.tmp.name), scripted_model, subprocess_env()).start()
+    if state.browser is None:
+        from playwright.sync_api import sync_playwright
+
+        state.playwright = sync_playwright().start()
+        state.browser = state.playwright.chromium.launch(**chromium_launch_options)
+    return state.app
+
+
+@pytest.fixture
+def new_context(_browser_module: _ModuleState, live_app: LiveApp) -> Iterator[Callable[[], Any]]:
+    """Factory for logged-in browser contexts (1280x800); all closed after the test."""
+    state = _browser_module
+    contexts: list[Any] = []
+
+    def make() -> Any:
+        if state.storage_state is None:
+            context = state.browser.new_context(viewport=VIEWPORT)
+            page = context.new_page()
+            page.goto(live_app.login_link())
+            state.storage_state = context.storage_state()
+            context.close()
+        context = state.browser.new_context(viewport=VIEWPORT, storage_state=state.storage_state, accept_downloads=True)
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        return context
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_context: Callable[[], Any]) -> Any:
+    """A logged-in page; script errors and failed requests are collected on `page.console_errors`."""
+    p = new_context().new_page()
+    watch_errors(p)
+    return p
+
+
+def watch_errors(p: Any) -> list[str]:
+    """Collect uncaught script errors, console errors and HTTP errors (but the favicon's) of `p`."""
+    errors: list[str] = []
+
+    def on_console(msg: Any) -> None:
+        # Failed loads are reported by URL below; the console's copy has no URL.
+        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+            errors.append(msg.text)
+
+    def on_response(response: Any) -> None:
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            errors.append(f"HTTP {response.status} {response.url}")
+
+    p.on("console", on_console)
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    p.on("response", on_response)
+    p.console_errors = errors
+    return errors
+
+
+def shot(page: Any, artifacts_dir: Path, name: str, *, full_page: bool = False) -> Path:
+    """Save a screenshot as test-artifacts/<name>.png."""
+    path = artifacts_dir / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05, message: str = "condition") -> Any:
+    """Poll `check` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def start_notebook(page: Any, app: LiveApp, text: str, *, agent: str, mode: str) -> int:
+    """Start a notebook through the new-notebook form; returns its id once the page is live."""
+    page.goto(f"{app.url}/new/")
+    page.get_by_label("Message").fill(text)
+    page.get_by_label("Agent").select_option(agent)
+    page.get_by_label("Approval").select_option(mode)
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/tasks/*/")
+    page.wait_for_selector("#connection[data-state='open']")
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def step_cells(page: Any) -> Any:
+    return page.locator("article.cell-step")
+
+
+def last_user_texts(model: ScriptedServer) -> list[str]:
+    return [r.last_user_text for r in model.requests]
+
+
+# --- seeding the live app's database (run inside it with LiveApp.shell) ---------------------------
+
+
+def seed_long_trace(username: str, steps: int, calls_per_step: int = 2) -> int:
+    """A finished notebook of `steps` steps, each a model turn with parallel tool calls.
+
+    Built from the engine's own event classes and stored as Event rows, as the publisher stores
+    them; returns the notebook's id. Runs inside the app's process (`manage.py shell -c`).
+    """
+    import uuid
+
+    from django.contrib.auth import get_user_model
+
+    from runs.engine import (
+        AgentInput, AgentOutput, ChatMessage, StepCompleted, StepCreated, StepStarted, TaskCompleted,
+        TaskCreated, TokenUsage, ToolCall, ToolCallResult, ToolOutput, ToolSelection,
+    )
+    from runs.models import Event, Task, Turn
+
+    question = f"A long analysis in {steps} steps"
+    owner = get_user_model().objects.get(username=username)
+    task = Task.objects.create(owner=owner, title=question, agent="function_calling", mode="auto")
+    turn_id = str(uuid.uuid4())
+    turn = Turn.objects.create(task=task, engine_id=turn_id, index=1, input=question, status="completed",
+                               response="Done.", token_limit=100_000)
+    ids = [str(uuid.uuid4()) for _ in range(steps)]
+    payloads: list[dict[str, Any]] = []
+    clock = time.time() - steps * 0.4
+
+    def add(event: Any) -> None:
+        payloads.append(event.model_dump(mode="json"))
+
+    add(TaskCreated(task_id=turn_id, input=question, at=clock))
+    for i, step_id in enumerate(ids):
+        common: dict[str, Any] = {"task_id": turn_id, "step_id": step_id}
+        last = i == steps - 1
+        text = f"Step {i + 1}: I look at the next slice of the data and compute its totals." if not last else "Done."
+        usage = TokenUsage(prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i)
+        calls = [] if last else [
+            ToolSelection(tool_id=f"call_{i}_{c}", tool_name="add" if c % 2 == 0 else "multiply", tool_kwargs={"a": i, "b": c})
+            for c in range(calls_per_step)
+        ]
+        add(StepCreated(**common, input=question if i == 0 else None, prev_steps=[ids[i - 1]] if i else [], at=clock))
+        add(StepStarted(**common, at=clock + 0.005))
+        add(AgentInput(**common, input=[ChatMessage.user(question)], at=clock + 0.006))
+        add(AgentOutput(**common, response=ChatMessage.assistant(text, tool_calls=tuple(calls)), tool_calls=calls,
+                        usage=usage, at=clock + 0.15))
+        start = clock + 0.16
+        for c, call in enumerate(calls):
+            add(ToolCall(**common, tool_name=call.tool_name, tool_kwargs=call.tool_kwargs, tool_id=call.tool_id, at=start))
+        for c, call in enumerate(calls):
+            output = ToolOutput(content=str(i + c), tool_name=call.tool_name, raw_input=call.tool_kwargs, raw_output=i + c)
+            add(ToolCallResult(**common, tool_name=call.tool_name, tool_kwargs=call.tool_kwargs, tool_id=call.tool_id,
+                               tool_output=output, started_at=start, ended_at=start + 0.05 + 0.03 * c, at=start + 0.05 + 0.03 * c))
+        add(StepCompleted(**common, output=text, is_last=last, next_steps=[] if last else [ids[i + 1]], usage=usage,
+                          at=start + 0.12))
+        clock += 0.4
+    add(TaskCompleted(task_id=turn_id, response="Done.", at=clock))
+    Event.objects.bulk_create(
+        [Event(task=task, seq=n, turn=turn, step_id=p.get("step_id"), type=p["type"], payload=p, at=p["at"])
+         for n, p in enumerate(payloads, start=1)],
+        batch_size=1000,
+    )
+    Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
+    return int(task.pk)
+
+
+def seed_filler_notebooks(username: str, count: int, agent: str) -> None:
+    """`count` empty notebooks named "Filler notebook <n>" (for paging and filters)."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Task
+
+    owner = get_user_model().objects.get(username=username)
+    Task.objects.bulk_create([Task(owner=owner, title=f"Filler notebook {n}", agent=agent) for n in range(count)])
