@@ -348,3 +348,24 @@ async def test_a_fast_stream_arrives_whole(scripted_server: Any) -> None:
     assert with_text[0] is deltas[0] and text.startswith(with_text[-1]["response"])
     assert len(with_text) < len(deltas) or len(deltas) == 1  # the whole text is not resent every time
     await client.close()
+
+
+def test_stored_model_inputs_keep_only_what_is_new_in_each_call() -> None:
+    from runs.live.publisher import compact_agent_input
+
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": None, "tool_calls": [{"tool_id": "c1"}]},
+        {"role": "tool", "content": "r1", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+    ]
+    compact = compact_agent_input({"type": "agent_input", "input": history, "input_omitted": 0})
+    assert [m["content"] for m in compact["input"]] == ["be brief", "q2"]
+    assert compact["input_omitted"] == 4
+    first_call = {"type": "agent_input", "input": history[:2], "input_omitted": 0}
+    assert compact_agent_input(first_call) == first_call
+    from runs.engine import parse_event
+
+    assert parse_event({**compact, "task_id": "t", "step_id": "s"}).input_omitted == 4  # type: ignore[union-attr]

@@ -32,6 +32,8 @@ class AgentInput(BaseEvent):
     input: list[ChatMessage]
     current_agent_name: str = "agent"
     phase: str | None = None  # e.g. "plan" or "join" for LLMCompiler
+    # a store may keep only what is new in each call; this many earlier messages were left out
+    input_omitted: int = 0
 
 
 class AgentStream(BaseEvent):

@@ -47,6 +47,20 @@ def store_event(task_pk: int, payload: dict[str, Any], turn_pk: int | None) -> i
     return seq
 
 
+def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
+    """Keep what is new in a model call: its system messages and what follows the last reply.
+
+    Every call resends the whole conversation, which is already stored as Message rows; storing
+    and broadcasting it again per call would grow a long notebook's trace quadratically.
+    """
+    messages: list[dict[str, Any]] = payload.get("input") or []
+    last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last_reply < 0:
+        return payload
+    kept = [m for m in messages[: last_reply + 1] if m.get("role") == "system"] + messages[last_reply + 1 :]
+    return {**payload, "input": kept, "input_omitted": len(messages) - len(kept)}
+
+
 def _turn_pk(task_pk: int, engine_id: str) -> int | None:
     return Turn.objects.filter(task_id=task_pk, engine_id=engine_id).values_list("pk", flat=True).first()
 
@@ -79,6 +93,8 @@ class Publisher:
     async def publish(self, event: BaseModel) -> int:
         """Store `event` with the next seq and send it to every socket watching the notebook."""
         payload = event.model_dump(mode="json")
+        if payload.get("type") == "agent_input":
+            payload = compact_agent_input(payload)
         async with self._order:
             turn_pk = await self._turn_of(payload.get("task_id"))
             seq = await database_sync_to_async(store_event)(self.task_pk, payload, turn_pk)
