@@ -163,3 +163,19 @@ def test_rule_is_importable_from_the_testing_package() -> None:
     import runs.engine as engine
 
     assert not hasattr(engine, "ScriptedServer")
+
+
+async def test_concurrent_steps_of_one_task_run_one_at_a_time() -> None:
+    import asyncio
+
+    with serving(*seed_rules()) as server:
+        agent, recorder = make_agent(server)
+        task = await agent.acreate_task(SEED_QUESTION)
+        first, second = await asyncio.gather(agent.arun_step(task.task_id), agent.arun_step(task.task_id))
+    # the second waited for the first and ran the step the first one queued
+    assert first.task_step.step_id != second.task_step.step_id
+    assert second.task_step.prev_steps == [first.task_step.step_id]
+    starts = [e.step_id for e in recorder.of("step_started")]
+    completions = [e.step_id for e in recorder.of("step_completed")]
+    assert starts == completions
+    assert not agent._locks  # nothing kept once no one holds a task's lock

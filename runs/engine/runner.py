@@ -6,6 +6,7 @@ import asyncio
 import copy
 import inspect
 import json
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +82,8 @@ class AgentRunner:
         self.approve_tool_calls = approve_tool_calls
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._memory_synced = False
-        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        # a task's lock lives while someone holds or awaits it, so finished tasks leave nothing behind
+        self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -97,7 +99,8 @@ class AgentRunner:
         key = (id(asyncio.get_running_loop()), task_id)
         lock = self._locks.get(key)
         if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
+            lock = asyncio.Lock()
+            self._locks[key] = lock
         return lock
 
     async def _load(self, task_id: str) -> TaskState:
