@@ -84,6 +84,9 @@ async def test_full_function_calling_task_streamed_end_to_end(server: ScriptedSe
     assert deltas[0]["event"]["response"] == deltas[0]["event"]["delta"]  # the text so far rides along
     results = {e["tool_name"]: e["tool_output"]["content"] for e in client.events("tool_call_result")}
     assert results == {"add": "5", "multiply": "20"}
+    # the turn's two calls ran at once: storing their tool_call events did not queue one behind the other
+    spans = [(e["started_at"], e["ended_at"]) for e in client.events("tool_call_result")]
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
 
     def rows() -> dict[str, Any]:
         turn = Turn.objects.get(task=notebook)

@@ -20,31 +20,41 @@ from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, Ste
 from runs.live.streams import StreamRelay
 from runs.models import Event, Step, Task, Turn, group_name
 from runs.store.fence import check as check_fence
+from runs.store.fence import fence_token
 
 EVENT_MESSAGE = "notebook.event"
 DELTA_MESSAGE = "notebook.delta"
 
 
-def store_event(task_pk: int, payload: dict[str, Any], turn_pk: int | None) -> int:
-    """Insert one Event with the notebook's next seq; returns the seq."""
+def store_events(task_pk: int, rows: list[tuple[dict[str, Any], int | None]], token: str | None) -> list[int]:
+    """Insert Events with the notebook's next seqs, in one transaction; returns the seqs."""
     with transaction.atomic():
         last, lease_owner = Task.objects.select_for_update().values_list("last_seq", "lease_owner").get(pk=task_pk)
-        check_fence(task_pk, lease_owner)  # a run that lost its lease adds nothing to the trace
-        seq = int(last) + 1
-        Task.objects.filter(pk=task_pk).update(last_seq=seq)
-        Event.objects.create(
-            task_id=task_pk,
-            seq=seq,
-            turn_id=turn_pk,
-            step_id=payload.get("step_id"),
-            type=payload["type"],
-            payload=payload,
-            at=payload.get("at") or 0.0,
+        check_fence(task_pk, lease_owner, token)  # a run that lost its lease adds nothing to the trace
+        first = int(last) + 1
+        Event.objects.bulk_create(
+            Event(
+                task_id=task_pk,
+                seq=first + n,
+                turn_id=turn_pk,
+                step_id=payload.get("step_id"),
+                type=payload["type"],
+                payload=payload,
+                at=payload.get("at") or 0.0,
+            )
+            for n, (payload, turn_pk) in enumerate(rows)
         )
-        if payload["type"] == "step_failed" and payload.get("step_id"):
-            # the reason a step failed belongs on its row too (the store never sees it)
-            Step.objects.filter(step_id=payload["step_id"]).update(error=str(payload.get("error", ""))[:10_000])
-    return seq
+        Task.objects.filter(pk=task_pk).update(last_seq=first + len(rows) - 1)
+        for payload, _ in rows:
+            if payload["type"] == "step_failed" and payload.get("step_id"):
+                # the reason a step failed belongs on its row too (the store never sees it)
+                Step.objects.filter(step_id=payload["step_id"]).update(error=str(payload.get("error", ""))[:10_000])
+    return list(range(first, first + len(rows)))
+
+
+def store_event(task_pk: int, payload: dict[str, Any], turn_pk: int | None) -> int:
+    """Insert one Event with the notebook's next seq (fenced by this context's lease); returns the seq."""
+    return store_events(task_pk, [(payload, turn_pk)], fence_token.get())[0]
 
 
 def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +84,10 @@ class Publisher:
         self.layer = get_channel_layer()
         self.last_seq = 0  # the last seq this process handed out (deltas carry it as after_seq)
         self.streams = StreamRelay(self._send_delta, lambda: self.last_seq)
-        self._order = asyncio.Lock()  # seq allocation and group_send in the same order
+        # Events wait here for the writer task, which stores each run of them in one transaction
+        # (a group commit): a turn's parallel tool calls do not queue behind each other's writes.
+        self._queue: list[tuple[dict[str, Any], str | None, asyncio.Future[int]]] = []
+        self._writer: asyncio.Task[None] | None = None
         self._turns: dict[str, int] = {}
 
     async def __call__(self, event: AgentEvent) -> None:
@@ -95,12 +108,36 @@ class Publisher:
         payload = event.model_dump(mode="json")
         if payload.get("type") == "agent_input":
             payload = compact_agent_input(payload)
-        async with self._order:
-            turn_pk = await self._turn_of(payload.get("task_id"))
-            seq = await database_sync_to_async(store_event)(self.task_pk, payload, turn_pk)
-            self.last_seq = seq
-            await self.layer.group_send(self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload})
-        return seq
+        loop = asyncio.get_running_loop()
+        stored: asyncio.Future[int] = loop.create_future()
+        # the lease this event is written under travels with it: the writer runs in another context
+        self._queue.append((payload, fence_token.get(), stored))
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_queued())
+        return await asyncio.shield(stored)  # stored and sent even if the caller is cancelled
+
+    async def _write_queued(self) -> None:
+        """Store and send queued events in order: each run with the same lease in one transaction."""
+        while self._queue:
+            token = self._queue[0][1]
+            size = next((n for n, item in enumerate(self._queue) if item[1] != token), len(self._queue))
+            batch, self._queue = self._queue[:size], self._queue[size:]
+            try:
+                rows = [(payload, await self._turn_of(payload.get("task_id"))) for payload, _, _ in batch]
+                seqs = await database_sync_to_async(store_events)(self.task_pk, rows, token)
+            except BaseException as exc:
+                for _, _, stored in batch:
+                    if not stored.done():
+                        stored.set_exception(exc)
+                if isinstance(exc, Exception):
+                    continue
+                raise
+            for (_, _, stored), seq in zip(batch, seqs):
+                if not stored.done():  # every writer of the batch goes on together (e.g. parallel tools)
+                    stored.set_result(seq)
+            for (payload, _, _), seq in zip(batch, seqs):  # the seq order is this task's, whatever they do next
+                await self.layer.group_send(self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload})
+                self.last_seq = seq  # deltas name the last event sent before them
 
     async def _turn_of(self, engine_id: str | None) -> int | None:
         if not engine_id:

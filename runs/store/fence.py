@@ -30,8 +30,8 @@ def fenced(token: str) -> Iterator[None]:
         fence_token.reset(reset)
 
 
-def check(task_pk: int, lease_owner: str) -> None:
-    """Raise LeaseLost if this context writes for a lease that is no longer the notebook's."""
-    token = fence_token.get()
+def check(task_pk: int, lease_owner: str, token: str | None = None) -> None:
+    """Raise LeaseLost if a write for lease `token` (default: this context's) comes too late."""
+    token = fence_token.get() if token is None else token
     if token is not None and token != lease_owner:
         raise LeaseLost(f"notebook {task_pk}: the lease this run held was taken over; its write was refused")
