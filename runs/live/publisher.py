@@ -110,6 +110,8 @@ class Publisher:
             payload = compact_agent_input(payload)
         loop = asyncio.get_running_loop()
         stored: asyncio.Future[int] = loop.create_future()
+        # a caller cancelled meanwhile cannot read a failure; don't report it as never retrieved
+        stored.add_done_callback(lambda f: f.cancelled() or f.exception())
         # the lease this event is written under travels with it: the writer runs in another context
         self._queue.append((payload, fence_token.get(), stored))
         if self._writer is None or self._writer.done():
