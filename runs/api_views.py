@@ -13,26 +13,22 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import EmptyPage, Paginator
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
+from asgiref.sync import sync_to_async
+
 from runs import service
+from runs.page_views import render_new_notebook
 from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task, Turn
 from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ProtocolError
 
 PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
-
-
-def _notebook_url(pk: int) -> str:
-    try:
-        return reverse("runs:notebook", args=[pk])
-    except NoReverseMatch:  # the page is served by runs.page_views once it is wired up
-        return f"/tasks/{pk}/"
 
 
 @require_POST
@@ -43,12 +39,17 @@ async def new_task(request: HttpRequest) -> HttpResponse:
     agent = request.POST.get("agent") or (all_presets()[0].name if all_presets() else "")
     mode = str(request.POST.get("mode") or ApprovalMode.AUTO)
     if not text or len(text) > MAX_TEXT_CHARS:
-        return HttpResponseBadRequest(f"text: a message of 1 to {MAX_TEXT_CHARS} characters is required")
+        return await _refused(request, text, agent, mode, f"The message must be 1 to {MAX_TEXT_CHARS} characters.")
     try:
         task = await service.create_notebook(user, text, agent, mode)
     except ProtocolError as exc:
-        return HttpResponseBadRequest(exc.reason)
-    return redirect(_notebook_url(task.pk))
+        return await _refused(request, text, agent, mode, exc.reason)
+    return redirect("runs:notebook", task.pk)
+
+
+async def _refused(request: HttpRequest, text: str, agent: str, mode: str, reason: str) -> HttpResponse:
+    """The form again, as it was sent, with the reason: a refused submission loses nothing."""
+    return await sync_to_async(render_new_notebook)(request, text, agent, mode, error=reason, status=400)
 
 
 # --- listing ----------------------------------------------------------------------------------
@@ -98,7 +99,7 @@ def _summary(task: Task) -> dict[str, Any]:
         "created_at": task.created_at.isoformat(),
         "updated_at": task.updated_at.isoformat(),
         "turns": getattr(task, "turn_count", None),
-        "url": _notebook_url(task.pk),
+        "url": reverse("runs:notebook", args=[task.pk]),
         "trace_url": reverse("runs:api_task_trace", args=[task.pk]),
     }
 

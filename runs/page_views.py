@@ -60,12 +60,19 @@ def _own_task(request: HttpRequest, pk: int) -> Task:
 @require_GET
 def new_notebook(request: HttpRequest) -> HttpResponse:
     """The form that starts a notebook: first message, agent preset, approval mode."""
+    return render_new_notebook(
+        request, request.GET.get("text", ""), request.GET.get("agent", ""), request.GET.get("mode", "")
+    )
+
+
+def render_new_notebook(
+    request: HttpRequest, text: str, agent: str, mode: str, error: str = "", status: int = 200
+) -> HttpResponse:
+    """The new-notebook form, filled in; with `error`, a refused submission shown again with its reason."""
     presets = preset_choices()
     labels = {p.name: p.label for p in presets}
-    agent = request.GET.get("agent", "")
     if agent not in {p.name for p in presets}:
         agent = presets[0].name if presets else ""
-    mode = request.GET.get("mode", ApprovalMode.AUTO)
     if mode not in ApprovalMode.values:
         mode = ApprovalMode.AUTO
     context = {
@@ -74,7 +81,8 @@ def new_notebook(request: HttpRequest) -> HttpResponse:
         "modes": ApprovalMode.choices,
         "initial_agent": agent,
         "initial_mode": mode,
-        "initial_text": request.GET.get("text", ""),
+        "initial_text": text,
+        "error": error,
         "new_task_url": reverse("runs:task_new"),
         "examples": demo_example_prompts(),
         "recent": [
@@ -82,7 +90,7 @@ def new_notebook(request: HttpRequest) -> HttpResponse:
             for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[:5]
         ],
     }
-    return render(request, "runs/notebook.html", context)
+    return render(request, "runs/notebook.html", context, status=status)
 
 
 @require_GET

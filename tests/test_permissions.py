@@ -59,8 +59,12 @@ async def test_new_task_starts_a_notebook_and_redirects(server: Any) -> None:
     assert [e["seq"] for e in trace["events"]] == list(range(1, trace["task"]["last_seq"] + 1))
     assert trace["usage"]["total_tokens"] > 0
 
-    for bad in ({"text": ""}, {"text": "x", "agent": "nope"}, {"text": "x", "mode": "sometimes"}):
-        assert (await client.post("/tasks/new", bad)).status_code == 400
+    for bad in ({"text": ""}, {"text": "keep me", "agent": "nope"}, {"text": "keep me", "mode": "sometimes"}):
+        refused = await client.post("/tasks/new", bad)
+        page = refused.content.decode()
+        assert refused.status_code == 400
+        assert 'role="alert"' in page  # the reason, next to the form
+        assert bad["text"] in page  # what the person typed is still there
     assert (await client.get("/tasks/new")).status_code == 405
 
 
