@@ -9,8 +9,8 @@ from engine_helpers import make_agent, serving
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.engine import FunctionTool, NothingToUndoError
-from runs.engine.testing import Match, Reply, Rule, ToolCallSpec
+from runs.engine import FunctionTool, NothingToUndoError, StepFailedError
+from runs.engine.testing import Fault, Match, Reply, Rule, ToolCallSpec
 
 
 def count(n: int) -> int:
@@ -103,3 +103,39 @@ def test_undo_drops_the_steps_the_undone_step_queued() -> None:
         upcoming = agent.get_upcoming_steps(task.task_id)
     assert [s.step_id for s in upcoming] == [output.task_step.step_id]
     assert recorder.of("step_undone")[0].dropped_steps == [queued]  # type: ignore[union-attr]
+
+
+def _producer_sees_the_queued_step(agent, task_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The completed step's next_steps hold the queued step itself, as a database's rows do."""
+    state = agent.get_task_state(task_id)
+    queued = state.step_queue[0]
+    agent.update_step_input(task_id, queued.step_id, "count differently")
+    state = agent.get_task_state(task_id)
+    produced = state.completed_steps[-1].next_steps
+    assert [s.model_dump() for s in produced] == [state.step_queue[0].model_dump()]
+    assert produced[0].input == "count differently"
+
+
+def test_after_an_undo_a_queued_step_and_its_producers_next_steps_are_one_step() -> None:
+    with serving(*LOOP_RULES) as server:
+        agent, _ = make_agent(server, tools=[FunctionTool.from_defaults(count)])
+        task = agent.create_task("count")
+        agent.run_step(task.task_id)
+        agent.run_step(task.task_id)
+        agent.undo_step(task.task_id)  # the second step is queued again (a checkpoint's copy)
+        _producer_sees_the_queued_step(agent, task.task_id)
+
+
+def test_after_a_failed_step_a_queued_step_and_its_producers_next_steps_are_one_step() -> None:
+    rules = [
+        Rule(match=Match(tool_results_since_user=0), reply=Reply(tool_calls=[ToolCallSpec(name="count", arguments={"n": 0})])),
+        Rule(match=Match(tool_results_since_user=1), fault=Fault(status=400), max_uses=1),
+        Rule(match=Match(tool_results_since_user=1), reply=Reply(text="one")),
+    ]
+    with serving(*rules) as server:
+        agent, _ = make_agent(server, tools=[FunctionTool.from_defaults(count)])
+        task = agent.create_task("count")
+        agent.run_step(task.task_id)
+        with pytest.raises(StepFailedError):
+            agent.run_step(task.task_id)  # the queue goes back to the checkpoint's copy
+        _producer_sees_the_queued_step(agent, task.task_id)

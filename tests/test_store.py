@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from runs.engine import (
@@ -45,17 +45,6 @@ def add(a: int, b: int) -> int:
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
-
-
-def comparable(state: dict[str, Any]) -> dict[str, Any]:
-    """A dumped state with completed steps' `next_steps` as ids.
-
-    The runner reads only their ids; the in-memory store keeps the step objects it had, which go
-    stale when an undo puts checkpoint copies back in the queue, while the rows give the current ones.
-    """
-    for done in state["completed_steps"]:
-        done["next_steps"] = [step["step_id"] for step in done["next_steps"]]
-    return state
 
 
 class TeeStore:
@@ -93,9 +82,7 @@ class TeeStore:
         for task_id in ids:
             expected = (await self.memory.load_task(task_id)).model_dump(mode="json")
             actual = (await self.django.load_task(task_id)).model_dump(mode="json")
-            if actual != expected:
-                import sys; sys.path.insert(0, "/tmp"); from difftool import diff; diff(actual, expected)
-            assert comparable(actual) == comparable(expected)
+            assert actual == expected
         assert await self.django.load_memory() == await self.memory.load_memory()
 
 
@@ -268,6 +255,7 @@ async def _apply(runner: AgentRunner, op: str, current: str | None) -> str | Non
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS)
+@example(ops=["create", "run", "run", "undo", "edit"])  # an edit after an undo reached the queued step only
 def test_random_operations_round_trip(ops: list[str]) -> None:
     """Whatever the runner does, the rows read back equal the in-memory state."""
 

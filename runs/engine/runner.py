@@ -260,7 +260,7 @@ class AgentRunner:
         task = state.task
         task.memory.truncate(checkpoint.memory_length)
         task.extra_state = checkpoint.extra_state
-        state.step_queue = checkpoint.queue
+        state.restore_queue(checkpoint.queue)
         step_id = checkpoint.step.step_id
         state.step_status[step_id] = StepStatus.FAILED
         await self.state_store.save_task(state)
@@ -405,7 +405,7 @@ class AgentRunner:
             task = state.task
             task.memory.truncate(checkpoint.memory_length)
             task.extra_state = checkpoint.extra_state
-            state.step_queue = checkpoint.queue
+            state.restore_queue(checkpoint.queue)
             for step_id in dropped:
                 state.step_status.pop(step_id, None)
             state.step_status.pop(checkpoint.step.step_id, None)

@@ -48,6 +48,19 @@ class TaskState(BaseModel):
     def is_done(self) -> bool:
         return bool(self.completed_steps) and self.completed_steps[-1].is_last
 
+    def restore_queue(self, queue: list[TaskStep]) -> None:
+        """Put a checkpoint's queue back, keeping one object per step.
+
+        A completed step's ``next_steps`` and the queue share their step objects (an edit to a
+        queued step is an edit to the step its producer created), as a store's rows do. The
+        checkpoint's queue holds copies, so the completed outputs are pointed at them too;
+        otherwise they would keep the step as it was before it ran, and miss later edits.
+        """
+        self.step_queue = queue
+        by_id = {step.step_id: step for step in queue}
+        for done in self.completed_steps:
+            done.next_steps = [by_id.get(step.step_id, step) for step in done.next_steps]
+
 
 class StateStore(Protocol):
     """Storage for task states and the agent's conversation memory."""
