@@ -21,7 +21,7 @@ from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskSte
 from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
 from .executor import PlanExecutor, call_tool_id
-from .joiner import parse_joiner_reply
+from .joiner import JoinerDecision, parse_joiner_reply
 from .plan import END_OF_PLAN, PlanParser
 from .prompts import (
     DEFAULT_JOINER_PROMPT,
@@ -67,7 +67,9 @@ def tool_params(tools: Sequence[BaseTool]) -> dict[str, list[str]]:
 class LLMCompilerAgentWorker(BaseAgentWorker):
     """Plans tool calls, runs them in parallel as a dependency graph, and joins their results.
 
-    ``max_replans`` is the total number of planning rounds; the last one must finish.
+    ``max_replans`` counts replans, as in LlamaIndex: the default 3 allows up to four planning
+    rounds, 0 allows one. A joiner that still asks for a new plan on the last round gets its
+    answer forced from what is known (its own words about the results), as LlamaIndex does.
     ``tool_retriever`` adds tools picked for the question to ``tools``. ``stop`` defaults to
     ``["<END_OF_PLAN>"]``. ``joiner_prompt`` is a template with ``{query_str}`` and ``{context_str}``.
     """
@@ -84,8 +86,8 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         joiner_prompt: str | PromptTemplateLike | None = None,
         max_replans: int = DEFAULT_MAX_REPLANS,
     ) -> None:
-        if max_replans < 1:
-            raise ValueError("max_replans is the number of planning rounds; it must be at least 1")
+        if max_replans < 0:
+            raise ValueError("max_replans is how many times a task may plan again; it cannot be negative")
         self.tools = list(tools)
         tools_by_name(self.tools)  # refuses two tools with one name now rather than mid-plan
         self.llm = llm
@@ -246,7 +248,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     async def _join(
         self, step: TaskStep, task: Task, state: CompilerState, record: RoundRecord, usage: TokenUsage | None
     ) -> TaskStepOutput:
-        last_round = record.round >= self.max_replans
+        last_round = record.round > self.max_replans  # round 1 is the plan, every later one a replan
         context = format_rounds([*state.rounds, record])
         if last_round:
             context = f"{context}\n\n{LAST_ROUND_NOTE}"
@@ -260,25 +262,30 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         if self.verbose:
             verdict = f"Replan({decision.reason})" if decision.replan else f"Finish({decision.answer})"
             print(f"> Thought: {decision.thought}\n> Action: {verdict}")
+        if decision.replan and last_round:
+            decision = self._forced_finish(decision, record)
         if not decision.replan:
             state.rounds.append(record)
             state.save(task)
             task.memory.put(ChatMessage.assistant(decision.answer))
             response = AgentChatResponse(response=decision.answer, sources=sources, usage=usage)
             return TaskStepOutput(output=response, task_step=step, is_last=True)
-        if last_round:
-            problems = "; ".join(record.problems + [c.error for c in record.calls if c.error])
-            raise PlanError(
-                f"round {record.round} of {self.max_replans} (max_replans) ended without an answer: the joiner asked "
-                f"for a new plan ({decision.reason or 'no reason given'})"
-                + (f"; problems with the plan: {problems}" if problems else "")
-            )
         record.replan_reason = decision.reason
         state.rounds.append(record)
         state.save(task)
         following = step.get_next_step(kind=StepKind.PLAN, step_state={_ROUND: record.round + 1})
         response = AgentChatResponse(response=f"Replan: {decision.reason}", sources=sources, usage=usage)
         return TaskStepOutput(output=response, task_step=step, next_steps=[following])
+
+    def _forced_finish(self, decision: JoinerDecision, record: RoundRecord) -> JoinerDecision:
+        """No replan is left: the joiner's own account of what is known becomes the answer."""
+        answer = decision.reason or decision.thought
+        if not answer:
+            found = [f"{call.tool_name}: {call.output.content}" for call in record.calls if call.output is not None]
+            answer = "; ".join(found) or "No answer could be found."
+        if self.verbose:
+            print(f"> No replan left after round {record.round} (max_replans={self.max_replans}): finishing")
+        return JoinerDecision(thought=decision.thought, answer=answer)
 
     # --- prompts and tools ----------------------------------------------------------------------
 
