@@ -52,12 +52,18 @@ from .types import (
     TaskStepOutput,
     ToolCallDecision,
 )
-from .workers import BaseAgentWorker, FunctionCallingAgentWorker, LLMCompilerAgentWorker
+from .workers import (
+    BaseAgentWorker,
+    CoAAgentPack,
+    CoAAgentWorker,
+    FunctionCallingAgentWorker,
+    LLMCompilerAgentWorker,
+)
 
 __all__ = [
     "AgentChatResponse", "AgentError", "AgentEvent", "AgentInput", "AgentOutput", "AgentRunner",
     "AgentStream", "BaseAgentWorker", "BaseTool", "ChatMemoryBuffer", "ChatMessage", "ChatResponse",
-    "Checkpoint", "FunctionCallingAgentWorker", "FunctionTool", "ImagePart", "InMemoryStateStore", "LLM",
+    "Checkpoint", "CoAAgentPack", "CoAAgentWorker", "FunctionCallingAgentWorker", "FunctionTool", "ImagePart", "InMemoryStateStore", "LLM",
     "LLMCompilerAgentWorker", "LLMError", "LLMMetadata", "MessageRole", "NothingToUndoError", "OpenAI", "PendingToolCall",
     "StateStore", "StepCompleted", "StepCreated", "StepFailed", "StepFailedError", "StepInputEdited",
     "StepKind", "StepNotEditableError", "StepStarted", "StepStatus", "StepUndone",

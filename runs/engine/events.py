@@ -60,7 +60,11 @@ class AgentOutput(BaseEvent):
 
 
 class ToolCall(BaseEvent):
-    """A tool call about to run. ``plan_index``/``depends_on`` place it in a plan's DAG."""
+    """A tool call about to run. ``plan_index``/``depends_on`` place it in a plan's DAG.
+
+    A chain of abstraction also names its calls' results: ``output_name`` (``"y2"``) is what
+    this call's result is called, ``depends_on_names`` the results it uses (``["y1"]``).
+    """
 
     type: Literal["tool_call"] = "tool_call"
     tool_name: str
@@ -68,6 +72,8 @@ class ToolCall(BaseEvent):
     tool_id: str
     plan_index: int | None = None
     depends_on: list[int] = Field(default_factory=list)
+    output_name: str | None = None
+    depends_on_names: list[str] = Field(default_factory=list)
 
 
 class ToolCallResult(BaseEvent):
@@ -80,6 +86,7 @@ class ToolCallResult(BaseEvent):
     started_at: float
     ended_at: float
     plan_index: int | None = None
+    output_name: str | None = None
 
 
 class ToolCallDecided(BaseEvent):

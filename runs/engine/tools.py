@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, get_type_hints
+from typing import Any, Protocol, get_type_hints
 
 from functools import cached_property
 
@@ -217,6 +217,24 @@ class FunctionTool(BaseTool):
         fn = self._fn
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_TOOL_THREADS, lambda: fn(**kwargs))
+
+
+class ToolRetriever(Protocol):
+    """Picks tools for a question (LlamaIndex's ``ObjectRetriever[BaseTool]`` fits)."""
+
+    def retrieve(self, query: str) -> Sequence[BaseTool]: ...
+
+
+def tools_for_query(tools: Sequence[BaseTool], retriever: ToolRetriever | None, query: str) -> list[BaseTool]:
+    """``tools`` plus those ``retriever`` picks for ``query`` (a name already taken is skipped)."""
+    chosen = list(tools)
+    if retriever is not None:
+        names = {tool.metadata.name for tool in chosen}
+        for tool in retriever.retrieve(query):
+            if tool.metadata.name not in names:
+                names.add(tool.metadata.name)
+                chosen.append(tool)
+    return chosen
 
 
 def tools_by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..errors import ToolArgumentsError
-from ..tools import BaseTool
+from ..tools import BaseTool, schema_error
 from ..types import Task, TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
@@ -45,12 +45,20 @@ class BaseAgentWorker(ABC):
         """The tools this worker may call (the runner validates edited tool arguments against them)."""
         return []
 
+    def argument_is_deferred(self, value: Any) -> bool:
+        """Whether an argument stands for a result not known yet (an LLMCompiler ``"$1"``, a CoA ``"y1"``):
+        such an argument is checked against the schema when the call runs, not when a person edits it."""
+        return False
+
     def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Check a person's edit of a pending call's arguments; raise ToolArgumentsError if they don't fit."""
         tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
         if tool is None:
             raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
-        tool.validate(kwargs)
+        deferred = {name for name, value in kwargs.items() if self.argument_is_deferred(value)}
+        problems = [(field, message) for field, message in tool.problems(kwargs) if field.split(".")[0] not in deferred]
+        if problems:
+            raise schema_error(tool_name, problems)
         return dict(kwargs)
 
     def as_agent(self, **kwargs: Any) -> AgentRunner:

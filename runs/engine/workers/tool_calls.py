@@ -27,8 +27,14 @@ async def run_one_call(
     call: PendingToolCall,
     plan_index: int | None = None,
     depends_on: list[int] | None = None,
+    output_name: str | None = None,
+    depends_on_names: list[str] | None = None,
 ) -> ToolOutput:
-    """Run one call, emitting ToolCall then ToolCallResult. Never raises for a tool's failure."""
+    """Run one call, emitting ToolCall then ToolCallResult. Never raises for a tool's failure.
+
+    ``plan_index``/``depends_on`` place the call in a plan's DAG; ``output_name`` and
+    ``depends_on_names`` name its result and the results it uses (a chain of abstraction's yN).
+    """
     await task.emit(
         ToolCall(
             task_id=task.task_id,
@@ -38,6 +44,8 @@ async def run_one_call(
             tool_id=call.tool_id,
             plan_index=plan_index,
             depends_on=depends_on or [],
+            output_name=output_name,
+            depends_on_names=depends_on_names or [],
         )
     )
     started = time.time()
@@ -64,6 +72,7 @@ async def run_one_call(
             started_at=started,
             ended_at=time.time(),
             plan_index=plan_index,
+            output_name=output_name,
         )
     )
     return output

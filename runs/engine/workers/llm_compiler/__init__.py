@@ -4,7 +4,8 @@ from .executor import PlanExecutor
 from .joiner import JoinerDecision, parse_joiner_reply
 from .plan import END_OF_PLAN, PlannedCall, PlanParser, parse_plan
 from .refs import find_references, substitute
-from .worker import LLMCompilerAgentWorker, PlanError, ToolRetriever
+from ...tools import ToolRetriever
+from .worker import LLMCompilerAgentWorker, PlanError
 
 __all__ = [
     "END_OF_PLAN",

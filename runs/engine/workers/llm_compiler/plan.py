@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -61,7 +61,7 @@ class PlanSyntaxError(ValueError):
 # --- one call's text -----------------------------------------------------------------------------
 
 
-def _scan_arguments(text: str, start: int) -> tuple[str, int] | None:
+def scan_arguments(text: str, start: int) -> tuple[str, int] | None:
     """From just after ``(``, find the closing ``)``; return the argument text and where it ends.
 
     Bare references outside string literals become the identifiers ``__ref_N__`` so that Python's
@@ -107,34 +107,47 @@ def _scan_arguments(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-def _literal(node: ast.expr) -> Any:
+def plan_reference(name: str) -> str | None:
+    """A bare name in a plan's arguments as the reference it stands for (``__ref_2__`` -> ``"$2"``)."""
+    ref = _REF_NAME.fullmatch(name)
+    return f"${ref.group(1)}" if ref is not None else None
+
+
+def _literal(node: ast.expr, reference: Callable[[str], str | None]) -> Any:
     """The JSON value an argument expression denotes; only literals and references are allowed."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float | bool | type(None)):
         return node.value
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
-        return [_literal(item) for item in node.elts]
+        return [_literal(item, reference) for item in node.elts]
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise PlanSyntaxError("'**' is not allowed in a plan")
-        return {_literal(key) if key is not None else "": _literal(value) for key, value in zip(node.keys, node.values)}
+        return {
+            _literal(key, reference) if key is not None else "": _literal(value, reference)
+            for key, value in zip(node.keys, node.values)
+        }
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = _literal(node.operand)
+        operand = _literal(node.operand, reference)
         if isinstance(operand, int | float) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
     if isinstance(node, ast.Name):
-        ref = _REF_NAME.fullmatch(node.id)
+        ref = reference(node.id)
         if ref is not None:
-            return f"${ref.group(1)}"
+            return ref
         if node.id in _NAMED_CONSTANTS:
             return _NAMED_CONSTANTS[node.id]
     raise PlanSyntaxError(
         f"cannot read the argument {ast.unparse(node)!r}: use literals (quoted strings, numbers, lists, dicts) "
-        "or $N references"
+        "or references to earlier results"
     )
 
 
-def parse_arguments(args_text: str, params: Sequence[str] | None) -> dict[str, Any]:
+def parse_arguments(
+    args_text: str, params: Sequence[str] | None, reference: Callable[[str], str | None] = plan_reference
+) -> dict[str, Any]:
     """Read ``args_text`` (with refs already as ``__ref_N__``) into keyword arguments.
+
+    ``reference`` turns a bare name into the reference text it stands for (None: not a reference).
 
     ``params`` are the tool's parameter names in order, for positional arguments; None when the
     tool is unknown (positional arguments are then kept as ``arg1``, ``arg2``, ...).
@@ -148,7 +161,7 @@ def parse_arguments(args_text: str, params: Sequence[str] | None) -> dict[str, A
         raise PlanSyntaxError("the arguments are not valid")
     if any(isinstance(arg, ast.Starred) for arg in call.args):
         raise PlanSyntaxError("'*' is not allowed in a plan")
-    positional = [_literal(arg) for arg in call.args]
+    positional = [_literal(arg, reference) for arg in call.args]
     names = list(params) if params is not None else [f"arg{i + 1}" for i in range(len(positional))]
     if len(positional) > len(names):
         raise PlanSyntaxError(f"it takes at most {len(names)} positional arguments but {len(positional)} were given")
@@ -158,7 +171,7 @@ def parse_arguments(args_text: str, params: Sequence[str] | None) -> dict[str, A
             raise PlanSyntaxError("'**' is not allowed in a plan")
         if keyword.arg in kwargs:
             raise PlanSyntaxError(f"the argument {keyword.arg!r} is given twice")
-        kwargs[keyword.arg] = _literal(keyword.value)
+        kwargs[keyword.arg] = _literal(keyword.value, reference)
     return kwargs
 
 
@@ -261,7 +274,7 @@ class PlanParser:
             error = f"cannot read call {number}: expected tool(arguments)"
             return [self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error))]
         name = call.group(1)
-        scanned = _scan_arguments(text, call.end())
+        scanned = scan_arguments(text, call.end())
         if scanned is None:
             self._open = (number, text)
             return []

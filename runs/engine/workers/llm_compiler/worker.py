@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any
 
-from ...errors import AgentError, LLMError, ToolArgumentsError
+from ...errors import AgentError, LLMError
 from ...llms.base import LLM
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
-from ...tools import BaseTool, schema_error, tools_by_name
+from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
 from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
 from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
@@ -39,12 +39,6 @@ DEFAULT_MAX_REPLANS = 3
 _ROUND = "round"
 _PENDING_ROUND = "pending_round"
 _PLAN_STEP = "plan_step_id"
-
-
-class ToolRetriever(Protocol):
-    """Picks tools for a question (LlamaIndex's ``ObjectRetriever[BaseTool]`` fits)."""
-
-    def retrieve(self, query: str) -> Sequence[BaseTool]: ...
 
 
 class PlanError(AgentError):
@@ -133,17 +127,10 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     def get_tools(self) -> list[BaseTool]:
         return list(self.tools)
 
-    def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Like the base check, but an argument that is a whole ``$N`` reference is checked once
-        call N's result is substituted, so a person may type ``"$1"`` into a numeric parameter."""
-        tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
-        if tool is None:
-            raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
-        deferred = {name for name, value in kwargs.items() if isinstance(value, str) and whole_reference(value) is not None}
-        problems = [(field, message) for field, message in tool.problems(kwargs) if field.split(".")[0] not in deferred]
-        if problems:
-            raise schema_error(tool_name, problems)
-        return dict(kwargs)
+    def argument_is_deferred(self, value: Any) -> bool:
+        """A whole ``$N`` reference is checked once call N's result is substituted, so a person may
+        type ``"$1"`` into a numeric parameter."""
+        return isinstance(value, str) and whole_reference(value) is not None
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CompilerState().save(task)
@@ -290,14 +277,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     # --- prompts and tools ----------------------------------------------------------------------
 
     def _round_tools(self, question: str) -> list[BaseTool]:
-        tools = list(self.tools)
-        if self.tool_retriever is not None:
-            names = {tool.metadata.name for tool in tools}
-            for tool in self.tool_retriever.retrieve(question):
-                if tool.metadata.name not in names:
-                    names.add(tool.metadata.name)
-                    tools.append(tool)
-        return tools
+        return tools_for_query(self.tools, self.tool_retriever, question)
 
     def _history(self, task: Task, state: CompilerState) -> list[ChatMessage]:
         """The conversation before this task's question, within the memory's token limit."""
