@@ -220,7 +220,7 @@ class PlanParser:
             self._open = None
             index = number + (self._offset or 0)
             error = f"cannot read call {index}: it is not closed (missing ')')"
-            ready.append(self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error)))
+            ready.extend(self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error)))
         if not self.joined:
             self.problems.append(
                 "the plan does not end with join(), so it may be incomplete"
@@ -272,7 +272,7 @@ class PlanParser:
         call = _CALL.match(text)
         if call is None:
             error = f"cannot read call {number}: expected tool(arguments)"
-            return [self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error))]
+            return self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error))
         name = call.group(1)
         scanned = scan_arguments(text, call.end())
         if scanned is None:
@@ -282,32 +282,38 @@ class PlanParser:
         if name == JOIN:
             self.joined = True
             return []
-        if index in self._known:
-            self.problems.append(f"call number {index} is used twice; the second one was ignored: {text.strip()!r}")
-            return []
-        if self.calls and index < self.calls[-1].index:
-            self.problems.append(f"call number {index} comes after call {self.calls[-1].index}; it was ignored")
-            return []
         planned = PlannedCall(index=index, tool_name=name, line=text.strip())
         try:
             kwargs = parse_arguments(args_text, self.tool_params.get(name))
         except PlanSyntaxError as exc:
             planned.error = f"cannot read call {index} ({name}): {exc}"
-            return [self._record(planned)]
+            return self._record(planned)
         if self._offset:
             kwargs = shift_references(kwargs, self._offset, index, self._known)
         refs = find_references(kwargs, index, self._known)
         planned.kwargs = kwargs
         planned.depends_on = sorted(refs.depends_on)
         planned.error = refs.problem(index)
-        self._declared[index] = refs.depends_on | refs.later
-        return [self._record(planned)]
+        return self._record(planned, refs.depends_on | refs.later)
 
-    def _record(self, planned: PlannedCall) -> PlannedCall:
+    def _record(self, planned: PlannedCall, references: set[int] | None = None) -> list[PlannedCall]:
+        """Accept a call, readable or not, unless its number is taken or goes back (a problem then).
+
+        Every call goes through here, so no two calls of a plan (or of a task's rounds) share a number.
+        """
+        index = planned.index
+        if index in self._known:
+            self.problems.append(f"call number {index} is used twice; the second one was ignored: {planned.line!r}")
+            return []
+        if self.calls and index < self.calls[-1].index:
+            self.problems.append(f"call number {index} comes after call {self.calls[-1].index}; it was ignored")
+            return []
+        if references:
+            self._declared[index] = references
         planned.thought, self._thought = self._thought, None
-        self._known.add(planned.index)
+        self._known.add(index)
         self.calls.append(planned)
-        return planned
+        return [planned]
 
     def _find_cycle(self) -> list[int]:
         """A cycle among the calls' references (only forward references can close one)."""
