@@ -22,11 +22,12 @@ TEST_STAMP := $(VENV)/.installed-test-$(call req_hash,requirements.txt requireme
 CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test login-link clean
+.PHONY: help run test lint login-link clean
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
-	@echo "make test        run the tests (SQLite pass, then PostgreSQL + Redis pass)"
+	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
+	@echo "make lint        ruff: lint and format check of the whole tree"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
 	@echo "make clean       remove caches and test artifacts (keeps .venv and db.sqlite3)"
 
@@ -60,7 +61,11 @@ login-link: $(RUN_STAMP)
 # Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
 # (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
 # pytest's exit code 5 (no tests collected) does not fail a pass.
-test: $(TEST_STAMP)
+lint: $(TEST_STAMP)
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+
+test: $(TEST_STAMP) lint
 	@set -u; \
 	services_ok=1; \
 	problems=$$($(SERVICES_ENV) $(PY) manage.py preflight --no-llm --quiet 2>&1) || services_ok=0; \

@@ -35,7 +35,9 @@ def _env_bool(name: str, default: bool) -> bool:
         return True
     if raw in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}: expected true or false, got {os.environ[name]!r}")
+    raise ImproperlyConfigured(
+        f"{name}: expected true or false, got {os.environ[name]!r}"
+    )
 
 
 def _env_list(name: str, default: list[str]) -> list[str]:
@@ -48,14 +50,16 @@ def _env_list(name: str, default: list[str]) -> list[str]:
 def _log_level(name: str) -> str:
     level = _env(name, "INFO").upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ImproperlyConfigured(f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}")
+        raise ImproperlyConfigured(
+            f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}"
+        )
     return level
 
 
 def _port_problem(name: str, url: str) -> str | None:
     """The reason `url` has an unusable port, or None."""
     try:
-        urlsplit(url).port
+        _ = urlsplit(url).port
     except ValueError as exc:  # urllib says "Port out of range" / "could not be cast"
         return f"{name}: bad port ({exc})"
     return None
@@ -70,7 +74,9 @@ def _local_secret_key(path: Path) -> str:
     if key:
         return key
     if key == "":
-        raise ImproperlyConfigured(f"SECRET_KEY: {path} is empty; delete it or set SECRET_KEY")
+        raise ImproperlyConfigured(
+            f"SECRET_KEY: {path} is empty; delete it or set SECRET_KEY"
+        )
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -121,7 +127,9 @@ def _database(url: str) -> dict[str, object]:
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
     if not config.get("NAME"):
-        raise ImproperlyConfigured("DATABASE_URL: no database name (expected .../name at the end)")
+        raise ImproperlyConfigured(
+            "DATABASE_URL: no database name (expected .../name at the end)"
+        )
     options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
     if scheme == "sqlite":
         config["OPTIONS"] = {**sqlite_options, **options}
@@ -149,7 +157,9 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
         raise ImproperlyConfigured(problem)
     if parts.scheme != "unix":
         if not parts.hostname:
-            raise ImproperlyConfigured("REDIS_URL: no host (expected redis://host:port/db)")
+            raise ImproperlyConfigured(
+                "REDIS_URL: no host (expected redis://host:port/db)"
+            )
         db = parts.path.lstrip("/")
         if db and not db.isdigit():
             raise ImproperlyConfigured(f"REDIS_URL: database {db!r} is not a number")
@@ -262,7 +272,9 @@ LOGOUT_REDIRECT_URL = "login"
 AGENTUI_LOGIN_LINK_MAX_AGE = 24 * 3600  # seconds a printed login link stays valid
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"
+    },
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
@@ -285,7 +297,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"  # filled by `manage.py collectstatic` for deployments
+STATIC_ROOT = (
+    BASE_DIR / "staticfiles"
+)  # filled by `manage.py collectstatic` for deployments
 # Serve straight from static/ too, so a run with DEBUG off works without collectstatic;
 # until collectstatic has run, WhiteNoise's warning about the missing folder is noise.
 WHITENOISE_USE_FINDERS = True
@@ -295,5 +309,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"runs": {"handlers": ["console"], "level": _log_level("AGENTUI_LOG_LEVEL")}},
+    "loggers": {
+        "runs": {"handlers": ["console"], "level": _log_level("AGENTUI_LOG_LEVEL")}
+    },
 }

@@ -36,9 +36,13 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PEER_DIR = Path(os.environ.get("AGENTUI_PEER_DIR") or REPO_ROOT.parent / "shared" / "peer").resolve()
+PEER_DIR = Path(
+    os.environ.get("AGENTUI_PEER_DIR") or REPO_ROOT.parent / "shared" / "peer"
+).resolve()
 LI_VENV = Path(os.environ.get("AGENTUI_LI_VENV") or "/tmp/li-venv")
-LI_INSTALL_LOG = Path(os.environ.get("AGENTUI_LI_INSTALL_LOG") or "/tmp/li-venv-bench-install.log")
+LI_INSTALL_LOG = Path(
+    os.environ.get("AGENTUI_LI_INSTALL_LOG") or "/tmp/li-venv-bench-install.log"
+)
 # The top-level pins of the peer README (used when its requirements-lock.txt is missing).
 LI_PINS = [
     "llama-index-core==0.12.52.post1",
@@ -48,7 +52,9 @@ LI_PINS = [
     "llama-index-llms-openai==0.4.7",
     "openai==1.109.1",
 ]
-LI_IMPORT_CHECK = "import llama_index.core, llama_index.agent.openai, llama_index.llms.openai"
+LI_IMPORT_CHECK = (
+    "import llama_index.core, llama_index.agent.openai, llama_index.llms.openai"
+)
 
 Log = Callable[[str], None]
 
@@ -116,7 +122,10 @@ def ensure_li_venv(wait_s: float = 300.0, log: Log = _stderr) -> tuple[bool, str
         log(f"[peer] an install into {LI_VENV} is running; waiting for it ...")
         time.sleep(10)
         if li_venv_ready():
-            return True, f"LlamaIndex venv {LI_VENV} ready (after waiting for its install)"
+            return (
+                True,
+                f"LlamaIndex venv {LI_VENV} ready (after waiting for its install)",
+            )
     # one creator at a time, across processes (two benches may start together)
     with _lock_file(Path(f"{LI_VENV}.agentui-bench.lock")):
         if li_venv_ready():
@@ -124,36 +133,62 @@ def ensure_li_venv(wait_s: float = 300.0, log: Log = _stderr) -> tuple[bool, str
         base = shutil.which("python3.11") or shutil.which("python3") or sys.executable
         lock = PEER_DIR / "requirements-lock.txt"
         reqs = ["-r", str(lock)] if lock.exists() else list(LI_PINS)
-        commands = [[base, "-m", "venv", str(LI_VENV)]] if not li_python().exists() else []
+        commands = (
+            [[base, "-m", "venv", str(LI_VENV)]] if not li_python().exists() else []
+        )
         commands += [
             [str(li_python()), "-m", "pip", "install", "--upgrade", "pip"],
             [str(li_python()), "-m", "pip", "install", *reqs],
         ]
-        log(f"[peer] creating the LlamaIndex venv {LI_VENV} (log: {LI_INSTALL_LOG}); takes a few minutes")
+        log(
+            f"[peer] creating the LlamaIndex venv {LI_VENV} (log: {LI_INSTALL_LOG}); takes a few minutes"
+        )
         with open(LI_INSTALL_LOG, "a") as out:
             for cmd in commands:
                 out.write(f"$ {' '.join(cmd)}\n")
                 out.flush()
                 try:
-                    rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800).returncode
+                    rc = subprocess.run(
+                        cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800
+                    ).returncode
                 except (OSError, subprocess.TimeoutExpired) as exc:
-                    return False, f"creating {LI_VENV} failed: {' '.join(cmd[:4])} ...: {exc}"
+                    return (
+                        False,
+                        f"creating {LI_VENV} failed: {' '.join(cmd[:4])} ...: {exc}",
+                    )
                 if rc != 0:
-                    return False, f"creating {LI_VENV} failed: `{' '.join(cmd[:5])} ...` exited {rc} (see {LI_INSTALL_LOG})"
+                    return (
+                        False,
+                        f"creating {LI_VENV} failed: `{' '.join(cmd[:5])} ...` exited {rc} (see {LI_INSTALL_LOG})",
+                    )
     if li_venv_ready():
         return True, f"LlamaIndex venv {LI_VENV} created"
-    return False, f"{LI_VENV} was installed but `{LI_IMPORT_CHECK}` still fails (see {LI_INSTALL_LOG})"
+    return (
+        False,
+        f"{LI_VENV} was installed but `{LI_IMPORT_CHECK}` still fails (see {LI_INSTALL_LOG})",
+    )
 
 
-def run_li_json(argv: Sequence[str], timeout: float = 900.0, cwd: Path | None = None) -> dict[str, Any]:
+def run_li_json(
+    argv: Sequence[str], timeout: float = 900.0, cwd: Path | None = None
+) -> dict[str, Any]:
     """Run ``li-venv python *argv`` and parse the last stdout line as JSON.
 
     Returns ``{"error": ...}`` (with the stderr tail) if the process fails or prints no JSON.
     """
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OPENAI_API_KEY=os.environ.get("OPENAI_API_KEY", "sk-fake"))
+    env = dict(
+        os.environ,
+        PYTHONWARNINGS="ignore",
+        OPENAI_API_KEY=os.environ.get("OPENAI_API_KEY", "sk-fake"),
+    )
     try:
         proc = subprocess.run(
-            [str(li_python()), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+            [str(li_python()), *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
@@ -164,7 +199,9 @@ def run_li_json(argv: Sequence[str], timeout: float = 900.0, cwd: Path | None = 
         result: dict[str, Any] = json.loads(lines[-1])
         return result
     except json.JSONDecodeError:
-        return {"error": f"no JSON on the last stdout line: {lines[-1][:300]!r}; stderr: {proc.stderr[-800:]}"}
+        return {
+            "error": f"no JSON on the last stdout line: {lines[-1][:300]!r}; stderr: {proc.stderr[-800:]}"
+        }
 
 
 def li_versions() -> dict[str, Any]:
@@ -206,9 +243,21 @@ class PeerServer:
     frameworks of a comparison should run against one server and one scenario.
     """
 
-    def __init__(self, script_path: str | Path | None = None, port: int | None = None, python: str | None = None):
+    def __init__(
+        self,
+        script_path: str | Path | None = None,
+        port: int | None = None,
+        python: str | None = None,
+    ):
         self.port = port or free_port()
-        argv = [python or sys.executable, str(PEER_DIR / "fake_openai.py"), "--host", "127.0.0.1", "--port", str(self.port)]
+        argv = [
+            python or sys.executable,
+            str(PEER_DIR / "fake_openai.py"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         if script_path is not None:
             argv += ["--script", str(script_path)]
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -224,7 +273,9 @@ class PeerServer:
             except (OSError, urllib.error.URLError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    raise RuntimeError(f"fake_openai.py did not come up on port {self.port}") from None
+                    raise RuntimeError(
+                        f"fake_openai.py did not come up on port {self.port}"
+                    ) from None
                 time.sleep(0.05)
 
     def _get(self, path: str) -> Any:
@@ -233,7 +284,9 @@ class PeerServer:
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         req = urllib.request.Request(
-            self.root + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            self.root + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
             return json.loads(resp.read())
@@ -248,7 +301,9 @@ class PeerServer:
         if script is None and script_path is None:
             raise ValueError("load() needs script_path or script")
         body: dict[str, Any] = (
-            {"script": script} if script is not None else {"script_path": str(Path(str(script_path)).resolve())}
+            {"script": script}
+            if script is not None
+            else {"script_path": str(Path(str(script_path)).resolve())}
         )
         body["log_path"] = str(log_path) if log_path else ""
         return self._post("/admin/load", body)
@@ -304,7 +359,9 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, index))]
 
 
-def ms_summary(seconds: Sequence[float], head: int = 20, tail: int = 20) -> dict[str, float]:
+def ms_summary(
+    seconds: Sequence[float], head: int = 20, tail: int = 20
+) -> dict[str, float]:
     """mean / p50 / p95 / max of durations in seconds, in ms, plus the mean and median of the first
     ``head`` and of the last ``tail`` values (first20_mean / last20_mean are the peer's keys too)."""
     ms = [s * 1000 for s in seconds]
@@ -327,13 +384,24 @@ def host_info() -> dict[str, Any]:
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+            model = next(
+                (
+                    line.split(":", 1)[1].strip()
+                    for line in f
+                    if line.startswith("model name")
+                ),
+                "",
+            )
     except OSError:
         pass
     mem_gib = 0.0
     try:
         with open("/proc/meminfo") as f:
-            mem_gib = int(next(line for line in f if line.startswith("MemTotal")).split()[1]) / 1024 / 1024
+            mem_gib = (
+                int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+                / 1024
+                / 1024
+            )
     except (OSError, StopIteration):
         pass
     return {

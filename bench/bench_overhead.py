@@ -72,13 +72,18 @@ def overhead_script(long_steps: int) -> dict[str, Any]:
     long_rules = [
         {
             "name": "long-final",
-            "match": {"last_user_contains": LONG_TAG, "tool_results_since_user": long_steps - 1},
+            "match": {
+                "last_user_contains": LONG_TAG,
+                "tool_results_since_user": long_steps - 1,
+            },
             "response": {"text": "Long loop finished."},
         },
         {
             "name": "long-call",
             "match": {"last_user_contains": LONG_TAG},
-            "response": {"tool_calls": [{"name": "noop_tool", "arguments": {"x": "ping"}}]},
+            "response": {
+                "tool_calls": [{"name": "noop_tool", "arguments": {"x": "ping"}}]
+            },
         },
     ]
     script["rules"] = long_rules + list(script["rules"])
@@ -86,6 +91,7 @@ def overhead_script(long_steps: int) -> dict[str, Any]:
 
 
 # --- timing the openai SDK (ours) ---------------------------------------------------------------
+
 
 class _SdkClock:
     """Wall time spent inside the openai SDK so far (``t``, seconds) and its create calls (``n``)."""
@@ -140,18 +146,39 @@ def stub_openai_sdk(loop_steps: int) -> None:
     ``--profile``): the scenario's replies without request transform, HTTP or SSE parsing, so a
     profile (and the step time) shows only our own code. A user message tagged ``[mode=loop]`` or
     the long-loop tag gets ``loop_steps - 1`` tool calls, then text; any other turn gets text."""
-    from openai.types.chat import ChatCompletionChunk
     from openai.resources.chat.completions import completions as cc
+    from openai.types.chat import ChatCompletionChunk
 
-    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: bool = False) -> Any:
-        data: dict[str, Any] = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
-                                "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    def chunk(
+        delta: dict[str, Any] | None, finish: str | None = None, usage: bool = False
+    ) -> Any:
+        data: dict[str, Any] = {
+            "id": "chatcmpl-stub",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         if usage:
-            data["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+            data["usage"] = {
+                "prompt_tokens": 10,
+                "completion_tokens": 5,
+                "total_tokens": 15,
+            }
         return ChatCompletionChunk.model_validate(data)
 
-    text = [chunk({"role": "assistant", "content": "Sure - here is a short plain-text answer to your message."}),
-            chunk({}, "stop"), chunk(None, usage=True)]
+    text = [
+        chunk(
+            {
+                "role": "assistant",
+                "content": "Sure - here is a short plain-text answer to your message.",
+            }
+        ),
+        chunk({}, "stop"),
+        chunk(None, usage=True),
+    ]
     state = {"loop": False, "calls": 0, "n": 0}
 
     class StubStream:
@@ -171,10 +198,21 @@ def stub_openai_sdk(loop_steps: int) -> None:
             state["calls"] = 0
         if state["loop"] and state["calls"] < loop_steps - 1:
             state["calls"] += 1
-            delta = {"role": "assistant", "content": None, "tool_calls": [
-                {"index": 0, "id": f"call_{state['n']}", "type": "function",
-                 "function": {"name": "noop_tool", "arguments": '{"x": "ping"}'}}]}
-            return StubStream([chunk(delta), chunk({}, "tool_calls"), chunk(None, usage=True)])
+            delta = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": f"call_{state['n']}",
+                        "type": "function",
+                        "function": {"name": "noop_tool", "arguments": '{"x": "ping"}'},
+                    }
+                ],
+            }
+            return StubStream(
+                [chunk(delta), chunk({}, "tool_calls"), chunk(None, usage=True)]
+            )
         return StubStream(text)
 
     cc.AsyncCompletions.create = create  # type: ignore[method-assign]
@@ -212,10 +250,14 @@ def profile_case(case: str, turns: int, steps: int, top: int) -> None:
     plain = Recorder()
     run(plain)  # also the warm-up
     summary = plain.summary()
-    print(f"{case}, stubbed SDK, no profiler: step ms mean {summary['step_ms']['mean']:.3f}, "
-          f"1-20 {summary['step_ms']['first20_mean']:.3f}, last 20 {summary['step_ms']['last20_mean']:.3f}")
+    print(
+        f"{case}, stubbed SDK, no profiler: step ms mean {summary['step_ms']['mean']:.3f}, "
+        f"1-20 {summary['step_ms']['first20_mean']:.3f}, last 20 {summary['step_ms']['last20_mean']:.3f}"
+    )
     for name, e in summary["extra_ms"].items():
-        print(f"  {name}: mean {e['mean']:.3f}, 1-20 {e['first20_mean']:.3f}, last 20 {e['last20_mean']:.3f}")
+        print(
+            f"  {name}: mean {e['mean']:.3f}, 1-20 {e['first20_mean']:.3f}, last 20 {e['last20_mean']:.3f}"
+        )
     run_sync(enable())
     run(Recorder())
     run_sync(disable())
@@ -276,11 +318,16 @@ class Recorder:
             "sdk_ms": ms_summary(self.sdk),
             "own_ms": ms_summary(own),
             "llm_calls_per_step": statistics.fmean(self.calls) if self.calls else 0.0,
-            "extra_ms": {name: ms_summary(values) for name, values in self.extra.items()},
+            "extra_ms": {
+                name: ms_summary(values) for name, values in self.extra.items()
+            },
             "raw_step_ms": [round(x * 1000, 4) for x in self.step],
             "raw_own_ms": [round(x * 1000, 4) for x in own],
             "raw_sdk_ms": [round(x * 1000, 4) for x in self.sdk],
-            "raw_extra_ms": {name: [round(x * 1000, 4) for x in values] for name, values in self.extra.items()},
+            "raw_extra_ms": {
+                name: [round(x * 1000, 4) for x in values]
+                for name, values in self.extra.items()
+            },
         }
 
 
@@ -299,12 +346,23 @@ def _noop_tool(counter: dict[str, int] | None = None) -> Any:
 def _agent(base_url: str, tools: list[Any], max_function_calls: int = 100) -> Any:
     from runs.engine import AgentRunner, FunctionCallingAgentWorker, OpenAI
 
-    llm = OpenAI(model=MODEL, api_base=base_url, api_key="sk-fake", max_retries=0, timeout=60.0, temperature=0.0)
-    worker = FunctionCallingAgentWorker.from_tools(tools, llm=llm, max_function_calls=max_function_calls)
+    llm = OpenAI(
+        model=MODEL,
+        api_base=base_url,
+        api_key="sk-fake",
+        max_retries=0,
+        timeout=60.0,
+        temperature=0.0,
+    )
+    worker = FunctionCallingAgentWorker.from_tools(
+        tools, llm=llm, max_function_calls=max_function_calls
+    )
     return AgentRunner(worker)
 
 
-def case_sdk_stream_baseline(base_url: str, turns: int, rec: Recorder) -> dict[str, Any]:
+def case_sdk_stream_baseline(
+    base_url: str, turns: int, rec: Recorder
+) -> dict[str, Any]:
     """Our SDK (async client, streamed) alone, same growing user/assistant history: what a step
     cannot go below. Every millisecond here is SDK time, so own ms is ~0 by construction."""
     import openai
@@ -313,11 +371,16 @@ def case_sdk_stream_baseline(base_url: str, turns: int, rec: Recorder) -> dict[s
         client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-fake", max_retries=0)
         messages: list[dict[str, Any]] = []
         for i in range(turns):
-            messages.append({"role": "user", "content": f"Turn {i}: please reply briefly."})
+            messages.append(
+                {"role": "user", "content": f"Turn {i}: please reply briefly."}
+            )
 
             async def call() -> str:
                 stream: Any = await client.chat.completions.create(  # type: ignore[call-overload]
-                    model=MODEL, messages=messages, stream=True, stream_options={"include_usage": True}
+                    model=MODEL,
+                    messages=messages,
+                    stream=True,
+                    stream_options={"include_usage": True},
                 )
                 text = ""
                 async for chunk in stream:
@@ -345,10 +408,14 @@ def case_chat(base_url: str, turns: int, rec: Recorder) -> dict[str, Any]:
     run_sync(build_client())
     rss0 = rss_mb()
     for i in range(turns):
-        task = rec.side("create_task", lambda: agent.create_task(f"Turn {i}: please reply briefly."))
+        task = rec.side(
+            "create_task", lambda: agent.create_task(f"Turn {i}: please reply briefly.")
+        )
         out = rec.timed(lambda: agent.run_step(task.task_id))
         assert out.is_last, "expected a one-step task"
-        rec.side("finalize_response", lambda: agent.finalize_response(task.task_id, out))
+        rec.side(
+            "finalize_response", lambda: agent.finalize_response(task.task_id, out)
+        )
     return {"rss_before_loop_mb": rss0, "history_messages": len(agent.memory.get_all())}
 
 
@@ -367,20 +434,26 @@ def case_chat_async(base_url: str, turns: int, rec: Recorder) -> dict[str, Any]:
         task = await rec.aside("create_task", lambda: agent.acreate_task(message))
         out = await rec.atimed(lambda: agent.arun_step(task.task_id))
         assert out.is_last, "expected a one-step task"
-        await rec.aside("finalize_response", lambda: agent.afinalize_response(task.task_id, out))
+        await rec.aside(
+            "finalize_response", lambda: agent.afinalize_response(task.task_id, out)
+        )
 
     for i in range(turns):
         loop.run_until_complete(turn(f"Turn {i}: please reply briefly."))
     return {"rss_before_loop_mb": rss0, "history_messages": len(agent.memory.get_all())}
 
 
-def _tool_loop(base_url: str, message: str, max_steps: int, rec: Recorder, trace: bool = False) -> dict[str, Any]:
+def _tool_loop(
+    base_url: str, message: str, max_steps: int, rec: Recorder, trace: bool = False
+) -> dict[str, Any]:
     import tracemalloc
 
     from runs.engine._sync import run_sync
 
     calls = {"n": 0}
-    agent = _agent(base_url, [_noop_tool(calls)], max_function_calls=10 * max_steps + 100)
+    agent = _agent(
+        base_url, [_noop_tool(calls)], max_function_calls=10 * max_steps + 100
+    )
     llm = agent.agent_worker.llm
 
     async def build_client() -> None:
@@ -398,12 +471,17 @@ def _tool_loop(base_url: str, message: str, max_steps: int, rec: Recorder, trace
         if len(rec.step) > max_steps + 50:
             raise RuntimeError("the tool loop did not end")
     agent.finalize_response(task.task_id, out)
-    info: dict[str, Any] = {"rss_before_loop_mb": rss0, "tool_calls": calls["n"],
-                            "history_messages": len(agent.memory.get_all())}
+    info: dict[str, Any] = {
+        "rss_before_loop_mb": rss0,
+        "tool_calls": calls["n"],
+        "history_messages": len(agent.memory.get_all()),
+    }
     if trace:
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        info.update(tracemalloc_peak_mb=peak / 2**20, tracemalloc_end_mb=current / 2**20)
+        info.update(
+            tracemalloc_peak_mb=peak / 2**20, tracemalloc_end_mb=current / 2**20
+        )
     return info
 
 
@@ -412,7 +490,9 @@ def case_steps(base_url: str, turns: int, rec: Recorder) -> dict[str, Any]:
     return _tool_loop(base_url, "[mode=loop] keep pinging", 200, rec)
 
 
-def case_steps_long(base_url: str, steps: int, rec: Recorder, trace: bool = False) -> dict[str, Any]:
+def case_steps_long(
+    base_url: str, steps: int, rec: Recorder, trace: bool = False
+) -> dict[str, Any]:
     """(d) one task of ``steps`` run_steps (steps-1 tool calls, then the answer)."""
     return _tool_loop(base_url, f"{LONG_TAG} keep pinging", steps, rec, trace=trace)
 
@@ -440,7 +520,9 @@ def run_our_case(case: str, base_url: str, turns: int, steps: int) -> dict[str, 
         stub_openai_sdk(steps if case.startswith("steps_long") else 200)
     else:
         # warm up imports and the SDK with one bare call (not recorded), as the peer does
-        openai.OpenAI(base_url=base_url, api_key="sk-fake", max_retries=0).chat.completions.create(
+        openai.OpenAI(
+            base_url=base_url, api_key="sk-fake", max_retries=0
+        ).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}]
         )
     patch_openai_sdk_timer()
@@ -463,18 +545,38 @@ def run_our_case(case: str, base_url: str, turns: int, steps: int) -> dict[str, 
         info = case_steps_long(base_url, steps, rec, trace=True)
     else:
         raise ValueError(case)
-    result: dict[str, Any] = {"case": case, "stub": stubbed, "rss_before_loop_mb": rss0, **info, **rec.summary()}
+    result: dict[str, Any] = {
+        "case": case,
+        "stub": stubbed,
+        "rss_before_loop_mb": rss0,
+        **info,
+        **rec.summary(),
+    }
     result["rss_end_mb"] = rss_mb()
     result["peak_rss_mb"] = peak_rss_mb()
     return result
 
 
-def spawn_our_case(case: str, base_url: str, turns: int, steps: int, timeout: float = 1200) -> dict[str, Any]:
+def spawn_our_case(
+    case: str, base_url: str, turns: int, steps: int, timeout: float = 1200
+) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(HERE.parent), PYTHONWARNINGS="ignore")
-    argv = [sys.executable, str(Path(__file__).resolve()), "_case", case, "--base-url", base_url,
-            "--turns", str(turns), "--steps", str(steps)]
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "_case",
+        case,
+        "--base-url",
+        base_url,
+        "--turns",
+        str(turns),
+        "--steps",
+        str(steps),
+    ]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"case": case, "error": f"timed out after {timeout:.0f} s"}
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -505,16 +607,43 @@ def run_peer_case(case: str, base_url: str, turns: int, steps: int) -> dict[str,
     stub = ["--stub"] if "_stub" in case else []
     if case in ("fc_steps_long", "fc_steps_long_stub", "fc_steps_long_stub_tm"):
         trace = ["--trace"] if case.endswith("_tm") else []
-        res = run_li_json([driver, "steps", "--base-url", base_url, "--steps", str(steps), "--tag", LONG_TAG,
-                           *stub, *trace], timeout=1800)
+        res = run_li_json(
+            [
+                driver,
+                "steps",
+                "--base-url",
+                base_url,
+                "--steps",
+                str(steps),
+                "--tag",
+                LONG_TAG,
+                *stub,
+                *trace,
+            ],
+            timeout=1800,
+        )
     elif case == "fc_steps_stub":
-        res = run_li_json([driver, "steps", "--base-url", base_url, "--steps", "200", *stub])
+        res = run_li_json(
+            [driver, "steps", "--base-url", base_url, "--steps", "200", *stub]
+        )
     elif case == "fc_chat_stub":
-        res = run_li_json([driver, "chat", "--base-url", base_url, "--turns", str(turns), *stub])
+        res = run_li_json(
+            [driver, "chat", "--base-url", base_url, "--turns", str(turns), *stub]
+        )
     else:
         # the peer harness's own measurement (bench_llamaindex.py _overhead_case; writes no files)
-        res = run_li_json([str(PEER_DIR / "bench_llamaindex.py"), "_overhead_case", case, "--base-url", base_url,
-                           "--turns", str(turns)], timeout=900)
+        res = run_li_json(
+            [
+                str(PEER_DIR / "bench_llamaindex.py"),
+                "_overhead_case",
+                case,
+                "--base-url",
+                base_url,
+                "--turns",
+                str(turns),
+            ],
+            timeout=900,
+        )
         if "raw_step_ms" in res and "raw_sdk_ms" in res:
             # same figures, summarised like ours (adds the medians of the first/last 20)
             step = [x / 1000 for x in res["raw_step_ms"]]
@@ -556,8 +685,18 @@ def combine_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for name in sorted(names):
         m = min(len(r["raw_extra_ms"][name]) for r in ok)
         out["extra_ms"][name] = ms_summary(
-            [statistics.median(r["raw_extra_ms"][name][i] for r in ok) / 1000 for i in range(m)])
-    for key in ("rss_before_loop_mb", "rss_end_mb", "peak_rss_mb", "tracemalloc_peak_mb", "tracemalloc_end_mb"):
+            [
+                statistics.median(r["raw_extra_ms"][name][i] for r in ok) / 1000
+                for i in range(m)
+            ]
+        )
+    for key in (
+        "rss_before_loop_mb",
+        "rss_end_mb",
+        "peak_rss_mb",
+        "tracemalloc_peak_mb",
+        "tracemalloc_end_mb",
+    ):
         values = [r[key] for r in ok if key in r]
         if values:
             out[key] = statistics.median(values)
@@ -578,7 +717,10 @@ def _label(r: dict[str, Any], steps: int) -> str:
 
 def _error_row(r: dict[str, Any], steps: int, columns: int) -> str:
     text = (r["error"] or "?").strip().splitlines() or ["?"]
-    return f"| {r['framework']} | {_label(r, steps)} | ERROR: {text[-1][:150]} |" + " |" * (columns - 3)
+    return (
+        f"| {r['framework']} | {_label(r, steps)} | ERROR: {text[-1][:150]} |"
+        + " |" * (columns - 3)
+    )
 
 
 def _triple(summary: dict[str, float] | None) -> str:
@@ -601,9 +743,11 @@ def _block_p50(summary: dict[str, float], which: str) -> float:
 def render_main(results: list[dict[str, Any]], turns: int, steps: int) -> str:
     """Real HTTP against the fake server: the cases the peer README's table B reports."""
     last = f"{max(1, turns - 19)}–{turns}"
-    lines = [f"| framework | case | LLM calls/step | ms/step mean | p50 | p95 | 1–20 | {last} | "
-             f"own ms mean / 1–20 / {last} | own ms p50 / 1–20 / {last} | RSS before loop MB | peak RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| framework | case | LLM calls/step | ms/step mean | p50 | p95 | 1–20 | {last} | "
+        f"own ms mean / 1–20 / {last} | own ms p50 / 1–20 / {last} | RSS before loop MB | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if r.get("stub"):
             continue
@@ -612,7 +756,11 @@ def render_main(results: list[dict[str, Any]], turns: int, steps: int) -> str:
             continue
         s, o = r["step_ms"], r["own_ms"]
         baseline = "baseline" in r["case"]
-        calls = "–" if r["case"] == "httpx_baseline" else f"{r.get('llm_calls_per_step', 0):.1f}"
+        calls = (
+            "–"
+            if r["case"] == "httpx_baseline"
+            else f"{r.get('llm_calls_per_step', 0):.1f}"
+        )
         lines.append(
             f"| {r['framework']} | {_label(r, steps)} | {calls} | {s['mean']:.2f} | {s['p50']:.2f} | {s['p95']:.2f} | "
             f"{s['first20_mean']:.2f} | {s['last20_mean']:.2f} | {'–' if baseline else _triple(o)} | "
@@ -623,9 +771,12 @@ def render_main(results: list[dict[str, Any]], turns: int, steps: int) -> str:
 
 def render_stub(results: list[dict[str, Any]], turns: int, steps: int) -> str:
     """SDK stubbed: step time is the framework's own code; plus the per-turn bookkeeping."""
-    lines = ["| framework | case | ms/step mean | p95 | mean 1–20 / last 20 | p50 / 1–20 / last 20 | "
-             "create_task ms p50 / 1–20 / last 20 | finalize_response ms p50 / 1–20 / last 20 | RSS before loop MB | "
-             "peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| framework | case | ms/step mean | p95 | mean 1–20 / last 20 | p50 / 1–20 / last 20 | "
+        "create_task ms p50 / 1–20 / last 20 | finalize_response ms p50 / 1–20 / last 20 | RSS before loop MB | "
+        "peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if not r.get("stub") or r["case"].endswith("_tm"):
             continue
@@ -633,7 +784,10 @@ def render_stub(results: list[dict[str, Any]], turns: int, steps: int) -> str:
             lines.append(_error_row(r, steps, 10))
             continue
         o, extra = r["own_ms"], r.get("extra_ms") or {}
-        bookkeeping = [_p50_triple(extra[name]) if extra.get(name) else "–" for name in ("create_task", "finalize_response")]
+        bookkeeping = [
+            _p50_triple(extra[name]) if extra.get(name) else "–"
+            for name in ("create_task", "finalize_response")
+        ]
         lines.append(
             f"| {r['framework']} | {_label(r, steps)} | {o['mean']:.2f} | {o['p95']:.2f} | "
             f"{o['first20_mean']:.2f} / {o['last20_mean']:.2f} | {_p50_triple(o)} | {bookkeeping[0]} | {bookkeeping[1]} | "
@@ -642,18 +796,30 @@ def render_stub(results: list[dict[str, Any]], turns: int, steps: int) -> str:
     return "\n".join(lines)
 
 
-PAIRS = [("chat", "fc_chat"), ("chat_async", "fc_chat_async"), ("steps", "fc_steps"), ("steps_long", "fc_steps_long"),
-         ("chat_stub", "fc_chat_stub"), ("steps_stub", "fc_steps_stub"), ("steps_long_stub", "fc_steps_long_stub")]
+PAIRS = [
+    ("chat", "fc_chat"),
+    ("chat_async", "fc_chat_async"),
+    ("steps", "fc_steps"),
+    ("steps_long", "fc_steps_long"),
+    ("chat_stub", "fc_chat_stub"),
+    ("steps_stub", "fc_steps_stub"),
+    ("steps_long_stub", "fc_steps_long_stub"),
+]
 
 
 def render_ratios(results: list[dict[str, Any]], steps: int) -> str:
     by = {(r["framework"], r["case"]): r for r in results if "error" not in r}
-    lines = ["| case | SDK | own ms ours / LlamaIndex: mean | 1–20 mean | last-20 mean | p50 | 1–20 p50 | last-20 p50 | "
-             "own ms growth, last 20 − first 20 (mean; p50): ours | LlamaIndex |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | SDK | own ms ours / LlamaIndex: mean | 1–20 mean | last-20 mean | p50 | 1–20 p50 | last-20 p50 | "
+        "own ms growth, last 20 − first 20 (mean; p50): ours | LlamaIndex |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
 
     def growth(o: dict[str, float]) -> str:
-        return (f"{o['last20_mean'] - o['first20_mean']:+.2f}; "
-                f"{_block_p50(o, 'last') - _block_p50(o, 'first'):+.2f} ms")
+        return (
+            f"{o['last20_mean'] - o['first20_mean']:+.2f}; "
+            f"{_block_p50(o, 'last') - _block_p50(o, 'first'):+.2f} ms"
+        )
 
     for ours, peer in PAIRS:
         a, b = by.get(("ours", ours)), by.get(("LlamaIndex", peer))
@@ -662,7 +828,9 @@ def render_ratios(results: list[dict[str, Any]], steps: int) -> str:
         oa = a["own_ms"]
         sdk = "stubbed" if a.get("stub") else "real HTTP"
         if b is None:
-            lines.append(f"| {_label(a, steps)} | {sdk} | (no LlamaIndex figure) | | | | | | {growth(oa)} | |")
+            lines.append(
+                f"| {_label(a, steps)} | {sdk} | (no LlamaIndex figure) | | | | | | {growth(oa)} | |"
+            )
             continue
         ob = b["own_ms"]
         lines.append(
@@ -675,8 +843,11 @@ def render_ratios(results: list[dict[str, Any]], steps: int) -> str:
 
 
 def render_memory(results: list[dict[str, Any]], steps: int) -> str:
-    lines = ["| framework | case | SDK | steps run | history msgs at end | RSS before loop MB | RSS end MB | "
-             "peak RSS MB | tracemalloc peak MB | tracemalloc at end MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| framework | case | SDK | steps run | history msgs at end | RSS before loop MB | RSS end MB | "
+        "peak RSS MB | tracemalloc peak MB | tracemalloc at end MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         if "error" in r or "steps_long" not in r["case"]:
             continue
@@ -695,7 +866,9 @@ def render_memory(results: list[dict[str, Any]], steps: int) -> str:
 def plan(our_cases: list[str], peer_cases: list[str]) -> list[tuple[str, str]]:
     """Run order: LlamaIndex's baselines first, then each pair in turn (LlamaIndex, then ours),
     so drift in the machine's load hits both alike."""
-    order: list[tuple[str, str]] = [("LlamaIndex", c) for c in peer_cases if "baseline" in c]
+    order: list[tuple[str, str]] = [
+        ("LlamaIndex", c) for c in peer_cases if "baseline" in c
+    ]
     peer_for = dict(PAIRS)
     for case in our_cases:
         if peer_for.get(case) in peer_cases:
@@ -709,20 +882,53 @@ def plan(our_cases: list[str], peer_cases: list[str]) -> list[tuple[str, str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="Engine overhead per step vs LlamaIndex's AgentRunner (zero-latency model)")
-    ap.add_argument("--turns", type=int, default=200, help="chat turns of cases a/b (case c is 200 steps)")
-    ap.add_argument("--steps", type=int, default=1000, help="steps of the long tool loop (case d)")
+    ap = argparse.ArgumentParser(
+        description="Engine overhead per step vs LlamaIndex's AgentRunner (zero-latency model)"
+    )
+    ap.add_argument(
+        "--turns",
+        type=int,
+        default=200,
+        help="chat turns of cases a/b (case c is 200 steps)",
+    )
+    ap.add_argument(
+        "--steps", type=int, default=1000, help="steps of the long tool loop (case d)"
+    )
     ap.add_argument("--skip-peer", action="store_true", help="run only our cases")
-    ap.add_argument("--real-long", action="store_true",
-                    help="also run case d over real HTTP (slow: ~5 min per framework at 1,000 steps, as the SDK's "
-                         "request transform costs ~0.25 ms per history message per call)")
-    ap.add_argument("--cases", default=None, help=f"comma list of our cases (default: all but steps_long): {','.join(OUR_CASES)}")
-    ap.add_argument("--peer-cases", default=None, help=f"comma list of LlamaIndex cases: {','.join(PEER_CASES)}")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="run every agent case this many times (interleaved) and take per-step medians (default 3; "
-                         "the baselines and the tracemalloc run go once)")
-    ap.add_argument("--json", default=None, help="also write every result (with per-step raw ms) to this file")
-    ap.add_argument("--venv-wait", type=float, default=300, help="seconds to wait for another process's venv install")
+    ap.add_argument(
+        "--real-long",
+        action="store_true",
+        help="also run case d over real HTTP (slow: ~5 min per framework at 1,000 steps, as the SDK's "
+        "request transform costs ~0.25 ms per history message per call)",
+    )
+    ap.add_argument(
+        "--cases",
+        default=None,
+        help=f"comma list of our cases (default: all but steps_long): {','.join(OUR_CASES)}",
+    )
+    ap.add_argument(
+        "--peer-cases",
+        default=None,
+        help=f"comma list of LlamaIndex cases: {','.join(PEER_CASES)}",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="run every agent case this many times (interleaved) and take per-step medians (default 3; "
+        "the baselines and the tracemalloc run go once)",
+    )
+    ap.add_argument(
+        "--json",
+        default=None,
+        help="also write every result (with per-step raw ms) to this file",
+    )
+    ap.add_argument(
+        "--venv-wait",
+        type=float,
+        default=300,
+        help="seconds to wait for another process's venv install",
+    )
     args = ap.parse_args()
 
     started = time.time()
@@ -730,7 +936,9 @@ def main() -> None:
     our_cases = args.cases.split(",") if args.cases else default_ours
     default_peer = [c for c in PEER_CASES if c != "fc_steps_long" or args.real_long]
     peer_cases = args.peer_cases.split(",") if args.peer_cases else default_peer
-    unknown = [c for c in our_cases if c not in OUR_CASES] + [c for c in peer_cases if c not in PEER_CASES]
+    unknown = [c for c in our_cases if c not in OUR_CASES] + [
+        c for c in peer_cases if c not in PEER_CASES
+    ]
     if unknown:
         raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
 
@@ -742,18 +950,30 @@ def main() -> None:
         peer_ok, note = ensure_li_venv(wait_s=args.venv_wait)
         notes.append(note)
         if not peer_ok:
-            print(f"NOTE: LlamaIndex side skipped, reporting our figures only: {note}", file=sys.stderr, flush=True)
+            print(
+                f"NOTE: LlamaIndex side skipped, reporting our figures only: {note}",
+                file=sys.stderr,
+                flush=True,
+            )
     from importlib.metadata import version
 
-    versions: dict[str, Any] = {"ours": {n: version(n) for n in ("openai", "httpx2", "pydantic")}}
+    versions: dict[str, Any] = {
+        "ours": {n: version(n) for n in ("openai", "httpx2", "pydantic")}
+    }
     versions["ours"]["python"] = sys.version.split()[0]
     if peer_ok:
         versions["llamaindex_venv"] = li_versions()
 
     order = plan(our_cases, peer_cases if peer_ok else [])
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in order}
-    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, PeerServer() as server:
-        server.load(script=overhead_script(args.steps), log_path=os.path.join(tmp, "requests.jsonl"))
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp,
+        PeerServer() as server,
+    ):
+        server.load(
+            script=overhead_script(args.steps),
+            log_path=os.path.join(tmp, "requests.jsonl"),
+        )
         for rep in range(args.repeat):
             for framework, case in order:
                 if rep > 0 and (case.endswith("_tm") or "baseline" in case):
@@ -764,52 +984,89 @@ def main() -> None:
                 else:
                     res = run_peer_case(case, server.base_url, args.turns, args.steps)
                 runs[(framework, case)].append(res)
-                status = ("ERROR" if "error" in res else
-                          f"own ms p50 {res['own_ms']['p50']:.2f}, step ms mean {res['step_ms']['mean']:.2f}")
-                print(f"[{time.time() - started:6.1f}s] #{rep + 1} {framework:10s} {case:22s} {time.time() - t0:5.1f}s  "
-                      f"{status}", file=sys.stderr, flush=True)
+                status = (
+                    "ERROR"
+                    if "error" in res
+                    else f"own ms p50 {res['own_ms']['p50']:.2f}, step ms mean {res['step_ms']['mean']:.2f}"
+                )
+                print(
+                    f"[{time.time() - started:6.1f}s] #{rep + 1} {framework:10s} {case:22s} {time.time() - t0:5.1f}s  "
+                    f"{status}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         stats = server.stats()
     results: list[dict[str, Any]] = []
     for (framework, case), case_runs in runs.items():
         res = combine_repeats(case_runs)
         table = OUR_CASES if framework == "ours" else PEER_CASES
-        res.update(framework=framework, case=case, stub="_stub" in case,
-                   label=table[case].format(turns=args.turns, steps=args.steps))
+        res.update(
+            framework=framework,
+            case=case,
+            stub="_stub" in case,
+            label=table[case].format(turns=args.turns, steps=args.steps),
+        )
         results.append(res)
 
     host = host_info()
-    header = (f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {host['cpus']} vCPU ({host['cpu_model']}), {host['mem_gib']} GiB, "
-              f"Python {host['python']}; ours: openai {versions['ours']['openai']}, httpx2 {versions['ours']['httpx2']}, "
-              f"pydantic {versions['ours']['pydantic']}")
+    header = (
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {host['cpus']} vCPU ({host['cpu_model']}), {host['mem_gib']} GiB, "
+        f"Python {host['python']}; ours: openai {versions['ours']['openai']}, httpx2 {versions['ours']['httpx2']}, "
+        f"pydantic {versions['ours']['pydantic']}"
+    )
     if peer_ok and "error" not in versions["llamaindex_venv"]:
         v = versions["llamaindex_venv"]
-        header += (f"; LlamaIndex venv: llama-index-core {v.get('llama-index-core')}, llama-index-agent-openai "
-                   f"{v.get('llama-index-agent-openai')}, llama-index-llms-openai {v.get('llama-index-llms-openai')}, "
-                   f"openai {v.get('openai')}, httpx {v.get('httpx')}")
+        header += (
+            f"; LlamaIndex venv: llama-index-core {v.get('llama-index-core')}, llama-index-agent-openai "
+            f"{v.get('llama-index-agent-openai')}, llama-index-llms-openai {v.get('llama-index-llms-openai')}, "
+            f"openai {v.get('openai')}, httpx {v.get('httpx')}"
+        )
     try:
         load = " ".join(open("/proc/loadavg").read().split()[:3])
         header += f"; load average at the end {load}"
     except OSError:
         pass
-    header += f"; agent cases run {args.repeat}× interleaved, per-step medians" if args.repeat > 1 else ""
+    header += (
+        f"; agent cases run {args.repeat}× interleaved, per-step medians"
+        if args.repeat > 1
+        else ""
+    )
     print(header)
     for note in notes:
         print(f"note: {note}")
-    print("\nReal HTTP, zero-latency fake server (own ms = step minus time inside the openai SDK):\n")
+    print(
+        "\nReal HTTP, zero-latency fake server (own ms = step minus time inside the openai SDK):\n"
+    )
     print(render_main(results, args.turns, args.steps))
-    print("\nSDK stubbed (prebuilt replies, no HTTP): step time is the framework's own code alone:\n")
+    print(
+        "\nSDK stubbed (prebuilt replies, no HTTP): step time is the framework's own code alone:\n"
+    )
     print(render_stub(results, args.turns, args.steps))
     print("\nOwn ms, ours / LlamaIndex (target <= 0.5), and growth with the history:\n")
     print(render_ratios(results, args.steps))
     print(f"\nMemory, one task of {args.steps} steps:\n")
     print(render_memory(results, args.steps))
-    print(f"\nserver: {stats.get('calls')} LLM requests, rule uses {stats.get('rule_uses')}; "
-          f"total {time.time() - started:.0f} s")
+    print(
+        f"\nserver: {stats.get('calls')} LLM requests, rule uses {stats.get('rule_uses')}; "
+        f"total {time.time() - started:.0f} s"
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"header": header, "versions": versions, "host": host, "notes": notes, "results": results,
-                       "runs": [{"framework": fw, "case": c, "runs": rs} for (fw, c), rs in runs.items()],
-                       "args": vars(args)}, f)
+            json.dump(
+                {
+                    "header": header,
+                    "versions": versions,
+                    "host": host,
+                    "notes": notes,
+                    "results": results,
+                    "runs": [
+                        {"framework": fw, "case": c, "runs": rs}
+                        for (fw, c), rs in runs.items()
+                    ],
+                    "args": vars(args),
+                },
+                f,
+            )
 
 
 def _case_main() -> None:

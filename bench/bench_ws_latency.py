@@ -68,14 +68,24 @@ def serve(script_path: str, dump_path: str) -> None:
     while not stop.is_set():
         time.sleep(0.05)
     requests = {r.index: r.last_user_text for r in server.requests}
-    Path(dump_path).write_text(json.dumps({str(i): {"user": requests.get(i), "times": t} for i, t in times.items()}))
+    Path(dump_path).write_text(
+        json.dumps(
+            {str(i): {"user": requests.get(i), "times": t} for i, t in times.items()}
+        )
+    )
     server.stop()
 
 
 def script_file(tokens: int, delay: float, directory: Path) -> Path:
     text = "".join(f"t{i:05d} " for i in range(tokens))
     script = {
-        "rules": [{"match": {"last_user_contains": PROMPT}, "reply": {"text": text}, "timing": {"token_delay_s": delay}}],
+        "rules": [
+            {
+                "match": {"last_user_contains": PROMPT},
+                "reply": {"text": text},
+                "timing": {"token_delay_s": delay},
+            }
+        ],
         "on_no_match": {"text": "?"},
         "model": "bench",
     }
@@ -88,13 +98,17 @@ def script_file(tokens: int, delay: float, directory: Path) -> Path:
 
 
 class Socket:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.reader, self.writer = reader, writer
 
     @classmethod
     async def open(cls, port: int, path: str, cookie: str) -> Socket:
         reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2**24)
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        writer.get_extra_info("socket").setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+        )
         key = base64.b64encode(os.urandom(16)).decode()
         writer.write(
             (
@@ -113,8 +127,10 @@ class Socket:
         mask = os.urandom(4)
         length = len(payload)
         header = bytes([0x81]) + (
-            bytes([0x80 | length]) if length < 126
-            else bytes([0x80 | 126]) + length.to_bytes(2, "big") if length < 65536
+            bytes([0x80 | length])
+            if length < 126
+            else bytes([0x80 | 126]) + length.to_bytes(2, "big")
+            if length < 65536
             else bytes([0x80 | 127]) + length.to_bytes(8, "big")
         )
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
@@ -164,9 +180,21 @@ def free_port() -> int:
 
 
 def base_env(database_url: str, redis_url: str | None, llm_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY")}
-    env.update(DATABASE_URL=database_url, OPENAI_BASE_URL=llm_url, OPENAI_API_KEY="sk-bench", AGENTUI_MODEL="bench",
-               DEBUG="false", PYTHONPATH=str(ROOT), DJANGO_SETTINGS_MODULE="agentui.settings", AGENTUI_LOG_LEVEL="WARNING")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY")
+    }
+    env.update(
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm_url,
+        OPENAI_API_KEY="sk-bench",
+        AGENTUI_MODEL="bench",
+        DEBUG="false",
+        PYTHONPATH=str(ROOT),
+        DJANGO_SETTINGS_MODULE="agentui.settings",
+        AGENTUI_LOG_LEVEL="WARNING",
+    )
     if redis_url:
         env["REDIS_URL"] = redis_url
     else:
@@ -176,17 +204,25 @@ def base_env(database_url: str, redis_url: str | None, llm_url: str) -> dict[str
 
 # Channel-layer variants, as settings modules made for the run (the project's settings otherwise).
 LAYER_VARIANTS = {
-    "tuned": ("PostgreSQL + Redis (capacity 2000), 2 daphne",
-              '{"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL], "capacity": 2000}}'),
-    "pubsub": ("PostgreSQL + Redis pub/sub layer, 2 daphne",
-               '{"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}'),
+    "tuned": (
+        "PostgreSQL + Redis (capacity 2000), 2 daphne",
+        '{"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL], "capacity": 2000}}',
+    ),
+    "pubsub": (
+        "PostgreSQL + Redis pub/sub layer, 2 daphne",
+        '{"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}',
+    ),
 }
 
 
 def prepare(kind: str, llm_url: str, workdir: Path) -> Setup:
     drop = None
     if kind == "sqlite":
-        setup = Setup("SQLite + in-memory layer, 1 daphne", base_env(f"sqlite:///{workdir / 'bench.sqlite3'}", None, llm_url), [free_port()])
+        setup = Setup(
+            "SQLite + in-memory layer, 1 daphne",
+            base_env(f"sqlite:///{workdir / 'bench.sqlite3'}", None, llm_url),
+            [free_port()],
+        )
     else:
         import psycopg
 
@@ -198,21 +234,44 @@ def prepare(kind: str, llm_url: str, workdir: Path) -> Setup:
 
         redis.Redis.from_url(REDIS_URL).flushdb()
         url = f"postgres://postgres@127.0.0.1:5432/{name}"
-        setup = Setup("PostgreSQL + Redis, 2 daphne", base_env(url, REDIS_URL, llm_url), [free_port(), free_port()])
+        setup = Setup(
+            "PostgreSQL + Redis, 2 daphne",
+            base_env(url, REDIS_URL, llm_url),
+            [free_port(), free_port()],
+        )
         if kind in LAYER_VARIANTS:
             setup.name, layer = LAYER_VARIANTS[kind]
             module = f"bench_{kind}_settings"
             (workdir / f"{module}.py").write_text(
                 f"from agentui.settings import *  # noqa: F403\nCHANNEL_LAYERS = {{'default': {layer}}}  # noqa: F405\n"
             )
-            setup.env.update(DJANGO_SETTINGS_MODULE=module, PYTHONPATH=f"{ROOT}{os.pathsep}{workdir}")
+            setup.env.update(
+                DJANGO_SETTINGS_MODULE=module, PYTHONPATH=f"{ROOT}{os.pathsep}{workdir}"
+            )
     setup.drop = drop
-    subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=setup.env, check=True)
+    subprocess.run(
+        [PY, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=setup.env,
+        check=True,
+    )
     for port in setup.ports:
         log = (workdir / f"daphne-{port}.log").open("wb")  # read when a run fails
         setup.processes.append(
-            subprocess.Popen([str(Path(PY).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port), "agentui.asgi:application"],
-                             cwd=ROOT, env=setup.env, stdout=log, stderr=subprocess.STDOUT)
+            subprocess.Popen(
+                [
+                    str(Path(PY).parent / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "agentui.asgi:application",
+                ],
+                cwd=ROOT,
+                env=setup.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         )
     for port in setup.ports:
         deadline = time.monotonic() + 30
@@ -240,7 +299,14 @@ def make_notebooks(setup: Setup, count: int) -> tuple[str, list[int]]:
         f"ids = [Task.objects.create(owner=u, agent='function_calling', mode='auto').pk for _ in range({count})]\n"
         "print(json.dumps({'cookie': 'sessionid=' + s.session_key, 'ids': ids}))\n"
     )
-    out = subprocess.run([PY, "-c", code], cwd=ROOT, env=setup.env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [PY, "-c", code],
+        cwd=ROOT,
+        env=setup.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     data = json.loads(out.strip().splitlines()[-1])
     return data["cookie"], data["ids"]
 
@@ -279,7 +345,9 @@ async def watch(sock: Socket, result: Watch) -> None:
             result.done.set()
 
 
-async def run_scenario(setup: Setup, tasks: int, timeout: float) -> tuple[list[Watch], list[str]]:
+async def run_scenario(
+    setup: Setup, tasks: int, timeout: float
+) -> tuple[list[Watch], list[str]]:
     cookie, ids = make_notebooks(setup, tasks)
     watch_port, act_port = setup.ports[0], setup.ports[-1]
     watchers, actors = [], []
@@ -289,13 +357,24 @@ async def run_scenario(setup: Setup, tasks: int, timeout: float) -> tuple[list[W
         while b"replay_done" not in (await sock.recv())[1]:
             pass
         watchers.append(sock)
-        actors.append(sock if act_port == watch_port else await Socket.open(act_port, f"/ws/tasks/{pk}/", cookie))
+        actors.append(
+            sock
+            if act_port == watch_port
+            else await Socket.open(act_port, f"/ws/tasks/{pk}/", cookie)
+        )
     results = [Watch() for _ in ids]
     readers = [asyncio.create_task(watch(s, r)) for s, r in zip(watchers, results)]
     prompts = [f"{PROMPT} {pk}" for pk in ids]
-    await asyncio.gather(*(a.send({"action": "send_message", "text": p}) for a, p in zip(actors, prompts)))
+    await asyncio.gather(
+        *(
+            a.send({"action": "send_message", "text": p})
+            for a, p in zip(actors, prompts)
+        )
+    )
     try:
-        await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in results)), timeout)
+        await asyncio.wait_for(
+            asyncio.gather(*(r.done.wait() for r in results)), timeout
+        )
     finally:
         for reader in readers:
             reader.cancel()
@@ -304,7 +383,9 @@ async def run_scenario(setup: Setup, tasks: int, timeout: float) -> tuple[list[W
     return results, prompts
 
 
-def analyse(results: list[Watch], prompts: list[str], sent: dict[str, Any], tokens: int) -> dict[str, Any]:
+def analyse(
+    results: list[Watch], prompts: list[str], sent: dict[str, Any], tokens: int
+) -> dict[str, Any]:
     by_prompt = {v["user"]: v["times"] for v in sent.values()}
     added, app, lost_deltas, gaps = [], [], 0, 0
     rate = message_rate = 0.0
@@ -317,7 +398,9 @@ def analyse(results: list[Watch], prompts: list[str], sent: dict[str, Any], toke
                 event = message["event"]
                 messages.append(stamp)
                 app.append(stamp - event["at"])
-                for token in event["delta"].split():  # under load several tokens share a message
+                for token in event[
+                    "delta"
+                ].split():  # under load several tokens share a message
                     deltas.append(stamp)
                     added.append(stamp - chunk_times[int(token[1:])])
             elif message["type"] == "event":
@@ -326,9 +409,17 @@ def analyse(results: list[Watch], prompts: list[str], sent: dict[str, Any], toke
         gaps += int(seqs != list(range(1, len(seqs) + 1)))
         if len(deltas) > 1 and deltas[-1] > deltas[0]:
             rate = max(rate, (len(deltas) - 1) / (deltas[-1] - deltas[0]))
-            message_rate = max(message_rate, (len(messages) - 1) / (messages[-1] - messages[0]))
-    return {"added": added, "app": app, "lost_deltas": lost_deltas, "seq_gaps": gaps, "rate": rate,
-            "message_rate": message_rate}
+            message_rate = max(
+                message_rate, (len(messages) - 1) / (messages[-1] - messages[0])
+            )
+    return {
+        "added": added,
+        "app": app,
+        "lost_deltas": lost_deltas,
+        "seq_gaps": gaps,
+        "rate": rate,
+        "message_rate": message_rate,
+    }
 
 
 def pct(values: list[float], q: float) -> float:
@@ -336,33 +427,53 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] * 1000
 
 
-async def measure(kind: str, tasks: int, tokens: int, delay: float, workdir: Path) -> dict[str, Any]:
+async def measure(
+    kind: str, tasks: int, tokens: int, delay: float, workdir: Path
+) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{tasks}-{tokens}.json"
-    llm = subprocess.Popen([PY, __file__, "serve", str(script_file(tokens, delay, workdir)), str(dump)],
-                           cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    llm = subprocess.Popen(
+        [PY, __file__, "serve", str(script_file(tokens, delay, workdir)), str(dump)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert llm.stdout is not None
     llm_url = llm.stdout.readline().strip()
     setup = prepare(kind, llm_url, workdir)
     try:
-        results, prompts = await run_scenario(setup, tasks, timeout=120 + tokens * delay * 3)
+        results, prompts = await run_scenario(
+            setup, tasks, timeout=120 + tokens * delay * 3
+        )
     finally:
         teardown(setup)
         llm.send_signal(signal.SIGTERM)
         llm.wait(timeout=30)
     stats = analyse(results, prompts, json.loads(dump.read_text()), tokens)
     return {
-        "setup": setup.name, "tasks": tasks, "tokens": tokens, "delay_ms": delay * 1000,
-        "p50_ms": round(pct(stats["added"], 50), 2), "p99_ms": round(pct(stats["added"], 99), 2),
-        "app_p50_ms": round(pct(stats["app"], 50), 2), "app_p99_ms": round(pct(stats["app"], 99), 2),
-        "deltas": len(stats["added"]), "lost_deltas": stats["lost_deltas"], "seq_gaps": stats["seq_gaps"],
-        "tokens_per_s": round(stats["rate"]), "messages_per_s": round(stats["message_rate"]),
+        "setup": setup.name,
+        "tasks": tasks,
+        "tokens": tokens,
+        "delay_ms": delay * 1000,
+        "p50_ms": round(pct(stats["added"], 50), 2),
+        "p99_ms": round(pct(stats["added"], 99), 2),
+        "app_p50_ms": round(pct(stats["app"], 50), 2),
+        "app_p99_ms": round(pct(stats["app"], 99), 2),
+        "deltas": len(stats["added"]),
+        "lost_deltas": stats["lost_deltas"],
+        "seq_gaps": stats["seq_gaps"],
+        "tokens_per_s": round(stats["rate"]),
+        "messages_per_s": round(stats["message_rate"]),
     }
 
 
 def host_summary() -> dict[str, Any]:
     import platform
 
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
 
 
 def services_up() -> bool:
@@ -378,36 +489,64 @@ def services_up() -> bool:
 
 
 async def main(args: argparse.Namespace) -> None:
-    kinds = {"both": ["sqlite", "redis"], "all": ["sqlite", "redis", "tuned", "pubsub"]}.get(args.setup, [args.setup])
+    kinds = {
+        "both": ["sqlite", "redis"],
+        "all": ["sqlite", "redis", "tuned", "pubsub"],
+    }.get(args.setup, [args.setup])
     if set(kinds) - {"sqlite"} and not services_up():
         print("PostgreSQL/Redis not reachable: skipping those setups", file=sys.stderr)
         kinds = [k for k in kinds if k == "sqlite"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="agentui-bench-") as tmp:
         for kind in kinds:
-            scenarios = ((1, args.tokens, 0.01), (50, args.tokens // 2, 0.05), (50, args.tokens // 2, 0.02), (1, args.burst, 0.0))
+            scenarios = (
+                (1, args.tokens, 0.01),
+                (50, args.tokens // 2, 0.05),
+                (50, args.tokens // 2, 0.02),
+                (1, args.burst, 0.0),
+            )
             for tasks, tokens, delay in scenarios:
                 row = await measure(kind, tasks, tokens, delay, Path(tmp))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print(json.dumps(host_summary()))
-    print("\n| setup | tasks | tokens × delay | added p50 | added p99 | app p50 | app p99 | tokens lost | seq gaps "
-          "| tokens/s to one client | delta messages/s |")
+    print(
+        "\n| setup | tasks | tokens × delay | added p50 | added p99 | app p50 | app p99 | tokens lost | seq gaps "
+        "| tokens/s to one client | delta messages/s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['setup']} | {r['tasks']} | {r['tokens']} × {r['delay_ms']:g} ms | {r['p50_ms']:.2f} ms | {r['p99_ms']:.2f} ms "
-              f"| {r['app_p50_ms']:.2f} ms | {r['app_p99_ms']:.2f} ms | {r['lost_deltas']} | {r['seq_gaps']} "
-              f"| {r['tokens_per_s']} | {r['messages_per_s']} |")
+        print(
+            f"| {r['setup']} | {r['tasks']} | {r['tokens']} × {r['delay_ms']:g} ms | {r['p50_ms']:.2f} ms | {r['p99_ms']:.2f} ms "
+            f"| {r['app_p50_ms']:.2f} ms | {r['app_p99_ms']:.2f} ms | {r['lost_deltas']} | {r['seq_gaps']} "
+            f"| {r['tokens_per_s']} | {r['messages_per_s']} |"
+        )
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3])
         sys.exit(0)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--setup", choices=["sqlite", "redis", "tuned", "pubsub", "both", "all"], default="all",
-                        help="both = sqlite and redis; all = those, tuned (Redis layer capacity 2000) and pubsub "
-                        "(channels-redis's pub/sub layer)")
-    parser.add_argument("--tokens", type=int, default=200, help="tokens per answer (50-task runs use half)")
-    parser.add_argument("--burst", type=int, default=3000, help="tokens of the zero-delay throughput run")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--setup",
+        choices=["sqlite", "redis", "tuned", "pubsub", "both", "all"],
+        default="all",
+        help="both = sqlite and redis; all = those, tuned (Redis layer capacity 2000) and pubsub "
+        "(channels-redis's pub/sub layer)",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=200,
+        help="tokens per answer (50-task runs use half)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=3000,
+        help="tokens of the zero-delay throughput run",
+    )
     asyncio.run(main(parser.parse_args()))

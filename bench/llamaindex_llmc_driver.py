@@ -31,14 +31,18 @@ def _uneven_tool(name: str, seconds: float, kind: str) -> Any:
     description = f"{name}(x: str) -> str. Takes {seconds} s."
     if kind == "sync":
         return FunctionTool.from_defaults(fn=run, name=name, description=description)
-    return FunctionTool.from_defaults(fn=run, async_fn=arun, name=name, description=description)
+    return FunctionTool.from_defaults(
+        fn=run, async_fn=arun, name=name, description=description
+    )
 
 
 def uneven_tools(kind: str, latencies: dict[str, float]) -> list[Any]:
     return [_uneven_tool(name, seconds, kind) for name, seconds in latencies.items()]
 
 
-def timed_chat(peer: Any, base_url: str, tools: list[Any], question: str) -> dict[str, Any]:
+def timed_chat(
+    peer: Any, base_url: str, tools: list[Any], question: str
+) -> dict[str, Any]:
     llm = peer.make_llm(base_url)
     llm._get_client()  # build the clients before timing, as the peer harness does
     llm._get_aclient()
@@ -66,17 +70,37 @@ def main() -> None:
 
     kinds = args.tools.split(",")
     # untimed warm-up: imports, first connection
-    timed_chat(peer, args.base_url, [peer.make_slow_tool(kinds[0])], peer.question(1, "llmc"))
+    timed_chat(
+        peer, args.base_url, [peer.make_slow_tool(kinds[0])], peer.question(1, "llmc")
+    )
     for kind in kinds:
         for k in [int(x) for x in args.ks.split(",")]:
             for run in range(args.runs):
-                result = timed_chat(peer, args.base_url, [peer.make_slow_tool(kind)], peer.question(k, "llmc"))
-                print(json.dumps({"case": "parallel", "tool": kind, "k": k, "run": run, **result}), flush=True)
+                result = timed_chat(
+                    peer,
+                    args.base_url,
+                    [peer.make_slow_tool(kind)],
+                    peer.question(k, "llmc"),
+                )
+                print(
+                    json.dumps(
+                        {"case": "parallel", "tool": kind, "k": k, "run": run, **result}
+                    ),
+                    flush=True,
+                )
         if args.uneven_question:
             latencies = json.loads(args.uneven_latencies)
             for run in range(args.runs):
-                result = timed_chat(peer, args.base_url, uneven_tools(kind, latencies), args.uneven_question)
-                print(json.dumps({"case": "uneven", "tool": kind, "run": run, **result}), flush=True)
+                result = timed_chat(
+                    peer,
+                    args.base_url,
+                    uneven_tools(kind, latencies),
+                    args.uneven_question,
+                )
+                print(
+                    json.dumps({"case": "uneven", "tool": kind, "run": run, **result}),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ from typing import Any
 
 warnings.filterwarnings("ignore")
 if not os.environ.get("BENCH_SHOW_WARNINGS"):
-    warnings.showwarning = lambda *a, **k: None  # llama-index forces its DeprecationWarnings through
+    warnings.showwarning = lambda *a, **k: (
+        None
+    )  # llama-index forces its DeprecationWarnings through
 os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,6 +38,8 @@ from bench._peer import ms_summary, peak_rss_mb, rss_mb  # noqa: E402  (stdlib o
 MODEL = "gpt-4o-mini"
 LOOP_TAG = "[mode=loop]"
 TEXT_REPLY = "Sure - here is a short plain-text answer to your message."
+
+
 class _SdkClock:
     t: float = 0.0
     n: int = 0
@@ -79,10 +83,23 @@ def stub_sdk(loop_tags: tuple[str, ...], loop_steps: int) -> None:
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
     def completion(message: dict[str, Any], finish: str) -> Any:
-        return ChatCompletion.model_validate({
-            "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": MODEL, "usage": usage,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        })
+        return ChatCompletion.model_validate(
+            {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion",
+                "created": 0,
+                "model": MODEL,
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": finish,
+                        "logprobs": None,
+                    }
+                ],
+            }
+        )
 
     text = completion({"role": "assistant", "content": TEXT_REPLY}, "stop")
     state = {"loop": False, "calls": 0, "n": 0}
@@ -96,15 +113,23 @@ def stub_sdk(loop_tags: tuple[str, ...], loop_steps: int) -> None:
             state["calls"] = 0
         if state["loop"] and state["calls"] < loop_steps - 1:
             state["calls"] += 1
-            call = {"id": f"call_{state['n']}", "type": "function",
-                    "function": {"name": "noop_tool", "arguments": '{"x": "ping"}'}}
-            return completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+            call = {
+                "id": f"call_{state['n']}",
+                "type": "function",
+                "function": {"name": "noop_tool", "arguments": '{"x": "ping"}'},
+            }
+            return completion(
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                "tool_calls",
+            )
         return text
 
     cc.Completions.create = create
 
 
-def build_agent(base_url: str, max_function_calls: int, counter: dict[str, int] | None = None) -> Any:
+def build_agent(
+    base_url: str, max_function_calls: int, counter: dict[str, int] | None = None
+) -> Any:
     from llama_index.agent.openai import OpenAIAgentWorker
     from llama_index.core import Settings
     from llama_index.core.agent import AgentRunner
@@ -117,11 +142,20 @@ def build_agent(base_url: str, max_function_calls: int, counter: dict[str, int] 
             counter["n"] += 1
         return "pong"
 
-    llm = OpenAI(model=MODEL, api_base=base_url, api_key="sk-fake", max_retries=0, timeout=60.0, temperature=0.0)
+    llm = OpenAI(
+        model=MODEL,
+        api_base=base_url,
+        api_key="sk-fake",
+        max_retries=0,
+        timeout=60.0,
+        temperature=0.0,
+    )
     Settings.llm = llm
     llm._get_client()  # built before timing (~30 ms), as the peer harness does
     tool = FunctionTool.from_defaults(fn=noop_tool, name="noop_tool")
-    worker = OpenAIAgentWorker.from_tools([tool], llm=llm, verbose=False, max_function_calls=max_function_calls)
+    worker = OpenAIAgentWorker.from_tools(
+        [tool], llm=llm, verbose=False, max_function_calls=max_function_calls
+    )
     return AgentRunner(worker, llm=llm)
 
 
@@ -152,12 +186,16 @@ class Timer:
             "step_ms": ms_summary(self.step),
             "sdk_ms": ms_summary(self.sdk),
             "own_ms": ms_summary(own),
-            "llm_calls_per_step": sum(self.calls) / len(self.calls) if self.calls else 0.0,
+            "llm_calls_per_step": sum(self.calls) / len(self.calls)
+            if self.calls
+            else 0.0,
             "extra_ms": {name: ms_summary(v) for name, v in self.extra.items()},
             "raw_step_ms": [round(x * 1000, 4) for x in self.step],
             "raw_own_ms": [round(x * 1000, 4) for x in own],
             "raw_sdk_ms": [round(x * 1000, 4) for x in self.sdk],
-            "raw_extra_ms": {name: [round(x * 1000, 4) for x in v] for name, v in self.extra.items()},
+            "raw_extra_ms": {
+                name: [round(x * 1000, 4) for x in v] for name, v in self.extra.items()
+            },
         }
 
 
@@ -165,10 +203,14 @@ def run_chat(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
     agent = build_agent(args.base_url, 100)
     rss0 = rss_mb()
     for i in range(args.turns):
-        task = timer.side("create_task", lambda: agent.create_task(f"Turn {i}: please reply briefly."))
+        task = timer.side(
+            "create_task", lambda: agent.create_task(f"Turn {i}: please reply briefly.")
+        )
         out = timer.step_call(lambda: agent.run_step(task.task_id))
         assert out.is_last, "expected a one-step task"
-        timer.side("finalize_response", lambda: agent.finalize_response(task.task_id, out))
+        timer.side(
+            "finalize_response", lambda: agent.finalize_response(task.task_id, out)
+        )
     return {"rss_before_loop_mb": rss0, "history_messages": len(agent.memory.get_all())}
 
 
@@ -188,12 +230,17 @@ def run_steps(args: argparse.Namespace, timer: Timer) -> dict[str, Any]:
         if len(timer.step) > args.steps + 50:
             raise RuntimeError("the tool loop did not end")
     agent.finalize_response(task.task_id, out)
-    info: dict[str, Any] = {"rss_before_loop_mb": rss0, "tool_calls": calls["n"],
-                            "history_messages": len(agent.memory.get_all())}
+    info: dict[str, Any] = {
+        "rss_before_loop_mb": rss0,
+        "tool_calls": calls["n"],
+        "history_messages": len(agent.memory.get_all()),
+    }
     if args.trace:
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        info.update(tracemalloc_peak_mb=peak / 2**20, tracemalloc_end_mb=current / 2**20)
+        info.update(
+            tracemalloc_peak_mb=peak / 2**20, tracemalloc_end_mb=current / 2**20
+        )
     return info
 
 
@@ -203,8 +250,12 @@ def main() -> None:
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--tag", default=LOOP_TAG, help="the user-message tag the scenario loops on")
-    ap.add_argument("--stub", action="store_true", help="replace the SDK call by prebuilt replies")
+    ap.add_argument(
+        "--tag", default=LOOP_TAG, help="the user-message tag the scenario loops on"
+    )
+    ap.add_argument(
+        "--stub", action="store_true", help="replace the SDK call by prebuilt replies"
+    )
     ap.add_argument("--trace", action="store_true", help="tracemalloc around the loop")
     args = ap.parse_args()
 
@@ -212,7 +263,9 @@ def main() -> None:
 
     # warm up imports and the SDK with one bare call, as the peer harness does
     if not args.stub:
-        openai.OpenAI(base_url=args.base_url, api_key="sk-fake", max_retries=0).chat.completions.create(
+        openai.OpenAI(
+            base_url=args.base_url, api_key="sk-fake", max_retries=0
+        ).chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}]
         )
     else:
@@ -222,7 +275,13 @@ def main() -> None:
 
     timer = Timer()
     info = run_chat(args, timer) if args.case == "chat" else run_steps(args, timer)
-    result = {"case": args.case, "stub": args.stub, "trace": args.trace, **info, **timer.summary()}
+    result = {
+        "case": args.case,
+        "stub": args.stub,
+        "trace": args.trace,
+        **info,
+        **timer.summary(),
+    }
     result["rss_end_mb"] = rss_mb()
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))

@@ -41,18 +41,42 @@ class ReadOnlyInline(admin.TabularInline):
 
 class TurnInline(ReadOnlyInline):
     model = Turn
-    fields = ("index", "input", "status", "response", "created_at", "finished_at", "deleted_at")
+    fields = (
+        "index",
+        "input",
+        "status",
+        "response",
+        "created_at",
+        "finished_at",
+        "deleted_at",
+    )
     readonly_fields = fields
 
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ("id", "title", "owner", "agent", "mode", "status", "last_seq", "updated_at")
+    list_display = (
+        "id",
+        "title",
+        "owner",
+        "agent",
+        "mode",
+        "status",
+        "last_seq",
+        "updated_at",
+    )
     list_filter = ("agent", "mode", "status", "created_at")
     search_fields = ("title", "owner__username", "turns__input")
     date_hierarchy = "created_at"
     readonly_fields = (
-        "created_at", "updated_at", "last_seq", "memory_length", "clock", "lease_owner", "lease_at", "abandon_requested",
+        "created_at",
+        "updated_at",
+        "last_seq",
+        "memory_length",
+        "clock",
+        "lease_owner",
+        "lease_at",
+        "abandon_requested",
     )
     inlines = [TurnInline]
     list_select_related = ("owner",)
@@ -61,13 +85,32 @@ class TaskAdmin(admin.ModelAdmin):
 class StepInline(ReadOnlyInline):
     model = Step
     fk_name = "turn"
-    fields = ("step_id", "kind", "status", "input", "output", "is_last", "total_tokens", "started_at", "ended_at")
+    fields = (
+        "step_id",
+        "kind",
+        "status",
+        "input",
+        "output",
+        "is_last",
+        "total_tokens",
+        "started_at",
+        "ended_at",
+    )
     readonly_fields = fields
 
 
 @admin.register(Turn)
 class TurnAdmin(ReadOnlyAdmin):
-    list_display = ("id", "task", "index", "short_input", "status", "created_at", "finished_at", "deleted_at")
+    list_display = (
+        "id",
+        "task",
+        "index",
+        "short_input",
+        "status",
+        "created_at",
+        "finished_at",
+        "deleted_at",
+    )
     list_filter = ("status", "created_at")
     search_fields = ("input", "response", "engine_id", "task__title")
     list_select_related = ("task",)
@@ -80,7 +123,17 @@ class TurnAdmin(ReadOnlyAdmin):
 
 @admin.register(Step)
 class StepAdmin(ReadOnlyAdmin):
-    list_display = ("step_id", "task", "turn", "kind", "status", "is_last", "total_tokens", "runs", "started_at")
+    list_display = (
+        "step_id",
+        "task",
+        "turn",
+        "kind",
+        "status",
+        "is_last",
+        "total_tokens",
+        "runs",
+        "started_at",
+    )
     list_filter = ("kind", "status", "is_last")
     search_fields = ("step_id", "input", "output", "error")
     list_select_related = ("task", "turn")
@@ -95,7 +148,16 @@ class StepEdgeAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ("id", "task", "position", "role", "short_content", "status", "turn", "step")
+    list_display = (
+        "id",
+        "task",
+        "position",
+        "role",
+        "short_content",
+        "status",
+        "turn",
+        "step",
+    )
     list_filter = ("role", "status")
     search_fields = ("content", "tool_call_id")
     list_select_related = ("task", "turn", "step")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import EmptyPage, Paginator
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
@@ -19,11 +20,9 @@ from django.urls import reverse
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
-from asgiref.sync import sync_to_async
-
 from runs import service
-from runs.page_views import render_new_notebook
 from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task, Turn
+from runs.page_views import render_new_notebook
 from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ProtocolError
 
@@ -36,10 +35,18 @@ async def new_task(request: HttpRequest) -> HttpResponse:
     """`POST /tasks/new` (form: text, agent, mode): create a notebook, start it, go to its page."""
     user = await request.auser()
     text = (request.POST.get("text") or "").strip()
-    agent = request.POST.get("agent") or (all_presets()[0].name if all_presets() else "")
+    agent = request.POST.get("agent") or (
+        all_presets()[0].name if all_presets() else ""
+    )
     mode = str(request.POST.get("mode") or ApprovalMode.AUTO)
     if not text or len(text) > MAX_TEXT_CHARS:
-        return await _refused(request, text, agent, mode, f"The message must be 1 to {MAX_TEXT_CHARS} characters.")
+        return await _refused(
+            request,
+            text,
+            agent,
+            mode,
+            f"The message must be 1 to {MAX_TEXT_CHARS} characters.",
+        )
     try:
         task = await service.create_notebook(user, text, agent, mode)
     except ProtocolError as exc:
@@ -47,9 +54,13 @@ async def new_task(request: HttpRequest) -> HttpResponse:
     return redirect("runs:notebook", task.pk)
 
 
-async def _refused(request: HttpRequest, text: str, agent: str, mode: str, reason: str) -> HttpResponse:
+async def _refused(
+    request: HttpRequest, text: str, agent: str, mode: str, reason: str
+) -> HttpResponse:
     """The form again, as it was sent, with the reason: a refused submission loses nothing."""
-    return await sync_to_async(render_new_notebook)(request, text, agent, mode, error=reason, status=400)
+    return await sync_to_async(render_new_notebook)(
+        request, text, agent, mode, error=reason, status=400
+    )
 
 
 # --- listing ----------------------------------------------------------------------------------
@@ -63,7 +74,7 @@ def _day_bound(raw: str, end: bool) -> dt.datetime | None:
             return None
         moment = dt.datetime.combine(day, dt.time.max if end else dt.time.min)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
+        moment = moment.replace(tzinfo=dt.UTC)
     return moment
 
 
@@ -73,18 +84,25 @@ def _filtered(user: AbstractBaseUser, params: dict[str, str]) -> QuerySet[Task]:
     if q:
         in_messages = Message.objects.filter(task=OuterRef("pk"), content__icontains=q)
         in_turns = Turn.objects.filter(task=OuterRef("pk"), input__icontains=q)
-        tasks = tasks.filter(Q(title__icontains=q) | Exists(in_messages) | Exists(in_turns))
+        tasks = tasks.filter(
+            Q(title__icontains=q) | Exists(in_messages) | Exists(in_turns)
+        )
     if params.get("agent"):
         tasks = tasks.filter(agent=params["agent"])
     if params.get("status"):
         tasks = tasks.filter(status=params["status"])
     if params.get("mode"):
         tasks = tasks.filter(mode=params["mode"])
-    for name, lookup, end in (("created_after", "created_at__gte", False), ("created_before", "created_at__lte", True)):
+    for name, lookup, end in (
+        ("created_after", "created_at__gte", False),
+        ("created_before", "created_at__lte", True),
+    ):
         if params.get(name):
             bound = _day_bound(params[name], end)
             if bound is None:
-                raise ValueError(f"{name}: expected a date (YYYY-MM-DD) or an ISO datetime")
+                raise ValueError(
+                    f"{name}: expected a date (YYYY-MM-DD) or an ISO datetime"
+                )
             tasks = tasks.filter(**{lookup: bound})
     return tasks.order_by("-updated_at", "-pk")
 
@@ -150,7 +168,12 @@ def preset_list(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {
             "presets": [
-                {"name": p.name, "label": p.label, "description": p.description, "example": examples.get(p.name)}
+                {
+                    "name": p.name,
+                    "label": p.label,
+                    "description": p.description,
+                    "example": examples.get(p.name),
+                }
                 for p in all_presets()
             ],
             "modes": ApprovalMode.values,
@@ -181,9 +204,16 @@ def _step_json(step: Step) -> dict[str, Any]:
         "sources": step.sources,
         "is_last": step.is_last,
         "error": step.error or None,
-        "next_steps": [e.to_step.step_id for e in step.out_edges.all() if e.next_order is not None],
-        "prev_steps": [e.from_step.step_id for e in step.in_edges.all() if e.prev_order is not None],
-        "usage": {k: getattr(step, k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+        "next_steps": [
+            e.to_step.step_id for e in step.out_edges.all() if e.next_order is not None
+        ],
+        "prev_steps": [
+            e.from_step.step_id for e in step.in_edges.all() if e.prev_order is not None
+        ],
+        "usage": {
+            k: getattr(step, k)
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+        },
         "runs": step.runs,
         "created_at": step.created_at.isoformat(),
         "started_at": step.started_at.isoformat() if step.started_at else None,
@@ -213,7 +243,9 @@ def trace_json(task: Task) -> dict[str, Any]:
                 "response": turn.response,
                 "abandoned": turn.deleted_at is not None,
                 "created_at": turn.created_at.isoformat(),
-                "finished_at": turn.finished_at.isoformat() if turn.finished_at else None,
+                "finished_at": turn.finished_at.isoformat()
+                if turn.finished_at
+                else None,
                 "usage": _usage([s for s in turn_steps if s.status == "completed"]),
                 "steps": [_step_json(s) for s in turn_steps],
             }
@@ -229,11 +261,15 @@ def trace_json(task: Task) -> dict[str, Any]:
             "turn": m.turn.engine_id if m.turn else None,
             "step": m.step.step_id if m.step else None,
         }
-        for m in Message.objects.filter(task=task).select_related("turn", "step").order_by("position", "pk")
+        for m in Message.objects.filter(task=task)
+        .select_related("turn", "step")
+        .order_by("position", "pk")
     ]
     events = [
         {"seq": seq, "event": payload}
-        for seq, payload in Event.objects.filter(task=task).order_by("seq").values_list("seq", "payload")
+        for seq, payload in Event.objects.filter(task=task)
+        .order_by("seq")
+        .values_list("seq", "payload")
     ]
     return {
         "task": {**_summary(task), "last_seq": task.last_seq},
@@ -249,6 +285,7 @@ def task_trace(request: HttpRequest, pk: int) -> JsonResponse:
     """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
     response = JsonResponse(trace_json(task), json_dumps_params={"ensure_ascii": False})
-    response["Content-Disposition"] = f'inline; filename="notebook-{task.pk}-trace.json"'
+    response["Content-Disposition"] = (
+        f'inline; filename="notebook-{task.pk}-trace.json"'
+    )
     return response
-

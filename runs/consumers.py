@@ -82,11 +82,15 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.joined = False
 
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None
+    ) -> None:
         if not self.joined:
             return
         try:
-            message = parse_client_message(text_data if text_data is not None else bytes_data)
+            message = parse_client_message(
+                text_data if text_data is not None else bytes_data
+            )
         except ProtocolError as exc:
             await self._send(error_message(exc))
             return
@@ -101,10 +105,14 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             await self._send(error_message(exc))
             return
         except Exception:
-            logger.exception("action %s on notebook %s failed", message.action, self.task_pk)
+            logger.exception(
+                "action %s on notebook %s failed", message.action, self.task_pk
+            )
             failure = ProtocolError(
-                ErrorCode.INTERNAL, "the server failed to carry out the action",
-                request_id=message.request_id, action=message.action,
+                ErrorCode.INTERNAL,
+                "the server failed to carry out the action",
+                request_id=message.request_id,
+                action=message.action,
             )
             await self._send(error_message(failure))
             return
@@ -116,8 +124,10 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         current = await database_sync_to_async(queries.last_seq)(self.task_pk)
         if message.last_seq > current:
             error = ProtocolError(
-                ErrorCode.INVALID, f"last_seq {message.last_seq} is ahead of the notebook's last event ({current})",
-                request_id=message.request_id, action=message.action,
+                ErrorCode.INVALID,
+                f"last_seq {message.last_seq} is ahead of the notebook's last event ({current})",
+                request_id=message.request_id,
+                action=message.action,
             )
             await self._send(error_message(error))
             return
@@ -131,7 +141,9 @@ class NotebookConsumer(AsyncWebsocketConsumer):
     async def _send_stored(self, after: int, upto: int) -> None:
         """Send stored events with seq in (after, upto], oldest first."""
         while after < upto:
-            batch = await database_sync_to_async(queries.events_after)(self.task_pk, after, upto, REPLAY_BATCH)
+            batch = await database_sync_to_async(queries.events_after)(
+                self.task_pk, after, upto, REPLAY_BATCH
+            )
             if not batch:
                 return
             for seq, payload in batch:
@@ -139,7 +151,10 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             after = batch[-1][0]
 
     async def _snapshots(self) -> list[tuple[str, str, str]]:
-        stored = {s[0]: s for s in await database_sync_to_async(queries.running_streams)(self.task_pk)}
+        stored = {
+            s[0]: s
+            for s in await database_sync_to_async(queries.running_streams)(self.task_pk)
+        }
         publisher = existing_publisher(self.task_pk)
         if publisher is not None:  # fresher than the last flush when the step runs here
             stored.update({s[0]: s for s in publisher.snapshots()})
@@ -162,7 +177,9 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         if not self.live or seq <= self.sent_seq:
             return  # not resumed yet, or already sent by a replay
         if seq > self.sent_seq + 1:
-            await self._send_stored(self.sent_seq, seq - 1)  # a message the layer dropped
+            await self._send_stored(
+                self.sent_seq, seq - 1
+            )  # a message the layer dropped
         await self._send(event_message(seq, message["event"]))
         self.sent_seq = seq
 

@@ -49,7 +49,9 @@ def register_demo(rules: list[Rule], example_prompt: str, preset: str) -> None:
     """Add scripted rules for `preset`'s example prompt; registering a preset again replaces it."""
     with _lock:
         _demos[preset] = _Demo(DemoExample(preset, example_prompt), tuple(rules))
-        if _server is not None:  # registered late: the running server must learn the new rules
+        if (
+            _server is not None
+        ):  # registered late: the running server must learn the new rules
             _server.load(demo_script())
 
 

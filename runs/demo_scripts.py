@@ -16,7 +16,9 @@ from runs.demo import register_demo
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
 
 FUNCTION_CALLING_PROMPT = "Which city had the highest sales revenue in 2024, and what is it with 8% tax added?"
-LLM_COMPILER_PROMPT = "By how many percent did total sales revenue grow from 2023 to 2024?"
+LLM_COMPILER_PROMPT = (
+    "By how many percent did total sales revenue grow from 2023 to 2024?"
+)
 
 TOP_CITY_SQL = (
     "SELECT c.name AS city, ROUND(SUM(s.revenue), 2) AS revenue FROM sales s "
@@ -58,11 +60,15 @@ def _tax_call(request: RecordedRequest) -> Reply:
     results = _tool_results(request)
     top = _top_city(results[-1]) if results else None
     if top is None:
-        return Reply(text=f"The query did not give me the revenue per city ({results[-1][:200] if results else 'no result'}).")
+        return Reply(
+            text=f"The query did not give me the revenue per city ({results[-1][:200] if results else 'no result'})."
+        )
     city, revenue = top
     return Reply(
         text=f"{city} is first with {_money(revenue)}. Now I add the 8% tax.",
-        tool_calls=[ToolCallSpec(name="multiply", arguments={"a": revenue, "b": TAX_RATE})],
+        tool_calls=[
+            ToolCallSpec(name="multiply", arguments={"a": revenue, "b": TAX_RATE})
+        ],
     )
 
 
@@ -75,7 +81,9 @@ def _fc_answer(request: RecordedRequest) -> Reply:
     try:
         taxed = _money(float(with_tax))
     except ValueError:
-        return Reply(text=f"{top[0]} had the highest revenue in 2024 ({_money(top[1])}); the tax step gave: {with_tax}")
+        return Reply(
+            text=f"{top[0]} had the highest revenue in 2024 ({_money(top[1])}); the tax step gave: {with_tax}"
+        )
     return Reply(
         text=f"{top[0]} had the highest sales revenue in 2024: {_money(top[1])}. With 8% tax added that is {taxed}."
     )
@@ -89,11 +97,21 @@ def function_calling_rules() -> list[Rule]:
             match=asks.model_copy(update={"tool_results_since_user": 0}),
             reply=Reply(
                 text="I'll total the 2024 revenue per city first.",
-                tool_calls=[ToolCallSpec(name="sql_query", arguments={"sql": TOP_CITY_SQL})],
+                tool_calls=[
+                    ToolCallSpec(name="sql_query", arguments={"sql": TOP_CITY_SQL})
+                ],
             ),
         ),
-        Rule(name="demo-fc-tax", match=asks.model_copy(update={"tool_results_since_user": 1}), respond=_tax_call),
-        Rule(name="demo-fc-answer", match=asks.model_copy(update={"tool_results_since_user": 2}), respond=_fc_answer),
+        Rule(
+            name="demo-fc-tax",
+            match=asks.model_copy(update={"tool_results_since_user": 1}),
+            respond=_tax_call,
+        ),
+        Rule(
+            name="demo-fc-answer",
+            match=asks.model_copy(update={"tool_results_since_user": 2}),
+            respond=_fc_answer,
+        ),
     ]
 
 
@@ -113,11 +131,16 @@ _OBSERVATION = re.compile(r"^(\d+)\. .*?\nObservation: (.*)$", re.MULTILINE)
 
 
 def _joiner_answer(request: RecordedRequest) -> Reply:
-    observations = {int(n): text.strip() for n, text in _OBSERVATION.findall(request.last_user_text)}
+    observations = {
+        int(n): text.strip() for n, text in _OBSERVATION.findall(request.last_user_text)
+    }
     try:
         first, second, growth = (float(observations[i]) for i in (1, 2, 3))
     except (KeyError, ValueError):
-        shown = "; ".join(f"{n}: {text[:120]}" for n, text in sorted(observations.items())) or "no results"
+        shown = (
+            "; ".join(f"{n}: {text[:120]}" for n, text in sorted(observations.items()))
+            or "no results"
+        )
         return Reply(
             text=f"Thought: Some results are missing or failed ({shown}).\n"
             "Action: Finish(I could not compute the growth from these results.)"
@@ -133,12 +156,20 @@ def llm_compiler_rules() -> list[Rule]:
     return [
         Rule(
             name="demo-lc-plan",
-            match=Match(system_contains="You are a planner", last_user_contains=LLM_COMPILER_PROMPT),
+            match=Match(
+                system_contains="You are a planner",
+                last_user_contains=LLM_COMPILER_PROMPT,
+            ),
             reply=Reply(text=PLAN),
         ),
         Rule(
             name="demo-lc-join",
-            match=Match(last_user_contains=["Solve a question answering task", LLM_COMPILER_PROMPT]),
+            match=Match(
+                last_user_contains=[
+                    "Solve a question answering task",
+                    LLM_COMPILER_PROMPT,
+                ]
+            ),
             respond=_joiner_answer,
         ),
     ]

@@ -62,7 +62,10 @@ class StepKindChoices(models.TextChoices):
 
 class MessageStatus(models.TextChoices):
     ACTIVE = "active", "Active"
-    UNDONE = "undone", "Undone"  # its step was undone: gone from its turn and the conversation
+    UNDONE = (
+        "undone",
+        "Undone",
+    )  # its step was undone: gone from its turn and the conversation
     # Replaced in the conversation by a different agent memory (a seeded history, a reset);
     # still part of its own turn's memory.
     SUPERSEDED = "superseded", "Superseded"
@@ -71,11 +74,19 @@ class MessageStatus(models.TextChoices):
 class Task(models.Model):
     """A notebook: one conversation between its owner and one agent preset."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notebooks")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notebooks"
+    )
     title = models.CharField(max_length=200, blank=True)
-    agent = models.CharField(max_length=64, help_text="agent preset name (runs.presets)")
-    mode = models.CharField(max_length=8, choices=ApprovalMode.choices, default=ApprovalMode.AUTO)
-    status = models.CharField(max_length=12, choices=NotebookStatus.choices, default=NotebookStatus.IDLE)
+    agent = models.CharField(
+        max_length=64, help_text="agent preset name (runs.presets)"
+    )
+    mode = models.CharField(
+        max_length=8, choices=ApprovalMode.choices, default=ApprovalMode.AUTO
+    )
+    status = models.CharField(
+        max_length=12, choices=NotebookStatus.choices, default=NotebookStatus.IDLE
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The last Event.seq handed out; bumped under a row lock so seqs stay contiguous.
@@ -114,10 +125,14 @@ class Turn(models.Model):
     """One engine task: the person's message and the steps the agent took to answer it."""
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="turns")
-    engine_id = models.CharField(max_length=64, unique=True, help_text="the engine's task_id")
+    engine_id = models.CharField(
+        max_length=64, unique=True, help_text="the engine's task_id"
+    )
     index = models.PositiveIntegerField(help_text="1 for the notebook's first turn")
     input = models.TextField()
-    status = models.CharField(max_length=12, choices=TurnStatus.choices, default=TurnStatus.ACTIVE)
+    status = models.CharField(
+        max_length=12, choices=TurnStatus.choices, default=TurnStatus.ACTIVE
+    )
     response = models.TextField(null=True, blank=True)
     # Written once at creation and then only by set_mode (never by the store), so a mode change
     # made while a step runs is not overwritten when that step saves.
@@ -125,15 +140,23 @@ class Turn(models.Model):
     history_length = models.PositiveIntegerField(default=0)
     token_limit = models.PositiveIntegerField()
     extra_state = models.JSONField(default=dict, blank=True)
-    born = models.PositiveBigIntegerField(default=0, help_text="Task.clock when created")
-    deleted_clock = models.PositiveBigIntegerField(null=True, blank=True, help_text="Task.clock when abandoned")
+    born = models.PositiveBigIntegerField(
+        default=0, help_text="Task.clock when created"
+    )
+    deleted_clock = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Task.clock when abandoned"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True, help_text="set when abandoned")
+    deleted_at = models.DateTimeField(
+        null=True, blank=True, help_text="set when abandoned"
+    )
 
     class Meta:
         ordering = ["task", "index"]
-        constraints = [models.UniqueConstraint(fields=["task", "index"], name="turn_index_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "index"], name="turn_index_unique")
+        ]
 
     def __str__(self) -> str:
         return f"Turn {self.index} of notebook {self.task_id}"
@@ -146,10 +169,20 @@ class Step(models.Model):
     # Denormalised (never changes) so "is anything running in this notebook" is one indexed query.
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="steps")
     step_id = models.CharField(max_length=64, unique=True)
-    kind = models.CharField(max_length=16, choices=StepKindChoices.choices, default=StepKind.LLM.value)
-    original_input = models.TextField(null=True, blank=True, help_text="the input as the step was created")
-    input = models.TextField(null=True, blank=True, help_text="the input as it runs (after edits)")
-    status = models.CharField(max_length=12, choices=StepStatusChoices.choices, default=StepStatus.PENDING.value)
+    kind = models.CharField(
+        max_length=16, choices=StepKindChoices.choices, default=StepKind.LLM.value
+    )
+    original_input = models.TextField(
+        null=True, blank=True, help_text="the input as the step was created"
+    )
+    input = models.TextField(
+        null=True, blank=True, help_text="the input as it runs (after edits)"
+    )
+    status = models.CharField(
+        max_length=12,
+        choices=StepStatusChoices.choices,
+        default=StepStatus.PENDING.value,
+    )
     step_state = models.JSONField(default=dict, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
     is_ready = models.BooleanField(default=True)
@@ -169,7 +202,9 @@ class Step(models.Model):
     # The text streamed so far (flushed every ~200 ms), for sockets that connect mid-stream.
     stream_text = models.TextField(blank=True, default="")
     stream_phase = models.CharField(max_length=32, blank=True, default="")
-    runs = models.PositiveIntegerField(default=0, help_text="how many times the step was started")
+    runs = models.PositiveIntegerField(
+        default=0, help_text="how many times the step was started"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -185,7 +220,9 @@ class Step(models.Model):
 class StepEdge(models.Model):
     """A DAG edge between two steps of a turn; its orders say where it sits in each step's list."""
 
-    from_step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="out_edges")
+    from_step = models.ForeignKey(
+        Step, on_delete=models.CASCADE, related_name="out_edges"
+    )
     to_step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="in_edges")
     # Index in from_step's next_steps / to_step's prev_steps; None when that list lacks the edge.
     # An edge with both None is history (dropped by undo).
@@ -193,7 +230,11 @@ class StepEdge(models.Model):
     prev_order = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["from_step", "to_step"], name="step_edge_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["from_step", "to_step"], name="step_edge_unique"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.from_step.step_id[:8]} -> {self.to_step.step_id[:8]}"
@@ -203,8 +244,12 @@ class Message(models.Model):
     """A message of the agent's memory, at its position in the notebook's conversation."""
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="messages")
-    step = models.ForeignKey(Step, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.CASCADE, null=True, blank=True, related_name="messages"
+    )
+    step = models.ForeignKey(
+        Step, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16)
     content = models.TextField(null=True, blank=True)
@@ -212,7 +257,9 @@ class Message(models.Model):
     tool_call_id = models.CharField(max_length=128, null=True, blank=True)
     name = models.CharField(max_length=128, null=True, blank=True)
     images = models.JSONField(default=list, blank=True)
-    status = models.CharField(max_length=12, choices=MessageStatus.choices, default=MessageStatus.ACTIVE)
+    status = models.CharField(
+        max_length=12, choices=MessageStatus.choices, default=MessageStatus.ACTIVE
+    )
     # Task.clock when the message joined / left the conversation (None: still in it).
     born = models.PositiveBigIntegerField(default=0)
     died = models.PositiveBigIntegerField(null=True, blank=True)
@@ -231,7 +278,9 @@ class Event(models.Model):
 
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
-    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="events")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
+    )
     step_id = models.CharField(max_length=64, null=True, blank=True, db_index=True)
     type = models.CharField(max_length=32)
     payload = models.JSONField()
@@ -240,7 +289,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["task", "seq"]
-        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="event_seq_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "seq"], name="event_seq_unique")
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"

@@ -61,12 +61,20 @@ def _own_task(request: HttpRequest, pk: int) -> Task:
 def new_notebook(request: HttpRequest) -> HttpResponse:
     """The form that starts a notebook: first message, agent preset, approval mode."""
     return render_new_notebook(
-        request, request.GET.get("text", ""), request.GET.get("agent", ""), request.GET.get("mode", "")
+        request,
+        request.GET.get("text", ""),
+        request.GET.get("agent", ""),
+        request.GET.get("mode", ""),
     )
 
 
 def render_new_notebook(
-    request: HttpRequest, text: str, agent: str, mode: str, error: str = "", status: int = 200
+    request: HttpRequest,
+    text: str,
+    agent: str,
+    mode: str,
+    error: str = "",
+    status: int = 200,
 ) -> HttpResponse:
     """The new-notebook form, filled in; with `error`, a refused submission shown again with its reason."""
     presets = preset_choices()
@@ -87,7 +95,9 @@ def render_new_notebook(
         "examples": demo_example_prompts(),
         "recent": [
             (task, labels.get(task.agent, task.agent))
-            for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[:5]
+            for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[
+                :5
+            ]
         ],
     }
     return render(request, "runs/notebook.html", context, status=status)
@@ -110,7 +120,10 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def trace_list(request: HttpRequest) -> HttpResponse:
     """The person's notebooks with search, filters and paging (rows come from /api/tasks/)."""
-    filters = {key: request.GET.get(key, "") for key in ("q", "agent", "status", "created_after", "created_before")}
+    filters = {
+        key: request.GET.get(key, "")
+        for key in ("q", "agent", "status", "created_after", "created_before")
+    }
     context = {
         "presets": preset_choices(),
         "statuses": NotebookStatus.choices,

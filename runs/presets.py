@@ -28,7 +28,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from runs.engine import LLM, BaseAgentWorker, BaseTool, FunctionCallingAgentWorker, FunctionTool
+from runs.engine import (
+    LLM,
+    BaseAgentWorker,
+    BaseTool,
+    FunctionCallingAgentWorker,
+    FunctionTool,
+)
 from runs.tools import ANALYST_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -72,17 +78,27 @@ def _as_tools(value: Any, path: str) -> list[BaseTool]:
     if isinstance(value, BaseTool):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [tool for item in value for tool in (_resolve(item) if isinstance(item, str) else _as_tools(item, path))]
+        return [
+            tool
+            for item in value
+            for tool in (
+                _resolve(item) if isinstance(item, str) else _as_tools(item, path)
+            )
+        ]
     if callable(value):
         return [FunctionTool.from_defaults(value)]
-    raise ImproperlyConfigured(f"AGENTUI_PRESETS: {path} is not a tool, a function or a list of them")
+    raise ImproperlyConfigured(
+        f"AGENTUI_PRESETS: {path} is not a tool, a function or a list of them"
+    )
 
 
 def _resolve(path: str) -> list[BaseTool]:
     try:
         value = import_string(path)
     except ImportError as exc:
-        raise ImproperlyConfigured(f"AGENTUI_PRESETS: cannot import tool {path!r} ({exc})") from None
+        raise ImproperlyConfigured(
+            f"AGENTUI_PRESETS: cannot import tool {path!r} ({exc})"
+        ) from None
     return _as_tools(value, path)
 
 
@@ -96,7 +112,9 @@ def resolve_tools(paths: Sequence[str]) -> list[BaseTool]:
 
 
 def _function_calling(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
-    return FunctionCallingAgentWorker.from_tools(tools, llm=llm, system_prompt=ANALYST_SYSTEM_PROMPT)
+    return FunctionCallingAgentWorker.from_tools(
+        tools, llm=llm, system_prompt=ANALYST_SYSTEM_PROMPT
+    )
 
 
 def _llm_compiler(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
@@ -145,24 +163,36 @@ def _factory(path: str) -> WorkerFactory:
     try:
         target = import_string(path)
     except ImportError as exc:
-        raise ImproperlyConfigured(f"AGENTUI_PRESETS: cannot import worker {path!r} ({exc})") from None
+        raise ImproperlyConfigured(
+            f"AGENTUI_PRESETS: cannot import worker {path!r} ({exc})"
+        ) from None
     if inspect.isclass(target):
         return _from_class(cast(WorkerClass, target))
     if callable(target):
         return target  # type: ignore[no-any-return]
-    raise ImproperlyConfigured(f"AGENTUI_PRESETS: worker {path!r} is neither a class nor a factory")
+    raise ImproperlyConfigured(
+        f"AGENTUI_PRESETS: worker {path!r} is neither a class nor a factory"
+    )
 
 
 def _configured(name: str, config: dict[str, Any], base: Preset | None) -> Preset:
     unknown = set(config) - {"label", "description", "tools", "worker"}
     if unknown:
-        raise ImproperlyConfigured(f"AGENTUI_PRESETS[{name!r}]: unknown keys {sorted(unknown)}")
+        raise ImproperlyConfigured(
+            f"AGENTUI_PRESETS[{name!r}]: unknown keys {sorted(unknown)}"
+        )
     tools = tuple(config["tools"]) if "tools" in config else None
     if base is None:
         if "worker" not in config:
-            raise ImproperlyConfigured(f"AGENTUI_PRESETS[{name!r}]: a new preset needs 'worker' (a dotted path)")
-        base = Preset(name, name, "", tools or ANALYST_TOOLS, _factory(config["worker"]))
-    changes: dict[str, Any] = {k: config[k] for k in ("label", "description") if k in config}
+            raise ImproperlyConfigured(
+                f"AGENTUI_PRESETS[{name!r}]: a new preset needs 'worker' (a dotted path)"
+            )
+        base = Preset(
+            name, name, "", tools or ANALYST_TOOLS, _factory(config["worker"])
+        )
+    changes: dict[str, Any] = {
+        k: config[k] for k in ("label", "description") if k in config
+    }
     if tools is not None:
         changes["tools"] = tools
     if "worker" in config:

@@ -40,7 +40,14 @@ class ErrorCode(StrEnum):
 class ProtocolError(Exception):
     """An action refused with a code and a reason a person can read; nothing was changed."""
 
-    def __init__(self, code: ErrorCode, reason: str, *, request_id: str | None = None, action: str | None = None):
+    def __init__(
+        self,
+        code: ErrorCode,
+        reason: str,
+        *,
+        request_id: str | None = None,
+        action: str | None = None,
+    ):
         super().__init__(f"{code.value}: {reason}")
         self.code = code
         self.reason = reason
@@ -102,11 +109,27 @@ class Resume(_Action):
 
 
 ClientMessage = Annotated[
-    SendMessage | Approve | EditInput | RejectToolCall | Undo | Abandon | SetMode | Resume,
+    SendMessage
+    | Approve
+    | EditInput
+    | RejectToolCall
+    | Undo
+    | Abandon
+    | SetMode
+    | Resume,
     Field(discriminator="action"),
 ]
 ACTIONS: frozenset[str] = frozenset(
-    {"send_message", "approve", "edit_input", "reject_tool_call", "undo", "abandon", "set_mode", "resume"}
+    {
+        "send_message",
+        "approve",
+        "edit_input",
+        "reject_tool_call",
+        "undo",
+        "abandon",
+        "set_mode",
+        "resume",
+    }
 )
 _CLIENT_ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
 
@@ -122,28 +145,42 @@ def _describe(exc: ValidationError) -> str:
 def parse_client_message(raw: str | bytes | None) -> ClientMessage:
     """Validate one websocket frame; raise ProtocolError (bad_json, too_large, ...) if it does not fit."""
     if raw is None or isinstance(raw, bytes):
-        raise ProtocolError(ErrorCode.BAD_JSON, "send JSON text frames, not binary ones")
-    if len(raw) > MAX_MESSAGE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"a message may be at most {MAX_MESSAGE_BYTES} bytes")
+        raise ProtocolError(
+            ErrorCode.BAD_JSON, "send JSON text frames, not binary ones"
+        )
+    if (
+        len(raw) > MAX_MESSAGE_BYTES
+        or len(raw.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES
+    ):
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"a message may be at most {MAX_MESSAGE_BYTES} bytes"
+        )
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ProtocolError(ErrorCode.BAD_JSON, f"not valid JSON: {exc}"[:300]) from None
+        raise ProtocolError(
+            ErrorCode.BAD_JSON, f"not valid JSON: {exc}"[:300]
+        ) from None
     if not isinstance(data, dict):
         raise ProtocolError(ErrorCode.BAD_JSON, "a message must be a JSON object")
     request_id = data.get("request_id")
-    request_id = request_id if isinstance(request_id, str) and len(request_id) <= 128 else None
+    request_id = (
+        request_id if isinstance(request_id, str) and len(request_id) <= 128 else None
+    )
     action = data.get("action")
     if not isinstance(action, str) or action not in ACTIONS:
         shown = action[:40] if isinstance(action, str) else json.dumps(action)[:40]
         raise ProtocolError(
-            ErrorCode.UNKNOWN_ACTION, f"unknown action {shown}; expected one of {', '.join(sorted(ACTIONS))}",
+            ErrorCode.UNKNOWN_ACTION,
+            f"unknown action {shown}; expected one of {', '.join(sorted(ACTIONS))}",
             request_id=request_id,
         )
     try:
         return _CLIENT_ADAPTER.validate_python(data)
     except ValidationError as exc:
-        raise ProtocolError(ErrorCode.INVALID, _describe(exc), request_id=request_id, action=action) from None
+        raise ProtocolError(
+            ErrorCode.INVALID, _describe(exc), request_id=request_id, action=action
+        ) from None
 
 
 # --- server-side lifecycle events (stored and sent like engine events) ---------------------------
@@ -205,7 +242,11 @@ def ack_message(action: str, request_id: str | None) -> dict[str, Any]:
 
 
 def error_message(error: ProtocolError) -> dict[str, Any]:
-    message: dict[str, Any] = {"type": "error", "code": error.code.value, "reason": error.reason}
+    message: dict[str, Any] = {
+        "type": "error",
+        "code": error.code.value,
+        "reason": error.reason,
+    }
     if error.request_id is not None:
         message["request_id"] = error.request_id
     if error.action is not None:

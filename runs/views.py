@@ -57,17 +57,23 @@ def _login_fingerprint(user: AbstractBaseUser) -> str:
 
 def make_login_token(user: AbstractBaseUser) -> str:
     """A signed token that logs `user` in once, within AGENTUI_LOGIN_LINK_MAX_AGE seconds."""
-    return signing.dumps({"u": user.pk, "f": _login_fingerprint(user)}, salt=_LOGIN_SALT)
+    return signing.dumps(
+        {"u": user.pk, "f": _login_fingerprint(user)}, salt=_LOGIN_SALT
+    )
 
 
 def user_for_login_token(token: str) -> AbstractBaseUser | None:
     """The active user `token` was made for, or None if it is forged, expired or used."""
     try:
-        data = signing.loads(token, salt=_LOGIN_SALT, max_age=settings.AGENTUI_LOGIN_LINK_MAX_AGE)
+        data = signing.loads(
+            token, salt=_LOGIN_SALT, max_age=settings.AGENTUI_LOGIN_LINK_MAX_AGE
+        )
     except signing.BadSignature:  # includes SignatureExpired
         return None
     user = get_user_model().objects.filter(pk=data.get("u"), is_active=True).first()
-    if user is None or not constant_time_compare(str(data.get("f")), _login_fingerprint(user)):
+    if user is None or not constant_time_compare(
+        str(data.get("f")), _login_fingerprint(user)
+    ):
         return None
     return user
 

@@ -44,7 +44,9 @@ def _free_port() -> int:
 class LiveApp:
     """agentui served by daphne on a throwaway database, talking to a scripted model."""
 
-    def __init__(self, workdir: Path, model: ScriptedServer, env: dict[str, str]) -> None:
+    def __init__(
+        self, workdir: Path, model: ScriptedServer, env: dict[str, str]
+    ) -> None:
         self.workdir = workdir
         self.model = model
         self.port = _free_port()
@@ -58,7 +60,9 @@ class LiveApp:
             "SECRET_KEY": "browser-tests-only-" + "x" * 40,
             "DEBUG": "true",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+            ).rstrip(os.pathsep),
         }
         self.env.pop("REDIS_URL", None)
         self.log_path = workdir / "daphne.log"
@@ -68,10 +72,16 @@ class LiveApp:
         """Run `manage.py <args>` against this app's database; returns stdout."""
         result = subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), *args],
-            env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+            raise RuntimeError(
+                f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+            )
         return result.stdout
 
     def shell(self, code: str, timeout: float = 120) -> str:
@@ -84,8 +94,18 @@ class LiveApp:
         daphne = Path(sys.executable).with_name("daphne")
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [str(daphne), "-b", "127.0.0.1", "-p", str(self.port), "agentui.asgi:application"],
-            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [
+                str(daphne),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "agentui.asgi:application",
+            ],
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
@@ -96,7 +116,9 @@ class LiveApp:
                 return self
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"daphne did not answer within {STARTUP_TIMEOUT_S} s:\n{self.log()}") from None
+                    raise RuntimeError(
+                        f"daphne did not answer within {STARTUP_TIMEOUT_S} s:\n{self.log()}"
+                    ) from None
                 time.sleep(0.1)
 
     def stop(self) -> None:
@@ -147,8 +169,12 @@ class _ModuleState:
         self.tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def close(self) -> None:
-        if self.app is not None:  # the server's log, for a person looking into a failure
-            artifacts = Path(os.environ.get("AGENTUI_ARTIFACTS", ROOT / "test-artifacts"))
+        if (
+            self.app is not None
+        ):  # the server's log, for a person looking into a failure
+            artifacts = Path(
+                os.environ.get("AGENTUI_ARTIFACTS", ROOT / "test-artifacts")
+            )
             artifacts.mkdir(parents=True, exist_ok=True)
             (artifacts / f"daphne-{self.name}.log").write_text(self.app.log())
         if self.browser is not None:
@@ -189,7 +215,9 @@ def live_app(
     state = _browser_module
     if state.app is None:
         state.tmp = tempfile.TemporaryDirectory(prefix="agentui-browser-")
-        state.app = LiveApp(Path(state.tmp.name), scripted_model, subprocess_env()).start()
+        state.app = LiveApp(
+            Path(state.tmp.name), scripted_model, subprocess_env()
+        ).start()
     if state.browser is None:
         from playwright.sync_api import sync_playwright
 
@@ -199,7 +227,9 @@ def live_app(
 
 
 @pytest.fixture
-def new_context(_browser_module: _ModuleState, live_app: LiveApp) -> Iterator[Callable[[], Any]]:
+def new_context(
+    _browser_module: _ModuleState, live_app: LiveApp
+) -> Iterator[Callable[[], Any]]:
     """Factory for logged-in browser contexts (1280x800); all closed after the test."""
     state = _browser_module
     contexts: list[Any] = []
@@ -211,7 +241,9 @@ def new_context(_browser_module: _ModuleState, live_app: LiveApp) -> Iterator[Ca
             page.goto(live_app.login_link())
             state.storage_state = context.storage_state()
             context.close()
-        context = state.browser.new_context(viewport=VIEWPORT, storage_state=state.storage_state, accept_downloads=True)
+        context = state.browser.new_context(
+            viewport=VIEWPORT, storage_state=state.storage_state, accept_downloads=True
+        )
         context.set_default_timeout(15_000)
         contexts.append(context)
         return context
@@ -256,7 +288,12 @@ def shot(page: Any, artifacts_dir: Path, name: str, *, full_page: bool = False) 
     return path
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05, message: str = "condition") -> Any:
+def wait_until(
+    check: Callable[[], Any],
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> Any:
     """Poll `check` until it returns something truthy; return that."""
     deadline = time.monotonic() + timeout
     while True:
@@ -302,17 +339,37 @@ def seed_long_trace(username: str, steps: int, calls_per_step: int = 2) -> int:
     from django.contrib.auth import get_user_model
 
     from runs.engine import (
-        AgentInput, AgentOutput, ChatMessage, StepCompleted, StepCreated, StepStarted, TaskCompleted,
-        TaskCreated, TokenUsage, ToolCall, ToolCallResult, ToolOutput, ToolSelection,
+        AgentInput,
+        AgentOutput,
+        ChatMessage,
+        StepCompleted,
+        StepCreated,
+        StepStarted,
+        TaskCompleted,
+        TaskCreated,
+        TokenUsage,
+        ToolCall,
+        ToolCallResult,
+        ToolOutput,
+        ToolSelection,
     )
     from runs.models import Event, Task, Turn
 
     question = f"A long analysis in {steps} steps"
     owner = get_user_model().objects.get(username=username)
-    task = Task.objects.create(owner=owner, title=question, agent="function_calling", mode="auto")
+    task = Task.objects.create(
+        owner=owner, title=question, agent="function_calling", mode="auto"
+    )
     turn_id = str(uuid.uuid4())
-    turn = Turn.objects.create(task=task, engine_id=turn_id, index=1, input=question, status="completed",
-                               response="Done.", token_limit=100_000)
+    turn = Turn.objects.create(
+        task=task,
+        engine_id=turn_id,
+        index=1,
+        input=question,
+        status="completed",
+        response="Done.",
+        token_limit=100_000,
+    )
     ids = [str(uuid.uuid4()) for _ in range(steps)]
     payloads: list[dict[str, Any]] = []
     clock = time.time() - steps * 0.4
@@ -324,31 +381,100 @@ def seed_long_trace(username: str, steps: int, calls_per_step: int = 2) -> int:
     for i, step_id in enumerate(ids):
         common: dict[str, Any] = {"task_id": turn_id, "step_id": step_id}
         last = i == steps - 1
-        text = f"Step {i + 1}: I look at the next slice of the data and compute its totals." if not last else "Done."
-        usage = TokenUsage(prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i)
-        calls = [] if last else [
-            ToolSelection(tool_id=f"call_{i}_{c}", tool_name="add" if c % 2 == 0 else "multiply", tool_kwargs={"a": i, "b": c})
-            for c in range(calls_per_step)
-        ]
-        add(StepCreated(**common, input=question if i == 0 else None, prev_steps=[ids[i - 1]] if i else [], at=clock))
+        text = (
+            f"Step {i + 1}: I look at the next slice of the data and compute its totals."
+            if not last
+            else "Done."
+        )
+        usage = TokenUsage(
+            prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i
+        )
+        calls = (
+            []
+            if last
+            else [
+                ToolSelection(
+                    tool_id=f"call_{i}_{c}",
+                    tool_name="add" if c % 2 == 0 else "multiply",
+                    tool_kwargs={"a": i, "b": c},
+                )
+                for c in range(calls_per_step)
+            ]
+        )
+        add(
+            StepCreated(
+                **common,
+                input=question if i == 0 else None,
+                prev_steps=[ids[i - 1]] if i else [],
+                at=clock,
+            )
+        )
         add(StepStarted(**common, at=clock + 0.005))
         add(AgentInput(**common, input=[ChatMessage.user(question)], at=clock + 0.006))
-        add(AgentOutput(**common, response=ChatMessage.assistant(text, tool_calls=tuple(calls)), tool_calls=calls,
-                        usage=usage, at=clock + 0.15))
+        add(
+            AgentOutput(
+                **common,
+                response=ChatMessage.assistant(text, tool_calls=tuple(calls)),
+                tool_calls=calls,
+                usage=usage,
+                at=clock + 0.15,
+            )
+        )
         start = clock + 0.16
+        for call in calls:
+            add(
+                ToolCall(
+                    **common,
+                    tool_name=call.tool_name,
+                    tool_kwargs=call.tool_kwargs,
+                    tool_id=call.tool_id,
+                    at=start,
+                )
+            )
         for c, call in enumerate(calls):
-            add(ToolCall(**common, tool_name=call.tool_name, tool_kwargs=call.tool_kwargs, tool_id=call.tool_id, at=start))
-        for c, call in enumerate(calls):
-            output = ToolOutput(content=str(i + c), tool_name=call.tool_name, raw_input=call.tool_kwargs, raw_output=i + c)
-            add(ToolCallResult(**common, tool_name=call.tool_name, tool_kwargs=call.tool_kwargs, tool_id=call.tool_id,
-                               tool_output=output, started_at=start, ended_at=start + 0.05 + 0.03 * c, at=start + 0.05 + 0.03 * c))
-        add(StepCompleted(**common, output=text, is_last=last, next_steps=[] if last else [ids[i + 1]], usage=usage,
-                          at=start + 0.12))
+            output = ToolOutput(
+                content=str(i + c),
+                tool_name=call.tool_name,
+                raw_input=call.tool_kwargs,
+                raw_output=i + c,
+            )
+            add(
+                ToolCallResult(
+                    **common,
+                    tool_name=call.tool_name,
+                    tool_kwargs=call.tool_kwargs,
+                    tool_id=call.tool_id,
+                    tool_output=output,
+                    started_at=start,
+                    ended_at=start + 0.05 + 0.03 * c,
+                    at=start + 0.05 + 0.03 * c,
+                )
+            )
+        add(
+            StepCompleted(
+                **common,
+                output=text,
+                is_last=last,
+                next_steps=[] if last else [ids[i + 1]],
+                usage=usage,
+                at=start + 0.12,
+            )
+        )
         clock += 0.4
     add(TaskCompleted(task_id=turn_id, response="Done.", at=clock))
     Event.objects.bulk_create(
-        [Event(task=task, seq=n, turn=turn, step_id=p.get("step_id"), type=p["type"], payload=p, at=p["at"])
-         for n, p in enumerate(payloads, start=1)],
+        [
+            Event(
+                task=task,
+                seq=n,
+                turn=turn,
+                step_id=p.get("step_id"),
+                type=p["type"],
+                payload=p,
+                at=p["at"],
+            )
+            for n, p in enumerate(payloads, start=1)
+        ],
         batch_size=1000,
     )
     Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
@@ -362,4 +488,9 @@ def seed_filler_notebooks(username: str, count: int, agent: str) -> None:
     from runs.models import Task
 
     owner = get_user_model().objects.get(username=username)
-    Task.objects.bulk_create([Task(owner=owner, title=f"Filler notebook {n}", agent=agent) for n in range(count)])
+    Task.objects.bulk_create(
+        [
+            Task(owner=owner, title=f"Filler notebook {n}", agent=agent)
+            for n in range(count)
+        ]
+    )

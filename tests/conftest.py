@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from runs.engine.testing import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS_DIR = Path(os.environ.setdefault("AGENTUI_ARTIFACTS", str(ROOT / "test-artifacts")))
+ARTIFACTS_DIR = Path(
+    os.environ.setdefault("AGENTUI_ARTIFACTS", str(ROOT / "test-artifacts"))
+)
 REQUIRE_SERVICES = os.environ.get("AGENTUI_REQUIRE_SERVICES", "") == "1"
 
 CHROMIUM_PATH = os.environ.get("AGENTUI_CHROMIUM", "/usr/bin/chromium")
@@ -39,7 +41,13 @@ CHROMIUM_ARGS = [
 ]
 
 # Settings from the developer's shell that must not leak into child processes.
-_SERVICE_ENV = ("DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTUI_MODEL")
+_SERVICE_ENV = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "AGENTUI_MODEL",
+)
 
 
 def require_service(name: str, reason: str) -> NoReturn:
@@ -71,7 +79,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres") and not is_postgres():
-        pytest.skip("needs DATABASE_URL=postgres://... (runs in make test's services pass)")
+        pytest.skip(
+            "needs DATABASE_URL=postgres://... (runs in make test's services pass)"
+        )
     if item.get_closest_marker("redis") and not settings.REDIS_URL:
         pytest.skip("needs REDIS_URL (runs in make test's services pass)")
 
@@ -114,7 +124,11 @@ def chromium_path() -> str:
 @pytest.fixture
 def chromium_launch_options(chromium_path: str) -> dict[str, Any]:
     """Keyword arguments for Playwright's `chromium.launch(**options)`."""
-    return {"executable_path": chromium_path, "headless": True, "args": list(CHROMIUM_ARGS)}
+    return {
+        "executable_path": chromium_path,
+        "headless": True,
+        "args": list(CHROMIUM_ARGS),
+    }
 
 
 @pytest.fixture
@@ -152,7 +166,9 @@ def subprocess_env() -> Callable[..., dict[str, str]]:
     def make_env(**overrides: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SERVICE_ENV}
         env["DJANGO_SETTINGS_MODULE"] = "agentui.settings"
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT), env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
         for key, value in overrides.items():
             if value is None:
                 env.pop(key, None)
@@ -161,4 +177,3 @@ def subprocess_env() -> Callable[..., dict[str, str]]:
         return env
 
     return make_env
-

@@ -33,19 +33,35 @@ def seed_rules() -> list[Rule]:
         Rule(
             name="multiply",
             match=Match(tool_results_since_user=0, has_tools=True),
-            reply=Reply(tool_calls=[ToolCallSpec(name="multiply", arguments={"a": 121, "b": 3})]),
+            reply=Reply(
+                tool_calls=[ToolCallSpec(name="multiply", arguments={"a": 121, "b": 3})]
+            ),
         ),
         Rule(
             name="add",
             match=Match(tool_results_since_user=1),
-            reply=Reply(tool_calls=[ToolCallSpec(name="add", arguments={"a": 363, "b": 42})]),
+            reply=Reply(
+                tool_calls=[ToolCallSpec(name="add", arguments={"a": 363, "b": 42})]
+            ),
         ),
-        Rule(name="answer", match=Match(tool_results_since_user=2), reply=Reply(text="(121 * 3) + 42 = 405")),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text="(121 * 3) + 42 = 405"),
+        ),
     ]
 
 
-def llm_for(server: ScriptedServer, max_retries: int = 0, timeout: float = 10.0) -> OpenAI:
-    return OpenAI(model="scripted", api_base=server.base_url, api_key="sk-test", max_retries=max_retries, timeout=timeout)
+def llm_for(
+    server: ScriptedServer, max_retries: int = 0, timeout: float = 10.0
+) -> OpenAI:
+    return OpenAI(
+        model="scripted",
+        api_base=server.base_url,
+        api_key="sk-test",
+        max_retries=max_retries,
+        timeout=timeout,
+    )
 
 
 @contextmanager
@@ -70,9 +86,15 @@ class Recorder:
         return [e for e in self.events if e.type == type_]
 
 
-def make_agent(server: ScriptedServer, tools: list[FunctionTool] | None = None, **runner_kwargs: object) -> tuple[AgentRunner, Recorder]:
+def make_agent(
+    server: ScriptedServer,
+    tools: list[FunctionTool] | None = None,
+    **runner_kwargs: object,
+) -> tuple[AgentRunner, Recorder]:
     recorder = Recorder()
-    worker = FunctionCallingAgentWorker.from_tools(tools if tools is not None else arithmetic_tools(), llm=llm_for(server))
+    worker = FunctionCallingAgentWorker.from_tools(
+        tools if tools is not None else arithmetic_tools(), llm=llm_for(server)
+    )
     return AgentRunner(worker, on_event=recorder, **runner_kwargs), recorder  # type: ignore[arg-type]
 
 

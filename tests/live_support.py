@@ -47,11 +47,17 @@ def analyst_rules() -> list[Rule]:
                 text="Let me compute both.",
                 tool_calls=[
                     ToolCallSpec(name="add", arguments={"a": 2, "b": 3}, id="call_add"),
-                    ToolCallSpec(name="multiply", arguments={"a": 4, "b": 5}, id="call_mul"),
+                    ToolCallSpec(
+                        name="multiply", arguments={"a": 4, "b": 5}, id="call_mul"
+                    ),
                 ],
             ),
         ),
-        Rule(name="answer", match=Match(tool_results_since_user=2), reply=Reply(text=ANSWER)),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text=ANSWER),
+        ),
         Rule(name="chat", reply=Reply(text="Hello there, I am a scripted model.")),
     ]
 
@@ -65,7 +71,11 @@ def llm_at(server: ScriptedServer) -> Any:
     """Point the app's LLM settings at `server` (and forget runners built for another one)."""
     from runs.live import runtime
 
-    with override_settings(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-test", AGENTUI_MODEL="scripted"):
+    with override_settings(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="sk-test",
+        AGENTUI_MODEL="scripted",
+    ):
         runtime.forget_all()
         try:
             yield server
@@ -78,13 +88,22 @@ def make_user(name: str = "alice") -> AbstractBaseUser:
     return user
 
 
-def make_notebook(owner: AbstractBaseUser, agent: str = "function_calling", mode: str = "auto") -> Task:
+def make_notebook(
+    owner: AbstractBaseUser, agent: str = "function_calling", mode: str = "auto"
+) -> Task:
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
 
 
 def db_snapshot(task_pk: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every row of the notebook tables (of one notebook, if given), for "nothing changed" checks."""
-    tables: dict[str, Any] = {"task": Task, "turn": Turn, "step": Step, "edge": StepEdge, "message": Message, "event": Event}
+    tables: dict[str, Any] = {
+        "task": Task,
+        "turn": Turn,
+        "step": Step,
+        "edge": StepEdge,
+        "message": Message,
+        "event": Event,
+    }
     snapshot: dict[str, list[dict[str, Any]]] = {}
     for name, model in tables.items():
         rows = model.objects.all()
@@ -95,7 +114,9 @@ def db_snapshot(task_pk: int | None = None) -> dict[str, list[dict[str, Any]]]:
     return snapshot
 
 
-async def connect(user: AbstractBaseUser | None, task_pk: int, *, origin: bool = True) -> WebsocketCommunicator:
+async def connect(
+    user: AbstractBaseUser | None, task_pk: int, *, origin: bool = True
+) -> WebsocketCommunicator:
     """A communicator on `ws/tasks/<pk>/` logged in as `user`, connected; hello not yet read."""
     from agentui.asgi import application
 
@@ -103,7 +124,9 @@ async def connect(user: AbstractBaseUser | None, task_pk: int, *, origin: bool =
     if user is not None:
         cookie = await database_sync_to_async(session_cookie)(user)
         headers.append((b"cookie", cookie.encode()))
-    communicator = WebsocketCommunicator(application, f"/ws/tasks/{task_pk}/", headers=headers)
+    communicator = WebsocketCommunicator(
+        application, f"/ws/tasks/{task_pk}/", headers=headers
+    )
     connected, _ = await communicator.connect(timeout=5)
     assert connected
     return communicator
@@ -142,7 +165,9 @@ class Client:
     async def send(self, action: str, **fields: Any) -> str:
         self._counter += 1
         request_id = f"r{self._counter}"
-        await self.ws.send_to(text_data=json.dumps({"action": action, "request_id": request_id, **fields}))
+        await self.ws.send_to(
+            text_data=json.dumps({"action": action, "request_id": request_id, **fields})
+        )
         return request_id
 
     async def send_raw(self, text: str) -> None:
@@ -153,7 +178,9 @@ class Client:
         self.messages.append(message)
         return message
 
-    async def until(self, check: Callable[[dict[str, Any]], bool], timeout: float = 15) -> dict[str, Any]:
+    async def until(
+        self, check: Callable[[dict[str, Any]], bool], timeout: float = 15
+    ) -> dict[str, Any]:
         """Receive until a message satisfies `check`; return it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -162,7 +189,9 @@ class Client:
             if check(message):
                 return message
 
-    async def until_event(self, event_type: str, timeout: float = 15, **fields: Any) -> dict[str, Any]:
+    async def until_event(
+        self, event_type: str, timeout: float = 15, **fields: Any
+    ) -> dict[str, Any]:
         def check(m: dict[str, Any]) -> bool:
             if m["type"] != "event" or m["event"]["type"] != event_type:
                 return False
@@ -172,12 +201,19 @@ class Client:
 
     async def reply_to(self, request_id: str, timeout: float = 10) -> dict[str, Any]:
         """The ack or error for `request_id`."""
-        return await self.until(lambda m: m["type"] in ("ack", "error") and m.get("request_id") == request_id, timeout)
+        return await self.until(
+            lambda m: (
+                m["type"] in ("ack", "error") and m.get("request_id") == request_id
+            ),
+            timeout,
+        )
 
     def events(self, event_type: str | None = None) -> list[dict[str, Any]]:
         return [
-            m["event"] for m in self.messages
-            if m["type"] == "event" and (event_type is None or m["event"]["type"] == event_type)
+            m["event"]
+            for m in self.messages
+            if m["type"] == "event"
+            and (event_type is None or m["event"]["type"] == event_type)
         ]
 
     def seqs(self) -> list[int]:
@@ -185,4 +221,3 @@ class Client:
 
     async def close(self) -> None:
         await self.ws.disconnect()
-

@@ -26,7 +26,15 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     watch_errors,
 )
 
-from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, Timing, ToolCallSpec
+from runs.engine.testing import (
+    Match,
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+    ToolCallSpec,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -51,12 +59,19 @@ def compute_rules(*, delay: float = 0.0, answer: str = ANSWER) -> list[Rule]:
                 text=STREAMED,
                 tool_calls=[
                     ToolCallSpec(name="add", arguments={"a": 2, "b": 3}, id="call_add"),
-                    ToolCallSpec(name="multiply", arguments={"a": 4, "b": 5}, id="call_mul"),
+                    ToolCallSpec(
+                        name="multiply", arguments={"a": 4, "b": 5}, id="call_mul"
+                    ),
                 ],
             ),
             timing=timing,
         ),
-        Rule(name="answer", match=Match(tool_results_since_user=2), reply=Reply(text=answer), timing=timing),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text=answer),
+            timing=timing,
+        ),
         Rule(name="chat", reply=Reply(text="Hello from the scripted model.")),
     ]
 
@@ -91,7 +106,13 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=compute_rules(delay=0.06)), reset_log=True)
-    start_notebook(page, live_app, "Compute (2 + 3) and (4 * 5), please", agent=FUNCTION_AGENT, mode="auto")
+    start_notebook(
+        page,
+        live_app,
+        "Compute (2 + 3) and (4 * 5), please",
+        agent=FUNCTION_AGENT,
+        mode="auto",
+    )
 
     first = step_cells(page).first
     first.wait_for()
@@ -107,19 +128,29 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
             }"""
         )
         samples.append(tuple(sample))
-        if not shot_taken and sample[0] == "running" and 40 < sample[1] < len(STREAMED) - 20:
+        if (
+            not shot_taken
+            and sample[0] == "running"
+            and 40 < sample[1] < len(STREAMED) - 20
+        ):
             shot(page, artifacts_dir, "notebook-01-streaming")
             shot_taken = True
         if page.locator(".cell-answer").count():
             break
         time.sleep(0.03)
 
-    running_lengths = sorted({n for status, n, _ in samples if status == "running" and 0 < n < len(STREAMED)})
-    assert len(running_lengths) >= 3, f"tokens did not arrive one by one while the step ran: {samples[:40]}"
+    running_lengths = sorted(
+        {n for status, n, _ in samples if status == "running" and 0 < n < len(STREAMED)}
+    )
+    assert len(running_lengths) >= 3, (
+        f"tokens did not arrive one by one while the step ran: {samples[:40]}"
+    )
     assert shot_taken
     node_counts = [nodes for _, _, nodes in samples]
     assert node_counts == sorted(node_counts), "the DAG lost nodes while running"
-    assert len(set(node_counts)) >= 3, f"the DAG did not grow as steps started: {sorted(set(node_counts))}"
+    assert len(set(node_counts)) >= 3, (
+        f"the DAG did not grow as steps started: {sorted(set(node_counts))}"
+    )
 
     page.locator(".cell-answer").wait_for()
     assert ANSWER in page.locator(".cell-answer").inner_text()
@@ -127,12 +158,20 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
     cards = first.locator(".tool-card")
     assert cards.count() == 2
     assert "5" in cards.filter(has_text="add").locator(".tool-result").inner_text()
-    assert "20" in cards.filter(has_text="multiply").locator(".tool-result").inner_text()
+    assert (
+        "20" in cards.filter(has_text="multiply").locator(".tool-result").inner_text()
+    )
 
     nodes = node_boxes(page)
     calls = [n for key, n in nodes.items() if key.startswith("c:")]
-    assert len(calls) == 2 and calls[0]["y"] == calls[1]["y"], "parallel calls should sit side by side"
-    assert all("status-completed" in n["cls"] for key, n in nodes.items() if key.startswith(("s:", "c:")))
+    assert len(calls) == 2 and calls[0]["y"] == calls[1]["y"], (
+        "parallel calls should sit side by side"
+    )
+    assert all(
+        "status-completed" in n["cls"]
+        for key, n in nodes.items()
+        if key.startswith(("s:", "c:"))
+    )
     # Colours agree: a completed cell and a completed node use the same status colour.
     colours = page.evaluate(
         """() => [getComputedStyle(document.querySelector('article.cell-step')).borderLeftColor,
@@ -142,7 +181,9 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
 
     # Clicking a node scrolls to its cell and focuses it.
     page.locator("#dag .dag-node.kind-call").first.click()
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('tool-card')")
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.classList.contains('tool-card')"
+    )
     shot(page, artifacts_dir, "notebook-02-completed")
     assert not page.console_errors, page.console_errors
 
@@ -157,11 +198,18 @@ def compiler_rules() -> list[Rule]:
         ]
     )
     return [
-        Rule(name="plan", match=Match(system_contains="utmost parallelizability"), reply=Reply(text=plan), timing=Timing(token_delay_s=0.02, chunking="line")),
+        Rule(
+            name="plan",
+            match=Match(system_contains="utmost parallelizability"),
+            reply=Reply(text=plan),
+            timing=Timing(token_delay_s=0.02, chunking="line"),
+        ),
         Rule(
             name="join",
             match=Match(last_user_contains="Solve a question answering task"),
-            reply=Reply(text="Thought: 12 + 30 is 42.\nAction: Finish(The answer is 42.)"),
+            reply=Reply(
+                text="Thought: 12 + 30 is 42.\nAction: Finish(The answer is 42.)"
+            ),
         ),
     ]
 
@@ -170,7 +218,9 @@ def test_llm_compiler_plan_draws_parallel_calls_with_dependency_edges(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=compiler_rules()), reset_log=True)
-    start_notebook(page, live_app, "What is 3*4 + (10+20)?", agent=COMPILER_AGENT, mode="auto")
+    start_notebook(
+        page, live_app, "What is 3*4 + (10+20)?", agent=COMPILER_AGENT, mode="auto"
+    )
     page.locator(".cell-answer").wait_for(timeout=20_000)
     assert "42" in page.locator(".cell-answer").inner_text()
 
@@ -185,7 +235,9 @@ def test_llm_compiler_plan_draws_parallel_calls_with_dependency_edges(
     assert f"{k1}>{k3}" in edges and f"{k2}>{k3}" in edges, edges
     # The cards say the same: $3 runs after $1 and $2.
     assert "after $1, $2" in page.locator(".tool-card", has_text="$3").inner_text()
-    page.locator("#dag").screenshot(path=str(artifacts_dir / "notebook-03-compiler-dag.png"))
+    page.locator("#dag").screenshot(
+        path=str(artifacts_dir / "notebook-03-compiler-dag.png")
+    )
     shot(page, artifacts_dir, "notebook-03-compiler")
     assert not page.console_errors, page.console_errors
 
@@ -202,33 +254,57 @@ def test_step_mode_edit_approve_then_undo(
                 Rule(
                     name="edited",
                     match=Match(last_user_contains="EDITED", tool_results_since_user=0),
-                    reply=Reply(text="Adding them.", tool_calls=[ToolCallSpec(name="add", arguments={"a": 2, "b": 3}, id="call_1")]),
+                    reply=Reply(
+                        text="Adding them.",
+                        tool_calls=[
+                            ToolCallSpec(
+                                name="add", arguments={"a": 2, "b": 3}, id="call_1"
+                            )
+                        ],
+                    ),
                 ),
-                Rule(name="answer", match=Match(tool_results_since_user=1), reply=Reply(text="The sum is 5.")),
-                Rule(name="other", reply=Reply(text="I was not sent the edited question.")),
+                Rule(
+                    name="answer",
+                    match=Match(tool_results_since_user=1),
+                    reply=Reply(text="The sum is 5."),
+                ),
+                Rule(
+                    name="other",
+                    reply=Reply(text="I was not sent the edited question."),
+                ),
             ]
         ),
         reset_log=True,
     )
-    start_notebook(page, live_app, "Original question", agent=FUNCTION_AGENT, mode="step")
+    start_notebook(
+        page, live_app, "Original question", agent=FUNCTION_AGENT, mode="step"
+    )
     cell = step_cells(page).first
     field = cell.get_by_label("Input for this step")
     field.wait_for()
     approve = cell.get_by_role("button", name="Approve and run")
-    page.wait_for_function("() => !document.querySelector('article.cell-step [data-action=approve]').disabled")
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled"
+    )
     assert field.input_value() == "Original question"
-    assert not scripted_model.requests, "step mode must not run the step before approval"
+    assert not scripted_model.requests, (
+        "step mode must not run the step before approval"
+    )
 
     field.fill("EDITED question: what is 2 + 3?")
     shot(page, artifacts_dir, "notebook-04-step-mode-editing")
     field.press("Control+Enter")  # approves, saving the edit first
 
     wait_until(lambda: len(scripted_model.requests) >= 1, message="the model call")
-    assert "EDITED question: what is 2 + 3?" in scripted_model.requests[0].last_user_text
+    assert (
+        "EDITED question: what is 2 + 3?" in scripted_model.requests[0].last_user_text
+    )
     wait_until(lambda: status_of(cell) == "completed", message="step 1 completed")
     second = step_cells(page).nth(1)
     second.wait_for()
-    page.wait_for_function("() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')")
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')"
+    )
     assert "5" in cell.locator(".tool-card .tool-result").inner_text()
 
     # Undo step 1: its outputs are marked undone, it is pending again and step 2 is gone.
@@ -237,7 +313,9 @@ def test_step_mode_edit_approve_then_undo(
     undo.click()
     wait_until(lambda: status_of(cell) == "pending", message="step 1 pending again")
     wait_until(lambda: step_cells(page).count() == 1, message="step 2 removed")
-    assert cell.locator(".cell-body > .tool-cards").count() == 0, "undone outputs left the cell body"
+    assert cell.locator(".cell-body > .tool-cards").count() == 0, (
+        "undone outputs left the cell body"
+    )
     undone = cell.locator("details.earlier-runs")
     assert "Undone output" in undone.locator("summary").inner_text()
     undone.locator("summary").click()
@@ -245,14 +323,20 @@ def test_step_mode_edit_approve_then_undo(
     nodes = node_boxes(page)
     step_nodes = [n for k, n in nodes.items() if k.startswith("s:")]
     assert len(step_nodes) == 1 and "status-pending" in step_nodes[0]["cls"]
-    assert all("status-undone" in n["cls"] for k, n in nodes.items() if k.startswith("c:"))
-    page.wait_for_function("() => !document.querySelector('article.cell-step [data-action=approve]').disabled")
+    assert all(
+        "status-undone" in n["cls"] for k, n in nodes.items() if k.startswith("c:")
+    )
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled"
+    )
     assert approve.is_enabled()
     shot(page, artifacts_dir, "notebook-05-step-mode-undone")
 
     # Run it again: the model is called again with the (still edited) input.
     approve.click()
-    wait_until(lambda: len(scripted_model.requests) >= 2, message="the second model call")
+    wait_until(
+        lambda: len(scripted_model.requests) >= 2, message="the second model call"
+    )
     assert "EDITED question" in scripted_model.requests[1].last_user_text
     wait_until(lambda: status_of(cell) == "completed", message="step 1 completed again")
     assert not page.console_errors, page.console_errors
@@ -265,8 +349,17 @@ def test_tools_mode_edit_one_call_reject_another(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=compute_rules()), reset_log=True)
-    start_notebook(page, live_app, "Compute (2 + 3) and (4 * 5), please", agent=FUNCTION_AGENT, mode="tools")
-    calls_step = page.locator("article.cell-step[data-status='pending']", has=page.locator(".tool-card.editable"))
+    start_notebook(
+        page,
+        live_app,
+        "Compute (2 + 3) and (4 * 5), please",
+        agent=FUNCTION_AGENT,
+        mode="tools",
+    )
+    calls_step = page.locator(
+        "article.cell-step[data-status='pending']",
+        has=page.locator(".tool-card.editable"),
+    )
     calls_step.wait_for()
     add_args = calls_step.get_by_label("Arguments for add (JSON)")
     mul_card = calls_step.locator(".tool-card", has_text="multiply")
@@ -292,18 +385,34 @@ def test_tools_mode_edit_one_call_reject_another(
     add_args.fill('{"a": 2, "b": 30}')
     mul_card.get_by_label("Reason to reject").fill("not needed for this question")
     mul_card.get_by_role("button", name="Reject call").click()
-    calls_step.locator(".tool-card", has_text="multiply").locator(".decision-rejected").wait_for()
-    assert add_args.input_value() == '{"a": 2, "b": 30}', "typing survives the controls being redrawn"
+    calls_step.locator(".tool-card", has_text="multiply").locator(
+        ".decision-rejected"
+    ).wait_for()
+    assert add_args.input_value() == '{"a": 2, "b": 30}', (
+        "typing survives the controls being redrawn"
+    )
     shot(page, artifacts_dir, "notebook-07-tools-mode-decided")
     calls_step.get_by_role("button", name="Approve and run").click()
 
     page.locator(".cell-answer").wait_for()
     assert len(scripted_model.requests) == sent_before + 1
-    tool_messages = {m.get("tool_call_id"): m.get("content") for m in scripted_model.requests[-1].messages if m.get("role") == "tool"}
+    tool_messages = {
+        m.get("tool_call_id"): m.get("content")
+        for m in scripted_model.requests[-1].messages
+        if m.get("role") == "tool"
+    }
     assert tool_messages["call_add"] == "32", tool_messages
-    assert "rejected by user: not needed for this question" in str(tool_messages["call_mul"]), tool_messages
-    ran = page.locator("article.cell-step", has=page.locator(".tool-card.status-completed", has_text="add"))
-    assert '"b": 30' in ran.locator(".tool-card", has_text="add").locator(".tool-args").inner_text()
+    assert "rejected by user: not needed for this question" in str(
+        tool_messages["call_mul"]
+    ), tool_messages
+    ran = page.locator(
+        "article.cell-step",
+        has=page.locator(".tool-card.status-completed", has_text="add"),
+    )
+    assert (
+        '"b": 30'
+        in ran.locator(".tool-card", has_text="add").locator(".tool-args").inner_text()
+    )
     shot(page, artifacts_dir, "notebook-08-tools-mode-done")
     assert not page.console_errors, page.console_errors
 
@@ -312,9 +421,17 @@ def test_switch_mode_mid_turn_then_stop_a_turn(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=compute_rules()), reset_log=True)
-    start_notebook(page, live_app, "Compute (2 + 3) and (4 * 5), please", agent=FUNCTION_AGENT, mode="step")
+    start_notebook(
+        page,
+        live_app,
+        "Compute (2 + 3) and (4 * 5), please",
+        agent=FUNCTION_AGENT,
+        mode="step",
+    )
     approve = step_cells(page).first.get_by_role("button", name="Approve and run")
-    page.wait_for_function("() => !document.querySelector('article.cell-step [data-action=approve]').disabled")
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled"
+    )
 
     # From step to auto: the waiting step still waits, the steps after it run by themselves.
     page.get_by_label("Approval").select_option("auto")
@@ -329,17 +446,24 @@ def test_switch_mode_mid_turn_then_stop_a_turn(
     composer = page.get_by_role("textbox", name="Message")
     composer.fill("And once more, please")
     composer.press("Control+Enter")
-    page.locator("section.turn").nth(1).locator("article.cell-step.is-waiting").wait_for()
+    page.locator("section.turn").nth(1).locator(
+        "article.cell-step.is-waiting"
+    ).wait_for()
     stop = page.get_by_role("button", name="Stop")
     assert stop.is_enabled()
     stop.click()
     page.locator("section.turn").nth(1).locator(".turn-note").wait_for()
-    assert "stopped" in page.locator("section.turn").nth(1).locator(".turn-note").inner_text()
+    assert (
+        "stopped"
+        in page.locator("section.turn").nth(1).locator(".turn-note").inner_text()
+    )
     page.wait_for_function("() => !document.getElementById('composer-send').disabled")
     assert stop.is_disabled()
     assert len(scripted_model.requests) == 2, "a stopped turn's waiting step never ran"
     nodes = node_boxes(page)
-    assert any("status-undone" in n["cls"] for k, n in nodes.items() if k.startswith("m:")), "the stopped turn is greyed"
+    assert any(
+        "status-undone" in n["cls"] for k, n in nodes.items() if k.startswith("m:")
+    ), "the stopped turn is greyed"
     shot(page, artifacts_dir, "notebook-12-stopped")
     assert not page.console_errors, page.console_errors
 
@@ -352,15 +476,25 @@ def long_reply(words: int) -> str:
 
 
 def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
-    live_app: LiveApp, scripted_model: ScriptedServer, new_context: Any, artifacts_dir: Path
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Any,
+    artifacts_dir: Path,
 ) -> None:
     text = long_reply(80)
-    scripted_model.load(Script(rules=[Rule(reply=Reply(text=text), timing=Timing(token_delay_s=0.05))]), reset_log=True)
+    scripted_model.load(
+        Script(rules=[Rule(reply=Reply(text=text), timing=Timing(token_delay_s=0.05))]),
+        reset_log=True,
+    )
     page = new_context().new_page()
     watch_errors(page)
-    start_notebook(page, live_app, "Tell me a long story", agent=FUNCTION_AGENT, mode="auto")
+    start_notebook(
+        page, live_app, "Tell me a long story", agent=FUNCTION_AGENT, mode="auto"
+    )
     stream = page.locator("article.cell-step .stream-text").first
-    wait_until(lambda: len(stream.text_content() or "") > 60, message="some streamed text")
+    wait_until(
+        lambda: len(stream.text_content() or "") > 60, message="some streamed text"
+    )
     before = len(stream.text_content() or "")
     seq_before = int(page.locator("#notebook").get_attribute("data-last-seq") or 0)
 
@@ -368,10 +502,18 @@ def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
     page.wait_for_selector("#connection[data-state='open']")
     stream = page.locator("article.cell-step .stream-text").first
     stream.wait_for()
-    wait_until(lambda: len(stream.text_content() or "") >= before, message="the text streamed before the reload")
+    wait_until(
+        lambda: len(stream.text_content() or "") >= before,
+        message="the text streamed before the reload",
+    )
     assert text.startswith(stream.text_content() or "")
-    assert int(page.locator("#notebook").get_attribute("data-last-seq") or 0) >= seq_before
-    assert page.locator("article.cell-step").first.get_attribute("data-status") == "running"
+    assert (
+        int(page.locator("#notebook").get_attribute("data-last-seq") or 0) >= seq_before
+    )
+    assert (
+        page.locator("article.cell-step").first.get_attribute("data-status")
+        == "running"
+    )
     shot(page, artifacts_dir, "notebook-09-reloaded-mid-run")
 
     # Drop the socket as a network failure would: it reconnects by itself and goes on.
@@ -383,7 +525,9 @@ def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
     assert page.locator(".cell-answer .answer-text").inner_text().strip() == text
     assert (stream.text_content() or "") == text and len(text) > mid
     assert step_cells(page).count() == 1, "replayed events must not duplicate cells"
-    assert page.evaluate("window.agentui.model.lastSeq") == page.evaluate("window.agentui.model.serverLastSeq")
+    assert page.evaluate("window.agentui.model.lastSeq") == page.evaluate(
+        "window.agentui.model.serverLastSeq"
+    )
     shot(page, artifacts_dir, "notebook-10-finished-after-reconnect")
 
     # A turn started from this socket (the composer) survives the socket going away too.
@@ -391,18 +535,27 @@ def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
     page.get_by_role("button", name="Send").click()
     second = page.locator("section.turn").nth(1).locator(".stream-text").first
     second.wait_for()
-    wait_until(lambda: len(second.text_content() or "") > 40, message="the follow-up streaming")
+    wait_until(
+        lambda: len(second.text_content() or "") > 40, message="the follow-up streaming"
+    )
     page.reload()
     page.locator("section.turn").nth(1).locator(".cell-answer").wait_for(timeout=20_000)
-    assert page.locator("section.turn").nth(1).locator(".answer-text").inner_text().strip() == text
+    assert (
+        page.locator("section.turn").nth(1).locator(".answer-text").inner_text().strip()
+        == text
+    )
     assert not page.console_errors, page.console_errors
 
 
 # --- keyboard ---------------------------------------------------------------------------------------------------
 
 
-def test_keyboard_only_send_and_follow_up(live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path) -> None:
-    scripted_model.load(Script(rules=[Rule(reply=Reply(text="Sure, happy to help."))]), reset_log=True)
+def test_keyboard_only_send_and_follow_up(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(
+        Script(rules=[Rule(reply=Reply(text="Sure, happy to help."))]), reset_log=True
+    )
     page.goto(f"{live_app.url}/new/")
     page.get_by_role("textbox", name="Message").focus()
     page.keyboard.type("Hello there")
@@ -430,7 +583,9 @@ def test_keyboard_only_send_and_follow_up(live_app: LiveApp, scripted_model: Scr
     page.locator("#dag .dag-node[tabindex='0']").focus()
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('cell-step')")
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.classList.contains('cell-step')"
+    )
 
 
 # --- performance ---------------------------------------------------------------------------------------------------
@@ -444,9 +599,19 @@ def test_stream_of_200_tokens_per_second_keeps_the_page_responsive(
 ) -> None:
     text = long_reply(PERF_TOKENS - 1)
     scripted_model.load(
-        Script(rules=[Rule(reply=Reply(text=text), timing=Timing(ttft_s=0.5, token_delay_s=1 / PERF_RATE))]), reset_log=True
+        Script(
+            rules=[
+                Rule(
+                    reply=Reply(text=text),
+                    timing=Timing(ttft_s=0.5, token_delay_s=1 / PERF_RATE),
+                )
+            ]
+        ),
+        reset_log=True,
     )
-    start_notebook(page, live_app, "Stream a lot, quickly", agent=FUNCTION_AGENT, mode="auto")
+    start_notebook(
+        page, live_app, "Stream a lot, quickly", agent=FUNCTION_AGENT, mode="auto"
+    )
     # Probes: event-loop lag (a 20 ms timer's lateness) and frame intervals while the text streams.
     page.evaluate(
         """() => {
@@ -478,10 +643,14 @@ def test_stream_of_200_tokens_per_second_keeps_the_page_responsive(
     # Responsiveness after the stream: a click on a DAG node answers at once.
     t0 = time.perf_counter()
     page.locator("#dag .dag-node.kind-step").first.click()
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('cell-step')")
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.classList.contains('cell-step')"
+    )
     figures["click_to_focus_ms"] = (time.perf_counter() - t0) * 1000
     print("\nnotebook stream figures:", json.dumps(figures, indent=1))
-    (artifacts_dir / "notebook-stream-figures.json").write_text(json.dumps(figures, indent=1))
+    (artifacts_dir / "notebook-stream-figures.json").write_text(
+        json.dumps(figures, indent=1)
+    )
     shot(page, artifacts_dir, "notebook-11-fast-stream")
     assert page.locator(".stream-text").first.text_content() == text
     assert figures["deltas"] > 0
@@ -490,7 +659,9 @@ def test_stream_of_200_tokens_per_second_keeps_the_page_responsive(
 # --- the reducer, unit-level, in the browser ---------------------------------------------------------------------
 
 
-def test_reducer_skips_duplicates_reports_gaps_and_ignores_stale_snapshots(live_app: LiveApp, page: Any) -> None:
+def test_reducer_skips_duplicates_reports_gaps_and_ignores_stale_snapshots(
+    live_app: LiveApp, page: Any
+) -> None:
     page.goto(f"{live_app.url}/new/")
     result = page.evaluate(
         """async () => {
@@ -527,10 +698,24 @@ def test_reducer_skips_duplicates_reports_gaps_and_ignores_stale_snapshots(live_
         }"""
     )
     assert result["streams"] == [["plan", "1. x()", True], ["join", "The", False]]
-    assert result["duplicate"] == "duplicate" and result["gap"] == "gap" and result["lastSeq"]
+    assert (
+        result["duplicate"] == "duplicate"
+        and result["gap"] == "gap"
+        and result["lastSeq"]
+    )
     # b is where the controls go, but in auto mode it is not offered for approval until it waits
-    assert result["beforeUndo"]["undoStepId"] and result["beforeUndo"]["nextStepId"] and not result["beforeUndo"]["canApprove"]
-    assert result["afterUndo"]["nextStepId"] and result["afterUndo"]["canApprove"] and result["afterUndo"]["undoStepId"] is None
+    assert (
+        result["beforeUndo"]["undoStepId"]
+        and result["beforeUndo"]["nextStepId"]
+        and not result["beforeUndo"]["canApprove"]
+    )
+    assert (
+        result["afterUndo"]["nextStepId"]
+        and result["afterUndo"]["canApprove"]
+        and result["afterUndo"]["undoStepId"] is None
+    )
     assert result["statuses"] == ["pending", "undone", True]
-    assert not result["offline"]["canApprove"] and result["offline"]["nextStepId"], "offline: shown but disabled"
+    assert not result["offline"]["canApprove"] and result["offline"]["nextStepId"], (
+        "offline: shown but disabled"
+    )
     assert result["totals"]["steps"] == 1

@@ -27,8 +27,12 @@ pytestmark = pytest.mark.browser
 
 QUESTION = "Zebra check: how many pairs of sales differ in quantity, and in revenue?"
 # Two queries that each take a fifth of a second or so, so running them at once is visible.
-QUANTITY_PAIRS = "SELECT count(*) AS pairs FROM sales a JOIN sales b ON a.quantity > b.quantity"
-REVENUE_PAIRS = "SELECT count(*) AS pairs FROM sales a JOIN sales b ON a.revenue > b.revenue"
+QUANTITY_PAIRS = (
+    "SELECT count(*) AS pairs FROM sales a JOIN sales b ON a.quantity > b.quantity"
+)
+REVENUE_PAIRS = (
+    "SELECT count(*) AS pairs FROM sales a JOIN sales b ON a.revenue > b.revenue"
+)
 
 
 def parallel_rules() -> list[Rule]:
@@ -39,12 +43,24 @@ def parallel_rules() -> list[Rule]:
             reply=Reply(
                 text="I will count both kinds of pairs at once.",
                 tool_calls=[
-                    ToolCallSpec(name="sql_query", arguments={"sql": QUANTITY_PAIRS}, id="call_quantity"),
-                    ToolCallSpec(name="sql_query", arguments={"sql": REVENUE_PAIRS}, id="call_revenue"),
+                    ToolCallSpec(
+                        name="sql_query",
+                        arguments={"sql": QUANTITY_PAIRS},
+                        id="call_quantity",
+                    ),
+                    ToolCallSpec(
+                        name="sql_query",
+                        arguments={"sql": REVENUE_PAIRS},
+                        id="call_revenue",
+                    ),
                 ],
             ),
         ),
-        Rule(name="answer", match=Match(tool_results_since_user=2), reply=Reply(text="Both counts are in the results above.")),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text="Both counts are in the results above."),
+        ),
     ]
 
 
@@ -66,15 +82,21 @@ def test_trace_list_finds_a_notebook_and_its_timeline_shows_parallel_calls(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=parallel_rules()), reset_log=True)
-    notebook_id = start_notebook(page, live_app, QUESTION, agent="function_calling", mode="auto")
+    notebook_id = start_notebook(
+        page, live_app, QUESTION, agent="function_calling", mode="auto"
+    )
     page.locator(".cell-answer").wait_for()
 
     page.goto(f"{live_app.url}/traces/")
     page.get_by_label("Search").fill("zebra crossings")
     rows = page.locator("#trace-rows tr[data-task-id]")
-    page.wait_for_function("() => document.querySelectorAll('#trace-rows tr[data-task-id]').length === 1")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#trace-rows tr[data-task-id]').length === 1"
+    )
     assert rows.first.get_attribute("data-task-id") == str(notebook_id)
-    assert "search" not in page.url or "q=zebra" in page.url  # the filter is kept in the address
+    assert (
+        "search" not in page.url or "q=zebra" in page.url
+    )  # the filter is kept in the address
     shot(page, artifacts_dir, "traces-01-search")
     rows.first.get_by_role("link", name=QUESTION[:30]).click()
 
@@ -83,39 +105,59 @@ def test_trace_list_finds_a_notebook_and_its_timeline_shows_parallel_calls(
     calls = bars(page, "call")
     assert [c["label"] for c in calls] == ["sql_query", "sql_query"], calls
     a, b = calls
-    assert a["start"] < b["end"] and b["start"] < a["end"], f"the parallel calls did not overlap in time: {calls}"
-    assert a["left"] < b["right"] and b["left"] < a["right"], "their bars overlap on the page too"
+    assert a["start"] < b["end"] and b["start"] < a["end"], (
+        f"the parallel calls did not overlap in time: {calls}"
+    )
+    assert a["left"] < b["right"] and b["left"] < a["right"], (
+        "their bars overlap on the page too"
+    )
     steps = bars(page, "step")
-    assert len(steps) == 2 and steps[0]["end"] <= steps[1]["start"] + 1e-6, "steps run one after the other"
-    totals = {el.get_attribute("data-total"): el.inner_text() for el in page.locator("#totals dd").all()}
+    assert len(steps) == 2 and steps[0]["end"] <= steps[1]["start"] + 1e-6, (
+        "steps run one after the other"
+    )
+    totals = {
+        el.get_attribute("data-total"): el.inner_text()
+        for el in page.locator("#totals dd").all()
+    }
     assert totals["steps"] == "2" and totals["tool-calls"] == "2", totals
     assert int(totals["tokens"].replace(",", "")) > 0 and totals["wall-time"] != "—"
     # Read-only: the same cells and DAG, without any controls.
     assert page.locator("article.cell-step").count() == 2
     assert page.locator("#trace button[data-action], #trace textarea").count() == 0
     assert page.locator("#dag .dag-node").count() == 5  # message, 2 steps, 2 calls
-    page.locator("#timeline").screenshot(path=str(artifacts_dir / "traces-02-timeline.png"))
+    page.locator("#timeline").screenshot(
+        path=str(artifacts_dir / "traces-02-timeline.png")
+    )
     shot(page, artifacts_dir, "traces-03-trace-view")
 
     # A click on a timeline row scrolls to the tool call's card.
     page.locator("#timeline .tl-call .tl-label").last.click()
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('tool-card')")
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.classList.contains('tool-card')"
+    )
 
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Export JSON").click()
     exported = json.loads(Path(download_info.value.path()).read_text())
     assert exported["task"]["id"] == notebook_id
     seqs = [e["seq"] for e in exported["events"]]
-    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) == exported["task"]["last_seq"]
+    assert (
+        seqs == list(range(1, len(seqs) + 1))
+        and len(seqs) == exported["task"]["last_seq"]
+    )
     assert any(e["event"]["type"] == "tool_call_result" for e in exported["events"])
     assert not page.console_errors, page.console_errors
 
 
-def test_trace_list_filters_and_pages(live_app: LiveApp, page: Any, artifacts_dir: Path) -> None:
+def test_trace_list_filters_and_pages(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
     live_app.seed("seed_filler_notebooks", USERNAME, 23, "llm_compiler")
     page.goto(f"{live_app.url}/traces/")
     rows = page.locator("#trace-rows tr[data-task-id]")
-    page.wait_for_function("() => document.querySelectorAll('#trace-rows tr[data-task-id]').length === 20")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#trace-rows tr[data-task-id]').length === 20"
+    )
     info = page.locator("#page-info")
     assert info.inner_text().startswith("Page 1 of ")
     assert page.get_by_role("button", name="← Newer").is_disabled()
@@ -123,18 +165,27 @@ def test_trace_list_filters_and_pages(live_app: LiveApp, page: Any, artifacts_di
 
     first_page = set(rows.evaluate_all("rs => rs.map(r => r.dataset.taskId)"))
     page.get_by_role("button", name="Older →").click()
-    page.wait_for_function("() => document.getElementById('page-info').textContent.startsWith('Page 2')")
+    page.wait_for_function(
+        "() => document.getElementById('page-info').textContent.startsWith('Page 2')"
+    )
     second_page = set(rows.evaluate_all("rs => rs.map(r => r.dataset.taskId)"))
     assert second_page and not first_page & second_page
     assert "page=2" in page.url
     page.go_back()
-    page.wait_for_function("() => document.getElementById('page-info').textContent.startsWith('Page 1')")
+    page.wait_for_function(
+        "() => document.getElementById('page-info').textContent.startsWith('Page 1')"
+    )
 
     page.get_by_label("Agent").select_option("llm_compiler")
-    page.wait_for_function("() => document.getElementById('trace-count').textContent.startsWith('2')")
+    page.wait_for_function(
+        "() => document.getElementById('trace-count').textContent.startsWith('2')"
+    )
     count = int(page.locator("#trace-count").inner_text().split()[0])
     assert count >= 23
-    assert all("LLMCompiler" in t for t in page.locator("#trace-rows td:nth-child(2)").all_inner_texts())
+    assert all(
+        "LLMCompiler" in t
+        for t in page.locator("#trace-rows td:nth-child(2)").all_inner_texts()
+    )
 
     page.get_by_label("Agent").select_option("")
     page.get_by_label("Status").select_option("failed")
@@ -149,7 +200,9 @@ def test_trace_list_filters_and_pages(live_app: LiveApp, page: Any, artifacts_di
     assert not page.console_errors, page.console_errors
 
 
-def test_a_500_step_trace_opens_in_the_trace_view(live_app: LiveApp, page: Any, artifacts_dir: Path) -> None:
+def test_a_500_step_trace_opens_in_the_trace_view(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
     steps = 500
     task_id = int(live_app.seed("seed_long_trace", USERNAME, steps))
     figures: list[dict[str, float]] = []
@@ -172,9 +225,13 @@ def test_a_500_step_trace_opens_in_the_trace_view(live_app: LiveApp, page: Any, 
             )
         )
     best = min(figures, key=lambda f: f["ready_ms"])
-    print(f"\n500-step trace view, 3 loads (ms from navigation start to drawn): {[round(f['ready_ms']) for f in figures]}")
+    print(
+        f"\n500-step trace view, 3 loads (ms from navigation start to drawn): {[round(f['ready_ms']) for f in figures]}"
+    )
     print("best load:", json.dumps({k: round(v, 1) for k, v in best.items()}))
-    (artifacts_dir / "traces-500-steps-figures.json").write_text(json.dumps(figures, indent=1))
+    (artifacts_dir / "traces-500-steps-figures.json").write_text(
+        json.dumps(figures, indent=1)
+    )
     assert best["cells"] == steps
     assert best["nodes"] == 1 + steps + 2 * (steps - 1)
     assert page.locator("#totals dd[data-total='steps']").inner_text() == "500"
@@ -185,19 +242,32 @@ def test_a_500_step_trace_opens_in_the_trace_view(live_app: LiveApp, page: Any, 
     assert page.locator(".tl-zoom").inner_text() == "×64"
     first_calls = bars(page, "call")[:2]
     assert first_calls[0]["right"] - first_calls[0]["left"] > 8, first_calls
-    assert first_calls[0]["left"] < first_calls[1]["right"] and first_calls[1]["left"] < first_calls[0]["right"]
-    page.locator("#timeline").screenshot(path=str(artifacts_dir / "traces-07-500-steps-zoomed.png"))
-    assert best["drawn_nodes"] < best["nodes"] / 4, "only the DAG's visible part is drawn"
+    assert (
+        first_calls[0]["left"] < first_calls[1]["right"]
+        and first_calls[1]["left"] < first_calls[0]["right"]
+    )
+    page.locator("#timeline").screenshot(
+        path=str(artifacts_dir / "traces-07-500-steps-zoomed.png")
+    )
+    assert best["drawn_nodes"] < best["nodes"] / 4, (
+        "only the DAG's visible part is drawn"
+    )
     # Still responsive: scroll the DAG to its end and jump from the last step to its cell.
     page.locator("#dag").evaluate("el => { el.scrollTop = el.scrollHeight; }")
     page.locator("#dag .dag-node[aria-label^='Step 500']").click()
-    page.wait_for_function("document.activeElement && document.activeElement.classList.contains('cell-step')")
+    page.wait_for_function(
+        "document.activeElement && document.activeElement.classList.contains('cell-step')"
+    )
     shot(page, artifacts_dir, "traces-06-500-steps-jump")
 
     # The same log as a live notebook: replayed over the socket, drawn as it arrives.
     page.goto(f"{live_app.url}/tasks/{task_id}/")
-    page.wait_for_function("() => window.agentui.metrics.firstReplayDoneAt !== null", timeout=30_000)
-    page.wait_for_function("() => document.querySelectorAll('article.cell-step').length === 500")
+    page.wait_for_function(
+        "() => window.agentui.metrics.firstReplayDoneAt !== null", timeout=30_000
+    )
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step').length === 500"
+    )
     replay = page.evaluate(
         """() => new Promise((done) => requestAnimationFrame(() => {
             const m = window.agentui.metrics;
@@ -205,8 +275,13 @@ def test_a_500_step_trace_opens_in_the_trace_view(live_app: LiveApp, page: Any, 
                   frames: m.frames, max_frame_render_ms: m.maxRenderMs, long_tasks: m.longTasks});
         }))"""
     )
-    print("500-step notebook replay:", json.dumps({k: round(v, 1) for k, v in replay.items()}))
-    (artifacts_dir / "notebook-500-steps-replay.json").write_text(json.dumps(replay, indent=1))
+    print(
+        "500-step notebook replay:",
+        json.dumps({k: round(v, 1) for k, v in replay.items()}),
+    )
+    (artifacts_dir / "notebook-500-steps-replay.json").write_text(
+        json.dumps(replay, indent=1)
+    )
     assert replay["events"] == best["events"]
     assert not page.console_errors, page.console_errors
 
@@ -222,5 +297,7 @@ def test_someone_elses_notebook_is_not_found(live_app: LiveApp, page: Any) -> No
         response = page.goto(f"{live_app.url}{path}")
         assert response is not None and response.status == 404, path
     page.goto(f"{live_app.url}/traces/")
-    page.wait_for_function("() => !document.getElementById('trace-count').textContent.startsWith('Loading')")
+    page.wait_for_function(
+        "() => !document.getElementById('trace-count').textContent.startsWith('Loading')"
+    )
     assert "Private" not in page.locator("#trace-rows").inner_text()

@@ -18,11 +18,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from conftest import ROOT
 from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import path
 
-from conftest import ROOT
 
 class GroupConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Joins the group named in the URL and forwards `fanout.message` events."""
@@ -70,7 +70,9 @@ async def fan_out_to_two_sockets() -> None:
     group = new_group()
     sockets = [await connected(group), await connected(group)]
     try:
-        await get_channel_layer().group_send(group, {"type": "fanout.message", "text": "hi all"})
+        await get_channel_layer().group_send(
+            group, {"type": "fanout.message", "text": "hi all"}
+        )
         for socket in sockets:
             assert await socket.receive_json_from(timeout=5) == {"text": "hi all"}
     finally:
@@ -83,7 +85,9 @@ async def fan_out_to_two_sockets() -> None:
 @pytest.mark.parametrize("layer", ["in-memory", "configured"])
 @pytest.mark.ws
 @pytest.mark.django_db(transaction=True)
-async def test_group_send_reaches_every_socket_in_the_group(settings: Any, layer: str) -> None:
+async def test_group_send_reaches_every_socket_in_the_group(
+    settings: Any, layer: str
+) -> None:
     if layer == "in-memory":
         settings.CHANNEL_LAYERS = IN_MEMORY
     # "configured" is whatever the settings say: Redis in the services pass.
@@ -97,7 +101,10 @@ async def test_group_send_from_another_process_reaches_the_socket(
     settings: Any, redis_url: str, subprocess_env: Callable[..., dict[str, str]]
 ) -> None:
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_url]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_url]},
+        }
     }
     group = new_group()
     socket = await connected(group)
@@ -114,7 +121,9 @@ async def test_group_send_from_another_process_reaches_the_socket(
         )
         _, stderr = await asyncio.wait_for(child.communicate(), timeout=60)
         assert child.returncode == 0, stderr.decode()
-        assert await socket.receive_json_from(timeout=5) == {"text": f"from {child.pid}"}
+        assert await socket.receive_json_from(timeout=5) == {
+            "text": f"from {child.pid}"
+        }
     finally:
         await socket.disconnect()
 
@@ -128,4 +137,6 @@ def test_services_pass_really_uses_postgres() -> None:
         cursor.execute("SELECT version()")
         assert "PostgreSQL" in cursor.fetchone()[0]
     User.objects.create_user("pg-roundtrip", first_name=json.dumps({"ok": True}))
-    assert json.loads(User.objects.get(username="pg-roundtrip").first_name) == {"ok": True}
+    assert json.loads(User.objects.get(username="pg-roundtrip").first_name) == {
+        "ok": True
+    }

@@ -26,7 +26,9 @@ from runs.engine.testing import Match, RecordedRequest, Reply, Rule, Timing
 
 REASONING = "do not compute anything a function can compute"
 REFINE = "Reasoning with values:"
-QUESTION = "Four friends share a 120 dollar hotel and a 45 dollar train. What does each pay?"
+QUESTION = (
+    "Four friends share a 120 dollar hotel and a 45 dollar train. What does each pay?"
+)
 TRIP_CHAIN = "The trip costs [FUNC add(120, 45) = y1] dollars, so each of four pays [FUNC divide(y1, 4) = y2] dollars."
 
 
@@ -50,28 +52,43 @@ def tools() -> list[FunctionTool]:
 
 
 def reasoning(text: str, **rule: Any) -> Rule:
-    return Rule(name="reason", match=Match(last_user_contains=REASONING), reply=Reply(text=text), **rule)
+    return Rule(
+        name="reason",
+        match=Match(last_user_contains=REASONING),
+        reply=Reply(text=text),
+        **rule,
+    )
 
 
 def echo_refine() -> Rule:
     """The refine reply repeats the filled-in chain, so tests see exactly what the model was given."""
 
     def respond(request: RecordedRequest) -> Reply:
-        filled = request.last_user_text.split(REFINE, 1)[1].split("\n\nAnswer:", 1)[0].strip()
+        filled = (
+            request.last_user_text.split(REFINE, 1)[1]
+            .split("\n\nAnswer:", 1)[0]
+            .strip()
+        )
         return Reply(text=f"ANSWER: {filled}")
 
     return Rule(name="refine", match=Match(last_user_contains=REFINE), respond=respond)
 
 
-def make(server: Any, tool_list: list[FunctionTool] | None = None, **worker: Any) -> tuple[AgentRunner, Recorder]:
+def make(
+    server: Any, tool_list: list[FunctionTool] | None = None, **worker: Any
+) -> tuple[AgentRunner, Recorder]:
     recorder = Recorder()
     coa = CoAAgentWorker.from_tools(
-        tools=tool_list if tool_list is not None else tools(), llm=llm_for(server), **worker
+        tools=tool_list if tool_list is not None else tools(),
+        llm=llm_for(server),
+        **worker,
     )
     return AgentRunner(coa, on_event=recorder), recorder
 
 
-def chat(text: str, question: str = QUESTION, tool_list: list[FunctionTool] | None = None) -> tuple[str, Recorder]:
+def chat(
+    text: str, question: str = QUESTION, tool_list: list[FunctionTool] | None = None
+) -> tuple[str, Recorder]:
     with serving(reasoning(text), echo_refine()) as server:
         agent, recorder = make(server, tool_list)
         return agent.chat(question).response, recorder
@@ -82,13 +99,21 @@ def chat(text: str, question: str = QUESTION, tool_list: list[FunctionTool] | No
 
 def test_chain_resolves_in_order_and_refine_sees_values() -> None:
     answer, recorder = chat(TRIP_CHAIN)
-    assert answer == "ANSWER: The trip costs 165.0 dollars, so each of four pays 41.25 dollars."
+    assert (
+        answer
+        == "ANSWER: The trip costs 165.0 dollars, so each of four pays 41.25 dollars."
+    )
     calls = [e for e in recorder.events if isinstance(e, ToolCall)]
-    assert [(c.output_name, c.depends_on_names, c.plan_index, c.depends_on) for c in calls] == [
+    assert [
+        (c.output_name, c.depends_on_names, c.plan_index, c.depends_on) for c in calls
+    ] == [
         ("y1", [], 1, []),
         ("y2", ["y1"], 2, [1]),
     ]
-    assert calls[1].tool_kwargs == {"a": 165.0, "b": 4}  # the result went in with its type
+    assert calls[1].tool_kwargs == {
+        "a": 165.0,
+        "b": 4,
+    }  # the result went in with its type
     results = [e for e in recorder.events if isinstance(e, ToolCallResult)]
     assert [r.output_name for r in results] == ["y1", "y2"]
     assert results[0].ended_at <= results[1].started_at
@@ -102,15 +127,23 @@ def test_step_sequence_reasoning_calls_refine() -> None:
         assert first.output.response == TRIP_CHAIN and not first.is_last
         calls_step = agent.get_upcoming_steps(task.task_id)[0]
         assert calls_step.kind is StepKind.TOOL_CALLS
-        assert [c.tool_kwargs for c in calls_step.tool_calls or []] == [{"a": 120, "b": 45}, {"a": "y1", "b": 4}]
+        assert [c.tool_kwargs for c in calls_step.tool_calls or []] == [
+            {"a": 120, "b": 45},
+            {"a": "y1", "b": 4},
+        ]
         second = agent.run_step(task.task_id)
-        assert "165.0" in second.output.response and [s.content for s in second.output.sources] == ["165.0", "41.25"]
+        assert "165.0" in second.output.response and [
+            s.content for s in second.output.sources
+        ] == ["165.0", "41.25"]
         third = agent.run_step(task.task_id)
         assert third.is_last
     phases = [(e.phase, e.step_id) for e in recorder.of("agent_output")]  # type: ignore[union-attr]
     assert [p for p, _ in phases] == ["reasoning", None]
     streams = recorder.of("agent_stream")
-    assert streams and "".join(e.delta for e in streams if e.phase == "reasoning") == TRIP_CHAIN  # type: ignore[union-attr]
+    assert (
+        streams
+        and "".join(e.delta for e in streams if e.phase == "reasoning") == TRIP_CHAIN
+    )  # type: ignore[union-attr]
 
 
 def test_no_placeholder_means_the_first_reply_is_the_answer() -> None:
@@ -119,7 +152,10 @@ def test_no_placeholder_means_the_first_reply_is_the_answer() -> None:
         response = agent.chat("What is the capital of France?")
         assert response.response == "Paris is the capital of France."
         assert len(recorder.of("agent_input")) == 1 and not recorder.of("tool_call")
-        assert [m.role for m in agent.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT]
+        assert [m.role for m in agent.chat_history] == [
+            MessageRole.USER,
+            MessageRole.ASSISTANT,
+        ]
 
 
 def test_independent_calls_run_concurrently() -> None:
@@ -146,7 +182,10 @@ def test_independent_calls_run_concurrently() -> None:
         '[FUNC lookup(\'a\') = y1], [FUNC lookup("b") = y2] and [FUNC slow_def("c") = y3]; '
         "together [FUNC lookup(y1) = y4]."
     )
-    tool_list = [FunctionTool.from_defaults(lookup), FunctionTool.from_defaults(slow_def)]
+    tool_list = [
+        FunctionTool.from_defaults(lookup),
+        FunctionTool.from_defaults(slow_def),
+    ]
     with serving(reasoning(chain), echo_refine()) as server:
         agent, _ = make(server, tool_list)
         task = agent.create_task("three things")
@@ -156,11 +195,15 @@ def test_independent_calls_run_concurrently() -> None:
         took = time.time() - started
     spans.sort()
     first_three, last = spans[:3], spans[3]
-    assert max(s for s, _ in first_three) < min(e for _, e in first_three)  # all three overlapped
+    assert max(s for s, _ in first_three) < min(
+        e for _, e in first_three
+    )  # all three overlapped
     assert last[0] >= first_three[0][1]  # y4 waited for y1 and no longer
     assert last[0] - first_three[0][1] < 0.2
     # three independent 0.5 s calls take about 0.5 s; with the dependent one, two levels
-    assert took < 1.5, f"three independent 0.5 s calls and one dependent call took {took:.2f}s"
+    assert took < 1.5, (
+        f"three independent 0.5 s calls and one dependent call took {took:.2f}s"
+    )
 
 
 def test_y1_never_matches_inside_y10() -> None:
@@ -172,7 +215,9 @@ def test_y1_never_matches_inside_y10() -> None:
 
 
 def test_quoted_and_unquoted_references_and_quoted_output() -> None:
-    chain = '[FUNC add(1, 2) = y1] [FUNC add("y1", y1) = "y2"] [FUNC add(\'y2\', 1) = y3]'
+    chain = (
+        '[FUNC add(1, 2) = y1] [FUNC add("y1", y1) = "y2"] [FUNC add(\'y2\', 1) = y3]'
+    )
     answer, _ = chat(chain)
     assert answer == "ANSWER: 3.0 6.0 7.0"
 
@@ -183,7 +228,9 @@ def test_quotes_and_commas_inside_strings() -> None:
     calls = [e for e in recorder.events if isinstance(e, ToolCall)]
     assert calls[0].tool_kwargs == {"text": 'a, b (c) [d] = y9 "q"', "times": 2}
     assert calls[1].tool_kwargs == {"text": "its, ok"}
-    assert answer.startswith('ANSWER: A, B (C) [D] = Y9 "Q" A, B (C) [D] = Y9 "Q" then ITS, OK')
+    assert answer.startswith(
+        'ANSWER: A, B (C) [D] = Y9 "Q" A, B (C) [D] = Y9 "Q" then ITS, OK'
+    )
 
 
 def test_keyword_arguments_and_nested_references() -> None:
@@ -192,7 +239,9 @@ def test_keyword_arguments_and_nested_references() -> None:
         chain,
         tool_list=[
             FunctionTool.from_defaults(add),
-            FunctionTool.from_defaults(lambda text, times=1: text * int(times), name="shout"),
+            FunctionTool.from_defaults(
+                lambda text, times=1: text * int(times), name="shout"
+            ),
         ],
     )
     assert answer == "ANSWER: 5.0 xxxxx"
@@ -217,7 +266,10 @@ def test_keyword_arguments_and_nested_references() -> None:
         ("[FUNC add(1, (2 = y1\n done", "never closed"),
         ("[FUNC = y1] done", "names no function call"),
         ("[FUNC add(1, banana) = y1] done", "cannot read the argument 'banana'"),
-        ("[FUNC add(1, 2) = y1] [FUNC add(3, 4) = y1] done", "y1 is already the result of an earlier placeholder"),
+        (
+            "[FUNC add(1, 2) = y1] [FUNC add(3, 4) = y1] done",
+            "y1 is already the result of an earlier placeholder",
+        ),
     ],
 )
 def test_bad_placeholders_become_error_values(chain: str, expected: str) -> None:
@@ -227,7 +279,9 @@ def test_bad_placeholders_become_error_values(chain: str, expected: str) -> None
 
 
 def test_a_failure_reaches_the_calls_that_use_it() -> None:
-    answer, recorder = chat("[FUNC divide(1, 0) = y1] so [FUNC add(y1, 1) = y2] and [FUNC add(2, 2) = y3]. y1!")
+    answer, recorder = chat(
+        "[FUNC divide(1, 0) = y1] so [FUNC add(y1, 1) = y2] and [FUNC add(2, 2) = y3]. y1!"
+    )
     assert "y1 = divide(...) failed: ZeroDivisionError" in answer
     assert "y2 = add(...) failed: not run because y1 (divide) failed" in answer
     assert "and 4.0." in answer and "[y1: no value]!" in answer
@@ -235,14 +289,17 @@ def test_a_failure_reaches_the_calls_that_use_it() -> None:
 
 def test_a_cycle_never_hangs() -> None:
     with serving(
-        reasoning("[FUNC add(y3, 1) = y1] [FUNC add(y1, 1) = y2] [FUNC add(y2, 1) = y3] [FUNC add(y3, 1) = y4]"),
+        reasoning(
+            "[FUNC add(y3, 1) = y1] [FUNC add(y1, 1) = y2] [FUNC add(y2, 1) = y3] [FUNC add(y3, 1) = y4]"
+        ),
         echo_refine(),
     ) as server:
         agent, _ = make(server)
         response = asyncio.run(asyncio.wait_for(agent.achat(QUESTION), timeout=10))
     for n, uses in ((1, 3), (2, 1), (3, 2)):
         assert (
-            f"[y{n} = add(...) failed: y{n} is part of a cycle: it uses y{uses}, which needs y{n}]" in response.response
+            f"[y{n} = add(...) failed: y{n} is part of a cycle: it uses y{uses}, which needs y{n}]"
+            in response.response
         )
     assert "y4 = add(...) failed: not run because y3" in response.response
 
@@ -268,11 +325,19 @@ def test_pack_runs_and_exposes_its_modules() -> None:
         llm = llm_for(server)
         pack = CoAAgentPack(tools(), llm=llm)
         modules = pack.get_modules()
-        assert modules["llm"] is llm and isinstance(modules["agent_worker"], CoAAgentWorker)
+        assert modules["llm"] is llm and isinstance(
+            modules["agent_worker"], CoAAgentWorker
+        )
         assert modules["agent"].agent_worker is modules["agent_worker"]
         response = pack.run(QUESTION)
-    assert response.response == "ANSWER: The trip costs 165.0 dollars, so each of four pays 41.25 dollars."
-    assert [m.content for m in modules["agent"].chat_history] == [QUESTION, response.response]
+    assert (
+        response.response
+        == "ANSWER: The trip costs 165.0 dollars, so each of four pays 41.25 dollars."
+    )
+    assert [m.content for m in modules["agent"].chat_history] == [
+        QUESTION,
+        response.response,
+    ]
     assert [s.content for s in response.sources] == ["165.0", "41.25"]
 
 
@@ -289,14 +354,23 @@ def test_reasoning_prompt_shows_tools_as_python_stubs() -> None:
 def test_construction_errors_are_clear() -> None:
     with pytest.raises(ValueError, match="needs tools or a tool_retriever"):
         CoAAgentWorker.from_tools(llm=llm_for_nothing())
-    with pytest.raises(ValueError, match=r"uses \{query\}; it may only use \{functions\}, \{question\}"):
-        CoAAgentWorker.from_tools(tools(), llm=llm_for_nothing(), reasoning_prompt_template="{query}")
+    with pytest.raises(
+        ValueError, match=r"uses \{query\}; it may only use \{functions\}, \{question\}"
+    ):
+        CoAAgentWorker.from_tools(
+            tools(), llm=llm_for_nothing(), reasoning_prompt_template="{query}"
+        )
 
 
 def llm_for_nothing() -> Any:
     from runs.engine import OpenAI
 
-    return OpenAI(model="scripted", api_base="http://127.0.0.1:9/v1", api_key="sk-test", max_retries=0)
+    return OpenAI(
+        model="scripted",
+        api_base="http://127.0.0.1:9/v1",
+        api_key="sk-test",
+        max_retries=0,
+    )
 
 
 def test_tool_retriever_supplies_tools() -> None:
@@ -320,10 +394,16 @@ def test_edit_reject_and_approve_placeholder_calls() -> None:
         agent.run_step(task.task_id)
         step = agent.get_upcoming_steps(task.task_id)[0]
         ids = [c.tool_id for c in step.tool_calls or []]
-        agent.approve_tool_call(task.task_id, step.step_id, ids[0], tool_kwargs={"a": 100, "b": 60})
+        agent.approve_tool_call(
+            task.task_id, step.step_id, ids[0], tool_kwargs={"a": 100, "b": 60}
+        )
         with pytest.raises(ToolArgumentsError, match="do not fit"):
-            agent.approve_tool_call(task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": "four"})
-        agent.approve_tool_call(task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": 2})
+            agent.approve_tool_call(
+                task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": "four"}
+            )
+        agent.approve_tool_call(
+            task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": 2}
+        )
         agent.reject_tool_call(task.task_id, step.step_id, ids[2], "no shouting")
         agent.run_step(task.task_id)
         final = agent.run_step(task.task_id)
@@ -331,7 +411,11 @@ def test_edit_reject_and_approve_placeholder_calls() -> None:
         "ANSWER: 160.0 each 80.0 or [y3 = shout(...) failed: rejected by user: no shouting]"
     )
     events = [parse_event(e.model_dump_json()) for e in recorder.events]
-    assert sorted(e.output_name or "" for e in events if isinstance(e, ToolCall)) == ["y1", "y2", "y3"]
+    assert sorted(e.output_name or "" for e in events if isinstance(e, ToolCall)) == [
+        "y1",
+        "y2",
+        "y3",
+    ]
 
 
 def test_step_mode_edit_changes_references() -> None:
@@ -340,14 +424,20 @@ def test_step_mode_edit_changes_references() -> None:
         task = agent.create_task(QUESTION)
         agent.run_step(task.task_id)
         step = agent.get_upcoming_steps(task.task_id)[0]
-        edited = [{"tool_id": c.tool_id, "tool_kwargs": c.tool_kwargs} for c in step.tool_calls or []]
+        edited = [
+            {"tool_id": c.tool_id, "tool_kwargs": c.tool_kwargs}
+            for c in step.tool_calls or []
+        ]
         edited[1]["tool_kwargs"] = {"a": "y1", "b": "y1"}
         import json
 
         agent.update_step_input(task.task_id, step.step_id, json.dumps(edited))
         agent.run_step(task.task_id)
         final = agent.run_step(task.task_id)
-    assert final.output.response == "ANSWER: The trip costs 165.0 dollars, so each of four pays 1.0 dollars."
+    assert (
+        final.output.response
+        == "ANSWER: The trip costs 165.0 dollars, so each of four pays 1.0 dollars."
+    )
 
 
 def test_undo_the_calls_step_and_run_again() -> None:
@@ -366,7 +456,9 @@ def test_undo_the_calls_step_and_run_again() -> None:
 
 
 def test_reasoning_stream_arrives_token_by_token() -> None:
-    with serving(reasoning(TRIP_CHAIN, timing=Timing(token_delay_s=0.001)), echo_refine()) as server:
+    with serving(
+        reasoning(TRIP_CHAIN, timing=Timing(token_delay_s=0.001)), echo_refine()
+    ) as server:
         agent, recorder = make(server)
         agent.chat(QUESTION)
     deltas = [e for e in recorder.of("agent_stream") if e.phase == "reasoning"]  # type: ignore[union-attr]

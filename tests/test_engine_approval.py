@@ -46,7 +46,9 @@ RULES = [
         reply=Reply(
             tool_calls=[
                 ToolCallSpec(name="lookup", arguments={"city": "Lagos"}, id="c1"),
-                ToolCallSpec(name="convert", arguments={"amount": 5, "currency": "EUR"}, id="c2"),
+                ToolCallSpec(
+                    name="convert", arguments={"amount": 5, "currency": "EUR"}, id="c2"
+                ),
                 ToolCallSpec(name="delete_rows", arguments={"table": "sales"}, id="c3"),
             ]
         ),
@@ -74,20 +76,38 @@ def test_approve_edit_reject() -> None:
         assert received == []  # nothing ran: the calls wait for a person
         step = _pending(agent, task.task_id)
         assert first.next_steps[0].step_id == step.step_id
-        assert [c.tool_name for c in step.tool_calls] == ["lookup", "convert", "delete_rows"]
-        assert json.loads(step.input)[1]["tool_kwargs"] == {"amount": 5, "currency": "EUR"}
+        assert [c.tool_name for c in step.tool_calls] == [
+            "lookup",
+            "convert",
+            "delete_rows",
+        ]
+        assert json.loads(step.input)[1]["tool_kwargs"] == {
+            "amount": 5,
+            "currency": "EUR",
+        }
 
         agent.approve_tool_call(task.task_id, step.step_id, "c1")
         agent.update_step_input(
-            task.task_id, step.step_id, json.dumps([{"tool_id": "c2", "tool_kwargs": {"amount": 7.5, "currency": "USD"}}])
+            task.task_id,
+            step.step_id,
+            json.dumps(
+                [{"tool_id": "c2", "tool_kwargs": {"amount": 7.5, "currency": "USD"}}]
+            ),
         )
-        agent.reject_tool_call(task.task_id, step.step_id, "c3", "never delete production data")
+        agent.reject_tool_call(
+            task.task_id, step.step_id, "c3", "never delete production data"
+        )
         agent.run_step(task.task_id)
         final = agent.run_step(task.task_id)
         sent = server.requests[-1].messages
     assert final.is_last and final.output.response == "Done."
-    assert received == [("lookup", {"city": "Lagos"}), ("convert", {"amount": 7.5, "currency": "USD"})]
-    tool_messages = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert received == [
+        ("lookup", {"city": "Lagos"}),
+        ("convert", {"amount": 7.5, "currency": "USD"}),
+    ]
+    tool_messages = {
+        m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"
+    }
     assert tool_messages["c3"] == "rejected by user: never delete production data"
     assert tool_messages["c2"] == "7.5 USD"
     decided = recorder.of("tool_call_decided")
@@ -111,9 +131,15 @@ def test_edit_failing_the_schema_is_refused_with_the_reason() -> None:
         with pytest.raises(ToolArgumentsError):
             agent.update_step_input(task.task_id, step.step_id, "not json")
         with pytest.raises(ToolArgumentsError):
-            agent.approve_tool_call(task.task_id, step.step_id, "c1", tool_kwargs={"town": "x"})
+            agent.approve_tool_call(
+                task.task_id, step.step_id, "c1", tool_kwargs={"town": "x"}
+            )
         with pytest.raises(ToolArgumentsError, match="no tool call with id"):
-            agent.update_step_input(task.task_id, step.step_id, json.dumps([{"tool_id": "zz", "tool_kwargs": {}}]))
+            agent.update_step_input(
+                task.task_id,
+                step.step_id,
+                json.dumps([{"tool_id": "zz", "tool_kwargs": {}}]),
+            )
         with pytest.raises(UnknownStepError):
             agent.reject_tool_call(task.task_id, step.step_id, "zz", "no")
         after = _pending(agent, task.task_id)
@@ -150,4 +176,8 @@ def test_without_approval_the_calls_run_in_the_same_step() -> None:
         task = agent.create_task("go")
         output = agent.run_step(task.task_id)
     assert len(received) == 3
-    assert [s.content for s in output.output.sources] == ["Lagos: 1000", "5.0 EUR", "deleted"]
+    assert [s.content for s in output.output.sources] == [
+        "Lagos: 1000",
+        "5.0 EUR",
+        "deleted",
+    ]

@@ -67,7 +67,12 @@ def test_finished_task_edited_step_and_nothing_to_undo() -> None:
 
 def _one_call(name: str, arguments: object) -> list[Rule]:
     return [
-        Rule(match=Match(tool_results_since_user=0), reply=Reply(tool_calls=[ToolCallSpec(name=name, arguments=arguments, id="c1")])),  # type: ignore[arg-type]
+        Rule(
+            match=Match(tool_results_since_user=0),
+            reply=Reply(
+                tool_calls=[ToolCallSpec(name=name, arguments=arguments, id="c1")]
+            ),
+        ),  # type: ignore[arg-type]
         Rule(match=Match(tool_results_since_user=1), reply=Reply(text="ok")),
     ]
 
@@ -76,14 +81,20 @@ def _one_call(name: str, arguments: object) -> list[Rule]:
     ("name", "arguments", "expected"),
     [
         ("explode", {"x": 3}, "Error: RuntimeError: disk on fire at 3"),
-        ("teleport", {"to": "Mars"}, "there is no tool named 'teleport'. Available tools: echo, explode"),
+        (
+            "teleport",
+            {"to": "Mars"},
+            "there is no tool named 'teleport'. Available tools: echo, explode",
+        ),
         ("echo", '{"text": "unterminated', "not valid JSON"),
         ("echo", "[1, 2]", "must be a JSON object"),
         ("echo", {"text": 5, "extra": 1}, "do not fit its schema"),
         ("echo", {}, "text: Field required"),
     ],
 )
-def test_tool_problems_become_error_observations(name: str, arguments: object, expected: str) -> None:
+def test_tool_problems_become_error_observations(
+    name: str, arguments: object, expected: str
+) -> None:
     tools = [FunctionTool.from_defaults(echo), FunctionTool.from_defaults(explode)]
     with serving(*_one_call(name, arguments)) as server:
         agent, recorder = make_agent(server, tools=tools)
@@ -97,7 +108,10 @@ def test_tool_problems_become_error_observations(name: str, arguments: object, e
 
 
 def _failing_then_ok(fault: Fault, uses: int) -> list[Rule]:
-    return [Rule(name="fault", fault=fault, max_uses=uses), Rule(name="ok", reply=Reply(text="recovered"))]
+    return [
+        Rule(name="fault", fault=fault, max_uses=uses),
+        Rule(name="ok", reply=Reply(text="recovered")),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -109,12 +123,18 @@ def _failing_then_ok(fault: Fault, uses: int) -> list[Rule]:
         (Fault(cut_after_chunks=2), "cut off"),
     ],
 )
-def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(fault: Fault, cause: str) -> None:
+def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(
+    fault: Fault, cause: str
+) -> None:
     # the client retries once; the fault answers twice, so the step fails, and the third request succeeds
     rules = _failing_then_ok(fault, uses=2)
-    rules[1] = rules[1].model_copy(update={"reply": Reply(text="recovered after a long answer")})
+    rules[1] = rules[1].model_copy(
+        update={"reply": Reply(text="recovered after a long answer")}
+    )
     if fault.cut_after_chunks is not None:
-        rules[0] = rules[0].model_copy(update={"reply": Reply(text="this answer is cut off half way through")})
+        rules[0] = rules[0].model_copy(
+            update={"reply": Reply(text="this answer is cut off half way through")}
+        )
     with serving(*rules) as server:
         from engine_helpers import Recorder, llm_for
 
@@ -122,7 +142,9 @@ def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(fault: Faul
 
         recorder = Recorder()
         retries = 0 if fault.cut_after_chunks is not None else 1
-        worker = FunctionCallingAgentWorker.from_tools([], llm=llm_for(server, max_retries=retries, timeout=0.5))
+        worker = FunctionCallingAgentWorker.from_tools(
+            [], llm=llm_for(server, max_retries=retries, timeout=0.5)
+        )
         agent = AgentRunner(worker, on_event=recorder)
         task = agent.create_task("hello")
         before = agent.get_task_state(task.task_id).model_dump()
@@ -132,18 +154,28 @@ def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(fault: Faul
         failed = recorder.of("step_failed")[0]
         assert cause in failed.error  # type: ignore[union-attr]
         if fault.cut_after_chunks is not None:
-            server.load(Script(rules=[rules[1]]))  # without retries the fault still has a turn left
+            server.load(
+                Script(rules=[rules[1]])
+            )  # without retries the fault still has a turn left
         output = agent.run_step(task.task_id)
         sent_count = len(server.requests)
     after = agent.get_task_state(task.task_id).model_dump()
     assert output.is_last and output.output.response == "recovered after a long answer"
-    assert after["step_queue"] == [] and before["step_queue"][0]["step_id"] == output.task_step.step_id
+    assert (
+        after["step_queue"] == []
+        and before["step_queue"][0]["step_id"] == output.task_step.step_id
+    )
     assert sent_count >= 2
 
 
 def test_max_function_calls_is_reported_not_silent() -> None:
     rules = [
-        Rule(match=Match(has_tools=True), reply=Reply(tool_calls=[ToolCallSpec(name="echo", arguments={"text": "again"})])),
+        Rule(
+            match=Match(has_tools=True),
+            reply=Reply(
+                tool_calls=[ToolCallSpec(name="echo", arguments={"text": "again"})]
+            ),
+        ),
         Rule(match=Match(has_tools=False), reply=Reply(text="stopping here")),
     ]
     with serving(*rules) as server:
@@ -153,11 +185,15 @@ def test_max_function_calls_is_reported_not_silent() -> None:
 
         recorder = Recorder()
         worker = FunctionCallingAgentWorker.from_tools(
-            [FunctionTool.from_defaults(echo)], llm=llm_for(server), max_function_calls=3
+            [FunctionTool.from_defaults(echo)],
+            llm=llm_for(server),
+            max_function_calls=3,
         )
         response = AgentRunner(worker, on_event=recorder).chat("loop forever")
         last_request = server.requests[-1]
     results = recorder.of("tool_call_result")
     assert len(results) == 3
     assert response.response == "stopping here"
-    assert "tools" not in last_request.body  # the model was asked to answer without tools
+    assert (
+        "tools" not in last_request.body
+    )  # the model was asked to answer without tools

@@ -32,7 +32,12 @@ def test_four_calls_take_about_one_calls_latency(fn) -> None:  # type: ignore[no
     rules = [
         Rule(
             match=Match(tool_results_since_user=0),
-            reply=Reply(tool_calls=[ToolCallSpec(name=name, arguments={"item": f"i{n}"}) for n in range(4)]),
+            reply=Reply(
+                tool_calls=[
+                    ToolCallSpec(name=name, arguments={"item": f"i{n}"})
+                    for n in range(4)
+                ]
+            ),
         ),
         Rule(match=Match(tool_results_since_user=4), reply=Reply(text="done")),
     ]
@@ -41,7 +46,12 @@ def test_four_calls_take_about_one_calls_latency(fn) -> None:  # type: ignore[no
         task = agent.create_task("look up four things")
         output = agent.run_step(task.task_id)
     results = recorder.of("tool_call_result")
-    assert [s.content for s in output.output.sources] == ["I0", "I1", "I2", "I3"]  # call order kept
+    assert [s.content for s in output.output.sources] == [
+        "I0",
+        "I1",
+        "I2",
+        "I3",
+    ]  # call order kept
     starts = [r.started_at for r in results]  # type: ignore[union-attr]
     ends = [r.ended_at for r in results]  # type: ignore[union-attr]
     # every call started before any finished: they overlapped instead of queueing

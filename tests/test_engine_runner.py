@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from engine_helpers import SEED_QUESTION, Recorder, make_agent, seed_rules, serving
+from engine_helpers import SEED_QUESTION, make_agent, seed_rules, serving
 
 from runs.engine import AgentChatResponse, parse_event
 from runs.engine.testing.script import Timing
@@ -70,7 +70,9 @@ def test_stream_chat_yields_tokens_before_the_step_ends() -> None:
     completed_at = recorder.of("step_completed")[-1].at
     assert len(pieces) > 3
     assert "".join(pieces) == stream.response == "(121 * 3) + 42 = 405"
-    assert arrivals[0] < completed_at - 0.1  # the first token came well before the step finished
+    assert (
+        arrivals[0] < completed_at - 0.1
+    )  # the first token came well before the step finished
 
 
 async def test_astream_chat() -> None:
@@ -101,7 +103,11 @@ def test_event_sequence_a_user_sees() -> None:
     assert last[-1] == "task_completed"
     assert "agent_stream" in last
     answer_step = recorder.of("step_completed")[-1]
-    streams = [e for e in recorder.events if e.type == "agent_stream" and e.step_id == answer_step.step_id]
+    streams = [
+        e
+        for e in recorder.events
+        if e.type == "agent_stream" and e.step_id == answer_step.step_id
+    ]
     assert streams and streams[-1].response == "(121 * 3) + 42 = 405"  # type: ignore[union-attr]
     task_id = recorder.events[0].task_id
     for event in recorder.events:
@@ -171,7 +177,9 @@ async def test_concurrent_steps_of_one_task_run_one_at_a_time() -> None:
     with serving(*seed_rules()) as server:
         agent, recorder = make_agent(server)
         task = await agent.acreate_task(SEED_QUESTION)
-        first, second = await asyncio.gather(agent.arun_step(task.task_id), agent.arun_step(task.task_id))
+        first, second = await asyncio.gather(
+            agent.arun_step(task.task_id), agent.arun_step(task.task_id)
+        )
     # the second waited for the first and ran the step the first one queued
     assert first.task_step.step_id != second.task_step.step_id
     assert second.task_step.prev_steps == [first.task_step.step_id]

@@ -24,8 +24,15 @@ def test_schema_from_signature_and_hints() -> None:
     assert spec["description"] == "Search the catalogue."
     params = spec["parameters"]
     assert params["required"] == ["query"]
-    assert params["properties"]["limit"] == {"default": 5, "title": "Limit", "type": "integer"}
-    assert tool.metadata.signature() == "search(query: string, limit: integer = 5, exact: boolean = false)"
+    assert params["properties"]["limit"] == {
+        "default": 5,
+        "title": "Limit",
+        "type": "integer",
+    }
+    assert (
+        tool.metadata.signature()
+        == "search(query: string, limit: integer = 5, exact: boolean = false)"
+    )
 
 
 def test_async_function_given_as_fn_is_awaited() -> None:
@@ -41,7 +48,11 @@ def test_validate_reports_every_problem() -> None:
         tool.validate({"limit": "many"})
     assert "query: Field required" in str(info.value)
     assert "limit: Input should be a valid integer" in str(info.value)
-    assert tool.validate({"query": "q", "limit": "3"}) == {"query": "q", "limit": 3, "exact": False}
+    assert tool.validate({"query": "q", "limit": "3"}) == {
+        "query": "q",
+        "limit": 3,
+        "exact": False,
+    }
 
 
 def test_tool_output_is_text_and_keeps_raw() -> None:
@@ -82,7 +93,9 @@ def test_memory_never_starts_with_a_dangling_tool_result() -> None:
 
 
 def test_memory_truncate_set_reset() -> None:
-    memory = ChatMemoryBuffer.from_defaults([ChatMessage.user("a"), ChatMessage.user("b")], token_limit=1000)
+    memory = ChatMemoryBuffer.from_defaults(
+        [ChatMessage.user("a"), ChatMessage.user("b")], token_limit=1000
+    )
     memory.put(ChatMessage.user("c"))
     memory.truncate(1)
     assert [m.content for m in memory.get()] == ["a"]
@@ -90,5 +103,7 @@ def test_memory_truncate_set_reset() -> None:
     assert [m.content for m in memory.get()] == ["a", "d"]
     memory.reset()
     assert memory.get() == [] and len(memory) == 0
-    restored = ChatMemoryBuffer.model_validate_json(ChatMemoryBuffer.from_defaults([ChatMessage.user("z")]).model_dump_json())
+    restored = ChatMemoryBuffer.model_validate_json(
+        ChatMemoryBuffer.from_defaults([ChatMessage.user("z")]).model_dump_json()
+    )
     assert [m.content for m in restored.get()] == ["z"]

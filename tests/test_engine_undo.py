@@ -21,7 +21,10 @@ def count(n: int) -> int:
 LOOP_RULES = [
     # keep calling tools until five results are in, then answer
     *[
-        Rule(match=Match(tool_results_since_user=i), reply=Reply(tool_calls=[ToolCallSpec(name="count", arguments={"n": i})]))
+        Rule(
+            match=Match(tool_results_since_user=i),
+            reply=Reply(tool_calls=[ToolCallSpec(name="count", arguments={"n": i})]),
+        )
         for i in range(5)
     ],
     Rule(match=Match(tool_results_since_user=5), reply=Reply(text="five")),
@@ -45,9 +48,19 @@ def loop_server():  # type: ignore[no-untyped-def]
         yield server
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(k=st.integers(min_value=1, max_value=6), approve=st.booleans(), history=st.booleans())
-def test_k_steps_then_k_undos_restore_the_start(loop_server, k: int, approve: bool, history: bool) -> None:  # type: ignore[no-untyped-def]
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    k=st.integers(min_value=1, max_value=6),
+    approve=st.booleans(),
+    history=st.booleans(),
+)
+def test_k_steps_then_k_undos_restore_the_start(
+    loop_server, k: int, approve: bool, history: bool
+) -> None:  # type: ignore[no-untyped-def]
     agent, _ = make_agent(loop_server, tools=[FunctionTool.from_defaults(count)])
     if history:
         agent.chat("warm up")  # the agent has an earlier conversation
@@ -116,20 +129,31 @@ def _producer_sees_the_queued_step(agent, task_id: str) -> None:  # type: ignore
     assert produced[0].input == "count differently"
 
 
-def test_after_an_undo_a_queued_step_and_its_producers_next_steps_are_one_step() -> None:
+def test_after_an_undo_a_queued_step_and_its_producers_next_steps_are_one_step() -> (
+    None
+):
     with serving(*LOOP_RULES) as server:
         agent, _ = make_agent(server, tools=[FunctionTool.from_defaults(count)])
         task = agent.create_task("count")
         agent.run_step(task.task_id)
         agent.run_step(task.task_id)
-        agent.undo_step(task.task_id)  # the second step is queued again (a checkpoint's copy)
+        agent.undo_step(
+            task.task_id
+        )  # the second step is queued again (a checkpoint's copy)
         _producer_sees_the_queued_step(agent, task.task_id)
 
 
-def test_after_a_failed_step_a_queued_step_and_its_producers_next_steps_are_one_step() -> None:
+def test_after_a_failed_step_a_queued_step_and_its_producers_next_steps_are_one_step() -> (
+    None
+):
     rules = [
-        Rule(match=Match(tool_results_since_user=0), reply=Reply(tool_calls=[ToolCallSpec(name="count", arguments={"n": 0})])),
-        Rule(match=Match(tool_results_since_user=1), fault=Fault(status=400), max_uses=1),
+        Rule(
+            match=Match(tool_results_since_user=0),
+            reply=Reply(tool_calls=[ToolCallSpec(name="count", arguments={"n": 0})]),
+        ),
+        Rule(
+            match=Match(tool_results_since_user=1), fault=Fault(status=400), max_uses=1
+        ),
         Rule(match=Match(tool_results_since_user=1), reply=Reply(text="one")),
     ]
     with serving(*rules) as server:

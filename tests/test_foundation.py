@@ -11,15 +11,16 @@ from typing import Any
 
 import openai
 import pytest
+from conftest import ROOT
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from conftest import ROOT
 from runs import demo
 from runs.engine.testing import Match, Reply, Rule, Script
 from runs.llm_config import DEMO_LABEL, llm_settings
 from runs.views import make_login_token
+
 
 def _no_llm(settings: Any) -> None:
     settings.OPENAI_API_KEY = ""
@@ -36,7 +37,10 @@ def _no_llm(settings: Any) -> None:
 def test_pages_need_login(client: Client, path: str) -> None:
     response = client.get(path)
     assert response.status_code == 302
-    assert response["Location"].startswith("/login/") or "/admin/login/" in response["Location"]
+    assert (
+        response["Location"].startswith("/login/")
+        or "/admin/login/" in response["Location"]
+    )
 
 
 @pytest.mark.db
@@ -66,7 +70,9 @@ def test_login_link_works_exactly_once(client: Client) -> None:
 
 @pytest.mark.db
 @pytest.mark.django_db
-def test_login_link_rejects_forged_and_expired_tokens(client: Client, settings: Any) -> None:
+def test_login_link_rejects_forged_and_expired_tokens(
+    client: Client, settings: Any
+) -> None:
     user = User.objects.create_user("ben")
     token = make_login_token(user)
     assert client.get(f"/login/{token[:-2]}xx/").status_code == 403
@@ -78,9 +84,15 @@ def test_login_link_rejects_forged_and_expired_tokens(client: Client, settings: 
 @pytest.mark.django_db
 def test_ensure_user_creates_one_user_with_a_working_link(client: Client) -> None:
     out = io.StringIO()
-    call_command("ensure_user", "--username", "cleo", "--base-url", "http://h:1", stdout=out)
+    call_command(
+        "ensure_user", "--username", "cleo", "--base-url", "http://h:1", stdout=out
+    )
     user = User.objects.get()
-    assert (user.username, user.is_superuser, user.has_usable_password()) == ("cleo", True, False)
+    assert (user.username, user.is_superuser, user.has_usable_password()) == (
+        "cleo",
+        True,
+        False,
+    )
     link = next(w for w in out.getvalue().split() if w.startswith("http://h:1/login/"))
 
     assert client.get(link.removeprefix("http://h:1")).status_code == 302
@@ -155,9 +167,17 @@ def test_index_lists_demo_examples(
 ) -> None:
     _no_llm(settings)
     monkeypatch.setattr(demo, "_demos", {})
-    monkeypatch.setattr(demo, "_server", None)  # leave a running demo server's script alone
+    monkeypatch.setattr(
+        demo, "_server", None
+    )  # leave a running demo server's script alone
     demo.register_demo(
-        [Rule(name="hi", match=Match(last_user_contains="plan a trip"), reply=Reply(text="ok"))],
+        [
+            Rule(
+                name="hi",
+                match=Match(last_user_contains="plan a trip"),
+                reply=Reply(text="ok"),
+            )
+        ],
         example_prompt="Plan a trip to Lisbon",
         preset="planner",
     )
@@ -175,7 +195,9 @@ def test_demo_model_answers_honestly(settings: Any) -> None:
     assert llm.is_demo and llm.base_url.startswith("http://127.0.0.1:")
     assert llm_settings().base_url == llm.base_url  # one server per process
 
-    client = openai.OpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0, timeout=10)
+    client = openai.OpenAI(
+        base_url=llm.base_url, api_key=llm.api_key, max_retries=0, timeout=10
+    )
     reply = client.chat.completions.create(
         model=llm.model, messages=[{"role": "user", "content": "What is 2 + 2?"}]
     )
@@ -200,10 +222,14 @@ def test_demo_server_starts_once_under_concurrent_first_use(
 # --- Preflight ---------------------------------------------------------------------
 
 
-def _preflight(subprocess_env: Callable[..., dict[str, str]], tmp_path: Any, **env: str) -> Any:
+def _preflight(
+    subprocess_env: Callable[..., dict[str, str]], tmp_path: Any, **env: str
+) -> Any:
     return subprocess.run(
         [sys.executable, "manage.py", "preflight", "--no-llm"],
-        env=subprocess_env(**{"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", **env}),
+        env=subprocess_env(
+            **{"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", **env}
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -217,7 +243,10 @@ def test_preflight_reports_unreachable_redis_in_one_line(
     url = f"redis://127.0.0.1:{unused_tcp_port}"
     result = _preflight(subprocess_env, tmp_path, REDIS_URL=url)
     assert result.returncode == 1
-    assert result.stderr.strip() == f"REDIS_URL: cannot connect to {url} (Connection refused)"
+    assert (
+        result.stderr.strip()
+        == f"REDIS_URL: cannot connect to {url} (Connection refused)"
+    )
 
 
 def test_preflight_reports_unreachable_database_in_one_line(
@@ -260,7 +289,10 @@ def test_preflight_checks_the_llm_server(
 
     settings.AGENTUI_MODEL = "mistral"
     call_command("preflight", stdout=out, stderr=err)
-    assert "warning: AGENTUI_MODEL: 'mistral' is not among the models served (" in err.getvalue()
+    assert (
+        "warning: AGENTUI_MODEL: 'mistral' is not among the models served ("
+        in err.getvalue()
+    )
 
     settings.OPENAI_BASE_URL = f"http://127.0.0.1:{unused_tcp_port}/v1"
     err = io.StringIO()

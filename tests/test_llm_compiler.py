@@ -13,7 +13,6 @@ import pytest
 from engine_helpers import Recorder, llm_for
 
 from runs.engine import (
-    ToolArgumentsError,
     AgentRunner,
     AgentStream,
     BaseTool,
@@ -21,11 +20,20 @@ from runs.engine import (
     LLMCompilerAgentWorker,
     StepFailedError,
     StepKind,
+    ToolArgumentsError,
     ToolCall,
     ToolCallResult,
     parse_event,
 )
-from runs.engine.testing import Fault, Match, Reply, Rule, Script, ScriptedServer, Timing
+from runs.engine.testing import (
+    Fault,
+    Match,
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+)
 from runs.engine.workers.llm_compiler.prompts import LAST_ROUND_NOTE
 
 PLANNER = "utmost parallelizability"
@@ -34,13 +42,20 @@ JOINER = "Solve a question answering task"
 LINES = Timing(ttft_s=0.05, token_delay_s=0.02, chunking="line")
 
 
-def planner(plan: str, *, replan: bool = False, timing: Timing = LINES, **rule: Any) -> Rule:
+def planner(
+    plan: str, *, replan: bool = False, timing: Timing = LINES, **rule: Any
+) -> Rule:
     match = Match(system_contains=REPLANNER if replan else PLANNER)
     return Rule(name="plan", match=match, reply=Reply(text=plan), timing=timing, **rule)
 
 
 def joiner(reply: str, *contains: str, **rule: Any) -> Rule:
-    return Rule(name="join", match=Match(last_user_contains=[JOINER, *contains]), reply=Reply(text=reply), **rule)
+    return Rule(
+        name="join",
+        match=Match(last_user_contains=[JOINER, *contains]),
+        reply=Reply(text=reply),
+        **rule,
+    )
 
 
 class Calls:
@@ -85,25 +100,39 @@ class Calls:
 
 
 def make(
-    server: ScriptedServer, tools: Sequence[BaseTool], approve: bool = False, **worker: Any
+    server: ScriptedServer,
+    tools: Sequence[BaseTool],
+    approve: bool = False,
+    **worker: Any,
 ) -> tuple[AgentRunner, Recorder]:
     recorder = Recorder()
-    agent = LLMCompilerAgentWorker.from_tools(tools, llm=llm_for(server), **worker).as_agent(
-        on_event=recorder, approve_tool_calls=approve
-    )
+    agent = LLMCompilerAgentWorker.from_tools(
+        tools, llm=llm_for(server), **worker
+    ).as_agent(on_event=recorder, approve_tool_calls=approve)
     return agent, recorder
 
 
 def results(recorder: Recorder) -> dict[int, ToolCallResult]:
-    return {e.plan_index: e for e in recorder.events if isinstance(e, ToolCallResult) and e.plan_index is not None}
+    return {
+        e.plan_index: e
+        for e in recorder.events
+        if isinstance(e, ToolCallResult) and e.plan_index is not None
+    }
 
 
 def tool_calls(recorder: Recorder) -> dict[int, ToolCall]:
-    return {e.plan_index: e for e in recorder.events if isinstance(e, ToolCall) and e.plan_index is not None}
+    return {
+        e.plan_index: e
+        for e in recorder.events
+        if isinstance(e, ToolCall) and e.plan_index is not None
+    }
 
 
 def max_overlap(spans: list[tuple[float, float]]) -> int:
-    points = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda p: (p[0], p[1]))
+    points = sorted(
+        [(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
+        key=lambda p: (p[0], p[1]),
+    )
     best = current = 0
     for _, change in points:
         current += change
@@ -117,53 +146,89 @@ def max_overlap(spans: list[tuple[float, float]]) -> int:
 @pytest.mark.parametrize("tool", ["search", "measure"])
 def test_fan_out_runs_independent_calls_at_once(tool: str) -> None:
     k = 5
-    plan = "\n".join([f'{i}. {tool}("item{i}")' for i in range(1, k + 1)] + [f"{k + 1}. join()<END_OF_PLAN>"])
+    plan = "\n".join(
+        [f'{i}. {tool}("item{i}")' for i in range(1, k + 1)]
+        + [f"{k + 1}. join()<END_OF_PLAN>"]
+    )
     calls = Calls()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: all in\nAction: Finish(five results)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[
+                planner(plan),
+                joiner("Thought: all in\nAction: Finish(five results)"),
+            ]
+        )
+    ) as server:
         agent, recorder = make(server, calls.tools(delay=0.3))
         response = agent.chat("look up five items")
         planner_request = server.requests[0]
     assert response.response == "five results"
     assert len(response.sources) == k
-    assert max_overlap([(s, e) for _, s, e in calls.spans]) == k  # async and plain def tools alike
-    assert planner_request.body["stop"] == ["<END_OF_PLAN>"] and not planner_request.tools
+    assert (
+        max_overlap([(s, e) for _, s, e in calls.spans]) == k
+    )  # async and plain def tools alike
+    assert (
+        planner_request.body["stop"] == ["<END_OF_PLAN>"] and not planner_request.tools
+    )
     assert [m.role.value for m in agent.chat_history] == ["user", "assistant"]
 
 
 def test_chain_passes_each_result_on() -> None:
     plan = '1. search("a")\n2. measure("$1")\n3. compose("length is $2")\n4. join()'
     calls = Calls()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(done)")])) as server:
+    with ScriptedServer(
+        Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(done)")])
+    ) as server:
         agent, recorder = make(server, calls.tools())
         agent.chat("chain")
     assert calls.names() == ["search:a", "measure:<a>", "compose:length is 3"]
     done = results(recorder)
-    assert done[2].tool_kwargs == {"text": "<a>"} and done[3].tool_output.content == "LENGTH IS 3"
+    assert (
+        done[2].tool_kwargs == {"text": "<a>"}
+        and done[3].tool_output.content == "LENGTH IS 3"
+    )
     assert tool_calls(recorder)[3].depends_on == [2]
 
 
 def test_diamond_and_an_argument_embedding_two_references() -> None:
     plan = '1. search("root")\n2. measure("$1")\n3. search("$1 again")\n4. compose("${2} chars; ${3}")\n5. join()'
     calls = Calls()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(ok)")])) as server:
+    with ScriptedServer(
+        Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(ok)")])
+    ) as server:
         agent, recorder = make(server, calls.tools(delay=0.1))
         agent.chat("diamond")
     done, planned = results(recorder), tool_calls(recorder)
     assert [planned[i].depends_on for i in (1, 2, 3, 4)] == [[], [1], [1], [2, 3]]
     assert done[4].tool_kwargs == {"text": "6 chars; <<root> again>"}
-    assert done[2].started_at < done[3].ended_at and done[3].started_at < done[2].ended_at  # siblings overlap
+    assert (
+        done[2].started_at < done[3].ended_at and done[3].started_at < done[2].ended_at
+    )  # siblings overlap
     assert done[4].started_at >= max(done[2].ended_at, done[3].ended_at)
 
 
 def test_a_failing_call_and_its_dependants_are_observations_for_the_joiner() -> None:
     plan = '1. fail("disk on fire")\n2. compose("$1")\n3. search("fine")\n4. join()'
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: 1 failed\nAction: Finish(partial answer)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[
+                planner(plan),
+                joiner("Thought: 1 failed\nAction: Finish(partial answer)"),
+            ]
+        )
+    ) as server:
         agent, recorder = make(server, Calls().tools())
         response = agent.chat("fail please")
         join_prompt = server.requests[1].last_user_text
     done = results(recorder)
-    assert done[1].tool_output.is_error and "ValueError: disk on fire" in done[1].tool_output.content
-    assert done[2].tool_output.is_error and "not run because call 1 (fail) failed" in done[2].tool_output.content
+    assert (
+        done[1].tool_output.is_error
+        and "ValueError: disk on fire" in done[1].tool_output.content
+    )
+    assert (
+        done[2].tool_output.is_error
+        and "not run because call 1 (fail) failed" in done[2].tool_output.content
+    )
     assert not done[3].tool_output.is_error
     assert "Observation: Error: ValueError: disk on fire" in join_prompt
     assert "not run because call 1" in join_prompt
@@ -172,7 +237,14 @@ def test_a_failing_call_and_its_dependants_are_observations_for_the_joiner() -> 
 
 def test_an_unknown_tool_is_reported_to_the_joiner() -> None:
     plan = '1. teleport("Mars")\n2. search("$1")\n3. join()'
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: no such tool\nAction: Finish(cannot)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[
+                planner(plan),
+                joiner("Thought: no such tool\nAction: Finish(cannot)"),
+            ]
+        )
+    ) as server:
         agent, recorder = make(server, Calls().tools())
         assert agent.chat("go to mars").response == "cannot"
         join_prompt = server.requests[1].last_user_text
@@ -182,7 +254,9 @@ def test_an_unknown_tool_is_reported_to_the_joiner() -> None:
 
 def test_plan_problems_reach_the_joiner() -> None:
     plan = '1. search("$2")\n2. search("$1")\n3. measure(oops)'  # a cycle, bad arguments, no join()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: broken\nAction: Finish(sorry)")])) as server:
+    with ScriptedServer(
+        Script(rules=[planner(plan), joiner("Thought: broken\nAction: Finish(sorry)")])
+    ) as server:
         agent, _ = make(server, Calls().tools())
         agent.chat("broken plan")
         join_prompt = server.requests[1].last_user_text
@@ -196,30 +270,54 @@ def test_plan_problems_reach_the_joiner() -> None:
 def test_calls_start_while_the_planner_is_still_writing() -> None:
     plan = 'Thought: go\n1. search("a")\n2. search("b")\n3. search("c")\n4. join()<END_OF_PLAN>'
     slow_lines = Timing(ttft_s=0.3, token_delay_s=0.2, chunking="line")
-    with ScriptedServer(Script(rules=[planner(plan, timing=slow_lines), joiner("Thought: t\nAction: Finish(x)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[
+                planner(plan, timing=slow_lines),
+                joiner("Thought: t\nAction: Finish(x)"),
+            ]
+        )
+    ) as server:
         agent, recorder = make(server, Calls().tools(delay=0.5))
         agent.chat("stream it")
         request = server.requests[0]
     assert request.t_first_chunk is not None
-    line_sent = [request.t_first_chunk + i * 0.2 for i in range(5)]  # chunk i carries line i
+    line_sent = [
+        request.t_first_chunk + i * 0.2 for i in range(5)
+    ]  # chunk i carries line i
     done = results(recorder)
-    assert done[1].started_at < line_sent[3]  # call 1 runs before the planner has sent line 3 ...
+    assert (
+        done[1].started_at < line_sent[3]
+    )  # call 1 runs before the planner has sent line 3 ...
     assert done[1].started_at < line_sent[2]  # ... indeed before line 2
     assert done[1].started_at == pytest.approx(line_sent[1], abs=0.1)
     assert done[3].started_at == pytest.approx(line_sent[3], abs=0.1)
-    plan_text = [e.delta for e in recorder.events if isinstance(e, AgentStream) and e.phase == "plan"]
+    plan_text = [
+        e.delta
+        for e in recorder.events
+        if isinstance(e, AgentStream) and e.phase == "plan"
+    ]
     assert "".join(plan_text) == plan
 
 
-def test_a_planner_stream_cut_off_mid_plan_fails_the_step_and_leaves_state_intact() -> None:
+def test_a_planner_stream_cut_off_mid_plan_fails_the_step_and_leaves_state_intact() -> (
+    None
+):
     plan = 'Thought: go\n1. search("a")\n2. search("b")\n3. join()'
     cut = planner(plan, fault=Fault(cut_after_chunks=2), max_uses=1)
     calls = Calls()
-    with ScriptedServer(Script(rules=[cut, planner(plan), joiner("Thought: t\nAction: Finish(second try)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[cut, planner(plan), joiner("Thought: t\nAction: Finish(second try)")]
+        )
+    ) as server:
         agent, recorder = make(server, calls.tools(delay=0.3))
         task = agent.create_task("cut me")
         before = agent.get_task_state(task.task_id)
-        extra_before, queue_before = copy.deepcopy(before.task.extra_state), [s.step_id for s in before.step_queue]
+        extra_before, queue_before = (
+            copy.deepcopy(before.task.extra_state),
+            [s.step_id for s in before.step_queue],
+        )
         with pytest.raises(StepFailedError, match="broke off after 1 planned call"):
             agent.run_step(task.task_id)
         after = agent.get_task_state(task.task_id)
@@ -227,7 +325,9 @@ def test_a_planner_stream_cut_off_mid_plan_fails_the_step_and_leaves_state_intac
         assert after.task.extra_state == extra_before
         assert [s.step_id for s in after.step_queue] == queue_before
         time.sleep(0.4)
-        assert "search:a" not in calls.names()  # the call dispatched before the cut was cancelled
+        assert (
+            "search:a" not in calls.names()
+        )  # the call dispatched before the cut was cancelled
         output = agent.run_step(task.task_id)  # the same step runs again
         assert output.is_last and output.output.response == "second try"
     failed = recorder.of("step_failed")
@@ -239,12 +339,19 @@ def test_a_planner_stream_cut_off_mid_plan_fails_the_step_and_leaves_state_intac
 
 def test_event_sequence_and_the_dag_in_tool_calls() -> None:
     plan = 'Thought: two then one\n1. search("a")\n2. search("b")\n3. compose("$1$2")\n4. join()<END_OF_PLAN>'
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(AB)")])) as server:
+    with ScriptedServer(
+        Script(rules=[planner(plan), joiner("Thought: t\nAction: Finish(AB)")])
+    ) as server:
         agent, recorder = make(server, Calls().tools(delay=0.01))
         agent.chat("events")
     types = [t for t in recorder.types() if t != "agent_stream"]
     assert types[:4] == ["task_created", "step_created", "step_started", "agent_input"]
-    assert types[-4:] == ["agent_input", "agent_output", "step_completed", "task_completed"]
+    assert types[-4:] == [
+        "agent_input",
+        "agent_output",
+        "step_completed",
+        "task_completed",
+    ]
     assert types.count("tool_call") == types.count("tool_call_result") == 3
     inputs = [e for e in recorder.events if e.type == "agent_input"]
     assert [e.phase for e in inputs] == ["plan", "join"]
@@ -254,12 +361,20 @@ def test_event_sequence_and_the_dag_in_tool_calls() -> None:
             assert event.phase == ("plan" if position < join_at else "join")
         if isinstance(event, ToolCallResult):
             assert position < join_at and event.started_at <= event.ended_at
-            call = next(e for e in recorder.events if isinstance(e, ToolCall) and e.tool_id == event.tool_id)
+            call = next(
+                e
+                for e in recorder.events
+                if isinstance(e, ToolCall) and e.tool_id == event.tool_id
+            )
             assert recorder.events.index(call) < position
     planned = tool_calls(recorder)
     assert {i: planned[i].depends_on for i in planned} == {1: [], 2: [], 3: [1, 2]}
     assert planned[3].tool_kwargs == {"text": "<a><b>"}
-    assert all(e.step_id == inputs[0].step_id for e in recorder.events if isinstance(e, ToolCall | ToolCallResult))
+    assert all(
+        e.step_id == inputs[0].step_id
+        for e in recorder.events
+        if isinstance(e, ToolCall | ToolCallResult)
+    )
     for event in recorder.events:
         assert parse_event(event.model_dump_json()) == event
 
@@ -267,26 +382,37 @@ def test_event_sequence_and_the_dag_in_tool_calls() -> None:
 # --- rounds ---------------------------------------------------------------------------------------------
 
 
-def replan_script(final_round_reply: str = "Thought: now I know\nAction: Finish(the answer (final))") -> Script:
+def replan_script(
+    final_round_reply: str = "Thought: now I know\nAction: Finish(the answer (final))",
+) -> Script:
     return Script(
         rules=[
             planner('3. compose("$1 retried")\n4. join()<END_OF_PLAN>', replan=True),
             planner('1. search("first")\n2. fail("nope")\n3. join()'),
             joiner(final_round_reply, "Round 2:"),
-            joiner("Thought: call 2 failed\nAction: Replan(call 2 failed (nope); try compose)"),
+            joiner(
+                "Thought: call 2 failed\nAction: Replan(call 2 failed (nope); try compose)"
+            ),
         ]
     )
 
 
-def test_replan_starts_a_new_step_that_sees_the_earlier_round_and_then_finishes() -> None:
+def test_replan_starts_a_new_step_that_sees_the_earlier_round_and_then_finishes() -> (
+    None
+):
     calls = Calls()
     with ScriptedServer(replan_script()) as server:
         agent, recorder = make(server, calls.tools())
         task = agent.create_task("needs two rounds")
         first = agent.run_step(task.task_id)
-        assert not first.is_last and first.output.response == "Replan: call 2 failed (nope); try compose"
+        assert (
+            not first.is_last
+            and first.output.response == "Replan: call 2 failed (nope); try compose"
+        )
         [second_step] = agent.get_upcoming_steps(task.task_id)
-        assert second_step.kind is StepKind.PLAN and second_step.step_state == {"round": 2}
+        assert second_step.kind is StepKind.PLAN and second_step.step_state == {
+            "round": 2
+        }
         second = agent.run_step(task.task_id)
         replan_request = server.requests[2]
         response = agent.finalize_response(task.task_id)
@@ -296,7 +422,10 @@ def test_replan_starts_a_new_step_that_sees_the_earlier_round_and_then_finishes(
     assert '1. search("first")\nObservation: <first>' in replan_prompt
     assert "Observation: Error: ValueError: nope" in replan_prompt
     assert "Thought after this round: call 2 failed" in replan_prompt
-    assert "do not repeat them" in replan_prompt and "Number the first call of the new plan 3." in replan_prompt
+    assert (
+        "do not repeat them" in replan_prompt
+        and "Number the first call of the new plan 3." in replan_prompt
+    )
     assert REPLANNER in replan_request.system_text
     # round 2's call 3 used round 1's result without running search again
     assert calls.names() == ["search:first", "compose:<first> retried"]
@@ -322,9 +451,14 @@ def test_undoing_a_replan_round_restores_the_task_exactly() -> None:
         state = agent.get_task_state(task.task_id)
         assert undone.step_state == {"round": 2}
         assert state.task.extra_state == extra_after_round_1
-        assert state.task.memory.get_all() == memory_after_round_1 and len(memory_after_round_1) == 1
+        assert (
+            state.task.memory.get_all() == memory_after_round_1
+            and len(memory_after_round_1) == 1
+        )
         assert [s.step_id for s in state.step_queue] == queue_after_round_1
-        assert agent.chat_history == []  # the finished answer left the agent's memory again
+        assert (
+            agent.chat_history == []
+        )  # the finished answer left the agent's memory again
         agent.undo_step(task.task_id)  # and round 1 too
         state = agent.get_task_state(task.task_id)
         assert state.task.extra_state == initial and len(state.task.memory) == 0
@@ -345,13 +479,17 @@ def always_replanning() -> Script:
 
 
 @pytest.mark.parametrize(("max_replans", "rounds"), [(0, 1), (1, 2), (3, 4)])
-def test_max_replans_counts_replans_and_the_last_round_answers_with_what_is_known(max_replans: int, rounds: int) -> None:
+def test_max_replans_counts_replans_and_the_last_round_answers_with_what_is_known(
+    max_replans: int, rounds: int
+) -> None:
     with ScriptedServer(always_replanning()) as server:
         agent, _ = make(server, Calls().tools(), max_replans=max_replans)
         response = agent.chat("never sure")
         joins = [r for r in server.requests if JOINER in r.last_user_text]
     assert len(joins) == rounds  # one plan, then max_replans replans
-    assert response.response == "more data"  # LlamaIndex's forced answer: the joiner's own words
+    assert (
+        response.response == "more data"
+    )  # LlamaIndex's forced answer: the joiner's own words
     assert LAST_ROUND_NOTE in joins[-1].last_user_text
     assert all(LAST_ROUND_NOTE not in r.last_user_text for r in joins[:-1])
     assert [m.text for m in agent.chat_history] == ["never sure", "more data"]
@@ -366,11 +504,15 @@ def test_the_default_allows_three_replans() -> None:
         while not outputs or not outputs[-1].is_last:
             outputs.append(agent.run_step(task.task_id))
     assert worker.max_replans == 3 and len(outputs) == 4
-    assert [o.output.response for o in outputs] == ["Replan: more data"] * 3 + ["more data"]
+    assert [o.output.response for o in outputs] == ["Replan: more data"] * 3 + [
+        "more data"
+    ]
 
 
 def test_a_forced_answer_without_words_lists_the_results() -> None:
-    script = Script(rules=[planner('1. search("x")\n2. join()'), joiner("Action: Replan()")])
+    script = Script(
+        rules=[planner('1. search("x")\n2. join()'), joiner("Action: Replan()")]
+    )
     with ScriptedServer(script) as server:
         agent, _ = make(server, Calls().tools(), max_replans=0)
         assert agent.chat("q").response == "search: <x>"
@@ -387,12 +529,22 @@ def test_the_planner_and_joiner_see_earlier_turns() -> None:
     with ScriptedServer(script) as server:
         agent, _ = make(server, Calls().tools())
         assert agent.chat("What is the capital of France?").response == "Paris"
-        assert agent.chat("And how many people live there?").response == "about 2 million"
+        assert (
+            agent.chat("And how many people live there?").response == "about 2 million"
+        )
         second_plan, second_join = server.requests[2], server.requests[3]
     for request in (second_plan, second_join):
         texts = [(m["role"], m["content"]) for m in request.messages]
-        assert ("user", "What is the capital of France?") in texts and ("assistant", "Paris") in texts
-    assert [m.role.value for m in agent.chat_history] == ["user", "assistant", "user", "assistant"]
+        assert ("user", "What is the capital of France?") in texts and (
+            "assistant",
+            "Paris",
+        ) in texts
+    assert [m.role.value for m in agent.chat_history] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 # --- approval ---------------------------------------------------------------------------------------------
@@ -401,7 +553,11 @@ def test_the_planner_and_joiner_see_earlier_turns() -> None:
 def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -> None:
     plan = '1. search("a")\n2. search("b")\n3. compose("$1 and $2")\n4. join()'
     calls = Calls()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: b rejected\nAction: Finish(only a)")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[planner(plan), joiner("Thought: b rejected\nAction: Finish(only a)")]
+        )
+    ) as server:
         agent, recorder = make(server, calls.tools(), approve=True)
         task = agent.create_task("approve me")
         planned = agent.run_step(task.task_id)
@@ -414,37 +570,65 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
             ("search", {"query": "b"}),
             ("compose", {"text": "$1 and $2"}),
         ]
-        agent.approve_tool_call(task.task_id, approval.step_id, pending[0].tool_id, tool_kwargs={"query": "A"})
-        agent.reject_tool_call(task.task_id, approval.step_id, pending[1].tool_id, "too costly")
+        agent.approve_tool_call(
+            task.task_id,
+            approval.step_id,
+            pending[0].tool_id,
+            tool_kwargs={"query": "A"},
+        )
+        agent.reject_tool_call(
+            task.task_id, approval.step_id, pending[1].tool_id, "too costly"
+        )
         output = agent.run_step(task.task_id)
     assert output.is_last and output.output.response == "only a"
     assert calls.names() == ["search:A"]
     done = results(recorder)
     assert done[2].tool_output.content == "rejected by user: too costly"
-    assert "not run because call 2 (search) failed: rejected by user: too costly" in done[3].tool_output.content
+    assert (
+        "not run because call 2 (search) failed: rejected by user: too costly"
+        in done[3].tool_output.content
+    )
     assert tool_calls(recorder)[3].depends_on == [1, 2]
 
 
-def test_an_approval_edit_may_reference_an_earlier_result_in_a_typed_parameter() -> None:
+def test_an_approval_edit_may_reference_an_earlier_result_in_a_typed_parameter() -> (
+    None
+):
     plan = '1. search("abc")\n2. measure("x")\n3. join()'
     calls = Calls()
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: ok\nAction: Finish(done)")])) as server:
+    with ScriptedServer(
+        Script(rules=[planner(plan), joiner("Thought: ok\nAction: Finish(done)")])
+    ) as server:
         agent, _ = make(server, calls.tools(), approve=True)
         task = agent.create_task("edit me")
         agent.run_step(task.task_id)
         [approval] = agent.get_upcoming_steps(task.task_id)
         second = (approval.tool_calls or [])[1]
         # "$1" stands for call 1's result, checked once substituted; other bad values are still refused
-        agent.approve_tool_call(task.task_id, approval.step_id, second.tool_id, tool_kwargs={"text": "$1"})
+        agent.approve_tool_call(
+            task.task_id, approval.step_id, second.tool_id, tool_kwargs={"text": "$1"}
+        )
         with pytest.raises(ToolArgumentsError, match="text"):
-            agent.approve_tool_call(task.task_id, approval.step_id, second.tool_id, tool_kwargs={"txt": "$1"})
+            agent.approve_tool_call(
+                task.task_id,
+                approval.step_id,
+                second.tool_id,
+                tool_kwargs={"txt": "$1"},
+            )
         agent.run_step(task.task_id)
     assert calls.names() == ["search:abc", "measure:<abc>"]
 
 
 def test_stream_chat_streams_the_answer_not_the_plan() -> None:
     plan = '1. search("a")\n2. join()'
-    with ScriptedServer(Script(rules=[planner(plan), joiner("Thought: easy\nAction: Finish(the answer (a))")])) as server:
+    with ScriptedServer(
+        Script(
+            rules=[
+                planner(plan),
+                joiner("Thought: easy\nAction: Finish(the answer (a))"),
+            ]
+        )
+    ) as server:
         agent, _ = make(server, Calls().tools())
         stream = agent.stream_chat("what?")
         pieces = list(stream.response_gen)
@@ -470,8 +654,15 @@ def test_from_tools_honours_every_parameter(capsys: pytest.CaptureFixture[str]) 
         return f"sunny in {city}"
 
     retriever = Retriever([FunctionTool.from_defaults(weather)])
-    template = "CUSTOM JOINER. Solve a question answering task.\n{context_str}\nQ: {query_str}"
-    script = Script(rules=[planner('1. weather("Oslo")\n2. join()'), joiner("Thought: t\nAction: Finish(sunny)", "CUSTOM JOINER")])
+    template = (
+        "CUSTOM JOINER. Solve a question answering task.\n{context_str}\nQ: {query_str}"
+    )
+    script = Script(
+        rules=[
+            planner('1. weather("Oslo")\n2. join()'),
+            joiner("Thought: t\nAction: Finish(sunny)", "CUSTOM JOINER"),
+        ]
+    )
     with ScriptedServer(script) as server:
         agent, recorder = make(
             server,
@@ -488,9 +679,14 @@ def test_from_tools_honours_every_parameter(capsys: pytest.CaptureFixture[str]) 
     worker = agent.agent_worker
     assert isinstance(worker, LLMCompilerAgentWorker) and worker.max_replans == 2
     assert "EXAMPLE PLAN GOES HERE" in plan_request.system_text
-    assert "weather(city: string): Today's weather in a city." in plan_request.system_text
+    assert (
+        "weather(city: string): Today's weather in a city." in plan_request.system_text
+    )
     assert plan_request.body["stop"] == ["<STOP>"]
-    assert join_request.last_user_text.startswith("CUSTOM JOINER") and "Q: weather in Oslo?" in join_request.last_user_text
+    assert (
+        join_request.last_user_text.startswith("CUSTOM JOINER")
+        and "Q: weather in Oslo?" in join_request.last_user_text
+    )
     assert results(recorder)[1].tool_output.content == "sunny in Oslo"
     assert retriever.queries == ["weather in Oslo?"]
     assert "> Plan (round 1)" in capsys.readouterr().out
@@ -501,4 +697,6 @@ def test_constructor_refuses_nonsense() -> None:
         with pytest.raises(ValueError, match="cannot be negative"):
             LLMCompilerAgentWorker.from_tools([], llm=llm_for(server), max_replans=-1)
         with pytest.raises(TypeError):
-            LLMCompilerAgentWorker.from_tools([], llm=llm_for(server), callback_manager=None)  # type: ignore[call-arg]
+            LLMCompilerAgentWorker.from_tools(
+                [], llm=llm_for(server), callback_manager=None
+            )  # type: ignore[call-arg]

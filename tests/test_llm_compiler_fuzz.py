@@ -28,8 +28,14 @@ def pair(a: str, b: str) -> str:
     return f"{a}+{b}"
 
 
-TOOLS = {t.metadata.name: t for t in (FunctionTool.from_defaults(echo), FunctionTool.from_defaults(pair))}
-PARAMS = {name: list(t.metadata.parameters_schema()["properties"]) for name, t in TOOLS.items()}
+TOOLS = {
+    t.metadata.name: t
+    for t in (FunctionTool.from_defaults(echo), FunctionTool.from_defaults(pair))
+}
+PARAMS = {
+    name: list(t.metadata.parameters_schema()["properties"])
+    for name, t in TOOLS.items()
+}
 
 
 async def run_plan(
@@ -73,15 +79,23 @@ def check(parser: PlanParser, outputs: dict[int, ToolOutput]) -> None:
         '2. echo("a")\n1. echo("open"\n',
     ],
 )
-async def test_a_repeated_or_out_of_order_number_is_a_problem_not_a_crash(plan: str) -> None:
+async def test_a_repeated_or_out_of_order_number_is_a_problem_not_a_crash(
+    plan: str,
+) -> None:
     parser, outputs = await run_plan([plan])
     check(parser, outputs)
     assert parser.problems or any(call.error for call in parser.calls)
 
 
-async def test_a_replan_reusing_an_earlier_number_on_an_unreadable_line_is_a_problem() -> None:
+async def test_a_replan_reusing_an_earlier_number_on_an_unreadable_line_is_a_problem() -> (
+    None
+):
     earlier = {1: ToolOutput(content="a", tool_name="echo", raw_output="a")}
-    for plan in ('2. echo("$1")\n2. ???\n3. join()', '2. echo("$1")\n2. echo("open"\n', "1. ???\n2. join()"):
+    for plan in (
+        '2. echo("$1")\n2. ???\n3. join()',
+        '2. echo("$1")\n2. echo("open"\n',
+        "1. ???\n2. join()",
+    ):
         parser, outputs = await run_plan([plan], earlier)
         check(parser, outputs)
 
@@ -90,14 +104,20 @@ def test_the_worker_runs_such_a_plan_and_the_joiner_sees_the_problem() -> None:
     plan = '1. echo("a")\n1. this line cannot be read\n1. echo("open"\n'
     script = Script(
         rules=[
-            Rule(match=Match(system_contains="utmost parallelizability"), reply=Reply(text=plan)),
             Rule(
-                match=Match(last_user_contains="Solve a question answering task"), reply=Reply(text="Action: Finish(a)")
+                match=Match(system_contains="utmost parallelizability"),
+                reply=Reply(text=plan),
+            ),
+            Rule(
+                match=Match(last_user_contains="Solve a question answering task"),
+                reply=Reply(text="Action: Finish(a)"),
             ),
         ]
     )
     with ScriptedServer(script) as server:
-        agent = LLMCompilerAgentWorker.from_tools(list(TOOLS.values()), llm=llm_for(server)).as_agent()
+        agent = LLMCompilerAgentWorker.from_tools(
+            list(TOOLS.values()), llm=llm_for(server)
+        ).as_agent()
         assert agent.chat("q").response == "a"
         joiner_prompt = server.requests[1].last_user_text
     assert "call number 1 is used twice" in joiner_prompt
@@ -154,7 +174,15 @@ LINES = st.one_of(
     NUMBERED,
     st.builds(lambda n: f"{n}. just words", NUMBERS),
     st.sampled_from(
-        ["Thought: hmm", "join()", "<END_OF_PLAN>", "", "echo('unnumbered')", "- 1. echo('x')", "Thought:"]
+        [
+            "Thought: hmm",
+            "join()",
+            "<END_OF_PLAN>",
+            "",
+            "echo('unnumbered')",
+            "- 1. echo('x')",
+            "Thought:",
+        ]
     ),
     st.text(alphabet='1234.()"$ joinech\n', max_size=16),
 )
@@ -163,14 +191,26 @@ LINES = st.one_of(
 @st.composite
 def streamed_plans(draw: st.DrawFn) -> list[str]:
     text = "\n".join(draw(st.lists(LINES, max_size=8)))
-    cuts = sorted(draw(st.sets(st.integers(min_value=1, max_value=max(len(text) - 1, 1)), max_size=6)))
+    cuts = sorted(
+        draw(
+            st.sets(
+                st.integers(min_value=1, max_value=max(len(text) - 1, 1)), max_size=6
+            )
+        )
+    )
     points = [0, *[c for c in cuts if c < len(text)], len(text)]
     return [text[a:b] for a, b in itertools.pairwise(points)]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(chunks=streamed_plans(), replan=st.booleans())
-def test_any_plan_streamed_in_any_chunks_is_answered_without_an_exception(chunks: list[str], replan: bool) -> None:
-    earlier = {1: ToolOutput(content="a", tool_name="echo", raw_output="a")} if replan else None
+def test_any_plan_streamed_in_any_chunks_is_answered_without_an_exception(
+    chunks: list[str], replan: bool
+) -> None:
+    earlier = (
+        {1: ToolOutput(content="a", tool_name="echo", raw_output="a")}
+        if replan
+        else None
+    )
     parser, outputs = asyncio.run(run_plan(chunks, earlier))
     check(parser, outputs)

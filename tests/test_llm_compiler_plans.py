@@ -13,8 +13,16 @@ from typing import Any
 import pytest
 from pydantic import create_model
 
-from runs.engine import FunctionTool, Task, TaskStep, ToolCall, ToolCallResult, ToolMetadata
+from runs.engine import (
+    FunctionTool,
+    Task,
+    TaskStep,
+    ToolCall,
+    ToolCallResult,
+    ToolMetadata,
+)
 from runs.engine.events import AgentEvent
+from runs.engine.tools import ToolOutput
 from runs.engine.workers.llm_compiler import (
     PlanExecutor,
     PlanParser,
@@ -24,10 +32,14 @@ from runs.engine.workers.llm_compiler import (
     substitute,
 )
 from runs.engine.workers.llm_compiler.plan import PlannedCall
-from runs.engine.tools import ToolOutput
 
 NESTFUL = Path("/work/shared/realworld/nestful-plans.json")
-PARAMS = {"search": ["query"], "divide": ["a", "b"], "compose": ["text", "extra"], "lookup": ["key"]}
+PARAMS = {
+    "search": ["query"],
+    "divide": ["a", "b"],
+    "compose": ["text", "extra"],
+    "lookup": ["key"],
+}
 
 
 def out(content: str, raw: Any = None, error: bool = False) -> ToolOutput:
@@ -60,7 +72,9 @@ def test_bare_braced_keyword_and_json_style_arguments() -> None:
         PARAMS,
     )
     calls = {c.index: c for c in plan.calls}
-    assert calls[2].kwargs == {"text": "$1", "extra": "$1"} and calls[2].depends_on == [1]
+    assert calls[2].kwargs == {"text": "$1", "extra": "$1"} and calls[2].depends_on == [
+        1
+    ]
     assert calls[3].kwargs == {"key": {"k": [1, -2.5, True, None, None], "r": "$2"}}
     assert calls[3].depends_on == [2]
     assert calls[4].kwargs == {"text": "single 'quoted' $2", "extra": ["${2}"]}
@@ -70,11 +84,17 @@ def test_bare_braced_keyword_and_json_style_arguments() -> None:
 
 def test_a_call_may_span_lines_until_its_parenthesis_closes() -> None:
     plan = parse_plan('1. lookup({\n  "a": 1,\n  "b": "x)"\n})\n2. join()', PARAMS)
-    assert plan.calls[0].kwargs == {"key": {"a": 1, "b": "x)"}} and plan.calls[0].error is None
+    assert (
+        plan.calls[0].kwargs == {"key": {"a": 1, "b": "x)"}}
+        and plan.calls[0].error is None
+    )
 
 
 def test_dollar_amounts_inside_text_are_not_references() -> None:
-    plan = parse_plan('1. search("laptops $100-$200")\n2. compose("costs $1 or $5", "$1")\n3. join()', PARAMS)
+    plan = parse_plan(
+        '1. search("laptops $100-$200")\n2. compose("costs $1 or $5", "$1")\n3. join()',
+        PARAMS,
+    )
     assert plan.calls[0].depends_on == [] and plan.calls[0].error is None
     # $1 is an earlier call; $5 is not, and bare inside text it stays text
     assert plan.calls[1].depends_on == [1] and plan.calls[1].error is None
@@ -101,7 +121,9 @@ def test_bad_calls_carry_an_error_and_do_not_raise(text: str, fragment: str) -> 
 
 
 def test_plan_level_problems_missing_join_cycle_duplicates() -> None:
-    assert "does not end with join()" in parse_plan('1. search("x")', PARAMS).problems[0]
+    assert (
+        "does not end with join()" in parse_plan('1. search("x")', PARAMS).problems[0]
+    )
     assert "no plan" in parse_plan("I think the answer is 4.", PARAMS).problems[0]
     cycle = parse_plan('1. search("$2")\n2. search("$1")\n3. join()', PARAMS)
     assert any("1 -> 2 -> 1" in p and "cycle" in p for p in cycle.problems)
@@ -114,11 +136,16 @@ def test_plan_level_problems_missing_join_cycle_duplicates() -> None:
 
 def test_unknown_tool_keeps_its_arguments_and_runs_into_an_error_later() -> None:
     plan = parse_plan('1. teleport("Mars", 3)\n2. join()', PARAMS)
-    assert plan.calls[0].tool_name == "teleport" and plan.calls[0].kwargs == {"arg1": "Mars", "arg2": 3}
+    assert plan.calls[0].tool_name == "teleport" and plan.calls[0].kwargs == {
+        "arg1": "Mars",
+        "arg2": 3,
+    }
 
 
 def test_text_after_the_stop_marker_is_ignored() -> None:
-    plan = parse_plan('1. search("a")\n2. join()<END_OF_PLAN>\n3. search("b")\nmore chatter', PARAMS)
+    plan = parse_plan(
+        '1. search("a")\n2. join()<END_OF_PLAN>\n3. search("b")\nmore chatter', PARAMS
+    )
     assert [c.index for c in plan.calls] == [1] and plan.problems == []
 
 
@@ -135,14 +162,24 @@ def test_each_call_is_returned_as_soon_as_its_line_is_complete() -> None:
 
 
 def test_a_replan_continues_numbering_and_may_use_earlier_results() -> None:
-    plan = parse_plan('4. compose("$2 and $4")\n5. search("$3")\n6. join()', PARAMS, first_index=4, earlier=[1, 2, 3])
+    plan = parse_plan(
+        '4. compose("$2 and $4")\n5. search("$3")\n6. join()',
+        PARAMS,
+        first_index=4,
+        earlier=[1, 2, 3],
+    )
     assert [(c.index, c.depends_on) for c in plan.calls] == [(4, [2]), (5, [3])]
-    assert plan.calls[0].error is None  # "$4" inside text is not an earlier call: literal
+    assert (
+        plan.calls[0].error is None
+    )  # "$4" inside text is not an earlier call: literal
 
 
 def test_a_replanner_that_restarts_at_one_is_shifted_past_earlier_calls() -> None:
     plan = parse_plan(
-        '1. search("x")\n2. compose("$1", "${1} costs $100")\n3. join()', PARAMS, first_index=4, earlier=[1, 2, 3]
+        '1. search("x")\n2. compose("$1", "${1} costs $100")\n3. join()',
+        PARAMS,
+        first_index=4,
+        earlier=[1, 2, 3],
     )
     assert [(c.index, c.depends_on) for c in plan.calls] == [(4, []), (5, [4])]
     assert plan.calls[1].kwargs == {"text": "$4", "extra": "${4} costs $100"}
@@ -152,8 +189,18 @@ def test_a_replanner_that_restarts_at_one_is_shifted_past_earlier_calls() -> Non
 
 
 def test_substitution_keeps_types_for_whole_arguments_and_formats_inside_text() -> None:
-    results = {1: out("15", raw=15), 2: out('["a", "b"]', raw=["a", "b"]), 10: out("ten", raw="ten")}
-    kwargs = {"n": "$1", "items": "${2}", "text": "$1 people and $10 and ${2}!", "nested": {"x": ["$1"]}, "k": 3}
+    results = {
+        1: out("15", raw=15),
+        2: out('["a", "b"]', raw=["a", "b"]),
+        10: out("ten", raw="ten"),
+    }
+    kwargs = {
+        "n": "$1",
+        "items": "${2}",
+        "text": "$1 people and $10 and ${2}!",
+        "nested": {"x": ["$1"]},
+        "k": 3,
+    }
     assert substitute(kwargs, results, {1, 2, 10}) == {
         "n": 15,
         "items": ["a", "b"],
@@ -170,7 +217,9 @@ def test_one_never_touches_ten() -> None:
 
 
 def test_references_only_count_earlier_calls() -> None:
-    refs = find_references({"a": "$1", "b": "price $100", "c": ["${3}"]}, own_index=3, known={1, 2})
+    refs = find_references(
+        {"a": "$1", "b": "price $100", "c": ["${3}"]}, own_index=3, known={1, 2}
+    )
     assert refs.depends_on == {1} and refs.later == {3} and refs.missing == set()
 
 
@@ -181,17 +230,44 @@ def test_references_only_count_earlier_calls() -> None:
     ("reply", "replan", "payload", "thought"),
     [
         ("Thought: easy\nAction: Finish(42)", False, "42", "easy"),
-        ("Thought: t\nAction: Finish(The ratio is 1.5 (Lagos/Cairo), roughly.)", False, "The ratio is 1.5 (Lagos/Cairo), roughly.", "t"),
-        ("Thought: need more\nAction: Replan(call 2 failed (timeout))", True, "call 2 failed (timeout)", "need more"),
+        (
+            "Thought: t\nAction: Finish(The ratio is 1.5 (Lagos/Cairo), roughly.)",
+            False,
+            "The ratio is 1.5 (Lagos/Cairo), roughly.",
+            "t",
+        ),
+        (
+            "Thought: need more\nAction: Replan(call 2 failed (timeout))",
+            True,
+            "call 2 failed (timeout)",
+            "need more",
+        ),
         ("Thought: t\nAction: Finish[f(x) = 3]", False, "f(x) = 3", "t"),
-        ("Thought: t\naction: finish(multi\nline (answer))\n", False, "multi\nline (answer)", "t"),
+        (
+            "Thought: t\naction: finish(multi\nline (answer))\n",
+            False,
+            "multi\nline (answer)",
+            "t",
+        ),
         ("Thought: t\nAction: Finish(cut off mid", False, "cut off mid", "t"),
-        ("Thought: t\nAction: Finish(first)\nThought: again\nAction: Finish(second)", False, "first", "t"),
-        ("Just the answer, no format (really).", False, "Just the answer, no format (really).", "Just the answer, no format (really)."),
+        (
+            "Thought: t\nAction: Finish(first)\nThought: again\nAction: Finish(second)",
+            False,
+            "first",
+            "t",
+        ),
+        (
+            "Just the answer, no format (really).",
+            False,
+            "Just the answer, no format (really).",
+            "Just the answer, no format (really).",
+        ),
         ("Thought: a\nb\nFinish(ok) trailing.", False, "ok", "a\nb"),
     ],
 )
-def test_joiner_replies_parse_robustly(reply: str, replan: bool, payload: str, thought: str) -> None:
+def test_joiner_replies_parse_robustly(
+    reply: str, replan: bool, payload: str, thought: str
+) -> None:
     decision = parse_joiner_reply(reply)
     assert decision.replan is replan
     assert (decision.reason if replan else decision.answer) == payload
@@ -209,7 +285,11 @@ class Events:
         self.items.append(event)
 
     def results(self) -> dict[int, ToolCallResult]:
-        return {e.plan_index: e for e in self.items if isinstance(e, ToolCallResult) and e.plan_index is not None}
+        return {
+            e.plan_index: e
+            for e in self.items
+            if isinstance(e, ToolCallResult) and e.plan_index is not None
+        }
 
 
 def task_and_step(events: Events) -> tuple[Task, TaskStep]:
@@ -233,13 +313,24 @@ def sleeper_tools() -> list[FunctionTool]:
         """Always fails."""
         raise RuntimeError(f"boom {x}")
 
-    return [FunctionTool.from_defaults(fast), FunctionTool.from_defaults(slow), FunctionTool.from_defaults(boom)]
+    return [
+        FunctionTool.from_defaults(fast),
+        FunctionTool.from_defaults(slow),
+        FunctionTool.from_defaults(boom),
+    ]
 
 
-async def run_plan(text: str, tools: list[FunctionTool], events: Events) -> dict[int, ToolOutput]:
+async def run_plan(
+    text: str, tools: list[FunctionTool], events: Events
+) -> dict[int, ToolOutput]:
     task, step = task_and_step(events)
     by_name = {t.metadata.name: t for t in tools}
-    parser = PlanParser({name: list(t.metadata.parameters_schema()["properties"]) for name, t in by_name.items()})
+    parser = PlanParser(
+        {
+            name: list(t.metadata.parameters_schema()["properties"])
+            for name, t in by_name.items()
+        }
+    )
     executor = PlanExecutor(task, step, by_name)
     for line in text.splitlines(keepends=True):
         for call in parser.feed(line):
@@ -253,7 +344,9 @@ async def test_a_chain_of_fast_calls_does_not_wait_for_an_unrelated_slow_call() 
     events = Events()
     start = time.time()
     outputs = await run_plan(
-        '1. slow("s")\n2. fast("a")\n3. fast("$2")\n4. fast("$3")\n5. fast("$1 + $4")\n6. join()', sleeper_tools(), events
+        '1. slow("s")\n2. fast("a")\n3. fast("$2")\n4. fast("$3")\n5. fast("$1 + $4")\n6. join()',
+        sleeper_tools(),
+        events,
     )
     results = events.results()
     # wave-by-wave would start 3 only when the slow call 1 is done (0.5 s); here it follows 2 at once
@@ -264,11 +357,20 @@ async def test_a_chain_of_fast_calls_does_not_wait_for_an_unrelated_slow_call() 
     assert time.time() - start < 0.8  # 0.5 + 0.1, not 0.5 + 0.1 + 0.1 + 0.1
 
 
-async def test_a_failing_call_is_an_observation_and_its_dependants_get_the_error() -> None:
+async def test_a_failing_call_is_an_observation_and_its_dependants_get_the_error() -> (
+    None
+):
     events = Events()
-    outputs = await run_plan('1. boom("x")\n2. fast("$1")\n3. fast("${2}!")\n4. fast("free")\n5. join()', sleeper_tools(), events)
+    outputs = await run_plan(
+        '1. boom("x")\n2. fast("$1")\n3. fast("${2}!")\n4. fast("free")\n5. join()',
+        sleeper_tools(),
+        events,
+    )
     assert outputs[1].is_error and "RuntimeError: boom x" in outputs[1].content
-    assert outputs[2].is_error and "not run because call 1 (boom) failed" in outputs[2].content
+    assert (
+        outputs[2].is_error
+        and "not run because call 1 (boom) failed" in outputs[2].content
+    )
     assert outputs[3].is_error and "call 2" in outputs[3].content
     assert not outputs[4].is_error
     # every call, run or not, shows up as ToolCall then ToolCallResult with its place in the DAG
@@ -279,7 +381,11 @@ async def test_a_failing_call_is_an_observation_and_its_dependants_get_the_error
 async def test_bad_calls_and_unknown_tools_resolve_without_hanging() -> None:
     events = Events()
     outputs = await asyncio.wait_for(
-        run_plan('1. nope("x")\n2. fast("$1")\n3. fast("$9")\n4. fast(unparseable words)\n5. fast("$4")', sleeper_tools(), events),
+        run_plan(
+            '1. nope("x")\n2. fast("$1")\n3. fast("$9")\n4. fast(unparseable words)\n5. fast("$4")',
+            sleeper_tools(),
+            events,
+        ),
         timeout=3,
     )
     assert "no tool named 'nope'" in outputs[1].content
@@ -334,7 +440,13 @@ def _expected(value: Any, deps: set[int], results: dict[int, ToolOutput]) -> Any
         if whole:
             return results[int(whole.group(1))].raw_output
         return re.sub(
-            r"\$(\d+)(?!\d)", lambda m: results[int(m.group(1))].content if int(m.group(1)) in deps else m.group(0), value
+            r"\$(\d+)(?!\d)",
+            lambda m: (
+                results[int(m.group(1))].content
+                if int(m.group(1)) in deps
+                else m.group(0)
+            ),
+            value,
         )
     if isinstance(value, list):
         return [_expected(v, deps, results) for v in value]
@@ -343,17 +455,26 @@ def _expected(value: Any, deps: set[int], results: dict[int, ToolOutput]) -> Any
     return value
 
 
-def nestful_tools(item: dict[str, Any], log: list[tuple[str, dict[str, Any]]]) -> list[FunctionTool]:
+def nestful_tools(
+    item: dict[str, Any], log: list[tuple[str, dict[str, Any]]]
+) -> list[FunctionTool]:
     tools = []
     for name, params in item["tools"].items():
 
         async def run(_name: str = name, **kwargs: Any) -> dict[str, Any]:
             log.append((_name, kwargs))
-            await asyncio.sleep(0.001 * (len(log) % 3))  # uneven, so finishing order varies
+            await asyncio.sleep(
+                0.001 * (len(log) % 3)
+            )  # uneven, so finishing order varies
             return {"tool": _name, "nth": len(log)}
 
         schema = create_model(name, **{p: (Any, None) for p in params})  # type: ignore[call-overload]
-        tools.append(FunctionTool(ToolMetadata(name=name, description=name, fn_schema=schema), async_fn=run))
+        tools.append(
+            FunctionTool(
+                ToolMetadata(name=name, description=name, fn_schema=schema),
+                async_fn=run,
+            )
+        )
     return tools
 
 
@@ -365,7 +486,9 @@ async def run_nestful(item: dict[str, Any], style: int) -> None:
     parser = PlanParser(item["tools"])
     executor = PlanExecutor(task, step, tools)
     text = render_plan(item, style)
-    for start in range(0, len(text), 7):  # streamed in small pieces, dispatched as lines complete
+    for start in range(
+        0, len(text), 7
+    ):  # streamed in small pieces, dispatched as lines complete
         for call in parser.feed(text[start : start + 7]):
             executor.submit(call)
         await asyncio.sleep(0)
@@ -373,7 +496,9 @@ async def run_nestful(item: dict[str, Any], style: int) -> None:
         executor.submit(call)
     outputs = await executor.wait()
     assert parser.problems == [] and parser.joined, (item["id"], parser.problems)
-    assert len(log) == len(item["calls"]) == len(outputs), item["id"]  # every call ran exactly once
+    assert len(log) == len(item["calls"]) == len(outputs), item[
+        "id"
+    ]  # every call ran exactly once
     results = events.results()
     started = [e for e in events.items if isinstance(e, ToolCall)]
     assert sorted(e.plan_index or 0 for e in started) == [c["n"] for c in item["calls"]]
@@ -385,11 +510,15 @@ async def run_nestful(item: dict[str, Any], style: int) -> None:
         for dep in deps:
             assert results[n].started_at >= results[dep].ended_at, (item["id"], n, dep)
         params = item["tools"][call["tool"]]
-        expected = {p: _expected(a, deps, outputs) for p, a in zip(params, call["args"])}
+        expected = {
+            p: _expected(a, deps, outputs) for p, a in zip(params, call["args"])
+        }
         assert results[n].tool_kwargs == expected, (item["id"], n)
 
 
-@pytest.mark.skipif(not NESTFUL.exists(), reason="needs /work/shared/realworld/nestful-plans.json")
+@pytest.mark.skipif(
+    not NESTFUL.exists(), reason="needs /work/shared/realworld/nestful-plans.json"
+)
 async def test_all_nestful_plans_run_every_call_once_after_its_dependencies() -> None:
     items = json.loads(NESTFUL.read_text())
     assert len(items) == 190

@@ -15,11 +15,20 @@ import pytest
 from runs.engine import ChatMessage, LLMError, OpenAI
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer
 
-RECORDINGS = Path(__file__).resolve().parents[2] / "shared" / "realworld" / "openai-compatible-recordings.json"
-if not RECORDINGS.exists():  # CI clones the repo with shared/ beside it; a laptop may not have it
+RECORDINGS = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "realworld"
+    / "openai-compatible-recordings.json"
+)
+if (
+    not RECORDINGS.exists()
+):  # CI clones the repo with shared/ beside it; a laptop may not have it
     RECORDINGS = Path("/work/shared/realworld/openai-compatible-recordings.json")
 
-CASES: list[dict[str, Any]] = json.loads(RECORDINGS.read_text()) if RECORDINGS.exists() else []
+CASES: list[dict[str, Any]] = (
+    json.loads(RECORDINGS.read_text()) if RECORDINGS.exists() else []
+)
 INTERACTIONS = [
     pytest.param(case, index, id=f"{case['provider']}-{case['name'][:60]}-{index}")
     for case in CASES
@@ -29,7 +38,10 @@ INTERACTIONS = [
 
 def _expected_from_json(body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     message = body["choices"][0]["message"]
-    calls = [(c["function"]["name"], c["function"].get("arguments") or "") for c in message.get("tool_calls") or []]
+    calls = [
+        (c["function"]["name"], c["function"].get("arguments") or "")
+        for c in message.get("tool_calls") or []
+    ]
     return message.get("content") or "", calls
 
 
@@ -52,7 +64,9 @@ def _expected_from_sse(raw: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def _stream_error(raw: str) -> bool:
-    return any(line.startswith("data:") and '"error"' in line for line in raw.splitlines())
+    return any(
+        line.startswith("data:") and '"error"' in line for line in raw.splitlines()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +86,31 @@ async def test_replay(server: ScriptedServer, case: dict[str, Any], index: int) 
         else Reply(raw_status=interaction["status"], raw_json=interaction["json"])
     )
     server.load(Script(rules=[Rule(reply=reply)]))
-    llm = OpenAI(model="replayed", api_base=server.base_url, api_key="sk-test", max_retries=0, timeout=10, streaming=streamed)
+    llm = OpenAI(
+        model="replayed",
+        api_base=server.base_url,
+        api_key="sk-test",
+        max_retries=0,
+        timeout=10,
+        streaming=streamed,
+    )
     prompt = [ChatMessage.user(interaction["request"].get("last_user") or "hello")]
-    failure_expected = interaction["status"] != 200 or (streamed and _stream_error(interaction["sse"]))
+    failure_expected = interaction["status"] != 200 or (
+        streamed and _stream_error(interaction["sse"])
+    )
     if failure_expected:
         with pytest.raises(LLMError) as info:
             await llm.achat(prompt)
-        assert str(interaction["status"]) in str(info.value) or "error" in str(info.value)
+        assert str(interaction["status"]) in str(info.value) or "error" in str(
+            info.value
+        )
         return
     response = await llm.achat(prompt)
-    text, calls = _expected_from_sse(interaction["sse"]) if streamed else _expected_from_json(interaction["json"])
+    text, calls = (
+        _expected_from_sse(interaction["sse"])
+        if streamed
+        else _expected_from_json(interaction["json"])
+    )
     assert response.message.text == text
     got = response.message.tool_calls
     assert [c.tool_name for c in got] == [name for name, _ in calls]
@@ -89,5 +118,7 @@ async def test_replay(server: ScriptedServer, case: dict[str, Any], index: int) 
         assert call.tool_id  # providers that send empty ids still get one
         assert call.raw_arguments == arguments
         if call.arguments_error is None:
-            assert call.tool_kwargs == (json.loads(arguments) if arguments.strip() else {})
+            assert call.tool_kwargs == (
+                json.loads(arguments) if arguments.strip() else {}
+            )
     assert len({c.tool_id for c in got}) == len(got)

@@ -16,13 +16,13 @@ from tests.live_support import (
     QUESTION,
     Client,
     analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     connect,
     db_snapshot,
     llm_at,
     make_notebook,
     make_user,
 )
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
 
 pytestmark = [
     pytest.mark.ws,
@@ -47,19 +47,33 @@ async def logged_in(name: str) -> tuple[Any, AsyncClient]:
 
 async def test_new_task_starts_a_notebook_and_redirects(server: Any) -> None:
     alice, client = await logged_in("alice")
-    response = await client.post("/tasks/new", {"text": QUESTION, "agent": "function_calling", "mode": "auto"})
+    response = await client.post(
+        "/tasks/new", {"text": QUESTION, "agent": "function_calling", "mode": "auto"}
+    )
     await service.wait_idle()
     assert response.status_code == 302
     pk = int(response["Location"].rstrip("/").split("/")[-1])
     assert response["Location"].endswith(f"/tasks/{pk}/")
     trace = json.loads((await client.get(f"/api/tasks/{pk}/trace.json")).content)
-    assert trace["task"]["title"] == QUESTION and trace["task"]["agent"] == "function_calling"
+    assert (
+        trace["task"]["title"] == QUESTION
+        and trace["task"]["agent"] == "function_calling"
+    )
     assert trace["turns"][0]["response"] == ANSWER
-    assert [s["status"] for s in trace["turns"][0]["steps"]] == ["completed", "completed"]
-    assert [e["seq"] for e in trace["events"]] == list(range(1, trace["task"]["last_seq"] + 1))
+    assert [s["status"] for s in trace["turns"][0]["steps"]] == [
+        "completed",
+        "completed",
+    ]
+    assert [e["seq"] for e in trace["events"]] == list(
+        range(1, trace["task"]["last_seq"] + 1)
+    )
     assert trace["usage"]["total_tokens"] > 0
 
-    for bad in ({"text": ""}, {"text": "keep me", "agent": "nope"}, {"text": "keep me", "mode": "sometimes"}):
+    for bad in (
+        {"text": ""},
+        {"text": "keep me", "agent": "nope"},
+        {"text": "keep me", "mode": "sometimes"},
+    ):
         refused = await client.post("/tasks/new", bad)
         page = refused.content.decode()
         assert refused.status_code == 400
@@ -71,11 +85,17 @@ async def test_new_task_starts_a_notebook_and_redirects(server: Any) -> None:
 async def test_http_is_owner_only(server: Any) -> None:
     alice, alice_client = await logged_in("alice")
     _, bob_client = await logged_in("bob")
-    notebook = await service.create_notebook(alice, QUESTION, "function_calling", "auto")
+    notebook = await service.create_notebook(
+        alice, QUESTION, "function_calling", "auto"
+    )
     await service.wait_idle()
 
-    assert (await alice_client.get(f"/api/tasks/{notebook.pk}/trace.json")).status_code == 200
-    assert (await bob_client.get(f"/api/tasks/{notebook.pk}/trace.json")).status_code == 404
+    assert (
+        await alice_client.get(f"/api/tasks/{notebook.pk}/trace.json")
+    ).status_code == 200
+    assert (
+        await bob_client.get(f"/api/tasks/{notebook.pk}/trace.json")
+    ).status_code == 404
     assert (await bob_client.get("/api/tasks/999999/trace.json")).status_code == 404
     assert json.loads((await bob_client.get("/api/tasks/")).content)["results"] == []
     anonymous = await AsyncClient().get(f"/api/tasks/{notebook.pk}/trace.json")
@@ -87,7 +107,9 @@ async def test_listing_searches_filters_and_pages(server: Any) -> None:
     alice, client = await logged_in("alice")
     first = await service.create_notebook(alice, QUESTION, "function_calling", "auto")
     await service.wait_idle()
-    second = await service.create_notebook(alice, "Say hello", "function_calling", "step")
+    second = await service.create_notebook(
+        alice, "Say hello", "function_calling", "step"
+    )
     await service.wait_idle()
 
     async def listing(**params: Any) -> dict[str, Any]:
@@ -97,14 +119,26 @@ async def test_listing_searches_filters_and_pages(server: Any) -> None:
 
     everything = await listing()
     assert [r["id"] for r in everything["results"]] == [second.pk, first.pk]
-    assert [r["id"] for r in (await listing(q="4 * 5 = 20"))["results"]] == [first.pk]  # found in a message
-    assert [r["id"] for r in (await listing(status="waiting"))["results"]] == [second.pk]
+    assert [r["id"] for r in (await listing(q="4 * 5 = 20"))["results"]] == [
+        first.pk
+    ]  # found in a message
+    assert [r["id"] for r in (await listing(status="waiting"))["results"]] == [
+        second.pk
+    ]
     assert [r["id"] for r in (await listing(agent="llm_compiler"))["results"]] == []
-    assert (await listing(created_after="2000-01-01", created_before="2999-01-01"))["count"] == 2
+    assert (await listing(created_after="2000-01-01", created_before="2999-01-01"))[
+        "count"
+    ] == 2
     assert (await listing(created_before="2000-01-01"))["count"] == 0
     paged = await listing(page_size=1, page=2)
-    assert (paged["page"], paged["pages"], [r["id"] for r in paged["results"]]) == (2, 2, [first.pk])
-    assert (await client.get("/api/tasks/", {"created_after": "yesterday"})).status_code == 400
+    assert (paged["page"], paged["pages"], [r["id"] for r in paged["results"]]) == (
+        2,
+        2,
+        [first.pk],
+    )
+    assert (
+        await client.get("/api/tasks/", {"created_after": "yesterday"})
+    ).status_code == 400
     presets = json.loads((await client.get("/api/presets/")).content)
     assert "function_calling" in [p["name"] for p in presets["presets"]]
 
@@ -127,7 +161,9 @@ async def test_sockets_refuse_strangers(server: Any) -> None:
     from agentui.asgi import application
 
     for headers in ([], [(b"origin", b"http://evil.example")]):
-        communicator = WebsocketCommunicator(application, f"/ws/tasks/{notebook.pk}/", headers=headers)
+        communicator = WebsocketCommunicator(
+            application, f"/ws/tasks/{notebook.pk}/", headers=headers
+        )
         connected, _ = await communicator.connect(timeout=5)
         assert not connected  # the origin check refuses the handshake
         await communicator.disconnect()
@@ -148,7 +184,10 @@ async def test_acting_on_someone_elses_steps_changes_nothing(server: Any) -> Non
     for action, fields in (
         ("approve", {"step_id": step_id}),
         ("edit_input", {"step_id": step_id, "input": "mine now"}),
-        ("reject_tool_call", {"step_id": step_id, "tool_id": "call_add", "reason": "x"}),
+        (
+            "reject_tool_call",
+            {"step_id": step_id, "tool_id": "call_add", "reason": "x"},
+        ),
         ("undo", {"step_id": step_id}),
     ):
         reply = await client.reply_to(await client.send(action, **fields))

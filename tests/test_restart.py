@@ -40,7 +40,12 @@ def database_url(tmp_path: Path) -> Iterator[str]:
 
     db = connection.settings_dict
     name = f"agentui_restart_{uuid.uuid4().hex[:10]}"
-    params = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or 5432, "user": db["USER"], "dbname": "postgres"}
+    params = {
+        "host": db["HOST"] or "127.0.0.1",
+        "port": db["PORT"] or 5432,
+        "user": db["USER"],
+        "dbname": "postgres",
+    }
     if db.get("PASSWORD"):
         params["password"] = db["PASSWORD"]
     with psycopg.connect(**params, autocommit=True) as admin:
@@ -54,12 +59,19 @@ def database_url(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def env(scripted_server: Any, subprocess_env: Any, database_url: str, tmp_path: Path) -> Any:
+def env(
+    scripted_server: Any, subprocess_env: Any, database_url: str, tmp_path: Path
+) -> Any:
     slow = Rule(
-        name="slow", match=Match(last_user_contains=SLOW), reply=Reply(text="once " * 300),
-        timing=Timing(token_delay_s=0.03), max_uses=1,
+        name="slow",
+        match=Match(last_user_contains=SLOW),
+        reply=Reply(text="once " * 300),
+        timing=Timing(token_delay_s=0.03),
+        max_uses=1,
     )
-    fast = Rule(name="fast", match=Match(last_user_contains=SLOW), reply=Reply(text="The end."))
+    fast = Rule(
+        name="fast", match=Match(last_user_contains=SLOW), reply=Reply(text="The end.")
+    )
     server = scripted_server(Script(rules=[slow, fast, *analyst_rules()]))
     child_env = subprocess_env(
         DATABASE_URL=database_url,
@@ -74,9 +86,16 @@ def env(scripted_server: Any, subprocess_env: Any, database_url: str, tmp_path: 
 
 def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    )
     return done.stdout
 
 
@@ -94,28 +113,57 @@ def test_a_notebook_mid_turn_survives_a_restart(env: Any) -> None:
     pk = manage(child, "notebook", "create", "bob", "--mode", "step").strip()
     manage(child, "notebook", "send", pk, QUESTION)
     first = only_turn(show(child, pk))["step_queue"][0]["step_id"]
-    manage(child, "notebook", "approve", pk, first)  # a process that runs one step and exits
+    manage(
+        child, "notebook", "approve", pk, first
+    )  # a process that runs one step and exits
 
     left = show(child, pk)
     assert show(child, pk) == left  # every new process reads the same state
     turn = only_turn(left)
     assert turn["status"] == "active"
     assert [s["task_step"]["step_id"] for s in turn["completed_steps"]] == [first]
-    assert {s["content"] for s in turn["completed_steps"][0]["output"]["sources"]} == {"5", "20"}
+    assert {s["content"] for s in turn["completed_steps"][0]["output"]["sources"]} == {
+        "5",
+        "20",
+    }
     (pending,) = turn["step_queue"]
-    assert pending["prev_steps"] == [first] and turn["step_status"] == {}  # pending, as left
-    assert [m["role"] for m in turn["task"]["memory"]["messages"]] == ["user", "assistant", "tool", "tool"]
-    assert left["memory"] == []  # the agent's memory changes only when the turn finishes
+    assert (
+        pending["prev_steps"] == [first] and turn["step_status"] == {}
+    )  # pending, as left
+    assert [m["role"] for m in turn["task"]["memory"]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    assert (
+        left["memory"] == []
+    )  # the agent's memory changes only when the turn finishes
     assert [e[0] for e in left["events"]] == list(range(1, len(left["events"]) + 1))
 
-    manage(child, "notebook", "approve", pk, pending["step_id"])  # yet another process goes on
-    assert [m["role"] for m in server.requests[-1].messages][-4:] == ["user", "assistant", "tool", "tool"]
+    manage(
+        child, "notebook", "approve", pk, pending["step_id"]
+    )  # yet another process goes on
+    assert [m["role"] for m in server.requests[-1].messages][-4:] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
     finished = show(child, pk)
     assert only_turn(finished)["response"] == ANSWER
-    assert [m["role"] for m in finished["memory"]] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [m["role"] for m in finished["memory"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
 
 
-def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(env: Any) -> None:
+def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(
+    env: Any,
+) -> None:
     server, child = env
     pk = manage(child, "notebook", "create", "bob").strip()
     manage(child, "notebook", "send", pk, QUESTION)  # one finished turn, to be kept
@@ -123,11 +171,16 @@ def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(env: Any)
 
     crashing = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "notebook", "send", pk, SLOW],
-        env=child, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=child,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
-        while not any(r.rule_name == "slow" and r.chunks_sent >= 10 for r in server.requests):
+        while not any(
+            r.rule_name == "slow" and r.chunks_sent >= 10 for r in server.requests
+        ):
             assert time.monotonic() < deadline, "the slow step never started streaming"
             assert crashing.poll() is None
             time.sleep(0.02)
@@ -139,21 +192,35 @@ def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(env: Any)
     found = show(child, pk)
     slow_turn = next(t for t in found["turns"].values() if t["task"]["input"] == SLOW)
     (step,) = slow_turn["step_queue"]
-    assert slow_turn["step_status"] == {step["step_id"]: "running"}  # what the dead process left
+    assert slow_turn["step_status"] == {
+        step["step_id"]: "running"
+    }  # what the dead process left
     row = next(s for s in found["steps"] if s["step_id"] == step["step_id"])
-    assert row["stream_text"].startswith("once once")  # the text streamed before the crash
+    assert row["stream_text"].startswith(
+        "once once"
+    )  # the text streamed before the crash
 
     assert "1 interrupted" in manage(child, "recover_runs", "--force")
     recovered = show(child, pk)
-    slow_turn = next(t for t in recovered["turns"].values() if t["task"]["input"] == SLOW)
+    slow_turn = next(
+        t for t in recovered["turns"].values() if t["task"]["input"] == SLOW
+    )
     assert slow_turn["step_status"] == {step["step_id"]: "interrupted"}
-    assert slow_turn["completed_steps"] == [] and [m["role"] for m in slow_turn["task"]["memory"]["messages"]][-1] == "assistant"
+    assert (
+        slow_turn["completed_steps"] == []
+        and [m["role"] for m in slow_turn["task"]["memory"]["messages"]][-1]
+        == "assistant"
+    )
     assert recovered["memory"] == before["memory"]  # the finished turn is intact
     assert before["turns"].items() <= recovered["turns"].items()
     assert recovered["events"][-1][1] == "step_interrupted"
-    assert [e[0] for e in recovered["events"]] == list(range(1, len(recovered["events"]) + 1))
+    assert [e[0] for e in recovered["events"]] == list(
+        range(1, len(recovered["events"]) + 1)
+    )
 
-    manage(child, "notebook", "approve", pk, step["step_id"])  # offered for re-run: it runs
+    manage(
+        child, "notebook", "approve", pk, step["step_id"]
+    )  # offered for re-run: it runs
     final = show(child, pk)
     slow_turn = next(t for t in final["turns"].values() if t["task"]["input"] == SLOW)
     assert slow_turn["response"] == "The end."

@@ -18,7 +18,11 @@ import openai
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    ChatCompletionMessageFunctionToolCall,
+)
 
 from runs.engine.testing import (
     Fault,
@@ -41,7 +45,11 @@ WEATHER_TOOL: Any = {
     "function": {
         "name": "get_weather",
         "description": "Weather for a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
     },
 }
 
@@ -58,7 +66,9 @@ def serve() -> Iterator[Serve]:
     servers: list[ScriptedServer] = []
 
     def start(script: Script | Rule) -> ScriptedServer:
-        server = ScriptedServer(Script(rules=[script]) if isinstance(script, Rule) else script).start()
+        server = ScriptedServer(
+            Script(rules=[script]) if isinstance(script, Rule) else script
+        ).start()
         servers.append(server)
         return server
 
@@ -67,12 +77,26 @@ def serve() -> Iterator[Serve]:
         server.stop()
 
 
-def sync_client(srv: ScriptedServer, *, max_retries: int = 0, timeout: float = 5.0) -> openai.OpenAI:
-    return openai.OpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=max_retries, timeout=timeout)
+def sync_client(
+    srv: ScriptedServer, *, max_retries: int = 0, timeout: float = 5.0
+) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=srv.base_url,
+        api_key="sk-test",
+        max_retries=max_retries,
+        timeout=timeout,
+    )
 
 
-def async_client(srv: ScriptedServer, *, max_retries: int = 0, timeout: float = 5.0) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=srv.base_url, api_key="sk-test", max_retries=max_retries, timeout=timeout)
+def async_client(
+    srv: ScriptedServer, *, max_retries: int = 0, timeout: float = 5.0
+) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=srv.base_url,
+        api_key="sk-test",
+        max_retries=max_retries,
+        timeout=timeout,
+    )
 
 
 def user(text: str) -> Messages:
@@ -82,29 +106,46 @@ def user(text: str) -> Messages:
 def tool_turn(*results: str) -> Messages:
     """An assistant message calling len(results) tools, then one tool message per result."""
     calls = [
-        {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": "{}"},
+        }
         for i in range(len(results))
     ]
-    answers = [{"role": "tool", "tool_call_id": f"c{i}", "content": r} for i, r in enumerate(results)]
+    answers = [
+        {"role": "tool", "tool_call_id": f"c{i}", "content": r}
+        for i, r in enumerate(results)
+    ]
     return [{"role": "assistant", "content": None, "tool_calls": calls}, *answers]
 
 
 def ask(client: openai.OpenAI, messages: Messages, **kwargs: Any) -> str:
     """Text of the answer, streamed or not."""
     if kwargs.get("stream"):
-        return collect(client.chat.completions.create(model="gpt-4o-mini", messages=messages, **kwargs))[0]
-    completion = client.chat.completions.create(model=kwargs.pop("model", "gpt-4o-mini"), messages=messages, **kwargs)
+        return collect(
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, **kwargs
+            )
+        )[0]
+    completion = client.chat.completions.create(
+        model=kwargs.pop("model", "gpt-4o-mini"), messages=messages, **kwargs
+    )
     return completion.choices[0].message.content or ""
 
 
-def function_calls(message: ChatCompletionMessage) -> list[ChatCompletionMessageFunctionToolCall]:
+def function_calls(
+    message: ChatCompletionMessage,
+) -> list[ChatCompletionMessageFunctionToolCall]:
     """The message's tool calls, narrowed to function calls."""
     calls = message.tool_calls or []
     assert all(isinstance(c, ChatCompletionMessageFunctionToolCall) for c in calls)
     return [c for c in calls if isinstance(c, ChatCompletionMessageFunctionToolCall)]
 
 
-def collect(chunks: Any) -> tuple[str, dict[int, dict[str, str]], list[ChatCompletionChunk]]:
+def collect(
+    chunks: Any,
+) -> tuple[str, dict[int, dict[str, str]], list[ChatCompletionChunk]]:
     """Reassemble a stream: text, tool calls by index ({id, name, arguments}), raw chunks."""
     text = ""
     calls: dict[int, dict[str, str]] = {}
@@ -114,7 +155,9 @@ def collect(chunks: Any) -> tuple[str, dict[int, dict[str, str]], list[ChatCompl
         for choice in chunk.choices:
             text += choice.delta.content or ""
             for delta in choice.delta.tool_calls or []:
-                call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+                call = calls.setdefault(
+                    delta.index, {"id": "", "name": "", "arguments": ""}
+                )
                 call["id"] += delta.id or ""
                 if delta.function is not None:
                     call["name"] += delta.function.name or ""
@@ -122,7 +165,9 @@ def collect(chunks: Any) -> tuple[str, dict[int, dict[str, str]], list[ChatCompl
     return text, calls, seen
 
 
-def settled(srv: ScriptedServer, count: int, timeout_s: float = 2.0) -> list[RecordedRequest]:
+def settled(
+    srv: ScriptedServer, count: int, timeout_s: float = 2.0
+) -> list[RecordedRequest]:
     """The log once `count` requests exist and all of them have finished server-side."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -140,7 +185,9 @@ def recording(name: str) -> dict[str, Any]:
     return next(c for c in cases if c["name"] == name)
 
 
-needs_recordings = pytest.mark.skipif(not RECORDINGS.exists(), reason="shared recordings not present")
+needs_recordings = pytest.mark.skipif(
+    not RECORDINGS.exists(), reason="shared recordings not present"
+)
 
 
 # ---- plain replies and streaming
@@ -148,7 +195,9 @@ needs_recordings = pytest.mark.skipif(not RECORDINGS.exists(), reason="shared re
 
 def test_non_streamed_text(serve: Serve) -> None:
     srv = serve(Rule(reply=Reply(text="Hello there.")))
-    completion = sync_client(srv).chat.completions.create(model="any-model-name", messages=user("hi"))
+    completion = sync_client(srv).chat.completions.create(
+        model="any-model-name", messages=user("hi")
+    )
     assert completion.object == "chat.completion"
     assert completion.model == "any-model-name"
     assert completion.choices[0].message.content == "Hello there."
@@ -158,31 +207,56 @@ def test_non_streamed_text(serve: Serve) -> None:
 def test_streamed_text_arrives_in_chunks_and_reassembles(serve: Serve) -> None:
     text = "The quick brown fox\njumps over the lazy dog."
     srv = serve(Rule(reply=Reply(text=text)))
-    stream = sync_client(srv).chat.completions.create(model="m", messages=user("hi"), stream=True)
+    stream = sync_client(srv).chat.completions.create(
+        model="m", messages=user("hi"), stream=True
+    )
     got, calls, chunks = collect(stream)
     assert got == text and not calls
     content_chunks = [c for c in chunks if c.choices and c.choices[0].delta.content]
-    assert [c.choices[0].delta.content for c in content_chunks][:3] == ["The ", "quick ", "brown "]
+    assert [c.choices[0].delta.content for c in content_chunks][:3] == [
+        "The ",
+        "quick ",
+        "brown ",
+    ]
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 @pytest.mark.parametrize(
     ("chunking", "expected"),
-    [("line", ["a b\n", "c\n", "d"]), ("char", list("a b\nc\nd")), ("none", ["a b\nc\nd"])],
+    [
+        ("line", ["a b\n", "c\n", "d"]),
+        ("char", list("a b\nc\nd")),
+        ("none", ["a b\nc\nd"]),
+    ],
 )
 def test_chunking_modes(serve: Serve, chunking: str, expected: list[str]) -> None:
     defaults = Timing.model_validate({"chunking": chunking})
     srv = serve(Script(rules=[Rule(reply=Reply(text="a b\nc\nd"))], defaults=defaults))
-    _, _, chunks = collect(sync_client(srv).chat.completions.create(model="m", messages=user("x"), stream=True))
-    assert [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content] == expected
+    _, _, chunks = collect(
+        sync_client(srv).chat.completions.create(
+            model="m", messages=user("x"), stream=True
+        )
+    )
+    assert [
+        c.choices[0].delta.content
+        for c in chunks
+        if c.choices and c.choices[0].delta.content
+    ] == expected
 
 
 def test_stream_is_incremental(serve: Serve) -> None:
-    srv = serve(Rule(reply=Reply(text="one two three four five six"), timing=Timing(token_delay_s=0.05)))
+    srv = serve(
+        Rule(
+            reply=Reply(text="one two three four five six"),
+            timing=Timing(token_delay_s=0.05),
+        )
+    )
     started = time.perf_counter()
     arrivals = []
-    for chunk in sync_client(srv).chat.completions.create(model="m", messages=user("x"), stream=True):
+    for chunk in sync_client(srv).chat.completions.create(
+        model="m", messages=user("x"), stream=True
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             arrivals.append(time.perf_counter())
     assert len(arrivals) == 6
@@ -193,10 +267,18 @@ def test_stream_is_incremental(serve: Serve) -> None:
 def test_latency_and_ttft_and_equal_cost_non_streamed(serve: Serve) -> None:
     timing = Timing(latency_s=0.1, ttft_s=0.1, token_delay_s=0.05)
     srv = serve(Rule(reply=Reply(text="a b c"), timing=timing))
-    collect(sync_client(srv).chat.completions.create(model="m", messages=user("x"), stream=True))
+    collect(
+        sync_client(srv).chat.completions.create(
+            model="m", messages=user("x"), stream=True
+        )
+    )
     ask(sync_client(srv), user("x"))
     streamed, plain = settled(srv, 2)
-    assert streamed.t_first_byte is not None and streamed.t_first_chunk is not None and streamed.t_done is not None
+    assert (
+        streamed.t_first_byte is not None
+        and streamed.t_first_chunk is not None
+        and streamed.t_done is not None
+    )
     assert 0.09 <= streamed.t_first_byte - streamed.t_received < 0.18
     assert 0.19 <= streamed.t_first_chunk - streamed.t_received < 0.28
     assert plain.t_done is not None
@@ -209,13 +291,19 @@ async def test_many_concurrent_streams(serve: Serve) -> None:
     client = async_client(srv)
 
     async def one() -> str:
-        stream = await client.chat.completions.create(model="m", messages=user("x"), stream=True)
-        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        stream = await client.chat.completions.create(
+            model="m", messages=user("x"), stream=True
+        )
+        return "".join(
+            [c.choices[0].delta.content or "" async for c in stream if c.choices]
+        )
 
     started = time.perf_counter()
     answers = await asyncio.gather(*(one() for _ in range(50)))
     assert answers == ["t " * 10] * 50
-    assert time.perf_counter() - started < 1.5  # 0.18 s each; serially it would take 9 s
+    assert (
+        time.perf_counter() - started < 1.5
+    )  # 0.18 s each; serially it would take 9 s
     await client.close()
 
 
@@ -234,33 +322,58 @@ def test_keep_alive_requests_do_not_stall(serve: Serve) -> None:
 
 
 def three_calls() -> list[ToolCallSpec]:
-    return [ToolCallSpec(name="get_weather", arguments={"city": city}) for city in ("Paris", "Oslo", "Lima")]
+    return [
+        ToolCallSpec(name="get_weather", arguments={"city": city})
+        for city in ("Paris", "Oslo", "Lima")
+    ]
 
 
 def test_parallel_tool_calls_non_streamed(serve: Serve) -> None:
     srv = serve(Rule(reply=Reply(tool_calls=three_calls())))
-    completion = sync_client(srv).chat.completions.create(model="m", messages=user("x"), tools=[WEATHER_TOOL])
+    completion = sync_client(srv).chat.completions.create(
+        model="m", messages=user("x"), tools=[WEATHER_TOOL]
+    )
     message = completion.choices[0].message
     calls = function_calls(message)
     assert completion.choices[0].finish_reason == "tool_calls"
     assert message.content is None
-    assert [json.loads(c.function.arguments) for c in calls] == [{"city": "Paris"}, {"city": "Oslo"}, {"city": "Lima"}]
+    assert [json.loads(c.function.arguments) for c in calls] == [
+        {"city": "Paris"},
+        {"city": "Oslo"},
+        {"city": "Lima"},
+    ]
     ids = [c.id for c in calls]
     assert len(set(ids)) == 3 and all(i.startswith("call_") for i in ids)
 
 
 def test_parallel_tool_calls_streamed_with_split_arguments(serve: Serve) -> None:
-    srv = serve(Rule(reply=Reply(text="Checking. ", tool_calls=three_calls()), timing=Timing(args_chunk_chars=4)))
-    stream = sync_client(srv).chat.completions.create(model="m", messages=user("x"), tools=[WEATHER_TOOL], stream=True)
+    srv = serve(
+        Rule(
+            reply=Reply(text="Checking. ", tool_calls=three_calls()),
+            timing=Timing(args_chunk_chars=4),
+        )
+    )
+    stream = sync_client(srv).chat.completions.create(
+        model="m", messages=user("x"), tools=[WEATHER_TOOL], stream=True
+    )
     text, calls, chunks = collect(stream)
     assert text == "Checking. "
     assert sorted(calls) == [0, 1, 2]
-    assert [json.loads(calls[i]["arguments"]) for i in range(3)] == [{"city": c} for c in ("Paris", "Oslo", "Lima")]
-    assert all(calls[i]["name"] == "get_weather" and calls[i]["id"].startswith("call_") for i in range(3))
-    deltas = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or []]
+    assert [json.loads(calls[i]["arguments"]) for i in range(3)] == [
+        {"city": c} for c in ("Paris", "Oslo", "Lima")
+    ]
+    assert all(
+        calls[i]["name"] == "get_weather" and calls[i]["id"].startswith("call_")
+        for i in range(3)
+    )
+    deltas = [
+        d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or []
+    ]
     assert len(deltas) > 3 * 2  # arguments really were split
     for delta in deltas:  # only the first delta of a call names it
-        assert (delta.id is None) == (delta.function is not None and delta.function.name is None)
+        assert (delta.id is None) == (
+            delta.function is not None and delta.function.name is None
+        )
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
@@ -269,18 +382,28 @@ def test_malformed_arguments_arrive_verbatim(serve: Serve) -> None:
     reply = Reply(tool_calls=[ToolCallSpec(name="get_weather", arguments=broken)])
     srv = serve(Rule(reply=reply, timing=Timing(args_chunk_chars=5)))
     client = sync_client(srv)
-    message = client.chat.completions.create(model="m", messages=user("x")).choices[0].message
+    message = (
+        client.chat.completions.create(model="m", messages=user("x")).choices[0].message
+    )
     assert [c.function.arguments for c in function_calls(message)] == [broken]
-    _, calls, _ = collect(client.chat.completions.create(model="m", messages=user("x"), stream=True))
+    _, calls, _ = collect(
+        client.chat.completions.create(model="m", messages=user("x"), stream=True)
+    )
     assert calls[0]["arguments"] == broken
 
 
 def test_explicit_empty_tool_call_id_is_kept(serve: Serve) -> None:
     srv = serve(Rule(reply=Reply(tool_calls=[ToolCallSpec(name="now", id="")])))
     client = sync_client(srv)
-    message = client.chat.completions.create(model="m", messages=user("x")).choices[0].message
-    assert [(c.id, c.function.arguments) for c in function_calls(message)] == [("", "{}")]
-    _, _, chunks = collect(client.chat.completions.create(model="m", messages=user("x"), stream=True))
+    message = (
+        client.chat.completions.create(model="m", messages=user("x")).choices[0].message
+    )
+    assert [(c.id, c.function.arguments) for c in function_calls(message)] == [
+        ("", "{}")
+    ]
+    _, _, chunks = collect(
+        client.chat.completions.create(model="m", messages=user("x"), stream=True)
+    )
     first = chunks[0].choices[0].delta.tool_calls
     assert first is not None and first[0].id == ""
 
@@ -293,23 +416,42 @@ def test_usage_non_streamed_and_in_include_usage_chunk(serve: Serve) -> None:
     client = sync_client(srv)
     messages = user("x" * 400)
     usage = client.chat.completions.create(model="m", messages=messages).usage
-    assert usage is not None and usage.prompt_tokens == 100 and usage.completion_tokens == 3
+    assert (
+        usage is not None
+        and usage.prompt_tokens == 100
+        and usage.completion_tokens == 3
+    )
     assert usage.total_tokens == 103
     stream = client.chat.completions.create(
-        model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+        model="m",
+        messages=messages,
+        stream=True,
+        stream_options={"include_usage": True},
     )
     _, _, chunks = collect(stream)
     assert chunks[-1].choices == [] and chunks[-1].usage == usage
     assert all(c.usage is None for c in chunks[:-1])
-    _, _, plain_chunks = collect(client.chat.completions.create(model="m", messages=messages, stream=True))
+    _, _, plain_chunks = collect(
+        client.chat.completions.create(model="m", messages=messages, stream=True)
+    )
     assert all(c.usage is None and c.choices for c in plain_chunks)
 
 
 def test_usage_override(serve: Serve) -> None:
     usage_json = {"prompt_tokens": 7, "completion_tokens": 2}
-    srv = serve(Script.model_validate({"rules": [{"reply": {"text": "hi", "usage": usage_json}}]}))
-    usage = sync_client(srv).chat.completions.create(model="m", messages=user("x")).usage
-    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (7, 2, 9)
+    srv = serve(
+        Script.model_validate(
+            {"rules": [{"reply": {"text": "hi", "usage": usage_json}}]}
+        )
+    )
+    usage = (
+        sync_client(srv).chat.completions.create(model="m", messages=user("x")).usage
+    )
+    assert usage is not None and (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+    ) == (7, 2, 9)
 
 
 # ---- rule matching
@@ -329,8 +471,21 @@ MATCH_CASES = [
     ),
     pytest.param(
         Match(last_user_contains="weather"),
-        {"messages": [{"role": "user", "content": [{"type": "text", "text": t} for t in ("the wea", "ther")]}]},
-        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": t} for t in ("the wea", "ther")
+                    ],
+                }
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hello"}]}
+            ]
+        },
         id="content-parts",
     ),
     pytest.param(
@@ -359,12 +514,21 @@ MATCH_CASES = [
     ),
     pytest.param(
         Match(any_contains="secret"),
-        {"messages": [*user("the secret is 7"), {"role": "assistant", "content": "ok"}, *user("go")]},
+        {
+            "messages": [
+                *user("the secret is 7"),
+                {"role": "assistant", "content": "ok"},
+                *user("go"),
+            ]
+        },
         {"messages": user("go")},
         id="any_contains",
     ),
     pytest.param(
-        Match(last_role="tool"), {"messages": user("q") + tool_turn("r")}, {"messages": user("q")}, id="last_role"
+        Match(last_role="tool"),
+        {"messages": user("q") + tool_turn("r")},
+        {"messages": user("q")},
+        id="last_role",
     ),
     pytest.param(
         Match(tool_results_since_user=2),
@@ -379,9 +543,17 @@ MATCH_CASES = [
         id="tool_results_reset_by_user",
     ),
     pytest.param(
-        Match(has_tools=True), {"messages": user("x"), "tools": [WEATHER_TOOL]}, {"messages": user("x")}, id="has_tools"
+        Match(has_tools=True),
+        {"messages": user("x"), "tools": [WEATHER_TOOL]},
+        {"messages": user("x")},
+        id="has_tools",
     ),
-    pytest.param(Match(stream=True), {"messages": user("x"), "stream": True}, {"messages": user("x")}, id="stream"),
+    pytest.param(
+        Match(stream=True),
+        {"messages": user("x"), "stream": True},
+        {"messages": user("x")},
+        id="stream",
+    ),
     pytest.param(
         Match(model="gpt-4o"),
         {"messages": user("x"), "model": "gpt-4o"},
@@ -392,8 +564,15 @@ MATCH_CASES = [
 
 
 @pytest.mark.parametrize(("match", "hit", "miss"), MATCH_CASES)
-def test_each_match_condition(serve: Serve, match: Match, hit: dict[str, Any], miss: dict[str, Any]) -> None:
-    srv = serve(Script(rules=[Rule(name="r", match=match, reply=Reply(text="hit"))], on_no_match=Reply(text="miss")))
+def test_each_match_condition(
+    serve: Serve, match: Match, hit: dict[str, Any], miss: dict[str, Any]
+) -> None:
+    srv = serve(
+        Script(
+            rules=[Rule(name="r", match=match, reply=Reply(text="hit"))],
+            on_no_match=Reply(text="miss"),
+        )
+    )
     client = sync_client(srv)
     assert ask(client, **hit) == "hit"
     assert ask(client, **miss) == "miss"
@@ -404,16 +583,34 @@ def test_first_match_wins_and_max_uses(serve: Serve) -> None:
     srv = serve(
         Script(
             rules=[
-                Rule(name="twice", match=Match(last_user_contains="a"), reply=Reply(text="limited"), max_uses=2),
-                Rule(name="specific", match=Match(last_user_contains="a"), reply=Reply(text="second")),
+                Rule(
+                    name="twice",
+                    match=Match(last_user_contains="a"),
+                    reply=Reply(text="limited"),
+                    max_uses=2,
+                ),
+                Rule(
+                    name="specific",
+                    match=Match(last_user_contains="a"),
+                    reply=Reply(text="second"),
+                ),
                 Rule(name="general", reply=Reply(text="anything")),
             ]
         )
     )
     client = sync_client(srv)
-    assert [ask(client, user("a")) for _ in range(3)] == ["limited", "limited", "second"]
+    assert [ask(client, user("a")) for _ in range(3)] == [
+        "limited",
+        "limited",
+        "second",
+    ]
     assert ask(client, user("b")) == "anything"
-    assert [r.rule_name for r in srv.requests] == ["twice", "twice", "specific", "general"]
+    assert [r.rule_name for r in srv.requests] == [
+        "twice",
+        "twice",
+        "specific",
+        "general",
+    ]
 
 
 def test_call_index_and_load_resets_counters(serve: Serve) -> None:
@@ -428,11 +625,19 @@ def test_call_index_and_load_resets_counters(serve: Serve) -> None:
     srv = serve(script)
     client = sync_client(srv)
     answers = [ask(client, user("x")) for _ in range(5)]
-    assert answers == ["once", "second call", "third or fourth", "third or fourth", "other"]
+    assert answers == [
+        "once",
+        "second call",
+        "third or fourth",
+        "third or fourth",
+        "other",
+    ]
     assert [r.index for r in srv.requests] == [0, 1, 2, 3, 4]
     srv.load(script)
     assert ask(client, user("x")) == "once"  # call index and use counts start over ...
-    assert len(srv.requests) == 6 and srv.requests[-1].index == 0  # ... the log does not
+    assert (
+        len(srv.requests) == 6 and srv.requests[-1].index == 0
+    )  # ... the log does not
     srv.load(script.model_dump(), reset_log=True)  # a dict works too
     assert srv.requests == []
     assert ask(client, user("x")) == "once"
@@ -487,13 +692,20 @@ def test_fault_once_then_success(serve: Serve) -> None:
     srv = serve(
         Script(
             rules=[
-                Rule(name="flaky", fault=Fault(status=500, retry_after_s=0.01), max_uses=1),
+                Rule(
+                    name="flaky",
+                    fault=Fault(status=500, retry_after_s=0.01),
+                    max_uses=1,
+                ),
                 Rule(name="ok", reply=Reply(text="recovered")),
             ]
         )
     )
     assert ask(sync_client(srv, max_retries=1), user("x")) == "recovered"
-    assert [(r.rule_name, r.status) for r in settled(srv, 2)] == [("flaky", 500), ("ok", 200)]
+    assert [(r.rule_name, r.status) for r in settled(srv, 2)] == [
+        ("flaky", 500),
+        ("ok", 200),
+    ]
 
 
 def test_hang_past_timeout_is_api_timeout_error(serve: Serve) -> None:
@@ -507,7 +719,9 @@ def test_hang_past_timeout_is_api_timeout_error(serve: Serve) -> None:
 def test_stream_cut_midway_raises_connection_error(serve: Serve) -> None:
     srv = serve(Rule(reply=Reply(text="a b c d e f"), fault=Fault(cut_after_chunks=3)))
     received: list[str] = []
-    stream = sync_client(srv).chat.completions.create(model="m", messages=user("x"), stream=True)
+    stream = sync_client(srv).chat.completions.create(
+        model="m", messages=user("x"), stream=True
+    )
     # The SDK wraps httpx2's RemoteProtocolError (incomplete chunked read) in APIConnectionError.
     with pytest.raises(openai.APIConnectionError):
         for chunk in stream:
@@ -525,10 +739,17 @@ def test_non_streamed_cut_raises_connection_error(serve: Serve) -> None:
 
 def test_error_event_in_stream_raises_api_error(serve: Serve) -> None:
     error = {"message": "upstream overloaded", "code": 502}
-    srv = serve(Rule(reply=Reply(text="a b c"), fault=Fault(error_in_stream=error, error_after_chunks=2)))
+    srv = serve(
+        Rule(
+            reply=Reply(text="a b c"),
+            fault=Fault(error_in_stream=error, error_after_chunks=2),
+        )
+    )
     received: list[str] = []
     with pytest.raises(openai.APIError, match="upstream overloaded") as caught:
-        for chunk in sync_client(srv).chat.completions.create(model="m", messages=user("x"), stream=True):
+        for chunk in sync_client(srv).chat.completions.create(
+            model="m", messages=user("x"), stream=True
+        ):
             received.append(chunk.choices[0].delta.content or "")
     assert type(caught.value) is openai.APIError
     assert received == ["a ", "b "]
@@ -539,11 +760,17 @@ def test_error_event_in_stream_raises_api_error(serve: Serve) -> None:
 
 @needs_recordings
 def test_raw_sse_replay_parses_in_the_sdk(serve: Serve) -> None:
-    interaction = recording("test_openai_test_run_stream_sync_streams_real_model")["interactions"][0]
+    interaction = recording("test_openai_test_run_stream_sync_streams_real_model")[
+        "interactions"
+    ][0]
     srv = serve(Rule(reply=Reply(raw_sse=interaction["sse"])))
-    stream = sync_client(srv).chat.completions.create(model="m", messages=user("capital?"), stream=True)
+    stream = sync_client(srv).chat.completions.create(
+        model="m", messages=user("capital?"), stream=True
+    )
     _, calls, chunks = collect(stream)
-    assert calls[0]["name"] == "get_capital" and "country" in json.loads(calls[0]["arguments"])
+    assert calls[0]["name"] == "get_capital" and "country" in json.loads(
+        calls[0]["arguments"]
+    )
     assert calls[0]["id"].startswith("call_")
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 68
     # Byte for byte: the decoded body is exactly the recording.
@@ -559,9 +786,13 @@ def test_raw_sse_replay_parses_in_the_sdk(serve: Serve) -> None:
 
 @needs_recordings
 def test_raw_json_replay_parses_in_the_sdk(serve: Serve) -> None:
-    interaction = recording("test_openai_test_compatible_api_with_tool_calls_without_id")["interactions"][0]
+    interaction = recording(
+        "test_openai_test_compatible_api_with_tool_calls_without_id"
+    )["interactions"][0]
     srv = serve(Rule(reply=Reply(raw_json=interaction["json"])))
-    completion = sync_client(srv).chat.completions.create(model="m", messages=user("time?"))
+    completion = sync_client(srv).chat.completions.create(
+        model="m", messages=user("time?")
+    )
     calls = function_calls(completion.choices[0].message)
     assert [(c.id, c.function.name) for c in calls] == [("", "get_current_time")]
     assert completion.model == "gemini-2.5-pro-preview-05-06"
@@ -569,8 +800,14 @@ def test_raw_json_replay_parses_in_the_sdk(serve: Serve) -> None:
 
 @needs_recordings
 def test_raw_error_replay(serve: Serve) -> None:
-    interaction = recording("test_openrouter_test_openrouter_errors_raised")["interactions"][0]
-    srv = serve(Rule(reply=Reply(raw_status=interaction["status"], raw_json=interaction["json"])))
+    interaction = recording("test_openrouter_test_openrouter_errors_raised")[
+        "interactions"
+    ][0]
+    srv = serve(
+        Rule(
+            reply=Reply(raw_status=interaction["status"], raw_json=interaction["json"])
+        )
+    )
     with pytest.raises(openai.RateLimitError, match="Provider returned error"):
         ask(sync_client(srv), user("joke"))
 
@@ -582,15 +819,35 @@ def test_request_log_records_what_the_client_sent(serve: Serve) -> None:
     srv = serve(Rule(name="only", reply=Reply(text="ok")))
     messages: Messages = [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Weather in "},
+                {"type": "text", "text": "Paris?"},
+            ],
+        },
     ]
-    sync_client(srv).chat.completions.create(model="gpt-4o", messages=messages, tools=[WEATHER_TOOL], temperature=0)
+    sync_client(srv).chat.completions.create(
+        model="gpt-4o", messages=messages, tools=[WEATHER_TOOL], temperature=0
+    )
     record = settled(srv, 1)[0]
     assert record.messages == messages and record.tools == [WEATHER_TOOL]
-    assert record.tool_names == ["get_weather"] and record.model == "gpt-4o" and record.body["temperature"] == 0
+    assert (
+        record.tool_names == ["get_weather"]
+        and record.model == "gpt-4o"
+        and record.body["temperature"] == 0
+    )
     assert record.last_user_text == "Weather in Paris?"
-    assert record.texts() == ["Be brief.", "Weather in Paris?"] and record.texts("system") == ["Be brief."]
-    assert (record.index, record.rule_name, record.status, record.stream, record.error) == (0, "only", 200, False, None)
+    assert record.texts() == ["Be brief.", "Weather in Paris?"] and record.texts(
+        "system"
+    ) == ["Be brief."]
+    assert (
+        record.index,
+        record.rule_name,
+        record.status,
+        record.stream,
+        record.error,
+    ) == (0, "only", 200, False, None)
     assert record.t_first_byte is not None and record.t_done is not None
     assert record.t_received <= record.t_first_byte <= record.t_done
 
@@ -603,7 +860,9 @@ def test_models_and_health_endpoints(serve: Serve) -> None:
 
 
 def test_stop_returns_promptly_while_a_request_hangs() -> None:
-    srv = ScriptedServer(Script(rules=[Rule(reply=Reply(text="never"), fault=Fault(hang_s=30))]))
+    srv = ScriptedServer(
+        Script(rules=[Rule(reply=Reply(text="never"), fault=Fault(hang_s=30))])
+    )
     srv.start()
     errors: list[BaseException] = []
 
@@ -626,7 +885,11 @@ def test_stop_returns_promptly_while_a_request_hangs() -> None:
 
 def test_scripts_load_from_json_files(tmp_path: Path, serve: Serve) -> None:
     path = tmp_path / "script.json"
-    rule = {"match": {"last_user_contains": "hi"}, "reply": {"text": "from file"}, "token_delay_s": 0.01}
+    rule = {
+        "match": {"last_user_contains": "hi"},
+        "reply": {"text": "from file"},
+        "token_delay_s": 0.01,
+    }
     path.write_text(json.dumps({"rules": [rule]}))
     srv = ScriptedServer(str(path)).start()
     try:
@@ -643,19 +906,33 @@ def test_peer_scenario_format_loads() -> None:
     script = Script.from_file(PEER_SCENARIO)
     assert script.model == "gpt-4o-mini"
     first = script.rules[0]
-    assert first.reply.text and first.timing is not None and first.timing.chunking == "line"
+    assert (
+        first.reply.text
+        and first.timing is not None
+        and first.timing.chunking == "line"
+    )
 
 
 def test_cli_serves_a_script(tmp_path: Path) -> None:
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"rules": [{"reply": {"text": "from the cli"}}]}))
-    command = [sys.executable, "-m", "runs.engine.testing", "--script", str(path), "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "runs.engine.testing",
+        "--script",
+        str(path),
+        "--port",
+        "0",
+    ]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         base_url = process.stdout.readline().strip()
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
-        client = openai.OpenAI(base_url=base_url, api_key="sk-test", max_retries=0, timeout=5)
+        client = openai.OpenAI(
+            base_url=base_url, api_key="sk-test", max_retries=0, timeout=5
+        )
         assert ask(client, user("x")) == "from the cli"
     finally:
         process.terminate()

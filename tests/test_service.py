@@ -22,8 +22,15 @@ from runs.live.publisher import store_event
 from runs.models import Event, Step, Task, Turn
 from runs.presets import presets
 from runs.protocol import ErrorCode, ProtocolError
-from tests.live_support import QUESTION, analyst_rules, analyst_script, llm_at, make_notebook, make_user
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
+from tests.live_support import (
+    QUESTION,
+    analyst_rules,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+)
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -42,13 +49,18 @@ async def waiting_step(task: Task) -> str:
     return str(waits[-1]["step_id"])
 
 
-async def test_twenty_concurrent_approvals_run_the_step_once(scripted_server: Any) -> None:
+async def test_twenty_concurrent_approvals_run_the_step_once(
+    scripted_server: Any,
+) -> None:
     server = scripted_server(analyst_script())
     with llm_at(server):
         task = await notebook(mode="step")
         await service.send_message(task.pk, QUESTION)
         step_id = await waiting_step(task)
-        outcomes = await asyncio.gather(*(service.approve(task.pk, step_id) for _ in range(20)), return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(service.approve(task.pk, step_id) for _ in range(20)),
+            return_exceptions=True,
+        )
         await service.wait_idle()
     errors = [o for o in outcomes if isinstance(o, ProtocolError)]
     assert outcomes.count(None) == 1 and len(errors) == 19
@@ -67,7 +79,11 @@ def test_seqs_stay_contiguous_under_concurrent_writers() -> None:
     def writer(n: int) -> None:
         try:
             for i in range(15):
-                store_event(task.pk, {"type": "step_waiting", "step_id": f"{n}-{i}", "at": 0.0}, None)
+                store_event(
+                    task.pk,
+                    {"type": "step_waiting", "step_id": f"{n}-{i}", "at": 0.0},
+                    None,
+                )
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
@@ -79,12 +95,16 @@ def test_seqs_stay_contiguous_under_concurrent_writers() -> None:
     for thread in threads:
         thread.join()
     assert errors == []
-    seqs = list(Event.objects.filter(task=task).order_by("seq").values_list("seq", flat=True))
+    seqs = list(
+        Event.objects.filter(task=task).order_by("seq").values_list("seq", flat=True)
+    )
     assert seqs == list(range(1, 91))
     assert Task.objects.get(pk=task.pk).last_seq == 90
 
 
-async def test_steps_left_running_by_a_dead_server_are_interrupted(scripted_server: Any) -> None:
+async def test_steps_left_running_by_a_dead_server_are_interrupted(
+    scripted_server: Any,
+) -> None:
     server = scripted_server(analyst_script())
     with llm_at(server):
         task = await notebook(mode="step")
@@ -94,12 +114,18 @@ async def test_steps_left_running_by_a_dead_server_are_interrupted(scripted_serv
         # What a server killed mid-step leaves: the step marked running, its lease not renewed.
         old = timezone.now() - timedelta(minutes=5)
         await Step.objects.filter(step_id=step_id).aupdate(status="running")
-        await Task.objects.filter(pk=task.pk).aupdate(lease_owner="dead-server:1:abc", lease_at=old)
+        await Task.objects.filter(pk=task.pk).aupdate(
+            lease_owner="dead-server:1:abc", lease_at=old
+        )
         with pytest.raises(ProtocolError) as refused:
-            await service.edit_input(task.pk, step_id, "changed")  # the step looks busy ...
+            await service.edit_input(
+                task.pk, step_id, "changed"
+            )  # the step looks busy ...
         assert refused.value.code == ErrorCode.NOT_ALLOWED
 
-        assert await service.recover_interrupted() == 1  # ... until recovery finds it orphaned
+        assert (
+            await service.recover_interrupted() == 1
+        )  # ... until recovery finds it orphaned
         step = await Step.objects.aget(step_id=step_id)
         assert step.status == "interrupted"
         interrupted = [e for e in await events(task) if e["type"] == "step_interrupted"]
@@ -120,27 +146,43 @@ async def test_a_live_lease_is_not_recovered(scripted_server: Any) -> None:
         await service.send_message(task.pk, QUESTION)
         step_id = await waiting_step(task)
         await Step.objects.filter(step_id=step_id).aupdate(status="running")
-        await Task.objects.filter(pk=task.pk).aupdate(lease_owner="other-server:2:def", lease_at=timezone.now())
+        await Task.objects.filter(pk=task.pk).aupdate(
+            lease_owner="other-server:2:def", lease_at=timezone.now()
+        )
         assert await service.recover_interrupted() == 0  # another process is running it
         assert (await Step.objects.aget(step_id=step_id)).status == "running"
-        assert await service.recover_interrupted(force=True) == 1  # a lone server starting up
+        assert (
+            await service.recover_interrupted(force=True) == 1
+        )  # a lone server starting up
 
 
 async def test_a_run_that_loses_its_lease_stops(scripted_server: Any) -> None:
-    rules = [Rule(match=Match(), reply=Reply(text="x " * 200), timing=Timing(token_delay_s=0.01))]
+    rules = [
+        Rule(
+            match=Match(),
+            reply=Reply(text="x " * 200),
+            timing=Timing(token_delay_s=0.01),
+        )
+    ]
     server = scripted_server(Script(rules=rules))
     with llm_at(server), override_settings(AGENTUI_LEASE_STALE_S=0.6):
         task = await notebook()
         await service.send_message(task.pk, "Say a lot")
         await asyncio.sleep(0.2)
-        await Task.objects.filter(pk=task.pk).aupdate(lease_owner="usurper")  # someone took it over
+        await Task.objects.filter(pk=task.pk).aupdate(
+            lease_owner="usurper"
+        )  # someone took it over
         await service.wait_idle(timeout=5)
     step = await Step.objects.filter(task=task).afirst()
-    assert step is not None and step.status == "running"  # left for recovery to mark interrupted
+    assert (
+        step is not None and step.status == "running"
+    )  # left for recovery to mark interrupted
     assert not runtime.running_tasks()
 
 
-async def test_abandon_while_a_step_runs_takes_effect_after_it(scripted_server: Any) -> None:
+async def test_abandon_while_a_step_runs_takes_effect_after_it(
+    scripted_server: Any,
+) -> None:
     rules = analyst_rules()
     rules[0] = rules[0].model_copy(update={"timing": Timing(latency_s=0.3)})
     server = scripted_server(Script(rules=rules))
@@ -156,10 +198,16 @@ async def test_abandon_while_a_step_runs_takes_effect_after_it(scripted_server: 
     turn = await Turn.objects.aget(task=task)
     assert turn.status == "abandoned" and turn.deleted_at is not None
     refreshed = await Task.objects.aget(pk=task.pk)
-    assert (refreshed.status, refreshed.abandon_requested, refreshed.lease_owner) == ("idle", False, "")
+    assert (refreshed.status, refreshed.abandon_requested, refreshed.lease_owner) == (
+        "idle",
+        False,
+        "",
+    )
 
 
-async def test_switching_to_tools_mode_mid_turn_holds_the_next_tool_calls(scripted_server: Any) -> None:
+async def test_switching_to_tools_mode_mid_turn_holds_the_next_tool_calls(
+    scripted_server: Any,
+) -> None:
     server = scripted_server(analyst_script())
     with llm_at(server):
         task = await notebook(mode="step")
@@ -185,7 +233,10 @@ async def test_refusals(scripted_server: Any) -> None:
             (service.undo(task.pk), ErrorCode.NOT_ALLOWED),
             (service.abandon(task.pk), ErrorCode.NOT_ALLOWED),
             (service.send_message(other.pk, "again"), ErrorCode.NOT_ALLOWED),
-            (service.reject_tool_call(other.pk, foreign, "call_add", "no"), ErrorCode.NOT_ALLOWED),
+            (
+                service.reject_tool_call(other.pk, foreign, "call_add", "no"),
+                ErrorCode.NOT_ALLOWED,
+            ),
         ]
         for call, code in cases:
             with pytest.raises(ProtocolError) as caught:
@@ -205,10 +256,17 @@ async def test_refusals(scripted_server: Any) -> None:
         ("llm_compiler", LLM_COMPILER_PROMPT, "Total sales revenue grew by"),
     ],
 )
-async def test_every_preset_works_offline_with_the_demo_model(agent: str, prompt: str, answer: str, tmp_path: Any) -> None:
+async def test_every_preset_works_offline_with_the_demo_model(
+    agent: str, prompt: str, answer: str, tmp_path: Any
+) -> None:
     if agent not in presets():
         pytest.skip(f"{agent} is not available")
-    demo = override_settings(OPENAI_API_KEY="", OPENAI_BASE_URL="", AGENTUI_MODEL="", AGENTUI_DATA_DIR=str(tmp_path))
+    demo = override_settings(
+        OPENAI_API_KEY="",
+        OPENAI_BASE_URL="",
+        AGENTUI_MODEL="",
+        AGENTUI_DATA_DIR=str(tmp_path),
+    )
     with demo:
         runtime.forget_all()
         try:
@@ -224,15 +282,25 @@ async def test_every_preset_works_offline_with_the_demo_model(agent: str, prompt
     calls = [e for e in stored if e["type"] == "tool_call"]
     if agent == "llm_compiler":
         assert [c["tool_name"] for c in calls] == ["sql_value", "sql_value", "evaluate"]
-        assert [c["depends_on"] for c in calls] == [[], [], [1, 2]]  # 1 and 2 in parallel, 3 waits for both
-        results = {e["plan_index"]: e for e in stored if e["type"] == "tool_call_result"}
-        assert results[3]["started_at"] >= max(results[1]["ended_at"], results[2]["ended_at"])
+        assert [c["depends_on"] for c in calls] == [
+            [],
+            [],
+            [1, 2],
+        ]  # 1 and 2 in parallel, 3 waits for both
+        results = {
+            e["plan_index"]: e for e in stored if e["type"] == "tool_call_result"
+        }
+        assert results[3]["started_at"] >= max(
+            results[1]["ended_at"], results[2]["ended_at"]
+        )
     else:
         assert [c["tool_name"] for c in calls] == ["sql_query", "multiply"]
     assert (await Task.objects.aget(pk=task.pk)).title.startswith(prompt[:40])
 
 
-async def test_llm_compiler_plan_waits_for_approval_in_tools_mode(scripted_server: Any) -> None:
+async def test_llm_compiler_plan_waits_for_approval_in_tools_mode(
+    scripted_server: Any,
+) -> None:
     if "llm_compiler" not in presets():
         pytest.skip("llm_compiler is not available")
     from runs.demo_scripts import llm_compiler_rules

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from conftest import ROOT
 
 # Prints what the settings resolved to, as JSON.
@@ -48,7 +47,9 @@ def resolved(subprocess_env: EnvFactory, **env: str | None) -> dict[str, Any]:
     return data
 
 
-def manage_check(subprocess_env: EnvFactory, **env: str) -> subprocess.CompletedProcess[str]:
+def manage_check(
+    subprocess_env: EnvFactory, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "manage.py", "check"],
         env=subprocess_env(**env),
@@ -59,7 +60,9 @@ def manage_check(subprocess_env: EnvFactory, **env: str) -> subprocess.Completed
     )
 
 
-def test_defaults_are_sqlite_in_memory_layer_and_demo_model(subprocess_env: EnvFactory) -> None:
+def test_defaults_are_sqlite_in_memory_layer_and_demo_model(
+    subprocess_env: EnvFactory,
+) -> None:
     s = resolved(subprocess_env)
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["name"] == str(ROOT / "db.sqlite3")
@@ -73,7 +76,12 @@ def test_defaults_are_sqlite_in_memory_layer_and_demo_model(subprocess_env: EnvF
 def test_postgres_url_selects_postgres(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, DATABASE_URL="postgres://postgres@127.0.0.1:5432/test")
     assert s["engine"] == "django.db.backends.postgresql"
-    assert (s["name"], s["host"], s["port"], s["user"]) == ("test", "127.0.0.1", 5432, "postgres")
+    assert (s["name"], s["host"], s["port"], s["user"]) == (
+        "test",
+        "127.0.0.1",
+        5432,
+        "postgres",
+    )
     assert s["test_name"] is None  # pytest-django then uses test_test
 
 
@@ -87,14 +95,21 @@ def test_test_database_name_can_be_set(subprocess_env: EnvFactory) -> None:
 
 
 def test_sqlite_url_is_accepted(subprocess_env: EnvFactory) -> None:
-    s = resolved(subprocess_env, DATABASE_URL="sqlite:////tmp/agentui-elsewhere.sqlite3")
-    assert (s["engine"], s["name"]) == ("django.db.backends.sqlite3", "/tmp/agentui-elsewhere.sqlite3")
+    s = resolved(
+        subprocess_env, DATABASE_URL="sqlite:////tmp/agentui-elsewhere.sqlite3"
+    )
+    assert (s["engine"], s["name"]) == (
+        "django.db.backends.sqlite3",
+        "/tmp/agentui-elsewhere.sqlite3",
+    )
 
 
 def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
     assert s["layer"] == "channels_redis.core.RedisChannelLayer"
-    assert s["layer_hosts"] == [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}]
+    assert s["layer_hosts"] == [
+        {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}
+    ]
 
 
 def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:
@@ -107,7 +122,9 @@ def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:
 
 def test_local_server_and_model_are_honoured(subprocess_env: EnvFactory) -> None:
     s = resolved(
-        subprocess_env, OPENAI_BASE_URL="http://localhost:11434/v1/", AGENTUI_MODEL="llama3.1"
+        subprocess_env,
+        OPENAI_BASE_URL="http://localhost:11434/v1/",
+        AGENTUI_MODEL="llama3.1",
     )
     assert s["is_demo"] is False
     assert (s["base_url"], s["model"]) == ("http://localhost:11434/v1", "llama3.1")
@@ -116,7 +133,10 @@ def test_local_server_and_model_are_honoured(subprocess_env: EnvFactory) -> None
 
 def test_plain_settings_are_honoured(subprocess_env: EnvFactory) -> None:
     s = resolved(
-        subprocess_env, SECRET_KEY="k" * 50, DEBUG="false", ALLOWED_HOSTS="agentui.example, 10.0.0.5"
+        subprocess_env,
+        SECRET_KEY="k" * 50,
+        DEBUG="false",
+        ALLOWED_HOSTS="agentui.example, 10.0.0.5",
     )
     assert s["secret_key"] == "k" * 50
     assert s["debug"] is False

@@ -31,8 +31,14 @@ from runs.engine import (
 from runs.engine.testing import ScriptedServer
 from runs.models import Message, MessageStatus, Step, StepEdge, Turn
 from runs.store import DjangoStateStore
-from tests.live_support import ANSWER, QUESTION, analyst_script, make_notebook, make_user
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
+from tests.live_support import (
+    ANSWER,
+    QUESTION,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    make_notebook,
+    make_user,
+)
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -87,9 +93,17 @@ class TeeStore:
 
 
 def runner_for(server: ScriptedServer, store: Any) -> AgentRunner:
-    llm = OpenAI(model="scripted", api_base=server.base_url, api_key="sk-test", max_retries=0, timeout=10)
+    llm = OpenAI(
+        model="scripted",
+        api_base=server.base_url,
+        api_key="sk-test",
+        max_retries=0,
+        timeout=10,
+    )
     tools = [FunctionTool.from_defaults(add), FunctionTool.from_defaults(multiply)]
-    return AgentRunner(FunctionCallingAgentWorker.from_tools(tools, llm=llm), state_store=store)
+    return AgentRunner(
+        FunctionCallingAgentWorker.from_tools(tools, llm=llm), state_store=store
+    )
 
 
 async def new_store() -> DjangoStateStore:
@@ -111,11 +125,15 @@ async def test_round_trip_through_a_whole_conversation(scripted_server: Any) -> 
     pending = (await runner.aget_task_state(task.task_id)).step_queue[0]
     edited = json.dumps([{"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}}])
     await runner.aupdate_step_input(task.task_id, pending.step_id, edited)
-    await runner.areject_tool_call(task.task_id, pending.step_id, "call_mul", "not needed")
+    await runner.areject_tool_call(
+        task.task_id, pending.step_id, "call_mul", "not needed"
+    )
     await tee.assert_same()
     await runner.arun_step(task.task_id)  # the calls
     await tee.assert_same()
-    await runner.aundo_step(task.task_id)  # ... undone: the tool-call step is pending again
+    await runner.aundo_step(
+        task.task_id
+    )  # ... undone: the tool-call step is pending again
     await tee.assert_same()
     await runner.arun_step(task.task_id)
     output = await runner.arun_step(task.task_id)  # the answer
@@ -128,7 +146,9 @@ async def test_round_trip_through_a_whole_conversation(scripted_server: Any) -> 
     await runner.arun_step(second.task_id)
     await runner.afinalize_response(second.task_id)
     await tee.assert_same()
-    await runner.aundo_step(second.task_id)  # undoing a finished turn gives the memory back
+    await runner.aundo_step(
+        second.task_id
+    )  # undoing a finished turn gives the memory back
     await tee.assert_same()
     await runner.adelete_task(second.task_id)
     await tee.assert_same()
@@ -137,7 +157,10 @@ async def test_round_trip_through_a_whole_conversation(scripted_server: Any) -> 
     await runner.arun_step(third.task_id)
     await runner.afinalize_response(third.task_id)
     await tee.assert_same()
-    assert [m.text for m in await tee.django.load_memory()][-2:] == ["Say hello again", "Hello there, I am a scripted model."]
+    assert [m.text for m in await tee.django.load_memory()][-2:] == [
+        "Say hello again",
+        "Hello there, I am a scripted model.",
+    ]
 
 
 async def test_runner_on_the_django_store_alone(scripted_server: Any) -> None:
@@ -152,7 +175,9 @@ async def test_runner_on_the_django_store_alone(scripted_server: Any) -> None:
     # a second runner (a new process, say) sees the same conversation
     again = runner_for(server, DjangoStateStore(store.task_pk))
     assert (await again.achat("Say hello")).response.startswith("Hello there")
-    assert len(await store.load_memory()) == 7  # user, assistant+calls, 2 tool results, answer, user, answer
+    assert (
+        len(await store.load_memory()) == 7
+    )  # user, assistant+calls, 2 tool results, answer, user, answer
 
 
 async def test_undo_marks_rows_and_deletes_nothing(scripted_server: Any) -> None:
@@ -164,13 +189,26 @@ async def test_undo_marks_rows_and_deletes_nothing(scripted_server: Any) -> None
     await runner.aundo_step(task.task_id)
 
     def rows() -> tuple[list[str], list[str], int]:
-        steps = list(Step.objects.filter(turn__engine_id=task.task_id).order_by("pk").values_list("status", flat=True))
-        messages = list(Message.objects.filter(turn__engine_id=task.task_id).values_list("status", flat=True))
-        edges = StepEdge.objects.filter(from_step__step_id=first.task_step.step_id).count()
+        steps = list(
+            Step.objects.filter(turn__engine_id=task.task_id)
+            .order_by("pk")
+            .values_list("status", flat=True)
+        )
+        messages = list(
+            Message.objects.filter(turn__engine_id=task.task_id).values_list(
+                "status", flat=True
+            )
+        )
+        edges = StepEdge.objects.filter(
+            from_step__step_id=first.task_step.step_id
+        ).count()
         return steps, messages, edges
 
     steps, messages, edges = await database_sync_to_async(rows)()
-    assert steps == ["undone", "undone"]  # the step (queued again) and the step it had created
+    assert steps == [
+        "undone",
+        "undone",
+    ]  # the step (queued again) and the step it had created
     assert messages and set(messages) == {MessageStatus.UNDONE}
     assert edges == 1  # kept for the trace, out of both lists
     state = await store.load_task(task.task_id)
@@ -202,7 +240,9 @@ async def test_seeded_history_and_reset(scripted_server: Any) -> None:
     server = scripted_server(analyst_script())
     tee = TeeStore(await new_store())
     runner = runner_for(server, tee)
-    await runner.achat("Say hello", chat_history=[ChatMessage.user("hi"), ChatMessage.assistant("hey")])
+    await runner.achat(
+        "Say hello", chat_history=[ChatMessage.user("hi"), ChatMessage.assistant("hey")]
+    )
     await tee.assert_same()
     await runner.achat("Say hello once more")
     await tee.assert_same()
@@ -213,7 +253,18 @@ async def test_seeded_history_and_reset(scripted_server: Any) -> None:
 # --- random operation sequences ----------------------------------------------------------------
 
 OPS = st.lists(
-    st.sampled_from(["create", "create_approving", "run", "undo", "edit", "reject", "finalize", "delete"]),
+    st.sampled_from(
+        [
+            "create",
+            "create_approving",
+            "run",
+            "undo",
+            "edit",
+            "reject",
+            "finalize",
+            "delete",
+        ]
+    ),
     min_size=1,
     max_size=14,
 )
@@ -224,7 +275,11 @@ async def _apply(runner: AgentRunner, op: str, current: str | None) -> str | Non
     state = await runner.aget_task_state(current) if current else None
     if op.startswith("create"):
         if state is None or state.status is not TaskStatus.ACTIVE:
-            return (await runner.acreate_task(QUESTION, approve_tool_calls=op == "create_approving")).task_id
+            return (
+                await runner.acreate_task(
+                    QUESTION, approve_tool_calls=op == "create_approving"
+                )
+            ).task_id
         return current
     if state is None or current is None:
         return current
@@ -241,12 +296,21 @@ async def _apply(runner: AgentRunner, op: str, current: str | None) -> str | Non
         elif op in ("edit", "reject") and state.step_queue:
             step = state.step_queue[0]
             if op == "reject" and step.tool_calls:
-                await runner.areject_tool_call(current, step.step_id, step.tool_calls[-1].tool_id, "no")
+                await runner.areject_tool_call(
+                    current, step.step_id, step.tool_calls[-1].tool_id, "no"
+                )
             elif op == "edit" and step.tool_calls:
-                edit = [{"tool_id": step.tool_calls[0].tool_id, "tool_kwargs": {"a": 7, "b": 8}}]
+                edit = [
+                    {
+                        "tool_id": step.tool_calls[0].tool_id,
+                        "tool_kwargs": {"a": 7, "b": 8},
+                    }
+                ]
                 await runner.aupdate_step_input(current, step.step_id, json.dumps(edit))
             elif op == "edit":
-                await runner.aupdate_step_input(current, step.step_id, "Compute it differently")
+                await runner.aupdate_step_input(
+                    current, step.step_id, "Compute it differently"
+                )
     except Exception as exc:  # noqa: BLE001 - the engine's refusals are part of the game
         if not hasattr(exc, "code"):
             raise
@@ -255,7 +319,9 @@ async def _apply(runner: AgentRunner, op: str, current: str | None) -> str | Non
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS)
-@example(ops=["create", "run", "run", "undo", "edit"])  # an edit after an undo reached the queued step only
+@example(
+    ops=["create", "run", "run", "undo", "edit"]
+)  # an edit after an undo reached the queued step only
 def test_random_operations_round_trip(ops: list[str]) -> None:
     """Whatever the runner does, the rows read back equal the in-memory state."""
 
@@ -284,6 +350,8 @@ def test_k_steps_then_k_undos_is_the_start(k: int) -> None:
                 await runner.arun_step(task.task_id)
             for _ in range(k):
                 await runner.aundo_step(task.task_id)
-            assert (await store.load_task(task.task_id)).model_dump(mode="json") == start
+            assert (await store.load_task(task.task_id)).model_dump(
+                mode="json"
+            ) == start
 
     asyncio.run(scenario())

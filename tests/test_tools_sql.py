@@ -24,7 +24,9 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
-def test_the_dataset_is_built_once_and_is_the_same_everywhere(data_dir: Path, tmp_path_factory: Any) -> None:
+def test_the_dataset_is_built_once_and_is_the_same_everywhere(
+    data_dir: Path, tmp_path_factory: Any
+) -> None:
     path = dataset.ensure_sample_db()
     assert path.parent == data_dir and dataset.ensure_sample_db() == path
     other_dir = tmp_path_factory.mktemp("other")
@@ -37,21 +39,38 @@ def test_the_dataset_is_built_once_and_is_the_same_everywhere(data_dir: Path, tm
         return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
     assert content(path) == content(other)
-    assert sql.list_tables() == [{"table": "cities", "rows": 12}, {"table": "products", "rows": 10}, {"table": "sales", "rows": 1920}]
+    assert sql.list_tables() == [
+        {"table": "cities", "rows": 12},
+        {"table": "products", "rows": 10},
+        {"table": "sales", "rows": 1920},
+    ]
 
 
 def test_select_queries_work() -> None:
-    result = sql.sql_query("SELECT name, population FROM cities WHERE country = 'Japan' ORDER BY name")
+    result = sql.sql_query(
+        "SELECT name, population FROM cities WHERE country = 'Japan' ORDER BY name"
+    )
     assert result == {
-        "columns": ["name", "population"], "rows": [["Osaka", 2750000], ["Sapporo", 1960000]],
-        "row_count": 2, "truncated": False,
+        "columns": ["name", "population"],
+        "rows": [["Osaka", 2750000], ["Sapporo", 1960000]],
+        "row_count": 2,
+        "truncated": False,
     }
-    with_cte = sql.sql_query("WITH t AS (SELECT revenue FROM sales) SELECT COUNT(*) FROM t")
+    with_cte = sql.sql_query(
+        "WITH t AS (SELECT revenue FROM sales) SELECT COUNT(*) FROM t"
+    )
     assert with_cte["rows"] == [[1920]]
     assert sql.sql_value("SELECT COUNT(*) FROM products") == 10
     assert sql.sql_value("SELECT name FROM cities WHERE id = 999") is None
     described = sql.describe_table("sales")
-    assert described["columns"] == ["id", "sold_on", "city_id", "product_id", "quantity", "revenue"]
+    assert described["columns"] == [
+        "id",
+        "sold_on",
+        "city_id",
+        "product_id",
+        "quantity",
+        "revenue",
+    ]
     assert len(described["example_rows"]) == 3
 
 
@@ -117,7 +136,14 @@ def test_the_file_is_opened_read_only() -> None:
 
 @pytest.mark.parametrize(
     ("expression", "value"),
-    [("(121 * 3) + 42", 405), ("2 ** 10 % 7", 2), ("-3 / 2", -1.5), ("7 // 2", 3), ("+(1.5 * 4)", 6), ("10 ** 399", 10**399)],
+    [
+        ("(121 * 3) + 42", 405),
+        ("2 ** 10 % 7", 2),
+        ("-3 / 2", -1.5),
+        ("7 // 2", 3),
+        ("+(1.5 * 4)", 6),
+        ("10 ** 399", 10**399),
+    ],
 )
 def test_evaluate(expression: str, value: float) -> None:
     assert arithmetic.evaluate(expression) == value
@@ -126,9 +152,25 @@ def test_evaluate(expression: str, value: float) -> None:
 @pytest.mark.parametrize(
     "expression",
     [
-        "__import__('os').system('true')", "x + 1", "len('abc')", "[1, 2]", "1 if True else 2", "True + 1",
-        "'a' * 3", "9 ** 9 ** 9", "2 ** 5000", "10 ** 400", "1 / 0", "5 % 0", "1e308 * 10", "(-8) ** 0.5",
-        "1 +", "(" * 300 + "1" + ")" * 300, "+" * 150 + "1", "lambda: 1", "a.b",
+        "__import__('os').system('true')",
+        "x + 1",
+        "len('abc')",
+        "[1, 2]",
+        "1 if True else 2",
+        "True + 1",
+        "'a' * 3",
+        "9 ** 9 ** 9",
+        "2 ** 5000",
+        "10 ** 400",
+        "1 / 0",
+        "5 % 0",
+        "1e308 * 10",
+        "(-8) ** 0.5",
+        "1 +",
+        "(" * 300 + "1" + ")" * 300,
+        "+" * 150 + "1",
+        "lambda: 1",
+        "a.b",
     ],
 )
 def test_evaluate_refuses(expression: str) -> None:
@@ -148,21 +190,43 @@ def test_basic_operations_through_the_tool_wrapper() -> None:
 
 def test_presets_read_tools_from_settings() -> None:
     assert {"function_calling"} <= set(presets())
-    with override_settings(AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.arithmetic.add"]}}):
+    with override_settings(
+        AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.arithmetic.add"]}}
+    ):
         preset = get_preset("function_calling")
-        assert preset is not None and [t.metadata.name for t in preset.make_tools()] == ["add"]
-    config = {"echo": {"label": "Echo", "worker": "runs.engine.FunctionCallingAgentWorker", "tools": ["runs.tools.sql.TOOLS"]}}
+        assert preset is not None and [
+            t.metadata.name for t in preset.make_tools()
+        ] == ["add"]
+    config = {
+        "echo": {
+            "label": "Echo",
+            "worker": "runs.engine.FunctionCallingAgentWorker",
+            "tools": ["runs.tools.sql.TOOLS"],
+        }
+    }
     with override_settings(AGENTUI_PRESETS=config):
         echo = get_preset("echo")
         assert echo is not None and echo.label == "Echo"
-        assert [t.metadata.name for t in echo.make_tools()] == ["list_tables", "describe_table", "sql_query", "sql_value"]
+        assert [t.metadata.name for t in echo.make_tools()] == [
+            "list_tables",
+            "describe_table",
+            "sql_query",
+            "sql_value",
+        ]
     with override_settings(AGENTUI_PRESETS={"llm_compiler": None}):
         assert "llm_compiler" not in presets()
-    with override_settings(AGENTUI_PRESETS={"x": {"tools": []}}), pytest.raises(ImproperlyConfigured):
+    with (
+        override_settings(AGENTUI_PRESETS={"x": {"tools": []}}),
+        pytest.raises(ImproperlyConfigured),
+    ):
         presets()
-    with override_settings(AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.nope"]}}):
+    with override_settings(
+        AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.nope"]}}
+    ):
         preset = get_preset("function_calling")
         assert preset is not None
         with pytest.raises(ImproperlyConfigured):
             preset.make_tools()
-    assert isinstance(resolve_tools(["runs.tools.arithmetic.evaluate"])[0], FunctionTool)
+    assert isinstance(
+        resolve_tools(["runs.tools.arithmetic.evaluate"])[0], FunctionTool
+    )

@@ -11,7 +11,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_engine_passes_mypy_strict() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "mypy.ini"), "runs/engine"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "mypy.ini"),
+            "runs/engine",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

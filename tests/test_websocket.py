@@ -14,7 +14,15 @@ import pytest
 from channels.db import database_sync_to_async
 
 from runs import service
-from runs.engine.testing import Fault, Match, Reply, Rule, Script, ScriptedServer, Timing
+from runs.engine.testing import (
+    Fault,
+    Match,
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+)
 from runs.models import Event, Message, MessageStatus, Step, Turn
 from tests.live_support import (
     ANSWER,
@@ -22,11 +30,11 @@ from tests.live_support import (
     Client,
     analyst_rules,
     analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
     make_notebook,
     make_user,
 )
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -38,7 +46,9 @@ def server(scripted_server: Any) -> Any:
         yield srv
 
 
-async def open_notebook(mode: str = "auto", user_name: str = "alice") -> tuple[Any, Any, Client]:
+async def open_notebook(
+    mode: str = "auto", user_name: str = "alice"
+) -> tuple[Any, Any, Client]:
     user = await database_sync_to_async(make_user)(user_name)
     notebook = await database_sync_to_async(make_notebook)(user, mode=mode)
     client = await Client.open(user, notebook.pk)
@@ -53,7 +63,9 @@ async def acked(client: Client, action: str, **fields: Any) -> dict[str, Any]:
     return reply
 
 
-async def refused(client: Client, action: str, code: str, **fields: Any) -> dict[str, Any]:
+async def refused(
+    client: Client, action: str, code: str, **fields: Any
+) -> dict[str, Any]:
     reply = await client.reply_to(await client.send(action, **fields))
     assert reply["type"] == "error" and reply["code"] == code, reply
     return reply
@@ -63,7 +75,9 @@ def assert_contiguous(seqs: list[int], start: int = 1) -> None:
     assert seqs == list(range(start, start + len(seqs))), seqs
 
 
-async def test_full_function_calling_task_streamed_end_to_end(server: ScriptedServer) -> None:
+async def test_full_function_calling_task_streamed_end_to_end(
+    server: ScriptedServer,
+) -> None:
     _, notebook, client = await open_notebook()
     await acked(client, "send_message", text=QUESTION)
     done = await client.until_event("task_completed")
@@ -72,20 +86,44 @@ async def test_full_function_calling_task_streamed_end_to_end(server: ScriptedSe
 
     types = [e["type"] for e in client.events()]
     assert types == [
-        "task_created", "step_created",
-        "step_started", "agent_input", "agent_output", "tool_call", "tool_call", "tool_call_result",
-        "tool_call_result", "step_completed", "step_created",
-        "step_started", "agent_input", "agent_output", "step_completed", "task_completed",
+        "task_created",
+        "step_created",
+        "step_started",
+        "agent_input",
+        "agent_output",
+        "tool_call",
+        "tool_call",
+        "tool_call_result",
+        "tool_call_result",
+        "step_completed",
+        "step_created",
+        "step_started",
+        "agent_input",
+        "agent_output",
+        "step_completed",
+        "task_completed",
     ]
     assert_contiguous(client.seqs())
     deltas = [m for m in client.messages if m["type"] == "delta"]
     last_step = client.events("step_completed")[-1]["step_id"]
-    assert "".join(d["event"]["delta"] for d in deltas if d["event"]["step_id"] == last_step) == ANSWER
-    assert deltas[0]["event"]["response"] == deltas[0]["event"]["delta"]  # the text so far rides along
-    results = {e["tool_name"]: e["tool_output"]["content"] for e in client.events("tool_call_result")}
+    assert (
+        "".join(
+            d["event"]["delta"] for d in deltas if d["event"]["step_id"] == last_step
+        )
+        == ANSWER
+    )
+    assert (
+        deltas[0]["event"]["response"] == deltas[0]["event"]["delta"]
+    )  # the text so far rides along
+    results = {
+        e["tool_name"]: e["tool_output"]["content"]
+        for e in client.events("tool_call_result")
+    }
     assert results == {"add": "5", "multiply": "20"}
     # the turn's two calls ran at once: storing their tool_call events did not queue one behind the other
-    spans = [(e["started_at"], e["ended_at"]) for e in client.events("tool_call_result")]
+    spans = [
+        (e["started_at"], e["ended_at"]) for e in client.events("tool_call_result")
+    ]
     assert max(start for start, _ in spans) < min(end for _, end in spans)
 
     def rows() -> dict[str, Any]:
@@ -93,15 +131,23 @@ async def test_full_function_calling_task_streamed_end_to_end(server: ScriptedSe
         steps = list(Step.objects.filter(turn=turn).order_by("completion_index"))
         return {
             "turn": (turn.status, turn.response),
-            "steps": [(s.status, s.is_last, s.total_tokens is not None, s.stream_text) for s in steps],
-            "messages": list(Message.objects.filter(task=notebook).values_list("role", flat=True)),
+            "steps": [
+                (s.status, s.is_last, s.total_tokens is not None, s.stream_text)
+                for s in steps
+            ],
+            "messages": list(
+                Message.objects.filter(task=notebook).values_list("role", flat=True)
+            ),
             "events": Event.objects.filter(task=notebook).count(),
             "status": turn.task.status,
         }
 
     stored = await database_sync_to_async(rows)()
     assert stored["turn"] == ("completed", ANSWER)
-    assert stored["steps"] == [("completed", False, True, "Let me compute both."), ("completed", True, True, ANSWER)]
+    assert stored["steps"] == [
+        ("completed", False, True, "Let me compute both."),
+        ("completed", True, True, ANSWER),
+    ]
     assert stored["messages"] == ["user", "assistant", "tool", "tool", "assistant"]
     assert stored["events"] == client.seqs()[-1]
     assert stored["status"] == "idle"
@@ -143,8 +189,12 @@ async def test_undo_then_rerun(server: ScriptedServer) -> None:
     undone = await client.until_event("step_undone")
     assert undone["event"]["step_id"] == last
     assert (await client.until_event("step_waiting"))["event"]["step_id"] == last
-    await refused(client, "undo", "not_allowed", step_id=last)  # already undone: undone once
-    await refused(client, "send_message", "not_allowed", text="hi")  # the turn is active again
+    await refused(
+        client, "undo", "not_allowed", step_id=last
+    )  # already undone: undone once
+    await refused(
+        client, "send_message", "not_allowed", text="hi"
+    )  # the turn is active again
 
     await acked(client, "approve", step_id=last)
     await client.until_event("task_completed")
@@ -153,18 +203,30 @@ async def test_undo_then_rerun(server: ScriptedServer) -> None:
     assert server.requests[2].messages == server.requests[1].messages
 
     def statuses() -> tuple[list[str], list[str]]:
-        messages = Message.objects.filter(task=notebook).order_by("pk").values_list("status", flat=True)
-        steps = Step.objects.filter(task=notebook).order_by("pk").values_list("status", flat=True)
+        messages = (
+            Message.objects.filter(task=notebook)
+            .order_by("pk")
+            .values_list("status", flat=True)
+        )
+        steps = (
+            Step.objects.filter(task=notebook)
+            .order_by("pk")
+            .values_list("status", flat=True)
+        )
         return list(messages), list(steps)
 
     messages, steps = await database_sync_to_async(statuses)()
-    assert messages == ["active"] * 4 + [MessageStatus.UNDONE] + ["active"]  # the first answer kept, marked
+    assert messages == ["active"] * 4 + [MessageStatus.UNDONE] + [
+        "active"
+    ]  # the first answer kept, marked
     assert steps == ["completed", "completed"]
     assert_contiguous(client.seqs())
     await client.close()
 
 
-async def test_tools_mode_one_call_edited_and_approved_one_rejected(server: ScriptedServer) -> None:
+async def test_tools_mode_one_call_edited_and_approved_one_rejected(
+    server: ScriptedServer,
+) -> None:
     _, _, client = await open_notebook(mode="tools")
     await acked(client, "send_message", text=QUESTION)
     waiting = await client.until_event("step_waiting")
@@ -173,24 +235,46 @@ async def test_tools_mode_one_call_edited_and_approved_one_rejected(server: Scri
     assert created["kind"] == "tool_calls"
     assert [c["tool_id"] for c in created["tool_calls"]] == ["call_add", "call_mul"]
 
-    await refused(client, "reject_tool_call", "not_found", step_id=step_id, tool_id="call_nope", reason="x")
     await refused(
-        client, "edit_input", "invalid_tool_arguments", step_id=step_id,
+        client,
+        "reject_tool_call",
+        "not_found",
+        step_id=step_id,
+        tool_id="call_nope",
+        reason="x",
+    )
+    await refused(
+        client,
+        "edit_input",
+        "invalid_tool_arguments",
+        step_id=step_id,
         input=json.dumps([{"tool_id": "call_add", "tool_kwargs": {"a": "two"}}]),
     )
     edit = [{"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}}]
     await acked(client, "edit_input", step_id=step_id, input=json.dumps(edit))
-    await acked(client, "reject_tool_call", step_id=step_id, tool_id="call_mul", reason="not needed")
+    await acked(
+        client,
+        "reject_tool_call",
+        step_id=step_id,
+        tool_id="call_mul",
+        reason="not needed",
+    )
     decided = await client.until_event("tool_call_decided")
     assert decided["event"]["decision"] == "rejected"
     await acked(client, "approve", step_id=step_id)
     await client.until_event("task_completed")
     await service.wait_idle()
 
-    results = {e["tool_id"]: e["tool_output"]["content"] for e in client.events("tool_call_result")}
+    results = {
+        e["tool_id"]: e["tool_output"]["content"]
+        for e in client.events("tool_call_result")
+    }
     assert results == {"call_add": "32", "call_mul": "rejected by user: not needed"}
     tool_messages = [m for m in server.requests[-1].messages if m["role"] == "tool"]
-    assert [m["content"] for m in tool_messages] == ["32", "rejected by user: not needed"]
+    assert [m["content"] for m in tool_messages] == [
+        "32",
+        "rejected by user: not needed",
+    ]
     assert_contiguous(client.seqs())
     await client.close()
 
@@ -207,12 +291,16 @@ def slow_script() -> Script:
     return Script(rules=rules)
 
 
-async def test_resume_after_disconnect_loses_and_repeats_nothing(scripted_server: Any) -> None:
+async def test_resume_after_disconnect_loses_and_repeats_nothing(
+    scripted_server: Any,
+) -> None:
     server = scripted_server(slow_script())
     with llm_at(server):
         user, notebook, first = await open_notebook()
         await acked(first, "send_message", text=QUESTION)
-        await first.until(lambda m: m["type"] == "delta" and m["event"]["delta"].startswith("word"))
+        await first.until(
+            lambda m: m["type"] == "delta" and m["event"]["delta"].startswith("word")
+        )
         seen = first.seqs()
         await first.close()  # the step keeps running without any socket
 
@@ -230,7 +318,9 @@ async def test_resume_after_disconnect_loses_and_repeats_nothing(scripted_server
         final = second.events("agent_output")[-1]["response"]["content"]
         snapshots = [m for m in second.messages if m["type"] == "stream_snapshot"]
         assert len(snapshots) == 1  # the step was streaming when the tab came back
-        assert final.startswith(snapshots[0]["text"]) and snapshots[0]["text"].startswith("word0")
+        assert final.startswith(snapshots[0]["text"]) and snapshots[0][
+            "text"
+        ].startswith("word0")
 
         third = await Client.open(user, notebook.pk)  # a late tab replays everything
         await third.send("resume", last_seq=0)
@@ -240,13 +330,19 @@ async def test_resume_after_disconnect_loses_and_repeats_nothing(scripted_server
         await third.close()
 
 
-async def test_twenty_tabs_approving_at_once_run_the_step_once(server: ScriptedServer) -> None:
+async def test_twenty_tabs_approving_at_once_run_the_step_once(
+    server: ScriptedServer,
+) -> None:
     user, notebook, watcher = await open_notebook(mode="step")
     await acked(watcher, "send_message", text=QUESTION)
     step_id = (await watcher.until_event("step_waiting"))["event"]["step_id"]
     tabs = [await Client.open(user, notebook.pk) for _ in range(20)]
-    request_ids = await asyncio.gather(*(tab.send("approve", step_id=step_id) for tab in tabs))
-    replies = await asyncio.gather(*(tab.reply_to(rid) for tab, rid in zip(tabs, request_ids)))
+    request_ids = await asyncio.gather(
+        *(tab.send("approve", step_id=step_id) for tab in tabs)
+    )
+    replies = await asyncio.gather(
+        *(tab.reply_to(rid) for tab, rid in zip(tabs, request_ids))
+    )
     await watcher.until_event("step_waiting", timeout=15)
     await service.wait_idle()
 
@@ -266,7 +362,9 @@ async def test_two_tabs_undoing_at_once_undo_once(server: ScriptedServer) -> Non
     await service.wait_idle()
     last = first.events("step_completed")[-1]["step_id"]
     second = await Client.open(user, notebook.pk)
-    ids = await asyncio.gather(first.send("undo", step_id=last), second.send("undo", step_id=last))
+    ids = await asyncio.gather(
+        first.send("undo", step_id=last), second.send("undo", step_id=last)
+    )
     replies = [await first.reply_to(ids[0]), await second.reply_to(ids[1])]
     assert sorted(r["type"] for r in replies) == ["ack", "error"]
     await first.until_event("step_waiting")
@@ -275,8 +373,15 @@ async def test_two_tabs_undoing_at_once_undo_once(server: ScriptedServer) -> Non
     await second.close()
 
 
-async def test_a_failing_step_is_reported_and_can_be_approved_again(scripted_server: Any) -> None:
-    rules = [Rule(name="down", fault=Fault(status=400, message="model overloaded"), max_uses=1), *analyst_rules()]
+async def test_a_failing_step_is_reported_and_can_be_approved_again(
+    scripted_server: Any,
+) -> None:
+    rules = [
+        Rule(
+            name="down", fault=Fault(status=400, message="model overloaded"), max_uses=1
+        ),
+        *analyst_rules(),
+    ]
     server = scripted_server(Script(rules=rules))
     with llm_at(server):
         _, notebook, client = await open_notebook(mode="step")
@@ -284,16 +389,24 @@ async def test_a_failing_step_is_reported_and_can_be_approved_again(scripted_ser
         step_id = (await client.until_event("step_waiting"))["event"]["step_id"]
         approval = await client.send("approve", step_id=step_id)
         assert (await client.reply_to(approval))["type"] == "ack"
-        error = await client.until(lambda m: m["type"] == "error" and m.get("request_id") == approval)
+        error = await client.until(
+            lambda m: m["type"] == "error" and m.get("request_id") == approval
+        )
         assert error["code"] == "llm_error" and "model overloaded" in error["reason"]
-        failed = client.events("step_failed")  # published before the error went to the asker
-        assert failed[0]["step_id"] == step_id and "model overloaded" in failed[0]["error"]
+        failed = client.events(
+            "step_failed"
+        )  # published before the error went to the asker
+        assert (
+            failed[0]["step_id"] == step_id and "model overloaded" in failed[0]["error"]
+        )
         await service.wait_idle()
         step = await Step.objects.aget(step_id=step_id)
         assert (step.status, step.queue_position) == ("failed", 0)
         assert "model overloaded" in step.error
 
-        await acked(client, "approve", step_id=step_id)  # the state was kept: run it again
+        await acked(
+            client, "approve", step_id=step_id
+        )  # the state was kept: run it again
         assert (await client.until_event("step_waiting"))["event"]["step_id"] != step_id
         await service.wait_idle()
         await client.close()
@@ -313,13 +426,22 @@ async def test_abandon_and_start_over(server: ScriptedServer) -> None:
     await client.until_event("task_completed")
     await service.wait_idle()
     turns = [t async for t in Turn.objects.filter(task=notebook).order_by("index")]
-    assert [(t.status, t.deleted_at is not None) for t in turns] == [("abandoned", True), ("completed", False)]
+    assert [(t.status, t.deleted_at is not None) for t in turns] == [
+        ("abandoned", True),
+        ("completed", False),
+    ]
     assert server.requests[-1].last_user_text == "Say hello"
-    assert all(QUESTION not in m.get("content", "") for m in server.requests[-1].messages if m["role"] == "user")
+    assert all(
+        QUESTION not in m.get("content", "")
+        for m in server.requests[-1].messages
+        if m["role"] == "user"
+    )
     await client.close()
 
 
-async def test_switching_to_step_mode_stops_after_the_running_step(scripted_server: Any) -> None:
+async def test_switching_to_step_mode_stops_after_the_running_step(
+    scripted_server: Any,
+) -> None:
     rules = analyst_rules()
     rules[0] = rules[0].model_copy(update={"timing": Timing(latency_s=0.3)})
     server = scripted_server(Script(rules=rules))
@@ -349,7 +471,9 @@ async def test_a_fast_stream_arrives_whole(scripted_server: Any) -> None:
     assert "".join(d["delta"] for d in deltas) == text
     with_text = [d for d in deltas if "response" in d]
     assert with_text[0] is deltas[0] and text.startswith(with_text[-1]["response"])
-    assert len(with_text) < len(deltas) or len(deltas) == 1  # the whole text is not resent every time
+    assert (
+        len(with_text) < len(deltas) or len(deltas) == 1
+    )  # the whole text is not resent every time
     await client.close()
 
 
@@ -364,7 +488,9 @@ def test_stored_model_inputs_keep_only_what_is_new_in_each_call() -> None:
         {"role": "assistant", "content": "a1"},
         {"role": "user", "content": "q2"},
     ]
-    compact = compact_agent_input({"type": "agent_input", "input": history, "input_omitted": 0})
+    compact = compact_agent_input(
+        {"type": "agent_input", "input": history, "input_omitted": 0}
+    )
     assert [m["content"] for m in compact["input"]] == ["be brief", "q2"]
     assert compact["input_omitted"] == 4
     first_call = {"type": "agent_input", "input": history[:2], "input_omitted": 0}

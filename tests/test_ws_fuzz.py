@@ -18,8 +18,16 @@ from channels.db import database_sync_to_async
 
 from runs import service
 from runs.protocol import MAX_MESSAGE_BYTES, MAX_TEXT_CHARS
-from tests.live_support import QUESTION, Client, analyst_script, db_snapshot, llm_at, make_notebook, make_user
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
+from tests.live_support import (
+    QUESTION,
+    Client,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    db_snapshot,
+    llm_at,
+    make_notebook,
+    make_user,
+)
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -32,15 +40,30 @@ Frame = tuple[str | bytes, set[str]]  # what to send, the error codes that may a
 class Hostile:
     """Generates messages that must all be refused, for a notebook waiting at a tool-call step."""
 
-    def __init__(self, rng: random.Random, waiting: str, tool_ids: list[str], foreign: str, last_seq: int) -> None:
+    def __init__(
+        self,
+        rng: random.Random,
+        waiting: str,
+        tool_ids: list[str],
+        foreign: str,
+        last_seq: int,
+    ) -> None:
         self.rng = rng
         self.waiting = waiting
         self.tool_ids = tool_ids
         self.foreign = foreign
         self.last_seq = last_seq
         self.kinds: list[Callable[[], Frame]] = [
-            self.bad_json, self.not_an_object, self.unknown_action, self.wrong_types, self.extra_fields,
-            self.too_large, self.binary, self.foreign_ids, self.not_allowed_now, self.bad_tool_arguments,
+            self.bad_json,
+            self.not_an_object,
+            self.unknown_action,
+            self.wrong_types,
+            self.extra_fields,
+            self.too_large,
+            self.binary,
+            self.foreign_ids,
+            self.not_allowed_now,
+            self.bad_tool_arguments,
             self.deep_nesting,
         ]
 
@@ -48,22 +71,53 @@ class Hostile:
         return "".join(self.rng.choice(string.printable) for _ in range(n))
 
     def rid(self) -> dict[str, Any]:
-        return {"request_id": f"f{self.rng.randrange(10**6)}"} if self.rng.random() < 0.8 else {}
+        return (
+            {"request_id": f"f{self.rng.randrange(10**6)}"}
+            if self.rng.random() < 0.8
+            else {}
+        )
 
     def frame(self) -> Frame:
         return self.rng.choice(self.kinds)()
 
     def bad_json(self) -> Frame:
-        options = [" ", "{", "}", "nul", "{'action': 'undo'}", '{"action": "undo",}', '{"action": undo}', self.text(40),
-                   '{"action": "approve", "step_id": "' + "x" * 10, "\x00\x01", "NaN]", '"unterminated']
+        options = [
+            " ",
+            "{",
+            "}",
+            "nul",
+            "{'action': 'undo'}",
+            '{"action": "undo",}',
+            '{"action": undo}',
+            self.text(40),
+            '{"action": "approve", "step_id": "' + "x" * 10,
+            "\x00\x01",
+            "NaN]",
+            '"unterminated',
+        ]
         return self.rng.choice(options), {"bad_json"}
 
     def not_an_object(self) -> Frame:
-        value: Any = self.rng.choice([[], [1, 2], 3, -1.5, "approve", None, True, [{"action": "undo"}]])
+        value: Any = self.rng.choice(
+            [[], [1, 2], 3, -1.5, "approve", None, True, [{"action": "undo"}]]
+        )
         return json.dumps(value), {"bad_json"}
 
     def unknown_action(self) -> Frame:
-        action: Any = self.rng.choice(["", "APPROVE", "delete", "drop_table", "approve ", self.text(8), 7, None, [], {"a": 1}])
+        action: Any = self.rng.choice(
+            [
+                "",
+                "APPROVE",
+                "delete",
+                "drop_table",
+                "approve ",
+                self.text(8),
+                7,
+                None,
+                [],
+                {"a": 1},
+            ]
+        )
         message: dict[str, Any] = {"step_id": self.waiting, **self.rid()}
         if self.rng.random() < 0.9:
             message["action"] = action
@@ -71,17 +125,42 @@ class Hostile:
 
     def wrong_types(self) -> Frame:
         choices: list[dict[str, Any]] = [
-            {"action": "send_message", "text": self.rng.choice([1, None, "", ["hi"], {"t": 1}, True])},
+            {
+                "action": "send_message",
+                "text": self.rng.choice([1, None, "", ["hi"], {"t": 1}, True]),
+            },
             {"action": "send_message", "text": "x" * (MAX_TEXT_CHARS + 1)},
-            {"action": "approve", "step_id": self.rng.choice([1, None, "", "x" * 65, ["a"], False])},
+            {
+                "action": "approve",
+                "step_id": self.rng.choice([1, None, "", "x" * 65, ["a"], False]),
+            },
             {"action": "approve"},
             {"action": "edit_input", "step_id": self.waiting},
-            {"action": "edit_input", "step_id": self.waiting, "input": self.rng.choice([1, None, ["a"], {"b": 2}])},
-            {"action": "reject_tool_call", "step_id": self.waiting, "tool_id": self.rng.choice(["", 3, None])},
-            {"action": "reject_tool_call", "step_id": self.waiting, "tool_id": "call_add", "reason": "r" * 2001},
+            {
+                "action": "edit_input",
+                "step_id": self.waiting,
+                "input": self.rng.choice([1, None, ["a"], {"b": 2}]),
+            },
+            {
+                "action": "reject_tool_call",
+                "step_id": self.waiting,
+                "tool_id": self.rng.choice(["", 3, None]),
+            },
+            {
+                "action": "reject_tool_call",
+                "step_id": self.waiting,
+                "tool_id": "call_add",
+                "reason": "r" * 2001,
+            },
             {"action": "undo", "step_id": self.rng.choice([5, "", ["x"]])},
-            {"action": "set_mode", "mode": self.rng.choice(["AUTO", "fast", "", 1, None, "tool"])},
-            {"action": "resume", "last_seq": self.rng.choice([-1, "3", 1.5, True, None, 2**40, [1]])},
+            {
+                "action": "set_mode",
+                "mode": self.rng.choice(["AUTO", "fast", "", 1, None, "tool"]),
+            },
+            {
+                "action": "resume",
+                "last_seq": self.rng.choice([-1, "3", 1.5, True, None, 2**40, [1]]),
+            },
             {"action": "resume"},
             {"action": "abandon", "request_id": self.rng.choice([7, ["r"], "r" * 129])},
         ]
@@ -105,15 +184,28 @@ class Hostile:
 
     def binary(self) -> Frame:
         payload = json.dumps({"action": "approve", "step_id": self.waiting}).encode()
-        return self.rng.choice([payload, bytes(self.rng.randrange(256) for _ in range(20))]), {"bad_json"}
+        return self.rng.choice(
+            [payload, bytes(self.rng.randrange(256) for _ in range(20))]
+        ), {"bad_json"}
 
     def foreign_ids(self) -> Frame:
-        step_id = self.rng.choice([self.foreign, "00000000-0000-0000-0000-000000000000", self.text(20).strip() or "z"])
+        step_id = self.rng.choice(
+            [
+                self.foreign,
+                "00000000-0000-0000-0000-000000000000",
+                self.text(20).strip() or "z",
+            ]
+        )
         message = self.rng.choice(
             [
                 {"action": "approve", "step_id": step_id},
                 {"action": "edit_input", "step_id": step_id, "input": "steal"},
-                {"action": "reject_tool_call", "step_id": step_id, "tool_id": "call_add", "reason": "x"},
+                {
+                    "action": "reject_tool_call",
+                    "step_id": step_id,
+                    "tool_id": "call_add",
+                    "reason": "x",
+                },
                 {"action": "undo", "step_id": step_id},
             ]
         )
@@ -121,12 +213,35 @@ class Hostile:
 
     def not_allowed_now(self) -> Frame:
         frames: list[Frame] = [
-            (json.dumps({"action": "send_message", "text": QUESTION, **self.rid()}), {"not_allowed"}),
-            (json.dumps({"action": "undo", "step_id": self.waiting, **self.rid()}), {"not_allowed"}),
-            (json.dumps({"action": "resume", "last_seq": self.last_seq + self.rng.randrange(1, 99), **self.rid()}),
-             {"invalid"}),
-            (json.dumps({"action": "reject_tool_call", "step_id": self.waiting, "tool_id": "call_nope", "reason": "x"}),
-             {"not_found"}),
+            (
+                json.dumps({"action": "send_message", "text": QUESTION, **self.rid()}),
+                {"not_allowed"},
+            ),
+            (
+                json.dumps({"action": "undo", "step_id": self.waiting, **self.rid()}),
+                {"not_allowed"},
+            ),
+            (
+                json.dumps(
+                    {
+                        "action": "resume",
+                        "last_seq": self.last_seq + self.rng.randrange(1, 99),
+                        **self.rid(),
+                    }
+                ),
+                {"invalid"},
+            ),
+            (
+                json.dumps(
+                    {
+                        "action": "reject_tool_call",
+                        "step_id": self.waiting,
+                        "tool_id": "call_nope",
+                        "reason": "x",
+                    }
+                ),
+                {"not_found"},
+            ),
         ]
         return self.rng.choice(frames)
 
@@ -134,13 +249,23 @@ class Hostile:
         tool_id = self.rng.choice(self.tool_ids)
         edit = self.rng.choice(
             [
-                "not json", "{}", "[1, 2]", json.dumps([{"tool_id": "call_nope", "tool_kwargs": {}}]),
+                "not json",
+                "{}",
+                "[1, 2]",
+                json.dumps([{"tool_id": "call_nope", "tool_kwargs": {}}]),
                 json.dumps([{"tool_id": tool_id, "tool_kwargs": {"a": "two", "b": 3}}]),
                 json.dumps([{"tool_id": tool_id, "tool_kwargs": "a=1"}]),
-                json.dumps([{"tool_id": tool_id, "tool_kwargs": {"a": [1], "b": {"c": 1}}}]),
+                json.dumps(
+                    [{"tool_id": tool_id, "tool_kwargs": {"a": [1], "b": {"c": 1}}}]
+                ),
             ]
         )
-        message = {"action": "edit_input", "step_id": self.waiting, "input": edit, **self.rid()}
+        message = {
+            "action": "edit_input",
+            "step_id": self.waiting,
+            "input": edit,
+            **self.rid(),
+        }
         return json.dumps(message), {"invalid_tool_arguments"}
 
     def deep_nesting(self) -> Frame:
@@ -159,14 +284,20 @@ async def test_hostile_messages_change_nothing(scripted_server: Any) -> None:
         other = await service.create_notebook(bob, QUESTION, "function_calling", "step")
 
         before = await database_sync_to_async(db_snapshot)()
-        waiting = next(s for s in before["step"] if s["task_id"] == notebook.pk and s["queue_position"] == 0)
+        waiting = next(
+            s
+            for s in before["step"]
+            if s["task_id"] == notebook.pk and s["queue_position"] == 0
+        )
         foreign = next(s["step_id"] for s in before["step"] if s["task_id"] == other.pk)
         assert waiting["kind"] == "tool_calls"
         last_seq = next(t["last_seq"] for t in before["task"] if t["id"] == notebook.pk)
         tool_ids = [c["tool_id"] for c in waiting["tool_calls"]]
 
         client = await Client.open(alice, notebook.pk)
-        hostile = Hostile(random.Random(SEED), waiting["step_id"], tool_ids, foreign, last_seq)
+        hostile = Hostile(
+            random.Random(SEED), waiting["step_id"], tool_ids, foreign, last_seq
+        )
         seen_codes: set[str] = set()
         for number in range(COUNT):
             frame, codes = hostile.frame()
@@ -181,8 +312,15 @@ async def test_hostile_messages_change_nothing(scripted_server: Any) -> None:
             if sent_id is not None and reply["code"] not in ("bad_json", "too_large"):
                 assert reply.get("request_id") == sent_id, (number, reply)
             seen_codes.add(reply["code"])
-        assert seen_codes >= {"bad_json", "too_large", "invalid", "unknown_action", "not_found", "not_allowed",
-                              "invalid_tool_arguments"}
+        assert seen_codes >= {
+            "bad_json",
+            "too_large",
+            "invalid",
+            "unknown_action",
+            "not_found",
+            "not_allowed",
+            "invalid_tool_arguments",
+        }
 
         await client.send("resume", last_seq=0)  # still open, still answering
         done = await client.until(lambda m: m["type"] == "replay_done")

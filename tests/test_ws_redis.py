@@ -19,8 +19,16 @@ from django.db import connection
 
 from runs import service
 from runs.models import Step
-from tests.live_support import ANSWER, QUESTION, Client, analyst_script, llm_at, make_notebook, make_user
-from tests.live_support import close_db_connections  # noqa: F401  (autouse: closes the ORM thread's connection)
+from tests.live_support import (
+    ANSWER,
+    QUESTION,
+    Client,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+)
 
 pytestmark = [
     pytest.mark.redis,
@@ -42,8 +50,13 @@ def child_database_url() -> str:
 
 async def manage(env: dict[str, str], *args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "manage.py"), *args,
-        env=env, cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        sys.executable,
+        str(ROOT / "manage.py"),
+        *args,
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
     return process.returncode or 0, output.decode()
@@ -63,7 +76,9 @@ def child_env(scripted_server: Any, subprocess_env: Any, redis_url: str) -> Any:
         yield server, env
 
 
-async def test_a_turn_run_by_another_process_streams_to_this_socket(child_env: Any) -> None:
+async def test_a_turn_run_by_another_process_streams_to_this_socket(
+    child_env: Any,
+) -> None:
     server, env = child_env
     assert "redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"].lower()
     user = await database_sync_to_async(make_user)()
@@ -72,7 +87,9 @@ async def test_a_turn_run_by_another_process_streams_to_this_socket(child_env: A
     await client.send("resume", last_seq=0)
     await client.until(lambda m: m["type"] == "replay_done")
 
-    child = asyncio.create_task(manage(env, "notebook", "send", str(notebook.pk), QUESTION))
+    child = asyncio.create_task(
+        manage(env, "notebook", "send", str(notebook.pk), QUESTION)
+    )
     done = await client.until_event("task_completed", timeout=60)
     code, output = await child
     assert code == 0, output
@@ -81,7 +98,9 @@ async def test_a_turn_run_by_another_process_streams_to_this_socket(child_env: A
     assert seqs == list(range(1, len(seqs) + 1))
     deltas = [m for m in client.messages if m["type"] == "delta"]
     last_step = client.events("step_completed")[-1]["step_id"]
-    streamed = "".join(d["event"]["delta"] for d in deltas if d["event"]["step_id"] == last_step)
+    streamed = "".join(
+        d["event"]["delta"] for d in deltas if d["event"]["step_id"] == last_step
+    )
     assert streamed == ANSWER  # tokens crossed processes too
     assert len(server.requests) == 2
     assert await Step.objects.filter(task=notebook, status="completed").acount() == 2
@@ -98,7 +117,9 @@ async def test_approvals_from_two_processes_run_the_step_once(child_env: Any) ->
     await client.send("send_message", text=QUESTION)
     step_id = (await client.until_event("step_waiting"))["event"]["step_id"]
 
-    child = asyncio.create_task(manage(env, "notebook", "approve", str(notebook.pk), step_id))
+    child = asyncio.create_task(
+        manage(env, "notebook", "approve", str(notebook.pk), step_id)
+    )
     mine = await client.reply_to(await client.send("approve", step_id=step_id))
     code, output = await child
     await service.wait_idle()
@@ -108,8 +129,14 @@ async def test_approvals_from_two_processes_run_the_step_once(child_env: Any) ->
         assert "already_running" in output
     else:
         assert mine["code"] == "already_running"
-    await client.until(lambda m: m["type"] == "event" and m["event"]["type"] == "step_waiting"
-                       and m["event"]["step_id"] != step_id, timeout=30)
+    await client.until(
+        lambda m: (
+            m["type"] == "event"
+            and m["event"]["type"] == "step_waiting"
+            and m["event"]["step_id"] != step_id
+        ),
+        timeout=30,
+    )
     assert len(server.requests) == 1
     assert [e["step_id"] for e in client.events("step_started")] == [step_id]
     await client.close()
@@ -123,5 +150,7 @@ async def test_an_idle_socket_stays_open(child_env: Any) -> None:
     await client.until(lambda m: m["type"] == "replay_done")
     await asyncio.sleep(7)  # longer than one blocking read of the channel layer
     await client.send("set_mode", mode="step")
-    assert (await client.until_event("mode_changed", timeout=10))["event"]["mode"] == "step"
+    assert (await client.until_event("mode_changed", timeout=10))["event"][
+        "mode"
+    ] == "step"
     await client.close()

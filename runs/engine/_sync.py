@@ -22,7 +22,9 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="agent-sync-loop", daemon=True).start()
+            threading.Thread(
+                target=loop.run_forever, name="agent-sync-loop", daemon=True
+            ).start()
             _loop = loop
         return _loop
 
@@ -32,7 +34,9 @@ def _refuse_inside_loop() -> None:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise RuntimeError("this is the synchronous API; inside an event loop use the async variant (a*)")
+    raise RuntimeError(
+        "this is the synchronous API; inside an event loop use the async variant (a*)"
+    )
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -36,14 +36,20 @@ class ChatMemoryBuffer(BaseModel):
         self._recount()
 
     @classmethod
-    def from_defaults(cls, chat_history: Iterable[ChatMessage] = (), token_limit: int | None = None) -> ChatMemoryBuffer:
-        return cls(token_limit=token_limit or DEFAULT_TOKEN_LIMIT, messages=list(chat_history))
+    def from_defaults(
+        cls, chat_history: Iterable[ChatMessage] = (), token_limit: int | None = None
+    ) -> ChatMemoryBuffer:
+        return cls(
+            token_limit=token_limit or DEFAULT_TOKEN_LIMIT, messages=list(chat_history)
+        )
 
     def _recount(self, keep: int = 0) -> None:
         """Recompute running token totals, reusing the first ``keep`` (their messages are unchanged)."""
         kept = self._cumulative[:keep]
         start = kept[-1] if kept else 0
-        fresh = itertools.accumulate((estimate_tokens(m) for m in self.messages[keep:]), initial=start)
+        fresh = itertools.accumulate(
+            (estimate_tokens(m) for m in self.messages[keep:]), initial=start
+        )
         next(fresh)  # the initial value itself
         kept.extend(fresh)
         self._cumulative = kept
@@ -67,9 +73,18 @@ class ChatMemoryBuffer(BaseModel):
         budget = self.token_limit - initial_token_count
         total = self._cumulative[-1]
         # the suffix after index j costs total - cumulative[j]; start after the first j where it fits
-        start = 0 if total <= budget else bisect.bisect_left(self._cumulative, total - budget) + 1
-        while start < len(self.messages) and self.messages[start].role in (MessageRole.TOOL, MessageRole.ASSISTANT):
-            start += 1  # a reply or tool result without what prompted it confuses models
+        start = (
+            0
+            if total <= budget
+            else bisect.bisect_left(self._cumulative, total - budget) + 1
+        )
+        while start < len(self.messages) and self.messages[start].role in (
+            MessageRole.TOOL,
+            MessageRole.ASSISTANT,
+        ):
+            start += (
+                1  # a reply or tool result without what prompted it confuses models
+            )
         if start >= len(self.messages):
             # nothing fits whole: keep the newest user message so the model is not sent nothing
             for index in range(len(self.messages) - 1, -1, -1):
@@ -82,7 +97,11 @@ class ChatMemoryBuffer(BaseModel):
         new = list(messages)
         old = self.messages
         # histories mostly grow: keep the counts of a prefix made of the very same message objects
-        keep = len(old) if old and len(new) >= len(old) and new[len(old) - 1] is old[-1] else 0
+        keep = (
+            len(old)
+            if old and len(new) >= len(old) and new[len(old) - 1] is old[-1]
+            else 0
+        )
         self.messages = new
         self._recount(keep)
 
@@ -99,6 +118,8 @@ class ChatMemoryBuffer(BaseModel):
 
     def copy_buffer(self) -> ChatMemoryBuffer:
         """An independent buffer with the same messages (which are immutable, so shared)."""
-        copy = ChatMemoryBuffer.model_construct(token_limit=self.token_limit, messages=list(self.messages))
+        copy = ChatMemoryBuffer.model_construct(
+            token_limit=self.token_limit, messages=list(self.messages)
+        )
         copy._cumulative = list(self._cumulative)
         return copy

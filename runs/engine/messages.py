@@ -76,12 +76,16 @@ class ChatMessage(BaseModel):
         return cls(role=MessageRole.USER, content=content, images=images)
 
     @classmethod
-    def assistant(cls, content: str | None, tool_calls: tuple[ToolSelection, ...] = ()) -> ChatMessage:
+    def assistant(
+        cls, content: str | None, tool_calls: tuple[ToolSelection, ...] = ()
+    ) -> ChatMessage:
         return cls(role=MessageRole.ASSISTANT, content=content, tool_calls=tool_calls)
 
     @classmethod
     def tool(cls, content: str, tool_call_id: str, name: str) -> ChatMessage:
-        return cls(role=MessageRole.TOOL, content=content, tool_call_id=tool_call_id, name=name)
+        return cls(
+            role=MessageRole.TOOL, content=content, tool_call_id=tool_call_id, name=name
+        )
 
     @property
     def text(self) -> str:

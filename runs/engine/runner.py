@@ -83,7 +83,9 @@ class AgentRunner:
         self._listeners: list[Callable[[AgentEvent], None]] = []
         self._memory_synced = False
         # a task's lock lives while someone holds or awaits it, so finished tasks leave nothing behind
-        self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -119,13 +121,17 @@ class AgentRunner:
 
     # --- tasks ----------------------------------------------------------------------------------
 
-    async def acreate_task(self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any) -> Task:
+    async def acreate_task(
+        self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any
+    ) -> Task:
         """Create a task for ``input`` with its first step queued (nothing runs yet)."""
         agent_memory = await self._agent_memory()
         task = Task(
             input=input,
             memory=agent_memory.copy_buffer(),
-            approve_tool_calls=self.approve_tool_calls if approve_tool_calls is None else approve_tool_calls,
+            approve_tool_calls=self.approve_tool_calls
+            if approve_tool_calls is None
+            else approve_tool_calls,
             history_length=len(agent_memory),
             **kwargs,
         )
@@ -133,12 +139,22 @@ class AgentRunner:
         first = self.agent_worker.initialize_step(task)
         state = TaskState(task=task, step_queue=[first])
         await self.state_store.save_task(state)
-        await self._emit(TaskCreated(task_id=task.task_id, input=input, approve_tool_calls=task.approve_tool_calls))
+        await self._emit(
+            TaskCreated(
+                task_id=task.task_id,
+                input=input,
+                approve_tool_calls=task.approve_tool_calls,
+            )
+        )
         await self._emit_created(first)
         return task
 
-    def create_task(self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any) -> Task:
-        return run_sync(self.acreate_task(input, approve_tool_calls=approve_tool_calls, **kwargs))
+    def create_task(
+        self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any
+    ) -> Task:
+        return run_sync(
+            self.acreate_task(input, approve_tool_calls=approve_tool_calls, **kwargs)
+        )
 
     async def _emit_created(self, step: TaskStep) -> None:
         await self._emit(
@@ -161,7 +177,10 @@ class AgentRunner:
         run_sync(self.adelete_task(task_id))
 
     async def alist_tasks(self) -> list[TaskState]:
-        return [await self._load(task_id) for task_id in await self.state_store.list_task_ids()]
+        return [
+            await self._load(task_id)
+            for task_id in await self.state_store.list_task_ids()
+        ]
 
     def list_tasks(self, **kwargs: Any) -> list[TaskState]:
         return run_sync(self.alist_tasks())
@@ -196,7 +215,9 @@ class AgentRunner:
     def _pick_step(state: TaskState, step_id: str | None) -> TaskStep:
         task_id = state.task.task_id
         if state.status is not TaskStatus.ACTIVE or state.is_done:
-            raise TaskFinishedError(f"task {task_id!r} is finished ({state.status.value}); it has no step to run")
+            raise TaskFinishedError(
+                f"task {task_id!r} is finished ({state.status.value}); it has no step to run"
+            )
         if not state.step_queue:
             raise TaskFinishedError(f"task {task_id!r} has no upcoming step")
         if step_id is None:
@@ -206,7 +227,9 @@ class AgentRunner:
                 return step
         raise UnknownStepError(task_id, step_id)
 
-    async def _arun_step(self, task: TaskRef, step_id: str | None, input: str | None) -> TaskStepOutput:
+    async def _arun_step(
+        self, task: TaskRef, step_id: str | None, input: str | None
+    ) -> TaskStepOutput:
         task_id = _task_id(task)
         async with self._lock(task_id):
             state = await self._load(task_id)
@@ -227,12 +250,16 @@ class AgentRunner:
                         call.decision = ToolCallDecision.APPROVED
             state.step_status[step.step_id] = StepStatus.RUNNING
             await self.state_store.save_task(state)
-            await self._emit(StepStarted(task_id=task_id, step_id=step.step_id, input=step.input))
+            await self._emit(
+                StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
+            )
             try:
                 output = await self.agent_worker.arun_step(step, live)
             except Exception as exc:
                 return await self._step_failed(state, checkpoint, exc)
-            state.step_queue = [s for s in state.step_queue if s.step_id != step.step_id]
+            state.step_queue = [
+                s for s in state.step_queue if s.step_id != step.step_id
+            ]
             for next_step in output.next_steps:
                 step.link_step(next_step)
             output.task_step = step
@@ -255,7 +282,9 @@ class AgentRunner:
                 await self._emit_created(next_step)
             return output
 
-    async def _step_failed(self, state: TaskState, checkpoint: Checkpoint, exc: Exception) -> TaskStepOutput:
+    async def _step_failed(
+        self, state: TaskState, checkpoint: Checkpoint, exc: Exception
+    ) -> TaskStepOutput:
         """Put the task back as it was before the step, keep the step queued, and report why."""
         task = state.task
         task.memory.truncate(checkpoint.memory_length)
@@ -265,18 +294,33 @@ class AgentRunner:
         state.step_status[step_id] = StepStatus.FAILED
         await self.state_store.save_task(state)
         message = str(exc) or type(exc).__name__
-        await self._emit(StepFailed(task_id=task.task_id, step_id=step_id, error=message, error_type=type(exc).__name__))
+        await self._emit(
+            StepFailed(
+                task_id=task.task_id,
+                step_id=step_id,
+                error=message,
+                error_type=type(exc).__name__,
+            )
+        )
         raise StepFailedError(f"step failed: {message}") from exc
 
     async def arun_step(
-        self, task_id: TaskRef, input: str | None = None, step: TaskStep | str | None = None, **kwargs: Any
+        self,
+        task_id: TaskRef,
+        input: str | None = None,
+        step: TaskStep | str | None = None,
+        **kwargs: Any,
     ) -> TaskStepOutput:
         """Run the next step (or the given one); ``input`` replaces the step's input first."""
         step_id = step.step_id if isinstance(step, TaskStep) else step
         return await self._arun_step(task_id, step_id, input)
 
     def run_step(
-        self, task_id: TaskRef, input: str | None = None, step: TaskStep | str | None = None, **kwargs: Any
+        self,
+        task_id: TaskRef,
+        input: str | None = None,
+        step: TaskStep | str | None = None,
+        **kwargs: Any,
     ) -> TaskStepOutput:
         return run_sync(self.arun_step(task_id, input=input, step=step))
 
@@ -292,49 +336,78 @@ class AgentRunner:
         else:
             step.input = input
 
-    def _apply_tool_call_edit(self, state: TaskState, step: TaskStep, text: str) -> None:
+    def _apply_tool_call_edit(
+        self, state: TaskState, step: TaskStep, text: str
+    ) -> None:
         try:
             edited = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(f"the tool calls must be JSON: {exc.msg} at char {exc.pos}") from None
+            raise ToolArgumentsError(
+                f"the tool calls must be JSON: {exc.msg} at char {exc.pos}"
+            ) from None
         if not isinstance(edited, list):
-            raise ToolArgumentsError("the tool calls must be a JSON list of {tool_id, tool_kwargs} objects")
+            raise ToolArgumentsError(
+                "the tool calls must be a JSON list of {tool_id, tool_kwargs} objects"
+            )
         by_id = {call.tool_id: call for call in step.tool_calls or []}
         updates: dict[str, dict[str, Any]] = {}
         for item in edited:
-            if not isinstance(item, dict) or not isinstance(item.get("tool_kwargs", {}), dict):
-                raise ToolArgumentsError("each tool call must be an object with tool_id and tool_kwargs (an object)")
+            if not isinstance(item, dict) or not isinstance(
+                item.get("tool_kwargs", {}), dict
+            ):
+                raise ToolArgumentsError(
+                    "each tool call must be an object with tool_id and tool_kwargs (an object)"
+                )
             tool_id = item.get("tool_id")
             if tool_id not in by_id:
-                raise ToolArgumentsError(f"the step has no tool call with id {tool_id!r}")
-            updates[tool_id] = self._validated_kwargs(by_id[tool_id].tool_name, item.get("tool_kwargs", {}))
+                raise ToolArgumentsError(
+                    f"the step has no tool call with id {tool_id!r}"
+                )
+            updates[tool_id] = self._validated_kwargs(
+                by_id[tool_id].tool_name, item.get("tool_kwargs", {})
+            )
         for tool_id, kwargs in updates.items():
             by_id[tool_id].tool_kwargs = kwargs
             by_id[tool_id].arguments_error = None
         step.input = step.tool_calls_as_input()
 
-    def _validated_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _validated_kwargs(
+        self, tool_name: str, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         return self.agent_worker.validate_tool_kwargs(tool_name, kwargs)
 
-    async def _pending_step(self, task_id: str, step_id: str) -> tuple[TaskState, TaskStep]:
+    async def _pending_step(
+        self, task_id: str, step_id: str
+    ) -> tuple[TaskState, TaskStep]:
         state = await self._load(task_id)
         for step in state.step_queue:
             if step.step_id == step_id:
                 if state.step_status.get(step_id) is StepStatus.RUNNING:
-                    raise StepNotEditableError(f"step {step_id!r} is running; it can no longer be edited")
+                    raise StepNotEditableError(
+                        f"step {step_id!r} is running; it can no longer be edited"
+                    )
                 return state, step
         if any(done.task_step.step_id == step_id for done in state.completed_steps):
-            raise StepNotEditableError(f"step {step_id!r} has already run; undo it first to change it")
+            raise StepNotEditableError(
+                f"step {step_id!r} has already run; undo it first to change it"
+            )
         raise UnknownStepError(task_id, step_id)
 
-    async def aupdate_step_input(self, task_id: str, step_id: str, input: str) -> TaskStep:
+    async def aupdate_step_input(
+        self, task_id: str, step_id: str, input: str
+    ) -> TaskStep:
         """Edit a step that has not run. For a tool-call step, ``input`` is the calls as JSON."""
         async with self._lock(task_id):
             state, step = await self._pending_step(task_id, step_id)
             self._set_input(state, step, input)
             await self.state_store.save_task(state)
         await self._emit(
-            StepInputEdited(task_id=task_id, step_id=step_id, input=step.input, tool_calls=copy.deepcopy(step.tool_calls))
+            StepInputEdited(
+                task_id=task_id,
+                step_id=step_id,
+                input=step.input,
+                tool_calls=copy.deepcopy(step.tool_calls),
+            )
         )
         return step
 
@@ -352,7 +425,9 @@ class AgentRunner:
     ) -> PendingToolCall:
         async with self._lock(task_id):
             state, step = await self._pending_step(task_id, step_id)
-            call = next((c for c in step.tool_calls or [] if c.tool_id == tool_id), None)
+            call = next(
+                (c for c in step.tool_calls or [] if c.tool_id == tool_id), None
+            )
             if call is None:
                 raise UnknownStepError(task_id, f"{step_id}/{tool_id}")
             if tool_kwargs is not None:
@@ -375,21 +450,41 @@ class AgentRunner:
         return call
 
     async def aapprove_tool_call(
-        self, task_id: str, step_id: str, tool_id: str, tool_kwargs: dict[str, Any] | None = None
+        self,
+        task_id: str,
+        step_id: str,
+        tool_id: str,
+        tool_kwargs: dict[str, Any] | None = None,
     ) -> PendingToolCall:
         """Approve one pending call, optionally with edited arguments (checked against its schema)."""
-        return await self._adecide(task_id, step_id, tool_id, ToolCallDecision.APPROVED, tool_kwargs=tool_kwargs)
+        return await self._adecide(
+            task_id,
+            step_id,
+            tool_id,
+            ToolCallDecision.APPROVED,
+            tool_kwargs=tool_kwargs,
+        )
 
     def approve_tool_call(
-        self, task_id: str, step_id: str, tool_id: str, tool_kwargs: dict[str, Any] | None = None
+        self,
+        task_id: str,
+        step_id: str,
+        tool_id: str,
+        tool_kwargs: dict[str, Any] | None = None,
     ) -> PendingToolCall:
         return run_sync(self.aapprove_tool_call(task_id, step_id, tool_id, tool_kwargs))
 
-    async def areject_tool_call(self, task_id: str, step_id: str, tool_id: str, reason: str) -> PendingToolCall:
+    async def areject_tool_call(
+        self, task_id: str, step_id: str, tool_id: str, reason: str
+    ) -> PendingToolCall:
         """Reject one call; the model is told ``rejected by user: <reason>`` instead of its result."""
-        return await self._adecide(task_id, step_id, tool_id, ToolCallDecision.REJECTED, reason=reason)
+        return await self._adecide(
+            task_id, step_id, tool_id, ToolCallDecision.REJECTED, reason=reason
+        )
 
-    def reject_tool_call(self, task_id: str, step_id: str, tool_id: str, reason: str) -> PendingToolCall:
+    def reject_tool_call(
+        self, task_id: str, step_id: str, tool_id: str, reason: str
+    ) -> PendingToolCall:
         return run_sync(self.areject_tool_call(task_id, step_id, tool_id, reason))
 
     async def aundo_step(self, task_id: str) -> TaskStep:
@@ -397,7 +492,9 @@ class AgentRunner:
         async with self._lock(task_id):
             state = await self._load(task_id)
             if not state.checkpoints:
-                raise NothingToUndoError(f"task {task_id!r} has no completed step to undo")
+                raise NothingToUndoError(
+                    f"task {task_id!r} has no completed step to undo"
+                )
             checkpoint = state.checkpoints.pop()
             state.completed_steps.pop()
             kept = {s.step_id for s in checkpoint.queue}
@@ -416,7 +513,11 @@ class AgentRunner:
                 agent_memory.truncate(task.history_length)
                 await self.state_store.save_memory(agent_memory.get_all())
             await self.state_store.save_task(state)
-        await self._emit(StepUndone(task_id=task_id, step_id=checkpoint.step.step_id, dropped_steps=dropped))
+        await self._emit(
+            StepUndone(
+                task_id=task_id, step_id=checkpoint.step.step_id, dropped_steps=dropped
+            )
+        )
         return checkpoint.step
 
     def undo_step(self, task_id: str, **kwargs: Any) -> TaskStep:
@@ -424,16 +525,24 @@ class AgentRunner:
 
     # --- finishing ------------------------------------------------------------------------------
 
-    async def afinalize_response(self, task_id: str, step_output: TaskStepOutput | None = None) -> AgentChatResponse:
+    async def afinalize_response(
+        self, task_id: str, step_output: TaskStepOutput | None = None
+    ) -> AgentChatResponse:
         """Finish a task whose last step ran: the agent's memory takes over the task's conversation."""
         async with self._lock(task_id):
             state = await self._load(task_id)
             if not state.is_done:
-                raise TaskFinishedError(f"task {task_id!r} is not done: its last step has not run yet")
+                raise TaskFinishedError(
+                    f"task {task_id!r} is not done: its last step has not run yet"
+                )
             last = state.completed_steps[-1]
             response = AgentChatResponse(
                 response=last.output.response,
-                sources=[source for done in state.completed_steps for source in done.output.sources],
+                sources=[
+                    source
+                    for done in state.completed_steps
+                    for source in done.output.sources
+                ],
                 usage=_total_usage(state.completed_steps),
             )
             if state.status is TaskStatus.COMPLETED:
@@ -448,12 +557,16 @@ class AgentRunner:
         await self._emit(TaskCompleted(task_id=task_id, response=response.response))
         return response
 
-    def finalize_response(self, task_id: str, step_output: TaskStepOutput | None = None) -> AgentChatResponse:
+    def finalize_response(
+        self, task_id: str, step_output: TaskStepOutput | None = None
+    ) -> AgentChatResponse:
         return run_sync(self.afinalize_response(task_id, step_output))
 
     # --- whole conversations --------------------------------------------------------------------
 
-    async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+    async def achat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> AgentChatResponse:
         """Run a task for ``message`` to the end and return the final response."""
         if chat_history is not None:
             self.memory.set(chat_history)
@@ -465,7 +578,9 @@ class AgentRunner:
             if output.is_last:
                 return await self.afinalize_response(task.task_id)
 
-    def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+    def chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> AgentChatResponse:
         return run_sync(self.achat(message, chat_history))
 
     def query(self, query: str) -> AgentChatResponse:
@@ -474,7 +589,9 @@ class AgentRunner:
     async def aquery(self, query: str) -> AgentChatResponse:
         return await self.achat(query)
 
-    async def astream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+    async def astream_chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
         """Start a task and return at once; text deltas stream from ``async_response_gen()``."""
         streaming = StreamingAgentChatResponse()
 
@@ -488,7 +605,9 @@ class AgentRunner:
             try:
                 response = await self.achat(message, chat_history)
                 if not streaming.deltas_sent:
-                    streaming.put_delta(response.response)  # a worker that streams no answer text
+                    streaming.put_delta(
+                        response.response
+                    )  # a worker that streams no answer text
                 streaming.finish(response)
             except BaseException as exc:
                 streaming.fail(exc)
@@ -499,7 +618,9 @@ class AgentRunner:
         streaming.attach(asyncio.ensure_future(drive()))
         return streaming
 
-    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+    def stream_chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
         streaming = run_sync(self.astream_chat(message, chat_history))
         streaming.bind_sync(iterate_sync)
         return streaming
@@ -523,4 +644,3 @@ def _total_usage(steps: list[TaskStepOutput]) -> TokenUsage | None:
     for usage in usages:
         total = total + usage
     return total
-

@@ -59,7 +59,9 @@ class TaskState(BaseModel):
         self.step_queue = queue
         by_id = {step.step_id: step for step in queue}
         for done in self.completed_steps:
-            done.next_steps = [by_id.get(step.step_id, step) for step in done.next_steps]
+            done.next_steps = [
+                by_id.get(step.step_id, step) for step in done.next_steps
+            ]
 
 
 class StateStore(Protocol):

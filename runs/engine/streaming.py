@@ -57,7 +57,9 @@ class StreamingAgentChatResponse:
     @property
     def response_gen(self) -> Iterator[str]:
         if self._iterate_sync is None:
-            raise RuntimeError("use async_response_gen() for a stream started with astream_chat")
+            raise RuntimeError(
+                "use async_response_gen() for a stream started with astream_chat"
+            )
         return self._iterate_sync(self.async_response_gen())
 
     async def aget_response(self) -> AgentChatResponse:

@@ -7,11 +7,17 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from typing import Any, Protocol, get_type_hints
 
-from functools import cached_property
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_serializer,
+)
 
 from .errors import ToolArgumentsError
 
@@ -44,7 +50,9 @@ class ToolOutput(BaseModel):
 
 class ToolMetadata(BaseModel):
     # frozen: the spec sent with every model call is built once (``openai_tool``)
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, ignored_types=(cached_property,))
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, frozen=True, ignored_types=(cached_property,)
+    )
 
     name: str
     description: str
@@ -88,7 +96,9 @@ class ToolMetadata(BaseModel):
 
 
 def _error_output(tool_name: str, kwargs: dict[str, Any], message: str) -> ToolOutput:
-    return ToolOutput(content=message, tool_name=tool_name, raw_input=kwargs, is_error=True)
+    return ToolOutput(
+        content=message, tool_name=tool_name, raw_input=kwargs, is_error=True
+    )
 
 
 class BaseTool:
@@ -103,7 +113,10 @@ class BaseTool:
         try:
             self.metadata.fn_schema.model_validate(kwargs)
         except ValidationError as exc:
-            return [(".".join(str(p) for p in err["loc"]) or "arguments", err["msg"]) for err in exc.errors()]
+            return [
+                (".".join(str(p) for p in err["loc"]) or "arguments", err["msg"])
+                for err in exc.errors()
+            ]
         return []
 
     def validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +143,9 @@ class BaseTool:
             raw = await self._acall(**valid)
         except Exception as exc:  # a tool's failure is an observation for the model
             return _error_output(name, kwargs, f"Error: {type(exc).__name__}: {exc}")
-        return ToolOutput(content=_to_text(raw), tool_name=name, raw_input=kwargs, raw_output=raw)
+        return ToolOutput(
+            content=_to_text(raw), tool_name=name, raw_input=kwargs, raw_output=raw
+        )
 
     def call(self, **kwargs: Any) -> ToolOutput:
         from ._sync import run_sync
@@ -140,7 +155,9 @@ class BaseTool:
 
 def schema_error(tool_name: str, problems: list[tuple[str, str]]) -> ToolArgumentsError:
     listed = "; ".join(f"{field}: {message}" for field, message in problems)
-    return ToolArgumentsError(f"arguments for {tool_name}() do not fit its schema: {listed}")
+    return ToolArgumentsError(
+        f"arguments for {tool_name}() do not fit its schema: {listed}"
+    )
 
 
 def _to_text(value: Any) -> str:
@@ -225,7 +242,9 @@ class ToolRetriever(Protocol):
     def retrieve(self, query: str) -> Sequence[BaseTool]: ...
 
 
-def tools_for_query(tools: Sequence[BaseTool], retriever: ToolRetriever | None, query: str) -> list[BaseTool]:
+def tools_for_query(
+    tools: Sequence[BaseTool], retriever: ToolRetriever | None, query: str
+) -> list[BaseTool]:
     """``tools`` plus those ``retriever`` picks for ``query`` (a name already taken is skipped)."""
     chosen = list(tools)
     if retriever is not None:
@@ -246,10 +265,16 @@ def tools_by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:
     return by_name
 
 
-async def call_tool_by_name(tools: dict[str, BaseTool], name: str, kwargs: dict[str, Any]) -> ToolOutput:
+async def call_tool_by_name(
+    tools: dict[str, BaseTool], name: str, kwargs: dict[str, Any]
+) -> ToolOutput:
     """Run the named tool; a name the model invented becomes an error observation."""
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
-        return _error_output(name, kwargs, f"Error: there is no tool named {name!r}. Available tools: {known}.")
+        return _error_output(
+            name,
+            kwargs,
+            f"Error: there is no tool named {name!r}. Available tools: {known}.",
+        )
     return await tool.acall(**kwargs)

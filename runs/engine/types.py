@@ -106,7 +106,11 @@ class TaskStep(BaseModel):
     def tool_calls_as_input(self) -> str:
         """The pending calls as the JSON a person edits: ``[{"tool_id", "tool_name", "tool_kwargs"}]``."""
         calls = [
-            {"tool_id": c.tool_id, "tool_name": c.tool_name, "tool_kwargs": c.tool_kwargs}
+            {
+                "tool_id": c.tool_id,
+                "tool_name": c.tool_name,
+                "tool_kwargs": c.tool_kwargs,
+            }
             for c in self.tool_calls or []
         ]
         return json.dumps(calls, indent=2)

@@ -19,7 +19,15 @@ from django.db import transaction
 
 from runs.engine import AgentError, ToolArgumentsError
 from runs.live import queries
-from runs.live.driver import Origin, abandon_turn, announce_waiting, drive, finish, next_step, take_abandon_request
+from runs.live.driver import (
+    Origin,
+    abandon_turn,
+    announce_waiting,
+    drive,
+    finish,
+    next_step,
+    take_abandon_request,
+)
 from runs.live.lease import Lease
 from runs.live.queries import RUNNABLE, NotebookView, StepView
 from runs.live.recovery import interrupt_orphans
@@ -51,7 +59,9 @@ def _error(code: ErrorCode, reason: str) -> ProtocolError:
 # --- checks (synchronous, read-only) -----------------------------------------------------------
 
 
-def _waiting_step(task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorCode) -> StepView:
+def _waiting_step(
+    task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorCode
+) -> StepView:
     """The queued step `step_id` of the active turn, or the reason it cannot be acted on."""
     step = view.step(step_id)
     if step is not None:
@@ -61,13 +71,19 @@ def _waiting_step(task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorC
         raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
     if found.completed:
         raise _error(ran, f"step {step_id} has already run (undo it to run it again)")
-    raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is not waiting in the active turn (undone or finished)")
+    raise _error(
+        ErrorCode.NOT_ALLOWED,
+        f"step {step_id} is not waiting in the active turn (undone or finished)",
+    )
 
 
 def check_send(task_pk: int) -> NotebookView:
     view = queries.notebook_view(task_pk)
     if view.active is not None:
-        raise _error(ErrorCode.NOT_ALLOWED, "a turn is still going on: finish or abandon it before sending a message")
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            "a turn is still going on: finish or abandon it before sending a message",
+        )
     return view
 
 
@@ -84,7 +100,10 @@ def _editable(task_pk: int, step_id: str) -> tuple[str, StepView]:
     view = queries.notebook_view(task_pk)
     step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
     if step.status not in RUNNABLE:
-        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is running; it can no longer be changed")
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} is running; it can no longer be changed",
+        )
     assert view.active is not None
     return view.active.engine_id, step
 
@@ -96,9 +115,14 @@ def check_edit(task_pk: int, step_id: str) -> str:
 def check_reject(task_pk: int, step_id: str, tool_id: str) -> str:
     turn_id, step = _editable(task_pk, step_id)
     if step.kind != "tool_calls":
-        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} runs no tool calls that could be rejected")
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} runs no tool calls that could be rejected",
+        )
     if tool_id not in step.tool_ids:
-        raise _error(ErrorCode.NOT_FOUND, f"step {step_id} has no tool call {tool_id!r}")
+        raise _error(
+            ErrorCode.NOT_FOUND, f"step {step_id} has no tool call {tool_id!r}"
+        )
     return turn_id
 
 
@@ -107,13 +131,18 @@ def check_undo(task_pk: int, step_id: str | None) -> tuple[str, str]:
         raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
     view = queries.notebook_view(task_pk)
     if view.running:
-        raise _error(ErrorCode.NOT_ALLOWED, "a step is running; undo once it has finished")
+        raise _error(
+            ErrorCode.NOT_ALLOWED, "a step is running; undo once it has finished"
+        )
     turn = view.latest
     if turn is None or turn.last_completed is None:
         raise _error(ErrorCode.NOT_ALLOWED, "there is no completed step to undo")
     last = turn.last_completed.step_id
     if step_id is not None and step_id != last:
-        raise _error(ErrorCode.NOT_ALLOWED, f"step {step_id} is not the last completed step (already undone?)")
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} is not the last completed step (already undone?)",
+        )
     return turn.engine_id, last
 
 
@@ -129,8 +158,12 @@ def request_abandon(task_pk: int) -> None:
 def apply_mode(task_pk: int, mode: str) -> tuple[bool, str | None]:
     """Set the mode (and the active turn's tool approval); whether it changed, and the turn."""
     with transaction.atomic():
-        changed = bool(Task.objects.filter(pk=task_pk).exclude(mode=mode).update(mode=mode))
-        active = Turn.objects.filter(task_id=task_pk, status=TurnStatus.ACTIVE, deleted_at__isnull=True)
+        changed = bool(
+            Task.objects.filter(pk=task_pk).exclude(mode=mode).update(mode=mode)
+        )
+        active = Turn.objects.filter(
+            task_id=task_pk, status=TurnStatus.ACTIVE, deleted_at__isnull=True
+        )
         active.update(approve_tool_calls=mode == ApprovalMode.TOOLS)
         turn_id = active.values_list("engine_id", flat=True).first()
     return changed, turn_id
@@ -149,12 +182,17 @@ async def _check(fn: Callable[..., T], *args: object) -> T:
     return await database_sync_to_async(fn)(*args)
 
 
-async def claim(task_pk: int, check: Callable[..., T], *args: object) -> tuple[Lease, T]:
+async def claim(
+    task_pk: int, check: Callable[..., T], *args: object
+) -> tuple[Lease, T]:
     """Check, take the lease, check again; the lease and the second check's result."""
     await _check(check, task_pk, *args)
     lease = await Lease.acquire(task_pk)
     if lease is None:
-        raise _error(ErrorCode.ALREADY_RUNNING, "another action on this notebook is in progress; try again when it ends")
+        raise _error(
+            ErrorCode.ALREADY_RUNNING,
+            "another action on this notebook is in progress; try again when it ends",
+        )
     try:
         with lease.fenced():
             await interrupt_orphans(task_pk)  # the lease was stale: its run is gone
@@ -164,7 +202,9 @@ async def claim(task_pk: int, check: Callable[..., T], *args: object) -> tuple[L
         raise
 
 
-async def _engine_call(runtime: NotebookRuntime, lease: Lease, call: Callable[[], Awaitable[object]]) -> None:
+async def _engine_call(
+    runtime: NotebookRuntime, lease: Lease, call: Callable[[], Awaitable[object]]
+) -> None:
     """Run a short engine call under the lease, mapping engine refusals to protocol errors."""
     try:
         with lease.fenced():
@@ -187,7 +227,9 @@ async def send_message(task_pk: int, text: str, origin: Origin | None = None) ->
     try:
         with lease.fenced():
             await _check(set_title, task_pk, text)
-            task = await runtime.runner.acreate_task(text, approve_tool_calls=view.mode == ApprovalMode.TOOLS)
+            task = await runtime.runner.acreate_task(
+                text, approve_tool_calls=view.mode == ApprovalMode.TOOLS
+            )
             first = await next_step(runtime, task.task_id)
             assert first is not None
             if view.mode == ApprovalMode.STEP:
@@ -202,8 +244,17 @@ async def send_message(task_pk: int, text: str, origin: Origin | None = None) ->
     return task.task_id
 
 
-def _start(runtime: NotebookRuntime, lease: Lease, turn_id: str, step_id: str, origin: Origin | None) -> None:
-    run = spawn(drive(runtime, lease, turn_id, step_id, origin), name=f"notebook-{runtime.task_pk}-{step_id[:8]}")
+def _start(
+    runtime: NotebookRuntime,
+    lease: Lease,
+    turn_id: str,
+    step_id: str,
+    origin: Origin | None,
+) -> None:
+    run = spawn(
+        drive(runtime, lease, turn_id, step_id, origin),
+        name=f"notebook-{runtime.task_pk}-{step_id[:8]}",
+    )
     lease.keep_alive(run)
 
 
@@ -218,14 +269,24 @@ async def edit_input(task_pk: int, step_id: str, text: str) -> None:
     """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_edit, step_id)
-    await _engine_call(runtime, lease, lambda: runtime.runner.aupdate_step_input(turn_id, step_id, text))
+    await _engine_call(
+        runtime,
+        lease,
+        lambda: runtime.runner.aupdate_step_input(turn_id, step_id, text),
+    )
 
 
-async def reject_tool_call(task_pk: int, step_id: str, tool_id: str, reason: str) -> None:
+async def reject_tool_call(
+    task_pk: int, step_id: str, tool_id: str, reason: str
+) -> None:
     """Reject one call of a waiting tool-call step; the model is told the reason instead."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
-    await _engine_call(runtime, lease, lambda: runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason))
+    await _engine_call(
+        runtime,
+        lease,
+        lambda: runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason),
+    )
 
 
 async def undo(task_pk: int, step_id: str | None = None) -> None:
@@ -268,7 +329,9 @@ async def set_mode(task_pk: int, mode: str) -> None:
         await publisher_for(task_pk).publish(ModeChanged(task_id=turn_id, mode=mode))  # type: ignore[arg-type]
 
 
-async def perform(task_pk: int, message: ClientMessage, origin: Origin | None = None) -> None:
+async def perform(
+    task_pk: int, message: ClientMessage, origin: Origin | None = None
+) -> None:
     """Carry out one validated client action (not `resume`, which the socket answers itself)."""
     match message:
         case SendMessage(text=text):
@@ -286,7 +349,10 @@ async def perform(task_pk: int, message: ClientMessage, origin: Origin | None = 
         case SetMode(mode=mode):
             await set_mode(task_pk, mode)
         case _:
-            raise _error(ErrorCode.UNKNOWN_ACTION, f"{message.action} is not an action the service performs")
+            raise _error(
+                ErrorCode.UNKNOWN_ACTION,
+                f"{message.action} is not an action the service performs",
+            )
 
 
 # --- notebooks --------------------------------------------------------------------------------
@@ -297,11 +363,16 @@ def create_notebook_row(owner: AbstractBaseUser, agent: str, mode: str) -> Task:
     if get_preset(agent) is None:
         raise _error(ErrorCode.INVALID, f"there is no agent preset {agent!r}")
     if mode not in ApprovalMode.values:
-        raise _error(ErrorCode.INVALID, f"the mode must be one of {', '.join(ApprovalMode.values)}")
+        raise _error(
+            ErrorCode.INVALID,
+            f"the mode must be one of {', '.join(ApprovalMode.values)}",
+        )
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
 
 
-async def create_notebook(owner: AbstractBaseUser, text: str, agent: str, mode: str) -> Task:
+async def create_notebook(
+    owner: AbstractBaseUser, text: str, agent: str, mode: str
+) -> Task:
     """Create a notebook and start its first turn with `text`."""
     task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
     await send_message(task.pk, text)

@@ -17,12 +17,25 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from runs.engine import AgentError, LLMError, StepFailedError, StepKind, TaskStep, UnknownTaskError
+from runs.engine import (
+    AgentError,
+    LLMError,
+    StepFailedError,
+    StepKind,
+    TaskStep,
+    UnknownTaskError,
+)
 from runs.live import queries
 from runs.live.lease import Lease
 from runs.live.runtime import NotebookRuntime
 from runs.models import ApprovalMode, Task
-from runs.protocol import ErrorCode, ProtocolError, StepWaiting, TaskAbandoned, error_message
+from runs.protocol import (
+    ErrorCode,
+    ProtocolError,
+    StepWaiting,
+    TaskAbandoned,
+    error_message,
+)
 from runs.store.fence import LeaseLost
 
 logger = logging.getLogger(__name__)
@@ -45,7 +58,9 @@ async def reply_error(origin: Origin | None, error: ProtocolError) -> None:
         return
     error.request_id = error.request_id or origin.request_id
     error.action = error.action or origin.action
-    await get_channel_layer().send(origin.channel, {"type": REPLY_MESSAGE, "message": error_message(error)})
+    await get_channel_layer().send(
+        origin.channel, {"type": REPLY_MESSAGE, "message": error_message(error)}
+    )
 
 
 def failure(exc: StepFailedError) -> ProtocolError:
@@ -69,12 +84,18 @@ async def next_step(runtime: NotebookRuntime, turn_id: str) -> TaskStep | None:
     return state.step_queue[0] if state.step_queue else None
 
 
-async def announce_waiting(runtime: NotebookRuntime, turn_id: str, step_id: str) -> None:
+async def announce_waiting(
+    runtime: NotebookRuntime, turn_id: str, step_id: str
+) -> None:
     await runtime.publisher.publish(StepWaiting(task_id=turn_id, step_id=step_id))
 
 
 async def drive(
-    runtime: NotebookRuntime, lease: Lease, turn_id: str, step_id: str | None, origin: Origin | None
+    runtime: NotebookRuntime,
+    lease: Lease,
+    turn_id: str,
+    step_id: str | None,
+    origin: Origin | None,
 ) -> None:
     """Run `step_id` (and, as the mode allows, the steps after it); always releases `lease`."""
     try:
@@ -83,16 +104,31 @@ async def drive(
     except asyncio.CancelledError:
         raise
     except LeaseLost:
-        logger.error("notebook %s: another server took the run over; this one stopped", runtime.task_pk)
-        await reply_error(origin, ProtocolError(ErrorCode.INTERNAL, "the run stalled and another server took it over"))
+        logger.error(
+            "notebook %s: another server took the run over; this one stopped",
+            runtime.task_pk,
+        )
+        await reply_error(
+            origin,
+            ProtocolError(
+                ErrorCode.INTERNAL, "the run stalled and another server took it over"
+            ),
+        )
     except Exception:
         logger.exception("running notebook %s failed", runtime.task_pk)
-        await reply_error(origin, ProtocolError(ErrorCode.INTERNAL, "the server failed while running the step"))
+        await reply_error(
+            origin,
+            ProtocolError(
+                ErrorCode.INTERNAL, "the server failed while running the step"
+            ),
+        )
     finally:
         await finish(runtime, lease)
 
 
-async def _run_steps(runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None) -> None:
+async def _run_steps(
+    runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
+) -> None:
     await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
     while step_id is not None:
         try:
@@ -113,7 +149,9 @@ async def _run_steps(runtime: NotebookRuntime, turn_id: str, step_id: str | None
         following = await next_step(runtime, turn_id)
         if following is None:
             return
-        if should_wait(await database_sync_to_async(queries.mode_of)(runtime.task_pk), following):
+        if should_wait(
+            await database_sync_to_async(queries.mode_of)(runtime.task_pk), following
+        ):
             await announce_waiting(runtime, turn_id, following.step_id)
             return
         step_id = following.step_id
@@ -122,7 +160,11 @@ async def _run_steps(runtime: NotebookRuntime, turn_id: str, step_id: str | None
 def take_abandon_request(task_pk: int) -> bool:
     """Take the abandon request (True if there was one)."""
     with transaction.atomic():
-        return bool(Task.objects.filter(pk=task_pk, abandon_requested=True).update(abandon_requested=False))
+        return bool(
+            Task.objects.filter(pk=task_pk, abandon_requested=True).update(
+                abandon_requested=False
+            )
+        )
 
 
 async def abandon_turn(runtime: NotebookRuntime, turn_id: str) -> None:
@@ -145,7 +187,9 @@ async def finish(runtime: NotebookRuntime, lease: Lease) -> None:
             try:
                 with again.fenced():
                     if await database_sync_to_async(take_abandon_request)(task_pk):
-                        view = await database_sync_to_async(queries.notebook_view)(task_pk)
+                        view = await database_sync_to_async(queries.notebook_view)(
+                            task_pk
+                        )
                         if view.active is not None:
                             await abandon_turn(runtime, view.active.engine_id)
             finally:

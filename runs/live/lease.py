@@ -56,18 +56,31 @@ def try_acquire(task_pk: int) -> str | None:
 
 def renew(task_pk: int, token: str) -> bool:
     """Push the lease's expiry back; False if it is no longer ours."""
-    return bool(Task.objects.filter(pk=task_pk, lease_owner=token).update(lease_at=timezone.now()))
+    return bool(
+        Task.objects.filter(pk=task_pk, lease_owner=token).update(
+            lease_at=timezone.now()
+        )
+    )
 
 
 def release(task_pk: int, token: str) -> bool:
     """Give the lease up (if still ours)."""
-    return bool(Task.objects.filter(pk=task_pk, lease_owner=token).update(lease_owner="", lease_at=None))
+    return bool(
+        Task.objects.filter(pk=task_pk, lease_owner=token).update(
+            lease_owner="", lease_at=None
+        )
+    )
 
 
 def is_held(task_pk: int) -> bool:
     """Whether someone holds a live (not stale) lease on the notebook."""
     stale = timezone.now() - timedelta(seconds=stale_after())
-    return Task.objects.filter(pk=task_pk).exclude(lease_owner="").filter(lease_at__gte=stale).exists()
+    return (
+        Task.objects.filter(pk=task_pk)
+        .exclude(lease_owner="")
+        .filter(lease_at__gte=stale)
+        .exists()
+    )
 
 
 class Lease:
@@ -87,18 +100,28 @@ class Lease:
     def keep_alive(self, owner: asyncio.Task[object]) -> None:
         """Renew the lease every heartbeat while `owner` runs."""
         # a fresh context, like runs.live.runtime.spawn: not the caller's request thread
-        self._beat = asyncio.get_running_loop().create_task(self._heartbeat(owner), context=contextvars.Context())
+        self._beat = asyncio.get_running_loop().create_task(
+            self._heartbeat(owner), context=contextvars.Context()
+        )
 
     async def _heartbeat(self, owner: asyncio.Task[object]) -> None:
         while not owner.done():
             await asyncio.sleep(heartbeat_every())
             try:
-                still_ours = await database_sync_to_async(renew)(self.task_pk, self.token)
+                still_ours = await database_sync_to_async(renew)(
+                    self.task_pk, self.token
+                )
             except Exception:  # noqa: BLE001 - a database hiccup: try again next beat
-                logger.warning("could not renew the lease on notebook %s", self.task_pk, exc_info=True)
+                logger.warning(
+                    "could not renew the lease on notebook %s",
+                    self.task_pk,
+                    exc_info=True,
+                )
                 continue
             if not still_ours:
-                logger.error("lost the lease on notebook %s; stopping its run", self.task_pk)
+                logger.error(
+                    "lost the lease on notebook %s; stopping its run", self.task_pk
+                )
                 owner.cancel()
                 return
 

@@ -26,11 +26,19 @@ EVENT_MESSAGE = "notebook.event"
 DELTA_MESSAGE = "notebook.delta"
 
 
-def store_events(task_pk: int, rows: list[tuple[dict[str, Any], int | None]], token: str | None) -> list[int]:
+def store_events(
+    task_pk: int, rows: list[tuple[dict[str, Any], int | None]], token: str | None
+) -> list[int]:
     """Insert Events with the notebook's next seqs, in one transaction; returns the seqs."""
     with transaction.atomic():
-        last, lease_owner = Task.objects.select_for_update().values_list("last_seq", "lease_owner").get(pk=task_pk)
-        check_fence(task_pk, lease_owner, token)  # a run that lost its lease adds nothing to the trace
+        last, lease_owner = (
+            Task.objects.select_for_update()
+            .values_list("last_seq", "lease_owner")
+            .get(pk=task_pk)
+        )
+        check_fence(
+            task_pk, lease_owner, token
+        )  # a run that lost its lease adds nothing to the trace
         first = int(last) + 1
         Event.objects.bulk_create(
             Event(
@@ -48,7 +56,9 @@ def store_events(task_pk: int, rows: list[tuple[dict[str, Any], int | None]], to
         for payload, _ in rows:
             if payload["type"] == "step_failed" and payload.get("step_id"):
                 # the reason a step failed belongs on its row too (the store never sees it)
-                Step.objects.filter(step_id=payload["step_id"]).update(error=str(payload.get("error", ""))[:10_000])
+                Step.objects.filter(step_id=payload["step_id"]).update(
+                    error=str(payload.get("error", ""))[:10_000]
+                )
     return list(range(first, first + len(rows)))
 
 
@@ -64,15 +74,23 @@ def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
     and broadcasting it again per call would grow a long notebook's trace quadratically.
     """
     messages: list[dict[str, Any]] = payload.get("input") or []
-    last_reply = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    last_reply = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
+    )
     if last_reply < 0:
         return payload
-    kept = [m for m in messages[: last_reply + 1] if m.get("role") == "system"] + messages[last_reply + 1 :]
+    kept = [
+        m for m in messages[: last_reply + 1] if m.get("role") == "system"
+    ] + messages[last_reply + 1 :]
     return {**payload, "input": kept, "input_omitted": len(messages) - len(kept)}
 
 
 def _turn_pk(task_pk: int, engine_id: str) -> int | None:
-    return Turn.objects.filter(task_id=task_pk, engine_id=engine_id).values_list("pk", flat=True).first()
+    return (
+        Turn.objects.filter(task_id=task_pk, engine_id=engine_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 class Publisher:
@@ -82,7 +100,9 @@ class Publisher:
         self.task_pk = task_pk
         self.group = group_name(task_pk)
         self.layer = get_channel_layer()
-        self.last_seq = 0  # the last seq this process handed out (deltas carry it as after_seq)
+        self.last_seq = (
+            0  # the last seq this process handed out (deltas carry it as after_seq)
+        )
         self.streams = StreamRelay(self._send_delta, lambda: self.last_seq)
         # Events wait here for the writer task, which stores each run of them in one transaction
         # (a group commit): a turn's parallel tool calls do not queue behind each other's writes.
@@ -97,10 +117,14 @@ class Publisher:
             return
         if isinstance(event, AgentOutput) and event.step_id:
             # the last deltas go out before the output, and the full text is stored
-            await self.streams.end(event.step_id, event.response.text, event.phase or "")
+            await self.streams.end(
+                event.step_id, event.response.text, event.phase or ""
+            )
         elif isinstance(event, (StepCompleted, StepFailed)) and event.step_id:
             await self.streams.send_pending(event.step_id)
-            self.streams.drop(event.step_id)  # e.g. a model call that broke off mid-stream
+            self.streams.drop(
+                event.step_id
+            )  # e.g. a model call that broke off mid-stream
         await self.publish(event)
 
     async def publish(self, event: BaseModel) -> int:
@@ -116,17 +140,27 @@ class Publisher:
         self._queue.append((payload, fence_token.get(), stored))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write_queued())
-        return await asyncio.shield(stored)  # stored and sent even if the caller is cancelled
+        return await asyncio.shield(
+            stored
+        )  # stored and sent even if the caller is cancelled
 
     async def _write_queued(self) -> None:
         """Store and send queued events in order: each run with the same lease in one transaction."""
         while self._queue:
             token = self._queue[0][1]
-            size = next((n for n, item in enumerate(self._queue) if item[1] != token), len(self._queue))
+            size = next(
+                (n for n, item in enumerate(self._queue) if item[1] != token),
+                len(self._queue),
+            )
             batch, self._queue = self._queue[:size], self._queue[size:]
             try:
-                rows = [(payload, await self._turn_of(payload.get("task_id"))) for payload, _, _ in batch]
-                seqs = await database_sync_to_async(store_events)(self.task_pk, rows, token)
+                rows = [
+                    (payload, await self._turn_of(payload.get("task_id")))
+                    for payload, _, _ in batch
+                ]
+                seqs = await database_sync_to_async(store_events)(
+                    self.task_pk, rows, token
+                )
             except BaseException as exc:
                 for _, _, stored in batch:
                     if not stored.done():
@@ -135,10 +169,16 @@ class Publisher:
                     continue
                 raise
             for (_, _, stored), seq in zip(batch, seqs):
-                if not stored.done():  # every writer of the batch goes on together (e.g. parallel tools)
+                if (
+                    not stored.done()
+                ):  # every writer of the batch goes on together (e.g. parallel tools)
                     stored.set_result(seq)
-            for (payload, _, _), seq in zip(batch, seqs):  # the seq order is this task's, whatever they do next
-                await self.layer.group_send(self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload})
+            for (payload, _, _), seq in zip(
+                batch, seqs
+            ):  # the seq order is this task's, whatever they do next
+                await self.layer.group_send(
+                    self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload}
+                )
                 self.last_seq = seq  # deltas name the last event sent before them
 
     async def _turn_of(self, engine_id: str | None) -> int | None:

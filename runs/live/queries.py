@@ -12,7 +12,12 @@ from runs.engine import StepStatus
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
 
 RUNNABLE = frozenset(
-    {StepStatus.PENDING.value, StepStatus.FAILED.value, StepStatus.INTERRUPTED.value, StepStatus.UNDONE.value}
+    {
+        StepStatus.PENDING.value,
+        StepStatus.FAILED.value,
+        StepStatus.INTERRUPTED.value,
+        StepStatus.UNDONE.value,
+    }
 )
 
 
@@ -54,7 +59,11 @@ class NotebookView:
 
 
 def _step_view(row: Step) -> StepView:
-    tool_ids = tuple(str(call.get("tool_id")) for call in row.tool_calls or [] if isinstance(call, dict))
+    tool_ids = tuple(
+        str(call.get("tool_id"))
+        for call in row.tool_calls or []
+        if isinstance(call, dict)
+    )
     return StepView(
         step_id=row.step_id,
         kind=row.kind,
@@ -67,8 +76,14 @@ def _step_view(row: Step) -> StepView:
 
 
 def _turn_view(turn: Turn) -> TurnView:
-    rows = list(turn.steps.filter(queue_position__isnull=False).order_by("queue_position"))
-    last = turn.steps.filter(completion_index__isnull=False).order_by("-completion_index").first()
+    rows = list(
+        turn.steps.filter(queue_position__isnull=False).order_by("queue_position")
+    )
+    last = (
+        turn.steps.filter(completion_index__isnull=False)
+        .order_by("-completion_index")
+        .first()
+    )
     return TurnView(
         pk=turn.pk,
         engine_id=turn.engine_id,
@@ -80,13 +95,23 @@ def _turn_view(turn: Turn) -> TurnView:
 
 def notebook_view(task_pk: int) -> NotebookView:
     task = Task.objects.only("mode").get(pk=task_pk)
-    latest = Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True).order_by("-index").first()
-    latest_view = _turn_view(latest) if latest else None
-    active = latest_view if latest_view and latest_view.status == TurnStatus.ACTIVE else None
-    running = tuple(
-        Step.objects.filter(task_id=task_pk, status=StepStatus.RUNNING.value).values_list("step_id", flat=True)
+    latest = (
+        Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True)
+        .order_by("-index")
+        .first()
     )
-    return NotebookView(pk=task_pk, mode=task.mode, active=active, latest=latest_view, running=running)
+    latest_view = _turn_view(latest) if latest else None
+    active = (
+        latest_view if latest_view and latest_view.status == TurnStatus.ACTIVE else None
+    )
+    running = tuple(
+        Step.objects.filter(
+            task_id=task_pk, status=StepStatus.RUNNING.value
+        ).values_list("step_id", flat=True)
+    )
+    return NotebookView(
+        pk=task_pk, mode=task.mode, active=active, latest=latest_view, running=running
+    )
 
 
 def find_step(task_pk: int, step_id: str) -> StepView | None:
@@ -111,7 +136,9 @@ def compute_status(view: NotebookView) -> NotebookStatus:
 
 def refresh_status(task_pk: int, running: bool = False) -> NotebookStatus:
     """Recompute the notebook's summary status from its rows (RUNNING while a driver works)."""
-    status = NotebookStatus.RUNNING if running else compute_status(notebook_view(task_pk))
+    status = (
+        NotebookStatus.RUNNING if running else compute_status(notebook_view(task_pk))
+    )
     Task.objects.filter(pk=task_pk).exclude(status=status).update(status=status)
     return status
 
@@ -123,11 +150,19 @@ def owner_of(task_pk: int) -> int | None:
 def summary(task_pk: int) -> tuple[dict[str, Any], int]:
     """The notebook as `hello` describes it, and its last stored seq."""
     task = Task.objects.get(pk=task_pk)
-    data = {"id": task.pk, "title": task.title, "agent": task.agent, "mode": task.mode, "status": task.status}
+    data = {
+        "id": task.pk,
+        "title": task.title,
+        "agent": task.agent,
+        "mode": task.mode,
+        "status": task.status,
+    }
     return data, task.last_seq
 
 
-def events_after(task_pk: int, after: int, upto: int | None = None, limit: int = 500) -> list[tuple[int, Any]]:
+def events_after(
+    task_pk: int, after: int, upto: int | None = None, limit: int = 500
+) -> list[tuple[int, Any]]:
     """Stored events with seq in (after, upto], oldest first, at most `limit`."""
     rows = Event.objects.filter(task_id=task_pk, seq__gt=after)
     if upto is not None:
@@ -141,7 +176,9 @@ def last_seq(task_pk: int) -> int:
 
 def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
     """(step_id, phase, text) of running steps as last flushed to the database."""
-    rows = Step.objects.filter(task_id=task_pk, status=StepStatus.RUNNING.value).exclude(stream_text="")
+    rows = Step.objects.filter(
+        task_id=task_pk, status=StepStatus.RUNNING.value
+    ).exclude(stream_text="")
     return [(r.step_id, r.stream_phase, r.stream_text) for r in rows]
 
 
@@ -151,4 +188,3 @@ def mode_of(task_pk: int) -> str:
 
 def abandon_requested(task_pk: int) -> bool:
     return bool(Task.objects.filter(pk=task_pk, abandon_requested=True).exists())
-

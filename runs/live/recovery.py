@@ -46,12 +46,18 @@ def needs_recovery(task_pk: int) -> bool:
 def candidates() -> list[int]:
     """Notebooks with steps left running."""
     with_running = Step.objects.filter(status=_RUNNING).values("task_id")
-    return list(Task.objects.filter(_unleased(), pk__in=with_running).values_list("pk", flat=True))
+    return list(
+        Task.objects.filter(_unleased(), pk__in=with_running).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:
     """Mark the notebook's running steps interrupted; (turn engine id, step id) of each."""
-    rows = list(Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn"))
+    rows = list(
+        Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn")
+    )
     Step.objects.filter(pk__in=[r.pk for r in rows], status=_RUNNING).update(
         status=StepStatus.INTERRUPTED.value, ended_at=timezone.now()
     )
@@ -63,7 +69,11 @@ async def interrupt_orphans(task_pk: int) -> int:
     found = await database_sync_to_async(mark_interrupted)(task_pk)
     publisher = publisher_for(task_pk)
     for turn_id, step_id in found:
-        logger.warning("step %s of notebook %s was left running; marked interrupted", step_id, task_pk)
+        logger.warning(
+            "step %s of notebook %s was left running; marked interrupted",
+            step_id,
+            task_pk,
+        )
         await publisher.publish(StepInterrupted(task_id=turn_id, step_id=step_id))
     if found:
         await database_sync_to_async(refresh_status)(task_pk)

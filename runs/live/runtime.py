@@ -62,7 +62,11 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
     llm = _llms.get(key)
     if llm is None:
         llm = _llms[key] = OpenAI(
-            model=config.model, api_base=config.base_url, api_key=config.api_key, timeout=timeout, max_retries=retries
+            model=config.model,
+            api_base=config.base_url,
+            api_key=config.api_key,
+            timeout=timeout,
+            max_retries=retries,
         )
     return llm, key
 
@@ -88,10 +92,19 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         return runtime
     preset = get_preset(agent)
     if preset is None:
-        raise ProtocolError(ErrorCode.NOT_ALLOWED, f"the agent preset {agent!r} is not available on this server")
+        raise ProtocolError(
+            ErrorCode.NOT_ALLOWED,
+            f"the agent preset {agent!r} is not available on this server",
+        )
     publisher = publisher_for(task_pk)
-    runner = AgentRunner(preset.make_worker(llm), state_store=DjangoStateStore(task_pk), on_event=publisher)
-    runtime = _runtimes[task_pk] = NotebookRuntime(task_pk, runner, publisher, loop, key)
+    runner = AgentRunner(
+        preset.make_worker(llm),
+        state_store=DjangoStateStore(task_pk),
+        on_event=publisher,
+    )
+    runtime = _runtimes[task_pk] = NotebookRuntime(
+        task_pk, runner, publisher, loop, key
+    )
     while len(_runtimes) > MAX_CACHED:
         _runtimes.popitem(last=False)  # a run in progress keeps its own reference
     return runtime
@@ -107,7 +120,9 @@ def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
     The task gets a fresh context: one copied from an HTTP request would tie its database calls
     to that request's worker thread, which is gone once the response is sent.
     """
-    task = asyncio.get_running_loop().create_task(coro, name=name, context=contextvars.Context())
+    task = asyncio.get_running_loop().create_task(
+        coro, name=name, context=contextvars.Context()
+    )
     _tasks.add(task)
     task.add_done_callback(_done)
     return task
@@ -116,7 +131,9 @@ def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
 def _done(task: asyncio.Task[Any]) -> None:
     _tasks.discard(task)
     if not task.cancelled() and task.exception() is not None:
-        logger.error("background task %s failed", task.get_name(), exc_info=task.exception())
+        logger.error(
+            "background task %s failed", task.get_name(), exc_info=task.exception()
+        )
 
 
 async def wait_idle(timeout: float = 30.0) -> None:
@@ -129,7 +146,9 @@ async def wait_idle(timeout: float = 30.0) -> None:
             return
         remaining = deadline - loop.time()
         if remaining <= 0:
-            raise TimeoutError(f"{len(mine)} notebook task(s) still running after {timeout} s")
+            raise TimeoutError(
+                f"{len(mine)} notebook task(s) still running after {timeout} s"
+            )
         await asyncio.wait(mine, timeout=remaining)
 
 

@@ -51,7 +51,9 @@ class StreamBuffer:
 class StreamRelay:
     """The streams of one notebook in this process."""
 
-    def __init__(self, send: Callable[[str], Awaitable[None]], after_seq: Callable[[], int]) -> None:
+    def __init__(
+        self, send: Callable[[str], Awaitable[None]], after_seq: Callable[[], int]
+    ) -> None:
         self._send = send  # sends one encoded `delta` message to the group
         self._after_seq = after_seq
         self.buffers: dict[str, StreamBuffer] = {}
@@ -65,7 +67,9 @@ class StreamRelay:
         step_id = event.step_id or ""
         buffer = self.buffers.get(step_id)
         if buffer is None:
-            buffer = self.buffers[step_id] = StreamBuffer(event.phase or "", event.response)
+            buffer = self.buffers[step_id] = StreamBuffer(
+                event.phase or "", event.response
+            )
         buffer.phase, buffer.text = event.phase or "", event.response
         buffer.pending.append(event)
         self._waiting[step_id] = None
@@ -91,13 +95,20 @@ class StreamRelay:
                 return
             events, buffer.pending = buffer.pending, []
             now = time.monotonic()
-            with_response = buffer.response_sent_at is None or now - buffer.response_sent_at >= RESPONSE_EVERY_S
+            with_response = (
+                buffer.response_sent_at is None
+                or now - buffer.response_sent_at >= RESPONSE_EVERY_S
+            )
             if with_response:
                 buffer.response_sent_at = now
             try:
-                await self._send(delta_text(_merged(events, with_response), self._after_seq()))
+                await self._send(
+                    delta_text(_merged(events, with_response), self._after_seq())
+                )
             except Exception:  # noqa: BLE001 - a lost delta heals with the next `response`
-                logger.warning("could not send a delta of step %s", step_id, exc_info=True)
+                logger.warning(
+                    "could not send a delta of step %s", step_id, exc_info=True
+                )
 
     async def end(self, step_id: str, text: str, phase: str) -> None:
         """A model turn finished: send what is left, store its full text, forget the buffer."""
@@ -116,14 +127,18 @@ class StreamRelay:
 
     def snapshots(self) -> list[tuple[str, str, str]]:
         """(step_id, phase, text) of every step streaming in this process right now."""
-        return [(step_id, b.phase, b.text) for step_id, b in self.buffers.items() if step_id]
+        return [
+            (step_id, b.phase, b.text) for step_id, b in self.buffers.items() if step_id
+        ]
 
     def _start_flush(self, step_id: str) -> None:
         buffer = self.buffers.get(step_id)
         if buffer is None:
             return
         buffer.flush = None
-        task = asyncio.get_running_loop().create_task(self._flush(step_id, buffer.phase, buffer.text))
+        task = asyncio.get_running_loop().create_task(
+            self._flush(step_id, buffer.phase, buffer.text)
+        )
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
@@ -131,7 +146,9 @@ class StreamRelay:
         try:
             await database_sync_to_async(write_stream)(step_id, phase, text)
         except Exception:  # noqa: BLE001 - a lost flush only delays a reconnecting socket's text
-            logger.warning("could not store the stream of step %s", step_id, exc_info=True)
+            logger.warning(
+                "could not store the stream of step %s", step_id, exc_info=True
+            )
 
 
 def _merged(events: list[AgentStream], with_response: bool) -> str:
@@ -147,7 +164,9 @@ def _merged(events: list[AgentStream], with_response: bool) -> str:
         "phase": last.phase,
     }
     if last.tool_calls:
-        payload["tool_calls"] = [call.model_dump(mode="json") for call in last.tool_calls]
+        payload["tool_calls"] = [
+            call.model_dump(mode="json") for call in last.tool_calls
+        ]
     if with_response:
         payload["response"] = last.response
     return json.dumps(payload, separators=(",", ":"))

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,158 +14,444 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('agent', models.CharField(help_text='agent preset name (runs.presets)', max_length=64)),
-                ('mode', models.CharField(choices=[('auto', 'Run steps back to back'), ('step', 'Approve every step'), ('tools', 'Approve tool calls')], default='auto', max_length=8)),
-                ('status', models.CharField(choices=[('idle', 'Idle'), ('running', 'Running'), ('waiting', 'Waiting for you'), ('failed', 'Step failed'), ('interrupted', 'Interrupted')], default='idle', max_length=12)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('last_seq', models.PositiveIntegerField(default=0)),
-                ('memory_length', models.PositiveIntegerField(default=0)),
-                ('clock', models.PositiveBigIntegerField(default=0)),
-                ('lease_owner', models.CharField(blank=True, default='', max_length=64)),
-                ('lease_at', models.DateTimeField(blank=True, null=True)),
-                ('abandon_requested', models.BooleanField(default=False)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notebooks', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=200)),
+                (
+                    "agent",
+                    models.CharField(
+                        help_text="agent preset name (runs.presets)", max_length=64
+                    ),
+                ),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[
+                            ("auto", "Run steps back to back"),
+                            ("step", "Approve every step"),
+                            ("tools", "Approve tool calls"),
+                        ],
+                        default="auto",
+                        max_length=8,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("idle", "Idle"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting for you"),
+                            ("failed", "Step failed"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        default="idle",
+                        max_length=12,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("last_seq", models.PositiveIntegerField(default=0)),
+                ("memory_length", models.PositiveIntegerField(default=0)),
+                ("clock", models.PositiveBigIntegerField(default=0)),
+                (
+                    "lease_owner",
+                    models.CharField(blank=True, default="", max_length=64),
+                ),
+                ("lease_at", models.DateTimeField(blank=True, null=True)),
+                ("abandon_requested", models.BooleanField(default=False)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notebooks",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'notebook',
-                'ordering': ['-updated_at', '-pk'],
+                "verbose_name": "notebook",
+                "ordering": ["-updated_at", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='Turn',
+            name="Turn",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('engine_id', models.CharField(help_text="the engine's task_id", max_length=64, unique=True)),
-                ('index', models.PositiveIntegerField(help_text="1 for the notebook's first turn")),
-                ('input', models.TextField()),
-                ('status', models.CharField(choices=[('active', 'Active'), ('completed', 'Completed'), ('abandoned', 'Abandoned')], default='active', max_length=12)),
-                ('response', models.TextField(blank=True, null=True)),
-                ('approve_tool_calls', models.BooleanField(default=False)),
-                ('history_length', models.PositiveIntegerField(default=0)),
-                ('token_limit', models.PositiveIntegerField()),
-                ('extra_state', models.JSONField(blank=True, default=dict)),
-                ('born', models.PositiveBigIntegerField(default=0, help_text='Task.clock when created')),
-                ('deleted_clock', models.PositiveBigIntegerField(blank=True, help_text='Task.clock when abandoned', null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('deleted_at', models.DateTimeField(blank=True, help_text='set when abandoned', null=True)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='turns', to='runs.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "engine_id",
+                    models.CharField(
+                        help_text="the engine's task_id", max_length=64, unique=True
+                    ),
+                ),
+                (
+                    "index",
+                    models.PositiveIntegerField(
+                        help_text="1 for the notebook's first turn"
+                    ),
+                ),
+                ("input", models.TextField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("completed", "Completed"),
+                            ("abandoned", "Abandoned"),
+                        ],
+                        default="active",
+                        max_length=12,
+                    ),
+                ),
+                ("response", models.TextField(blank=True, null=True)),
+                ("approve_tool_calls", models.BooleanField(default=False)),
+                ("history_length", models.PositiveIntegerField(default=0)),
+                ("token_limit", models.PositiveIntegerField()),
+                ("extra_state", models.JSONField(blank=True, default=dict)),
+                (
+                    "born",
+                    models.PositiveBigIntegerField(
+                        default=0, help_text="Task.clock when created"
+                    ),
+                ),
+                (
+                    "deleted_clock",
+                    models.PositiveBigIntegerField(
+                        blank=True, help_text="Task.clock when abandoned", null=True
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "deleted_at",
+                    models.DateTimeField(
+                        blank=True, help_text="set when abandoned", null=True
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="turns",
+                        to="runs.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['task', 'index'],
+                "ordering": ["task", "index"],
             },
         ),
         migrations.CreateModel(
-            name='Step',
+            name="Step",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step_id', models.CharField(max_length=64, unique=True)),
-                ('kind', models.CharField(choices=[('llm', 'Model turn'), ('tool_calls', 'Tool calls'), ('plan', 'Plan')], default='llm', max_length=16)),
-                ('original_input', models.TextField(blank=True, help_text='the input as the step was created', null=True)),
-                ('input', models.TextField(blank=True, help_text='the input as it runs (after edits)', null=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed'), ('undone', 'Undone'), ('interrupted', 'Interrupted')], default='pending', max_length=12)),
-                ('step_state', models.JSONField(blank=True, default=dict)),
-                ('tool_calls', models.JSONField(blank=True, null=True)),
-                ('is_ready', models.BooleanField(default=True)),
-                ('queue_position', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_index', models.PositiveIntegerField(blank=True, null=True)),
-                ('output', models.TextField(blank=True, default='')),
-                ('sources', models.JSONField(blank=True, default=list)),
-                ('is_last', models.BooleanField(default=False)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('total_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('checkpoint', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, default='')),
-                ('stream_text', models.TextField(blank=True, default='')),
-                ('stream_phase', models.CharField(blank=True, default='', max_length=32)),
-                ('runs', models.PositiveIntegerField(default=0, help_text='how many times the step was started')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='runs.task')),
-                ('turn', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='runs.turn')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("step_id", models.CharField(max_length=64, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("llm", "Model turn"),
+                            ("tool_calls", "Tool calls"),
+                            ("plan", "Plan"),
+                        ],
+                        default="llm",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "original_input",
+                    models.TextField(
+                        blank=True,
+                        help_text="the input as the step was created",
+                        null=True,
+                    ),
+                ),
+                (
+                    "input",
+                    models.TextField(
+                        blank=True,
+                        help_text="the input as it runs (after edits)",
+                        null=True,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("undone", "Undone"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("step_state", models.JSONField(blank=True, default=dict)),
+                ("tool_calls", models.JSONField(blank=True, null=True)),
+                ("is_ready", models.BooleanField(default=True)),
+                ("queue_position", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "completion_index",
+                    models.PositiveIntegerField(blank=True, null=True),
+                ),
+                ("output", models.TextField(blank=True, default="")),
+                ("sources", models.JSONField(blank=True, default=list)),
+                ("is_last", models.BooleanField(default=False)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "completion_tokens",
+                    models.PositiveIntegerField(blank=True, null=True),
+                ),
+                ("total_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("checkpoint", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True, default="")),
+                ("stream_text", models.TextField(blank=True, default="")),
+                (
+                    "stream_phase",
+                    models.CharField(blank=True, default="", max_length=32),
+                ),
+                (
+                    "runs",
+                    models.PositiveIntegerField(
+                        default=0, help_text="how many times the step was started"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="runs.task",
+                    ),
+                ),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="runs.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn', 'created_at', 'pk'],
+                "ordering": ["turn", "created_at", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField()),
-                ('role', models.CharField(max_length=16)),
-                ('content', models.TextField(blank=True, null=True)),
-                ('tool_calls', models.JSONField(blank=True, default=list)),
-                ('tool_call_id', models.CharField(blank=True, max_length=128, null=True)),
-                ('name', models.CharField(blank=True, max_length=128, null=True)),
-                ('images', models.JSONField(blank=True, default=list)),
-                ('status', models.CharField(choices=[('active', 'Active'), ('undone', 'Undone'), ('superseded', 'Superseded')], default='active', max_length=12)),
-                ('born', models.PositiveBigIntegerField(default=0)),
-                ('died', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('step', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='messages', to='runs.step')),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='runs.task')),
-                ('turn', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='runs.turn')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("position", models.PositiveIntegerField()),
+                ("role", models.CharField(max_length=16)),
+                ("content", models.TextField(blank=True, null=True)),
+                ("tool_calls", models.JSONField(blank=True, default=list)),
+                (
+                    "tool_call_id",
+                    models.CharField(blank=True, max_length=128, null=True),
+                ),
+                ("name", models.CharField(blank=True, max_length=128, null=True)),
+                ("images", models.JSONField(blank=True, default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("undone", "Undone"),
+                            ("superseded", "Superseded"),
+                        ],
+                        default="active",
+                        max_length=12,
+                    ),
+                ),
+                ("born", models.PositiveBigIntegerField(default=0)),
+                ("died", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "step",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="messages",
+                        to="runs.step",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="runs.task",
+                    ),
+                ),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="runs.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['task', 'position', 'pk'],
+                "ordering": ["task", "position", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('step_id', models.CharField(blank=True, db_index=True, max_length=64, null=True)),
-                ('type', models.CharField(max_length=32)),
-                ('payload', models.JSONField()),
-                ('at', models.FloatField(help_text='epoch seconds, from the event')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='runs.task')),
-                ('turn', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='events', to='runs.turn')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                (
+                    "step_id",
+                    models.CharField(
+                        blank=True, db_index=True, max_length=64, null=True
+                    ),
+                ),
+                ("type", models.CharField(max_length=32)),
+                ("payload", models.JSONField()),
+                ("at", models.FloatField(help_text="epoch seconds, from the event")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="runs.task",
+                    ),
+                ),
+                (
+                    "turn",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="events",
+                        to="runs.turn",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['task', 'seq'],
+                "ordering": ["task", "seq"],
             },
         ),
         migrations.CreateModel(
-            name='StepEdge',
+            name="StepEdge",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('next_order', models.PositiveIntegerField(blank=True, null=True)),
-                ('prev_order', models.PositiveIntegerField(blank=True, null=True)),
-                ('from_step', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='out_edges', to='runs.step')),
-                ('to_step', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='in_edges', to='runs.step')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("next_order", models.PositiveIntegerField(blank=True, null=True)),
+                ("prev_order", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "from_step",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="out_edges",
+                        to="runs.step",
+                    ),
+                ),
+                (
+                    "to_step",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="in_edges",
+                        to="runs.step",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('from_step', 'to_step'), name='step_edge_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("from_step", "to_step"), name="step_edge_unique"
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['owner', '-updated_at'], name='runs_task_owner_i_50fdcc_idx'),
+            model_name="task",
+            index=models.Index(
+                fields=["owner", "-updated_at"], name="runs_task_owner_i_50fdcc_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='turn',
-            constraint=models.UniqueConstraint(fields=('task', 'index'), name='turn_index_unique'),
+            model_name="turn",
+            constraint=models.UniqueConstraint(
+                fields=("task", "index"), name="turn_index_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='step',
-            index=models.Index(fields=['task', 'status'], name='runs_step_task_id_3cc3f4_idx'),
+            model_name="step",
+            index=models.Index(
+                fields=["task", "status"], name="runs_step_task_id_3cc3f4_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['task', 'status', 'position'], name='runs_messag_task_id_813b18_idx'),
+            model_name="message",
+            index=models.Index(
+                fields=["task", "status", "position"],
+                name="runs_messag_task_id_813b18_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='event',
-            constraint=models.UniqueConstraint(fields=('task', 'seq'), name='event_seq_unique'),
+            model_name="event",
+            constraint=models.UniqueConstraint(
+                fields=("task", "seq"), name="event_seq_unique"
+            ),
         ),
     ]

@@ -29,7 +29,14 @@ from runs.store.load import list_turn_ids, load_state
 from runs.store.messages import conversation, load_agent_memory, save_agent_memory
 from runs.store.save import delete_turn, save_state
 
-__all__ = ["DjangoStateStore", "conversation", "delete_turn", "list_turn_ids", "load_state", "save_state"]
+__all__ = [
+    "DjangoStateStore",
+    "conversation",
+    "delete_turn",
+    "list_turn_ids",
+    "load_state",
+    "save_state",
+]
 
 
 class DjangoStateStore:

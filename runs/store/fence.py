@@ -34,4 +34,6 @@ def check(task_pk: int, lease_owner: str, token: str | None = None) -> None:
     """Raise LeaseLost if a write for lease `token` (default: this context's) comes too late."""
     token = fence_token.get() if token is None else token
     if token is not None and token != lease_owner:
-        raise LeaseLost(f"notebook {task_pk}: the lease this run held was taken over; its write was refused")
+        raise LeaseLost(
+            f"notebook {task_pk}: the lease this run held was taken over; its write was refused"
+        )

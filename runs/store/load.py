@@ -33,12 +33,22 @@ def _edges(turn: Turn) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     edges = StepEdge.objects.filter(from_step__turn=turn).filter(
         Q(next_order__isnull=False) | Q(prev_order__isnull=False)
     )
-    for edge in edges.values("from_step_id", "to_step_id", "from_step__step_id", "to_step__step_id",
-                             "next_order", "prev_order"):
+    for edge in edges.values(
+        "from_step_id",
+        "to_step_id",
+        "from_step__step_id",
+        "to_step__step_id",
+        "next_order",
+        "prev_order",
+    ):
         if edge["next_order"] is not None:
-            nexts.setdefault(edge["from_step_id"], []).append((edge["next_order"], edge["to_step__step_id"]))
+            nexts.setdefault(edge["from_step_id"], []).append(
+                (edge["next_order"], edge["to_step__step_id"])
+            )
         if edge["prev_order"] is not None:
-            prevs.setdefault(edge["to_step_id"], []).append((edge["prev_order"], edge["from_step__step_id"]))
+            prevs.setdefault(edge["to_step_id"], []).append(
+                (edge["prev_order"], edge["from_step__step_id"])
+            )
     return (
         {pk: [sid for _, sid in sorted(items)] for pk, items in nexts.items()},
         {pk: [sid for _, sid in sorted(items)] for pk, items in prevs.items()},
@@ -55,7 +65,9 @@ def _task_step(row: Step, turn: Turn, nexts: list[str], prevs: list[str]) -> Tas
         prev_steps=prevs,
         is_ready=row.is_ready,
         kind=StepKind(row.kind),
-        tool_calls=[PendingToolCall.model_validate(c) for c in row.tool_calls] if row.tool_calls is not None else None,
+        tool_calls=[PendingToolCall.model_validate(c) for c in row.tool_calls]
+        if row.tool_calls is not None
+        else None,
     )
 
 
@@ -63,37 +75,69 @@ def _usage(row: Step) -> TokenUsage | None:
     if row.prompt_tokens is None:
         return None
     return TokenUsage(
-        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens or 0, total_tokens=row.total_tokens or 0
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens or 0,
+        total_tokens=row.total_tokens or 0,
     )
 
 
 def _turn_memory(turn: Turn) -> list[ChatMessage]:
-    history = conversation(turn.task_id, at=turn.born).filter(position__lt=turn.history_length).exclude(turn=turn)
+    history = (
+        conversation(turn.task_id, at=turn.born)
+        .filter(position__lt=turn.history_length)
+        .exclude(turn=turn)
+    )
     return [message_from_row(row) for row in [*history, *own_messages(turn)]]
 
 
 def load_state(task_pk: int, task_id: str) -> TaskState:
     """Rebuild a turn's TaskState from its rows; UnknownTaskError if it is not this notebook's."""
-    turn = Turn.objects.filter(task_id=task_pk, engine_id=task_id, deleted_at__isnull=True).first()
+    turn = Turn.objects.filter(
+        task_id=task_pk, engine_id=task_id, deleted_at__isnull=True
+    ).first()
     if turn is None:
         raise UnknownTaskError(task_id)
-    rows = list(turn.steps.filter(Q(queue_position__isnull=False) | Q(completion_index__isnull=False)))
+    rows = list(
+        turn.steps.filter(
+            Q(queue_position__isnull=False) | Q(completion_index__isnull=False)
+        )
+    )
     nexts, prevs = _edges(turn)
-    steps = {row.step_id: _task_step(row, turn, nexts.get(row.pk, []), prevs.get(row.pk, [])) for row in rows}
-    queued = sorted((row for row in rows if row.queue_position is not None), key=lambda r: r.queue_position or 0)
-    done = sorted((row for row in rows if row.completion_index is not None), key=lambda r: r.completion_index or 0)
+    steps = {
+        row.step_id: _task_step(row, turn, nexts.get(row.pk, []), prevs.get(row.pk, []))
+        for row in rows
+    }
+    queued = sorted(
+        (row for row in rows if row.queue_position is not None),
+        key=lambda r: r.queue_position or 0,
+    )
+    done = sorted(
+        (row for row in rows if row.completion_index is not None),
+        key=lambda r: r.completion_index or 0,
+    )
     completed = []
     for row in done:
         step = steps[row.step_id]
         response = AgentChatResponse(
-            response=row.output, sources=[ToolOutput.model_validate(s) for s in row.sources], usage=_usage(row)
+            response=row.output,
+            sources=[ToolOutput.model_validate(s) for s in row.sources],
+            usage=_usage(row),
         )
         following = [steps[sid] for sid in step.next_steps if sid in steps]
-        completed.append(TaskStepOutput(output=response, task_step=step, next_steps=following, is_last=row.is_last))
+        completed.append(
+            TaskStepOutput(
+                output=response,
+                task_step=step,
+                next_steps=following,
+                is_last=row.is_last,
+            )
+        )
     task = EngineTask(
         task_id=turn.engine_id,
         input=turn.input,
-        memory=ChatMemoryBuffer(token_limit=turn.token_limit, messages=_turn_memory(turn)),
+        memory=ChatMemoryBuffer(
+            token_limit=turn.token_limit, messages=_turn_memory(turn)
+        ),
         extra_state=turn.extra_state,
         approve_tool_calls=turn.approve_tool_calls,
         history_length=turn.history_length,
@@ -103,9 +147,15 @@ def load_state(task_pk: int, task_id: str) -> TaskState:
         status=TaskStatus(turn.status),
         step_queue=[steps[row.step_id] for row in queued],
         completed_steps=completed,
-        checkpoints=[Checkpoint.model_validate(row.checkpoint) for row in done if row.checkpoint is not None],
+        checkpoints=[
+            Checkpoint.model_validate(row.checkpoint)
+            for row in done
+            if row.checkpoint is not None
+        ],
         step_status={
-            row.step_id: StepStatus(row.status) for row in queued if StepStatus(row.status) in QUEUED_STATUSES
+            row.step_id: StepStatus(row.status)
+            for row in queued
+            if StepStatus(row.status) in QUEUED_STATUSES
         },
         response=turn.response,
     )
@@ -113,5 +163,7 @@ def load_state(task_pk: int, task_id: str) -> TaskState:
 
 def list_turn_ids(task_pk: int) -> list[str]:
     return list(
-        Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True).order_by("index").values_list("engine_id", flat=True)
+        Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True)
+        .order_by("index")
+        .values_list("engine_id", flat=True)
     )

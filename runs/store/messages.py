@@ -22,10 +22,16 @@ def conversation(task_pk: int, at: int | None = None) -> QuerySet[Message]:
     """The notebook's conversation in order: now, or as it stood at clock `at`."""
     rows = Message.objects.filter(task_id=task_pk)
     if at is None:
-        rows = rows.filter(died__isnull=True).filter(Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True))
+        rows = rows.filter(died__isnull=True).filter(
+            Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True)
+        )
     else:
         rows = rows.filter(born__lte=at).filter(Q(died__isnull=True) | Q(died__gt=at))
-        rows = rows.filter(Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True) | Q(turn__deleted_clock__gt=at))
+        rows = rows.filter(
+            Q(turn__isnull=True)
+            | Q(turn__deleted_clock__isnull=True)
+            | Q(turn__deleted_clock__gt=at)
+        )
     return rows.order_by("position", "pk")
 
 
@@ -35,7 +41,11 @@ def tick(task_pk: int) -> int:
     The lock orders concurrent writers (and makes turn numbering safe); the new time is written
     when the transaction ends. A fenced write whose lease was taken over raises LeaseLost.
     """
-    clock, lease_owner = Task.objects.select_for_update().values_list("clock", "lease_owner").get(pk=task_pk)
+    clock, lease_owner = (
+        Task.objects.select_for_update()
+        .values_list("clock", "lease_owner")
+        .get(pk=task_pk)
+    )
     check_fence(task_pk, lease_owner)
     Task.objects.filter(pk=task_pk).update(clock=clock + 1, updated_at=timezone.now())
     return int(clock) + 1
@@ -79,7 +89,11 @@ def _common_prefix(rows: list[Message], messages: list[ChatMessage]) -> int:
 def load_agent_memory(task_pk: int) -> list[ChatMessage]:
     """The agent's memory: the first `memory_length` messages of the conversation."""
     length = Task.objects.values_list("memory_length", flat=True).get(pk=task_pk)
-    return [message_from_row(row) for row in conversation(task_pk)[:length]] if length else []
+    return (
+        [message_from_row(row) for row in conversation(task_pk)[:length]]
+        if length
+        else []
+    )
 
 
 def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
@@ -98,7 +112,10 @@ def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
                 status=MessageStatus.SUPERSEDED, died=clock
             )
             Message.objects.bulk_create(
-                [_message_row(m, task_id=task_pk, position=keep + i, born=clock) for i, m in enumerate(messages[keep:])]
+                [
+                    _message_row(m, task_id=task_pk, position=keep + i, born=clock)
+                    for i, m in enumerate(messages[keep:])
+                ]
             )
         Task.objects.filter(pk=task_pk).update(memory_length=len(messages))
 
@@ -108,7 +125,9 @@ def own_messages(turn: Turn) -> QuerySet[Message]:
     return turn.messages.exclude(status=MessageStatus.UNDONE).order_by("position", "pk")
 
 
-def save_turn_messages(turn: Turn, memory: list[ChatMessage], producer: Step | None, clock: int) -> None:
+def save_turn_messages(
+    turn: Turn, memory: list[ChatMessage], producer: Step | None, clock: int
+) -> None:
     """Store the turn's own messages (after its history); truncated ones become `undone`."""
     own = memory[turn.history_length :]
     rows = list(own_messages(turn))
@@ -121,7 +140,12 @@ def save_turn_messages(turn: Turn, memory: list[ChatMessage], producer: Step | N
         Message.objects.bulk_create(
             [
                 _message_row(
-                    m, task_id=turn.task_id, turn=turn, step=producer, position=turn.history_length + keep + i, born=clock
+                    m,
+                    task_id=turn.task_id,
+                    turn=turn,
+                    step=producer,
+                    position=turn.history_length + keep + i,
+                    born=clock,
                 )
                 for i, m in enumerate(own[keep:])
             ]

@@ -8,12 +8,22 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from runs.engine import Checkpoint, StepStatus, TaskState, TaskStatus, TaskStep, TaskStepOutput, UnknownTaskError
+from runs.engine import (
+    Checkpoint,
+    StepStatus,
+    TaskState,
+    TaskStatus,
+    TaskStep,
+    TaskStepOutput,
+    UnknownTaskError,
+)
 from runs.models import Step, StepEdge, Task, Turn, TurnStatus
 from runs.store.messages import save_turn_messages, tick
 
 # Statuses a queued step can carry in TaskState.step_status (a queued step without one is pending).
-QUEUED_STATUSES = frozenset({StepStatus.RUNNING, StepStatus.FAILED, StepStatus.INTERRUPTED})
+QUEUED_STATUSES = frozenset(
+    {StepStatus.RUNNING, StepStatus.FAILED, StepStatus.INTERRUPTED}
+)
 _DONE = StepStatus.COMPLETED.value
 
 
@@ -47,7 +57,9 @@ def _step_fields(step: TaskStep) -> dict[str, Any]:
     }
 
 
-def _output_fields(output: TaskStepOutput, checkpoint: Checkpoint | None) -> dict[str, Any]:
+def _output_fields(
+    output: TaskStepOutput, checkpoint: Checkpoint | None
+) -> dict[str, Any]:
     usage = output.output.usage
     return {
         "output": output.output.response,
@@ -75,7 +87,9 @@ def _status_change(row: Step, status: str, changed: set[str]) -> None:
     if status == StepStatus.RUNNING.value:
         row.started_at, row.ended_at, row.runs, row.error = now, None, row.runs + 1, ""
         row.stream_text, row.stream_phase = "", ""
-        changed.update({"started_at", "ended_at", "runs", "error", "stream_text", "stream_phase"})
+        changed.update(
+            {"started_at", "ended_at", "runs", "error", "stream_text", "stream_phase"}
+        )
     elif status in (_DONE, StepStatus.FAILED.value):
         row.ended_at = now
         changed.add("ended_at")
@@ -89,13 +103,18 @@ def _desired_rows(state: TaskState) -> dict[str, tuple[TaskStep, dict[str, Any],
     checkpoints = {cp.step.step_id: cp for cp in state.checkpoints}
     for index, output in enumerate(state.completed_steps):
         step = output.task_step
-        fields = _step_fields(step) | _output_fields(output, checkpoints.get(step.step_id))
+        fields = _step_fields(step) | _output_fields(
+            output, checkpoints.get(step.step_id)
+        )
         fields |= {"queue_position": None, "completion_index": index}
         desired[step.step_id] = (step, fields, _DONE)
     for position, step in enumerate(state.step_queue):
         status = state.step_status.get(step.step_id)
         value = status.value if status in QUEUED_STATUSES else StepStatus.PENDING.value
-        fields = _step_fields(step) | {"queue_position": position, "completion_index": None}
+        fields = _step_fields(step) | {
+            "queue_position": position,
+            "completion_index": None,
+        }
         desired[step.step_id] = (step, fields, value)
     return desired
 
@@ -107,12 +126,23 @@ def _save_steps(turn: Turn, state: TaskState) -> dict[str, Step]:
     for step_id, (step, fields, status) in desired.items():
         row = rows.get(step_id)
         if row is None:
-            row = Step(turn=turn, task_id=turn.task_id, step_id=step_id, original_input=step.input, **fields)
+            row = Step(
+                turn=turn,
+                task_id=turn.task_id,
+                step_id=step_id,
+                original_input=step.input,
+                **fields,
+            )
             _status_change(row, status, set())
             new_rows.append(row)
             continue
-        if status == StepStatus.PENDING.value and row.status in (_DONE, StepStatus.UNDONE.value):
-            status = StepStatus.UNDONE.value  # undone and queued again: pending, but say why
+        if status == StepStatus.PENDING.value and row.status in (
+            _DONE,
+            StepStatus.UNDONE.value,
+        ):
+            status = (
+                StepStatus.UNDONE.value
+            )  # undone and queued again: pending, but say why
         changed: set[str] = set()
         _apply(row, fields, changed)
         if status != _DONE and row.completion_index is None:
@@ -121,15 +151,26 @@ def _save_steps(turn: Turn, state: TaskState) -> dict[str, Step]:
         if changed:
             row.save(update_fields=sorted(changed))
     for step_id, row in rows.items():
-        if step_id not in desired and (row.queue_position is not None or row.completion_index is not None):
+        if step_id not in desired and (
+            row.queue_position is not None or row.completion_index is not None
+        ):
             # dropped by an undo: kept for the trace, out of the queue
             Step.objects.filter(pk=row.pk).update(
-                status=StepStatus.UNDONE.value, queue_position=None, completion_index=None
+                status=StepStatus.UNDONE.value,
+                queue_position=None,
+                completion_index=None,
             )
     Step.objects.bulk_create(new_rows)
     rows.update({row.step_id: row for row in new_rows})
-    if new_rows and new_rows[0].pk is None:  # backends without RETURNING on bulk inserts
-        rows.update({row.step_id: row for row in turn.steps.filter(step_id__in=[r.step_id for r in new_rows])})
+    if (
+        new_rows and new_rows[0].pk is None
+    ):  # backends without RETURNING on bulk inserts
+        rows.update(
+            {
+                row.step_id: row
+                for row in turn.steps.filter(step_id__in=[r.step_id for r in new_rows])
+            }
+        )
     _save_edges(turn, {step_id: item[0] for step_id, item in desired.items()}, rows)
     return rows
 
@@ -143,7 +184,9 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
         prev_order.update({(frm, step_id): i for i, frm in enumerate(step.prev_steps)})
     existing = {
         (edge.from_step.step_id, edge.to_step.step_id): edge
-        for edge in StepEdge.objects.filter(from_step__turn=turn).select_related("from_step", "to_step")
+        for edge in StepEdge.objects.filter(from_step__turn=turn).select_related(
+            "from_step", "to_step"
+        )
     }
     for key in next_order.keys() | prev_order.keys() | existing.keys():
         frm, to = key
@@ -157,10 +200,15 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
         if edge is None:
             if orders != (None, None):
                 StepEdge.objects.create(
-                    from_step=rows[frm], to_step=rows[to], next_order=orders[0], prev_order=orders[1]
+                    from_step=rows[frm],
+                    to_step=rows[to],
+                    next_order=orders[0],
+                    prev_order=orders[1],
                 )
         elif (edge.next_order, edge.prev_order) != orders:
-            StepEdge.objects.filter(pk=edge.pk).update(next_order=orders[0], prev_order=orders[1])
+            StepEdge.objects.filter(pk=edge.pk).update(
+                next_order=orders[0], prev_order=orders[1]
+            )
 
 
 def save_state(task_pk: int, state: TaskState) -> None:
@@ -183,7 +231,11 @@ def save_state(task_pk: int, state: TaskState) -> None:
             finished_at=finished_at,
         )
         rows = _save_steps(turn, state)
-        producer = rows.get(state.completed_steps[-1].task_step.step_id) if state.completed_steps else None
+        producer = (
+            rows.get(state.completed_steps[-1].task_step.step_id)
+            if state.completed_steps
+            else None
+        )
         save_turn_messages(turn, state.task.memory.get_all(), producer, clock)
 
 
@@ -194,9 +246,10 @@ def delete_turn(task_pk: int, task_id: str) -> None:
             clock = tick(task_pk)
         except Task.DoesNotExist:
             raise UnknownTaskError(task_id) from None
-        updated = Turn.objects.filter(task_id=task_pk, engine_id=task_id, deleted_at__isnull=True).update(
+        updated = Turn.objects.filter(
+            task_id=task_pk, engine_id=task_id, deleted_at__isnull=True
+        ).update(
             deleted_at=timezone.now(), deleted_clock=clock, status=TurnStatus.ABANDONED
         )
         if not updated:
             raise UnknownTaskError(task_id)
-

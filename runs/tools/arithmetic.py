@@ -27,7 +27,10 @@ _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[Number], Number]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Number], Number]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 
 
 class ExpressionError(ValueError):
@@ -54,7 +57,10 @@ def _power(base: Number, exponent: Number) -> Number:
         raise ExpressionError(f"exponents are limited to ±{MAX_EXPONENT}")
     if isinstance(base, int) and isinstance(exponent, int) and exponent > 0:
         # digits of base**exponent ≈ exponent * log10(|base|): refuse before computing a giant
-        if base not in (0, 1, -1) and exponent * math.log10(abs(base)) >= MAX_INT_DIGITS:
+        if (
+            base not in (0, 1, -1)
+            and exponent * math.log10(abs(base)) >= MAX_INT_DIGITS
+        ):
             raise ExpressionError(f"the result has more than {MAX_INT_DIGITS} digits")
     try:
         result = base**exponent
@@ -68,7 +74,11 @@ def _power(base: Number, exponent: Number) -> Number:
 def _eval(node: ast.AST) -> Number:
     if isinstance(node, ast.Expression):
         return _eval(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return _checked(node.value)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
@@ -82,17 +92,23 @@ def _eval(node: ast.AST) -> Number:
             raise ExpressionError("division by zero") from None
         except OverflowError:
             raise ExpressionError("the result is too large") from None
-    raise ExpressionError(f"only numbers, + - * / // % ** and parentheses are allowed (found {type(node).__name__})")
+    raise ExpressionError(
+        f"only numbers, + - * / // % ** and parentheses are allowed (found {type(node).__name__})"
+    )
 
 
 def evaluate(expression: str) -> Number:
     """Evaluate an arithmetic expression, e.g. "(121 * 3) + 42 / 7" or "2 ** 10 % 7"."""
     if len(expression) > MAX_EXPRESSION_CHARS:
-        raise ExpressionError(f"expressions are limited to {MAX_EXPRESSION_CHARS} characters")
+        raise ExpressionError(
+            f"expressions are limited to {MAX_EXPRESSION_CHARS} characters"
+        )
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except (SyntaxError, ValueError) as exc:
-        raise ExpressionError(f"not an arithmetic expression: {exc.msg if isinstance(exc, SyntaxError) else exc}") from None
+        raise ExpressionError(
+            f"not an arithmetic expression: {exc.msg if isinstance(exc, SyntaxError) else exc}"
+        ) from None
     except RecursionError:
         raise ExpressionError("the expression is nested too deeply") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:

@@ -82,7 +82,9 @@ _lock = threading.Lock()
 
 def data_dir() -> Path:
     configured = getattr(settings, "AGENTUI_DATA_DIR", None)
-    return Path(configured) if configured else Path(settings.BASE_DIR) / ".local" / "data"
+    return (
+        Path(configured) if configured else Path(settings.BASE_DIR) / ".local" / "data"
+    )
 
 
 def _fill(connection: sqlite3.Connection) -> None:
@@ -106,7 +108,8 @@ def _fill(connection: sqlite3.Connection) -> None:
             rows.append((day.isoformat(), city_id, product_id, quantity, revenue))
     rows.sort()  # ids in date order read naturally
     connection.executemany(
-        "INSERT INTO sales (sold_on, city_id, product_id, quantity, revenue) VALUES (?, ?, ?, ?, ?)", rows
+        "INSERT INTO sales (sold_on, city_id, product_id, quantity, revenue) VALUES (?, ?, ?, ?, ?)",
+        rows,
     )
 
 

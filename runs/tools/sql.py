@@ -22,7 +22,9 @@ MAX_SQL_CHARS = 5000
 MAX_VALUE_BYTES = 1_000_000
 _PROGRESS_EVERY = 1000  # VM instructions between time checks
 
-_ALLOWED = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
+_ALLOWED = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -39,7 +41,9 @@ def _connect(deadline: float) -> sqlite3.Connection:
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
     connection.set_authorizer(_authorizer)
     # A non-zero return interrupts the running statement.
-    connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_EVERY)
+    connection.set_progress_handler(
+        lambda: int(time.monotonic() > deadline), _PROGRESS_EVERY
+    )
     connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     connection.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_CHARS * 4)
     connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
@@ -52,7 +56,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _run(sql: str, params: tuple[Any, ...] = (), limit: int = ROW_LIMIT) -> tuple[list[str], list[list[Any]], bool]:
+def _run(
+    sql: str, params: tuple[Any, ...] = (), limit: int = ROW_LIMIT
+) -> tuple[list[str], list[list[Any]], bool]:
     deadline = time.monotonic() + TIME_LIMIT_S
     with closing(_connect(deadline)) as connection:
         try:
@@ -65,15 +71,23 @@ def _run(sql: str, params: tuple[Any, ...] = (), limit: int = ROW_LIMIT) -> tupl
         except sqlite3.Warning as exc:
             raise SQLError(str(exc)) from None
         columns = [column[0] for column in cursor.description or []]
-    return columns, [[_plain(v) for v in row] for row in rows[:limit]], len(rows) > limit
+    return (
+        columns,
+        [[_plain(v) for v in row] for row in rows[:limit]],
+        len(rows) > limit,
+    )
 
 
 def _explain(exc: sqlite3.DatabaseError) -> SQLError:
     text = str(exc)
     if "not authorized" in text or "prohibited" in text:
-        return SQLError("only read-only SELECT queries over the sample tables are allowed")
+        return SQLError(
+            "only read-only SELECT queries over the sample tables are allowed"
+        )
     if "interrupted" in text:
-        return SQLError(f"the query took longer than {TIME_LIMIT_S:g} s and was stopped")
+        return SQLError(
+            f"the query took longer than {TIME_LIMIT_S:g} s and was stopped"
+        )
     if "readonly" in text or "read-only" in text:
         return SQLError("the database is read-only")
     return SQLError(f"SQLite error: {text}")
@@ -90,7 +104,12 @@ def sql_query(sql: str) -> dict[str, Any]:
     if len(text) > MAX_SQL_CHARS:
         raise SQLError(f"queries are limited to {MAX_SQL_CHARS} characters")
     columns, rows, truncated = _run(text)
-    return {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
+    return {
+        "columns": columns,
+        "rows": rows,
+        "row_count": len(rows),
+        "truncated": truncated,
+    }
 
 
 def sql_value(sql: str) -> Any:
@@ -105,7 +124,9 @@ def sql_value(sql: str) -> Any:
 
 def list_tables() -> list[dict[str, Any]]:
     """List the sample database's tables with their row counts."""
-    _, rows, _ = _run("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    _, rows, _ = _run(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    )
     tables = []
     for (name,) in rows:
         _, count, _ = _run(f'SELECT COUNT(*) FROM "{name}"')
@@ -117,12 +138,24 @@ def describe_table(name: str) -> dict[str, Any]:
     """Describe one table of the sample database: its columns (name, type) and three example rows."""
     if not _NAME.match(name):
         raise SQLError(f"{name!r} is not a table name")
-    _, found, _ = _run("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    _, found, _ = _run(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    )
     if not found:
         known = ", ".join(t["table"] for t in list_tables())
         raise SQLError(f"there is no table {name!r}; the tables are: {known}")
     columns, sample, _ = _run(f'SELECT * FROM "{name}" LIMIT 3')
-    return {"table": name, "schema": found[0][0], "columns": columns, "example_rows": sample}
+    return {
+        "table": name,
+        "schema": found[0][0],
+        "columns": columns,
+        "example_rows": sample,
+    }
 
 
-TOOLS: tuple[Callable[..., Any], ...] = (list_tables, describe_table, sql_query, sql_value)
+TOOLS: tuple[Callable[..., Any], ...] = (
+    list_tables,
+    describe_table,
+    sql_query,
+    sql_value,
+)

@@ -52,8 +52,8 @@ class LLM(ABC):
         stop: Sequence[str] | None = None,
     ) -> ChatResponse:
         last: ChatResponse | None = None
-        async for last in self.astream_chat(messages, tools=tools, stop=stop):
-            pass
+        async for chunk in self.astream_chat(messages, tools=tools, stop=stop):
+            last = chunk
         if last is None:
             raise RuntimeError("the model sent an empty stream")
         return last

@@ -37,7 +37,11 @@ def message_to_openai(message: ChatMessage) -> dict[str, Any]:
             parts.append({"type": "image_url", "image_url": url})
         out["content"] = parts
     else:
-        out["content"] = message.content if message.content is not None else ("" if message.role is not MessageRole.ASSISTANT else None)
+        out["content"] = (
+            message.content
+            if message.content is not None
+            else ("" if message.role is not MessageRole.ASSISTANT else None)
+        )
     if message.tool_calls:
         out["tool_calls"] = [
             {
@@ -45,7 +49,9 @@ def message_to_openai(message: ChatMessage) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": call.tool_name,
-                    "arguments": call.raw_arguments if call.raw_arguments is not None else json.dumps(call.tool_kwargs),
+                    "arguments": call.raw_arguments
+                    if call.raw_arguments is not None
+                    else json.dumps(call.tool_kwargs),
                 },
             }
             for call in message.tool_calls
@@ -64,9 +70,15 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        return {}, f"the arguments are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}"
+        return (
+            {},
+            f"the arguments are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}",
+        )
     if not isinstance(value, dict):
-        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {raw[:200]}"
+        return (
+            {},
+            f"the arguments must be a JSON object, got {type(value).__name__}: {raw[:200]}",
+        )
     return value, None
 
 
@@ -165,16 +177,18 @@ class OpenAI(LLM):
         self.temperature = temperature
         self.additional_kwargs = dict(additional_kwargs or {})
         self._metadata = LLMMetadata(
-            model_name=model, is_function_calling_model=is_function_calling_model, context_window=context_window
+            model_name=model,
+            is_function_calling_model=is_function_calling_model,
+            context_window=context_window,
         )
         # The whole history is resent every turn; converting each (immutable) message once keeps a
         # step's cost flat as the conversation grows. Keyed by id, holding the message so the id
         # cannot be reused while cached.
         self._wire: OrderedDict[int, tuple[ChatMessage, dict[str, Any]]] = OrderedDict()
         # one client per event loop: its connection pool belongs to the loop that opened it
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, openai.AsyncOpenAI
+        ] = weakref.WeakKeyDictionary()
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -185,7 +199,10 @@ class OpenAI(LLM):
         client = self._clients.get(loop)
         if client is None:
             client = openai.AsyncOpenAI(
-                api_key=self.api_key, base_url=self.api_base, timeout=self.timeout, max_retries=self.max_retries
+                api_key=self.api_key,
+                base_url=self.api_base,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
             )
             self._clients[loop] = client
         return client
@@ -201,7 +218,10 @@ class OpenAI(LLM):
         return wire
 
     def _request(
-        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None, stop: Sequence[str] | None
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None,
+        stop: Sequence[str] | None,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
@@ -231,12 +251,16 @@ class OpenAI(LLM):
         state = _StreamState()
         started = False
         try:
-            stream = await self._client().chat.completions.create(**self._request(messages, tools, stop))
+            stream = await self._client().chat.completions.create(
+                **self._request(messages, tools, stop)
+            )
             async for chunk in stream:
                 started = True
                 error = (chunk.model_extra or {}).get("error")
                 if error:
-                    raise LLMError(f"the model server reported an error inside the stream: {error}")
+                    raise LLMError(
+                        f"the model server reported an error inside the stream: {error}"
+                    )
                 if chunk.usage is not None:
                     state.usage = _usage(chunk.usage)
                 if not chunk.choices:
@@ -249,36 +273,64 @@ class OpenAI(LLM):
                     state.finish_reason = choice.finish_reason
                 if delta_text:
                     state.text += delta_text
-                    yield ChatResponse(message=ChatMessage.assistant(state.text), delta=delta_text)
+                    yield ChatResponse(
+                        message=ChatMessage.assistant(state.text), delta=delta_text
+                    )
         except LLMError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            connection_lost = isinstance(exc, (openai.APIConnectionError, httpx2.HTTPError))
+            connection_lost = isinstance(
+                exc, (openai.APIConnectionError, httpx2.HTTPError)
+            )
             if started and connection_lost:
-                raise LLMError(f"the model's stream was cut off mid-way: {exc.__cause__ or exc}") from exc
+                raise LLMError(
+                    f"the model's stream was cut off mid-way: {exc.__cause__ or exc}"
+                ) from exc
             raise LLMError(describe_llm_error(exc)) from exc
         if state.finish_reason is None:
-            raise LLMError("the model's stream ended before the reply was finished (cut off mid-way)")
-        yield ChatResponse(message=state.message(), usage=state.usage, finish_reason=state.finish_reason)
+            raise LLMError(
+                "the model's stream ended before the reply was finished (cut off mid-way)"
+            )
+        yield ChatResponse(
+            message=state.message(),
+            usage=state.usage,
+            finish_reason=state.finish_reason,
+        )
 
     async def _complete(
-        self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None, stop: Sequence[str] | None
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[BaseTool] | None,
+        stop: Sequence[str] | None,
     ) -> ChatResponse:
         try:
-            completion = await self._client().chat.completions.create(**self._request(messages, tools, stop))
+            completion = await self._client().chat.completions.create(
+                **self._request(messages, tools, stop)
+            )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise LLMError(describe_llm_error(exc)) from exc
         error = (completion.model_extra or {}).get("error")
         if error or not completion.choices:
-            raise LLMError(f"the model server sent no reply: {error or 'empty choices'}")
+            raise LLMError(
+                f"the model server sent no reply: {error or 'empty choices'}"
+            )
         choice = completion.choices[0]
-        state = _StreamState(text=choice.message.content or "", finish_reason=choice.finish_reason)
+        state = _StreamState(
+            text=choice.message.content or "", finish_reason=choice.finish_reason
+        )
         for index, call in enumerate(choice.message.tool_calls or []):
             function = getattr(call, "function", None)
             state.drafts[index] = _ToolCallDraft(
                 tool_id=call.id or "",
                 name=(function.name or "") if function else "",
-                arguments=(function.arguments or "") if function else "",  # some providers send null
+                arguments=(function.arguments or "")
+                if function
+                else "",  # some providers send null
             )
         message = state.message()
-        return ChatResponse(message=message, delta=message.text, usage=_usage(completion.usage), finish_reason=choice.finish_reason)
+        return ChatResponse(
+            message=message,
+            delta=message.text,
+            usage=_usage(completion.usage),
+            finish_reason=choice.finish_reason,
+        )

@@ -4,7 +4,17 @@ Stdlib and pydantic only: importing this package pulls in no Django and nothing 
 `runs.engine`, so a benchmark or a subprocess can use it on its own.
 """
 
-from .script import Fault, Match, RecordedRequest, Reply, Rule, Script, Timing, ToolCallSpec, Usage
+from .script import (
+    Fault,
+    Match,
+    RecordedRequest,
+    Reply,
+    Rule,
+    Script,
+    Timing,
+    ToolCallSpec,
+    Usage,
+)
 from .scripted_server import ScriptedServer, ScriptSource
 
 __all__ = [

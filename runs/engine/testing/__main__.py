@@ -14,13 +14,23 @@ from .scripted_server import ScriptedServer
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, start the server, print its base URL and block until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m runs.engine.testing", description=__doc__)
-    parser.add_argument("--script", required=True, help="JSON script file (see runs/engine/testing/script.py)")
-    parser.add_argument("--port", type=int, default=8001, help="port to bind (0 picks a free one)")
+    parser = argparse.ArgumentParser(
+        prog="python -m runs.engine.testing", description=__doc__
+    )
+    parser.add_argument(
+        "--script",
+        required=True,
+        help="JSON script file (see runs/engine/testing/script.py)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8001, help="port to bind (0 picks a free one)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     args = parser.parse_args(argv)
 
-    server = ScriptedServer(Script.from_file(args.script), host=args.host, port=args.port)
+    server = ScriptedServer(
+        Script.from_file(args.script), host=args.host, port=args.port
+    )
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -30,7 +30,9 @@ class HttpRequest:
     keep_alive: bool
 
 
-async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> HttpRequest | None:
+async def read_request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> HttpRequest | None:
     """Read the next request on a connection; None when the client closed it cleanly."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -55,8 +57,14 @@ async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     else:
         body = await reader.readexactly(int(headers.get("content-length") or 0))
     connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version.strip() == "HTTP/1.1" else connection == "keep-alive"
-    return HttpRequest(method.upper(), target.split("?", 1)[0], headers, body, keep_alive)
+    keep_alive = (
+        connection != "close"
+        if version.strip() == "HTTP/1.1"
+        else connection == "keep-alive"
+    )
+    return HttpRequest(
+        method.upper(), target.split("?", 1)[0], headers, body, keep_alive
+    )
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -117,16 +125,28 @@ class Exchange:
             if body and self.record.t_first_chunk is None:
                 self.record.t_first_chunk = now
 
-    async def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    async def send_json(
+        self, status: int, payload: Any, headers: dict[str, str] | None = None
+    ) -> None:
         """Send a complete JSON response, head and body in a single write."""
         body = json.dumps(payload).encode()
-        all_headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}
+        all_headers = {
+            "Content-Type": "application/json",
+            "Content-Length": str(len(body)),
+            **(headers or {}),
+        }
         await self._write(self._head(status, all_headers) + body, body=True)
         self._finish(status)
 
-    async def open_stream(self, status: int, content_type: str = "text/event-stream") -> None:
+    async def open_stream(
+        self, status: int, content_type: str = "text/event-stream"
+    ) -> None:
         """Send the head of a chunked response."""
-        headers = {"Content-Type": content_type, "Cache-Control": "no-cache", "Transfer-Encoding": "chunked"}
+        headers = {
+            "Content-Type": content_type,
+            "Cache-Control": "no-cache",
+            "Transfer-Encoding": "chunked",
+        }
         await self._write(self._head(status, headers), body=False)
         if self.record is not None:
             self.record.status = status

@@ -54,11 +54,17 @@ def split_sse_events(raw: str) -> list[bytes]:
 
 def sse_event(payload: JsonDict | str) -> bytes:
     """One `data:` event; a str payload (like "[DONE]") is sent as is."""
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    data = (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, separators=(",", ":"))
+    )
     return f"data: {data}\n\n".encode()
 
 
-def error_body(status: int, message: str | None = None, code: str | None = None) -> JsonDict:
+def error_body(
+    status: int, message: str | None = None, code: str | None = None
+) -> JsonDict:
     """An OpenAI-style error body for `status`."""
     kind, default_code = _ERROR_KINDS.get(status, ("server_error", None))
     if message is None:
@@ -66,7 +72,14 @@ def error_body(status: int, message: str | None = None, code: str | None = None)
             message = f"Scripted fault: {HTTPStatus(status).phrase}"
         except ValueError:
             message = f"Scripted fault: HTTP {status}"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code or default_code}}
+    return {
+        "error": {
+            "message": message,
+            "type": kind,
+            "param": None,
+            "code": code or default_code,
+        }
+    }
 
 
 @dataclass(frozen=True)
@@ -80,40 +93,68 @@ class ReplyPlan:
 
 
 def plan_reply(
-    reply: Reply, request: RecordedRequest, timing: Timing, new_call_id: Callable[[], str]
+    reply: Reply,
+    request: RecordedRequest,
+    timing: Timing,
+    new_call_id: Callable[[], str],
 ) -> ReplyPlan:
     """Build the deltas and message for `reply`; `new_call_id` names calls without an id."""
     text = reply.text or ""
-    deltas: list[JsonDict] = [{"content": piece} for piece in split_text(text, timing.chunking)]
+    deltas: list[JsonDict] = [
+        {"content": piece} for piece in split_text(text, timing.chunking)
+    ]
     tool_calls: list[JsonDict] = []
     for index, spec in enumerate(reply.tool_calls):
         call_id = spec.id if spec.id is not None else new_call_id()
         arguments = spec.arguments_json()
         tool_calls.append(
-            {"id": call_id, "type": "function", "function": {"name": spec.name, "arguments": arguments}}
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": spec.name, "arguments": arguments},
+            }
         )
-        deltas.extend(_tool_call_deltas(index, call_id, spec.name, arguments, timing.args_chunk_chars))
+        deltas.extend(
+            _tool_call_deltas(
+                index, call_id, spec.name, arguments, timing.args_chunk_chars
+            )
+        )
     if not deltas:  # an empty answer still streams one chunk, as real servers do
         deltas.append({"content": ""})
     # The first chunk announces the role; OpenAI sends content null beside a tool call.
     deltas[0] = {"role": "assistant", "content": None, **deltas[0]}
 
-    message: JsonDict = {"role": "assistant", "content": text if text or not tool_calls else None}
+    message: JsonDict = {
+        "role": "assistant",
+        "content": text if text or not tool_calls else None,
+    }
     if tool_calls:
         message["tool_calls"] = tool_calls
     finish_reason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
-    return ReplyPlan(deltas, message, finish_reason, _usage(reply, request, len(deltas)))
+    return ReplyPlan(
+        deltas, message, finish_reason, _usage(reply, request, len(deltas))
+    )
 
 
-def _tool_call_deltas(index: int, call_id: str, name: str, arguments: str, piece_chars: int) -> list[JsonDict]:
+def _tool_call_deltas(
+    index: int, call_id: str, name: str, arguments: str, piece_chars: int
+) -> list[JsonDict]:
     # OpenAI's shape: the first delta names the call with empty arguments, later ones carry
     # only the index and the next piece of the arguments string.
     if piece_chars <= 0:
         head_arguments, pieces = arguments, []
     else:
         head_arguments = ""
-        pieces = [arguments[i : i + piece_chars] for i in range(0, len(arguments), piece_chars)]
-    head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": head_arguments}}
+        pieces = [
+            arguments[i : i + piece_chars]
+            for i in range(0, len(arguments), piece_chars)
+        ]
+    head = {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": head_arguments},
+    }
     tail = [{"index": index, "function": {"arguments": piece}} for piece in pieces]
     return [{"tool_calls": [call]} for call in [head, *tail]]
 
@@ -126,7 +167,11 @@ def _usage(reply: Reply, request: RecordedRequest, chunk_count: int) -> JsonDict
         # Rough on purpose: about four characters per token, one token per streamed chunk.
         prompt = max(1, sum(len(t) for t in request.texts()) // 4)
         completion, total = chunk_count, None
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total or prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total or prompt + completion,
+    }
 
 
 @dataclass(frozen=True)
@@ -148,7 +193,12 @@ class Envelope:
 
     def chunk(self, delta: JsonDict, finish_reason: str | None = None) -> JsonDict:
         """A `chat.completion.chunk` with one choice."""
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+        }
         return {**self._base("chat.completion.chunk"), "choices": [choice]}
 
     def usage_chunk(self, usage: JsonDict) -> JsonDict:
@@ -163,4 +213,8 @@ class Envelope:
             "logprobs": None,
             "finish_reason": plan.finish_reason,
         }
-        return {**self._base("chat.completion"), "choices": [choice], "usage": plan.usage}
+        return {
+            **self._base("chat.completion"),
+            "choices": [choice],
+            "usage": plan.usage,
+        }

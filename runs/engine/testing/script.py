@@ -67,11 +67,17 @@ class ToolCallSpec(_Model):
 
     name: str
     arguments: JsonDict | str = Field(default_factory=dict)
-    id: str | None = None  # None: the server invents `call_<n>`; "" is sent as "" (Gemini does)
+    id: str | None = (
+        None  # None: the server invents `call_<n>`; "" is sent as "" (Gemini does)
+    )
 
     def arguments_json(self) -> str:
         """The arguments string as it goes on the wire."""
-        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+        return (
+            self.arguments
+            if isinstance(self.arguments, str)
+            else json.dumps(self.arguments)
+        )
 
 
 class Usage(_Model):
@@ -147,11 +153,15 @@ class Match(_Model):
     stream: bool | None = None
     model: str | None = None
 
-    @field_validator("last_user_regex", "last_message_regex", "system_regex", "any_regex")
+    @field_validator(
+        "last_user_regex", "last_message_regex", "system_regex", "any_regex"
+    )
     @classmethod
     def _must_compile(cls, pattern: str | None) -> str | None:
         if pattern is not None:
-            re.compile(pattern)  # a bad pattern fails when the script loads, not per request
+            re.compile(
+                pattern
+            )  # a bad pattern fails when the script loads, not per request
         return pattern
 
     def matches(self, req: RecordedRequest) -> bool:
@@ -164,7 +174,8 @@ class Match(_Model):
             _contains_all(req.system_text, self.system_contains),
             _regex(req.system_text, self.system_regex),
             self._any_contains(req),
-            self.any_regex is None or any(_regex(t, self.any_regex) for t in req.texts()),
+            self.any_regex is None
+            or any(_regex(t, self.any_regex) for t in req.texts()),
             self.last_role is None or req.last_role == self.last_role,
             self.tool_results_since_user is None
             or req.tool_results_since_user == self.tool_results_since_user,
@@ -205,8 +216,12 @@ class Rule(_Model):
 
     name: str | None = None
     match: Match = Field(default_factory=Match)
-    reply: Reply = Field(default_factory=Reply, validation_alias=AliasChoices("reply", "response"))
-    respond: Callable[[RecordedRequest], Reply] | None = Field(default=None, exclude=True)
+    reply: Reply = Field(
+        default_factory=Reply, validation_alias=AliasChoices("reply", "response")
+    )
+    respond: Callable[[RecordedRequest], Reply] | None = Field(
+        default=None, exclude=True
+    )
     fault: Fault | None = None
     timing: Timing | None = None
     max_uses: int | None = Field(default=None, ge=0)
@@ -238,7 +253,9 @@ class Script(_Model):
     on_no_match: Reply | Literal["error"] = "error"
     defaults: Timing = Field(default_factory=Timing)
     model: str = "gpt-4o-mini"  # reported when a request names no model
-    models: list[str] = Field(default_factory=lambda: ["gpt-4o-mini", "gpt-4o", "gpt-4.1"])
+    models: list[str] = Field(
+        default_factory=lambda: ["gpt-4o-mini", "gpt-4o", "gpt-4.1"]
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -295,19 +312,27 @@ class RecordedRequest:
     t_done: float | None = None
     error: str | None = None  # e.g. "cut after 3 chunks", "client disconnected"
     chunks_sent: int = 0
-    _texts: list[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _texts: list[str] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def messages(self) -> list[JsonDict]:
         """The `messages` the client sent."""
         messages = self.body.get("messages")
-        return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+        return (
+            [m for m in messages if isinstance(m, dict)]
+            if isinstance(messages, list)
+            else []
+        )
 
     @property
     def tools(self) -> list[JsonDict]:
         """The `tools` the client sent (empty when none)."""
         tools = self.body.get("tools")
-        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+        return (
+            [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+        )
 
     @property
     def tool_names(self) -> list[str]:
@@ -360,7 +385,9 @@ class RecordedRequest:
     def system_text(self) -> str:
         """All system and developer messages, joined by newlines."""
         roles = ("system", "developer")
-        return "\n".join(message_text(m) for m in self.messages if m.get("role") in roles)
+        return "\n".join(
+            message_text(m) for m in self.messages if m.get("role") in roles
+        )
 
     @property
     def tool_results_since_user(self) -> int:

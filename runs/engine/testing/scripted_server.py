@@ -33,11 +33,19 @@ _NO_FAULT = Fault()
 class ScriptedServer:
     """Serves `POST /v1/chat/completions`, `GET /v1/models` and `GET /health` from a script."""
 
-    def __init__(self, script: ScriptSource | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        script: ScriptSource | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self.host = host
         self._requested_port = port
         self._port: int | None = None
-        self._lock = threading.Lock()  # guards script, counters and log against the test thread
+        self._lock = (
+            threading.Lock()
+        )  # guards script, counters and log against the test thread
         self._script = Script.coerce(script) if script is not None else Script()
         self._call_index = 0
         self._rule_uses = [0] * len(self._script.rules)
@@ -95,7 +103,9 @@ class ScriptedServer:
         with self._lock:
             self._log = []
 
-    def wait_for_requests(self, count: int, timeout_s: float = 5.0) -> list[RecordedRequest]:
+    def wait_for_requests(
+        self, count: int, timeout_s: float = 5.0
+    ) -> list[RecordedRequest]:
         """Block until at least `count` requests were received; raises TimeoutError otherwise."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -103,7 +113,9 @@ class ScriptedServer:
             if len(log) >= count:
                 return log
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"{len(log)} of {count} requests after {timeout_s} s")
+                raise TimeoutError(
+                    f"{len(log)} of {count} requests after {timeout_s} s"
+                )
             time.sleep(0.005)
 
     def start(self) -> ScriptedServer:
@@ -112,7 +124,9 @@ class ScriptedServer:
             raise RuntimeError("server already started")
         ready = threading.Event()
         self._startup_error = None
-        self._thread = threading.Thread(target=self._serve, args=(ready,), name="scripted-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, args=(ready,), name="scripted-openai", daemon=True
+        )
         self._thread.start()
         ready.wait()
         if self._startup_error is not None:
@@ -138,7 +152,10 @@ class ScriptedServer:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -148,7 +165,9 @@ class ScriptedServer:
         loop = asyncio.new_event_loop()
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._on_connection, self.host, self._requested_port, backlog=1024)
+                asyncio.start_server(
+                    self._on_connection, self.host, self._requested_port, backlog=1024
+                )
             )
         except OSError as exc:
             self._startup_error = exc
@@ -173,7 +192,9 @@ class ScriptedServer:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -185,7 +206,12 @@ class ScriptedServer:
             while (request := await read_request(reader, writer)) is not None:
                 if not await self._route(request, writer):
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+        except (
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+        ):
             pass  # a broken or malformed connection only ends itself
         except asyncio.CancelledError:
             # stop() cancels us; ending normally keeps asyncio's stream callback from logging it.
@@ -206,7 +232,12 @@ class ScriptedServer:
         elif request.method == "GET" and path == "/health":
             await exchange.send_json(200, {"status": "ok"})
         else:
-            await exchange.send_json(404, error_body(404, f"no route for {request.method} {request.path}", "not_found"))
+            await exchange.send_json(
+                404,
+                error_body(
+                    404, f"no route for {request.method} {request.path}", "not_found"
+                ),
+            )
         return exchange.keep_alive
 
     def _models_body(self) -> JsonDict:
@@ -214,7 +245,10 @@ class ScriptedServer:
         names = list(dict.fromkeys([script.model, *script.models]))
         return {
             "object": "list",
-            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in names],
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "scripted"}
+                for name in names
+            ],
         }
 
     # ---- chat completions
@@ -222,12 +256,17 @@ class ScriptedServer:
     def _admit(self, body: JsonDict) -> tuple[RecordedRequest, Rule | None, Script]:
         """Log the request and pick its rule, atomically with respect to load()."""
         with self._lock:
-            record = RecordedRequest(index=self._call_index, body=body, t_received=time.time())
+            record = RecordedRequest(
+                index=self._call_index, body=body, t_received=time.time()
+            )
             self._call_index += 1
             self._log.append(record)
             script = self._script
             for position, rule in enumerate(script.rules):
-                if rule.max_uses is not None and self._rule_uses[position] >= rule.max_uses:
+                if (
+                    rule.max_uses is not None
+                    and self._rule_uses[position] >= rule.max_uses
+                ):
                     continue
                 if rule.match.matches(record):
                     self._rule_uses[position] += 1
@@ -241,7 +280,9 @@ class ScriptedServer:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            await exchange.send_json(400, error_body(400, "the request body must be a JSON object"))
+            await exchange.send_json(
+                400, error_body(400, "the request body must be a JSON object")
+            )
             return
         record, rule, script = self._admit(body)
         exchange.record = record
@@ -253,8 +294,16 @@ class ScriptedServer:
             exchange.fail("server stopped")
             raise
 
-    async def _answer(self, exchange: Exchange, record: RecordedRequest, rule: Rule | None, script: Script) -> None:
-        timing = script.defaults.overridden_by(rule.timing if rule is not None else None)
+    async def _answer(
+        self,
+        exchange: Exchange,
+        record: RecordedRequest,
+        rule: Rule | None,
+        script: Script,
+    ) -> None:
+        timing = script.defaults.overridden_by(
+            rule.timing if rule is not None else None
+        )
         fault = rule.fault if rule is not None and rule.fault is not None else _NO_FAULT
         exchange.start += fault.hang_s  # a hang pushes the whole timeline back
         first_chunk_at = timing.latency_s + timing.ttft_s
@@ -265,7 +314,11 @@ class ScriptedServer:
             return
         if fault.status is not None:
             await exchange.sleep_until(timing.latency_s)
-            await exchange.send_json(fault.status, error_body(fault.status, fault.message), _fault_headers(fault))
+            await exchange.send_json(
+                fault.status,
+                error_body(fault.status, fault.message),
+                _fault_headers(fault),
+            )
             return
         if fault.cut_after_chunks is not None and not record.stream:
             await exchange.sleep_until(timing.latency_s)
@@ -274,7 +327,11 @@ class ScriptedServer:
         try:
             reply = _reply_for(rule, script, record)
         except Exception as exc:  # noqa: BLE001 - a broken `respond` must reach the test, not kill the server
-            await exchange.send_json(500, error_body(500, f"respond raised {exc!r}"), {"x-should-retry": "false"})
+            await exchange.send_json(
+                500,
+                error_body(500, f"respond raised {exc!r}"),
+                {"x-should-retry": "false"},
+            )
             exchange.fail(f"respond raised {exc!r}")
             return
         if reply.raw_json is not None:
@@ -282,25 +339,42 @@ class ScriptedServer:
             await exchange.send_json(reply.raw_status, reply.raw_json)
         elif reply.raw_sse is not None:
             events = split_sse_events(reply.raw_sse)
-            timed = [(first_chunk_at + i * timing.token_delay_s, event) for i, event in enumerate(events)]
+            timed = [
+                (first_chunk_at + i * timing.token_delay_s, event)
+                for i, event in enumerate(events)
+            ]
             await _stream(exchange, reply.raw_status, timed, None, fault, timing)
         else:
             await self._generate(exchange, record, reply, script, timing, fault)
 
     async def _generate(
-        self, exchange: Exchange, record: RecordedRequest, reply: Reply, script: Script, timing: Timing, fault: Fault
+        self,
+        exchange: Exchange,
+        record: RecordedRequest,
+        reply: Reply,
+        script: Script,
+        timing: Timing,
+        fault: Fault,
     ) -> None:
         plan = plan_reply(reply, record, timing, lambda: f"call_{next(self._call_ids)}")
         envelope = Envelope(
-            f"chatcmpl-scripted-{next(self._completion_ids)}", record.model or script.model, int(record.t_received)
+            f"chatcmpl-scripted-{next(self._completion_ids)}",
+            record.model or script.model,
+            int(record.t_received),
         )
-        offsets = [timing.latency_s + timing.ttft_s + i * timing.token_delay_s for i in range(len(plan.deltas))]
+        offsets = [
+            timing.latency_s + timing.ttft_s + i * timing.token_delay_s
+            for i in range(len(plan.deltas))
+        ]
         if not record.stream:
             # Sent when the last chunk would have been, so both modes cost the same wall time.
             await exchange.sleep_until(offsets[-1])
             await exchange.send_json(200, envelope.completion(plan))
             return
-        events = [(at, sse_event(envelope.chunk(delta))) for at, delta in zip(offsets, plan.deltas)]
+        events = [
+            (at, sse_event(envelope.chunk(delta)))
+            for at, delta in zip(offsets, plan.deltas)
+        ]
         events.append((offsets[-1], sse_event(envelope.chunk({}, plan.finish_reason))))
         if record.include_usage:
             events.append((offsets[-1], sse_event(envelope.usage_chunk(plan.usage))))
@@ -310,7 +384,9 @@ class ScriptedServer:
 def _reply_for(rule: Rule | None, script: Script, record: RecordedRequest) -> Reply:
     if rule is None:
         if not isinstance(script.on_no_match, Reply):
-            raise AssertionError("on_no_match='error' is answered before replies are built")
+            raise AssertionError(
+                "on_no_match='error' is answered before replies are built"
+            )
         return script.on_no_match
     if rule.respond is None:
         return rule.reply
@@ -322,7 +398,11 @@ def _reply_for(rule: Rule | None, script: Script, record: RecordedRequest) -> Re
 
 def _fault_headers(fault: Fault) -> dict[str, str]:
     headers = {name.lower(): value for name, value in fault.headers.items()}
-    seconds = fault.retry_after_s if fault.retry_after_s is not None else (1.0 if fault.status == 429 else None)
+    seconds = (
+        fault.retry_after_s
+        if fault.retry_after_s is not None
+        else (1.0 if fault.status == 429 else None)
+    )
     if seconds is not None:
         # The SDK prefers retry-after-ms, which allows sub-second waits in fast tests.
         headers.setdefault("retry-after", f"{seconds:g}")
@@ -342,8 +422,16 @@ async def _stream(
     await exchange.sleep_until(timing.latency_s)
     await exchange.open_stream(status)
     # Faults fire before the event at their position (clamped: a large count means "after all").
-    cut_at = min(fault.cut_after_chunks, len(events)) if fault.cut_after_chunks is not None else None
-    error_at = min(fault.error_after_chunks, len(events)) if fault.error_in_stream is not None else None
+    cut_at = (
+        min(fault.cut_after_chunks, len(events))
+        if fault.cut_after_chunks is not None
+        else None
+    )
+    error_at = (
+        min(fault.error_after_chunks, len(events))
+        if fault.error_in_stream is not None
+        else None
+    )
     stop_at = min((p for p in (cut_at, error_at) if p is not None), default=len(events))
     for at, event in events[:stop_at]:
         await exchange.sleep_until(at)

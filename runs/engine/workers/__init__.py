@@ -5,4 +5,10 @@ from .coa import CoAAgentPack, CoAAgentWorker
 from .function_calling import FunctionCallingAgentWorker
 from .llm_compiler import LLMCompilerAgentWorker
 
-__all__ = ["BaseAgentWorker", "CoAAgentPack", "CoAAgentWorker", "FunctionCallingAgentWorker", "LLMCompilerAgentWorker"]
+__all__ = [
+    "BaseAgentWorker",
+    "CoAAgentPack",
+    "CoAAgentWorker",
+    "FunctionCallingAgentWorker",
+    "LLMCompilerAgentWorker",
+]

@@ -26,10 +26,14 @@ class BaseAgentWorker(ABC):
         """The task's first step; may also set up ``task.extra_state``."""
 
     @abstractmethod
-    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         """Run one step. Must leave ``task`` consistent if it raises (the runner rolls memory back)."""
 
-    async def astream_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def astream_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         return await self.arun_step(step, task, **kwargs)
 
     def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
@@ -50,13 +54,21 @@ class BaseAgentWorker(ABC):
         such an argument is checked against the schema when the call runs, not when a person edits it."""
         return False
 
-    def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def validate_tool_kwargs(
+        self, tool_name: str, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         """Check a person's edit of a pending call's arguments; raise ToolArgumentsError if they don't fit."""
         tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
         if tool is None:
             raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
-        deferred = {name for name, value in kwargs.items() if self.argument_is_deferred(value)}
-        problems = [(field, message) for field, message in tool.problems(kwargs) if field.split(".")[0] not in deferred]
+        deferred = {
+            name for name, value in kwargs.items() if self.argument_is_deferred(value)
+        }
+        problems = [
+            (field, message)
+            for field, message in tool.problems(kwargs)
+            if field.split(".")[0] not in deferred
+        ]
         if problems:
             raise schema_error(tool_name, problems)
         return dict(kwargs)

@@ -13,7 +13,14 @@ from typing import Any
 from ..llms.base import LLM
 from ..messages import ChatMessage, ToolSelection
 from ..tools import BaseTool, ToolOutput, tools_by_name
-from ..types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
+from ..types import (
+    AgentChatResponse,
+    PendingToolCall,
+    StepKind,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
 from .base import BaseAgentWorker
 from .llm_turn import stream_turn
 from .tool_calls import returns_direct, run_calls, tool_messages
@@ -43,11 +50,15 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         verbose: bool = False,
     ) -> None:
         if not llm.metadata.is_function_calling_model:
-            raise ValueError(f"model {llm.metadata.model_name!r} does not support function calling")
+            raise ValueError(
+                f"model {llm.metadata.model_name!r} does not support function calling"
+            )
         self.tools = list(tools)
         self._tools = tools_by_name(self.tools)
         self.llm = llm
-        self.prefix_messages = ([ChatMessage.system(system_prompt)] if system_prompt else []) + list(prefix_messages)
+        self.prefix_messages = (
+            [ChatMessage.system(system_prompt)] if system_prompt else []
+        ) + list(prefix_messages)
         self.max_function_calls = max_function_calls
         self.allow_parallel_tool_calls = allow_parallel_tool_calls
         self.verbose = verbose
@@ -85,34 +96,52 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         task.extra_state.setdefault(_CALLS_MADE, 0)
         return TaskStep(task_id=task.task_id, input=task.input)
 
-    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         if step.kind is StepKind.TOOL_CALLS:
             return await self._run_approved_calls(step, task)
         if step.input:
             task.memory.put(ChatMessage.user(step.input))
         budget = self.max_function_calls - task.extra_state.get(_CALLS_MADE, 0)
         tools = self.tools if budget > 0 else None
-        reply = await stream_turn(self.llm, task, step, self.prefix_messages + task.memory.get(), tools=tools)
+        reply = await stream_turn(
+            self.llm, task, step, self.prefix_messages + task.memory.get(), tools=tools
+        )
         message = reply.message
         task.memory.put(message)
         usage = reply.usage
         selections = list(message.tool_calls)
         if not selections:
-            return TaskStepOutput(output=AgentChatResponse(response=message.text, usage=usage), task_step=step, is_last=True)
+            return TaskStepOutput(
+                output=AgentChatResponse(response=message.text, usage=usage),
+                task_step=step,
+                is_last=True,
+            )
         if not self.allow_parallel_tool_calls:
             selections = selections[:1]
         allowed, over = selections[: max(budget, 0)], selections[max(budget, 0) :]
         over_outputs = [_limit_output(s, self.max_function_calls) for s in over]
         pending = [PendingToolCall.from_selection(s) for s in allowed]
         if task.approve_tool_calls and pending:
-            task.memory.put_messages(tool_messages([PendingToolCall.from_selection(s) for s in over], over_outputs))
-            approval = step.get_next_step(kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state={})
+            task.memory.put_messages(
+                tool_messages(
+                    [PendingToolCall.from_selection(s) for s in over], over_outputs
+                )
+            )
+            approval = step.get_next_step(
+                kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state={}
+            )
             approval.input = approval.tool_calls_as_input()
             return TaskStepOutput(
-                output=AgentChatResponse(response=message.text, usage=usage), task_step=step, next_steps=[approval]
+                output=AgentChatResponse(response=message.text, usage=usage),
+                task_step=step,
+                next_steps=[approval],
             )
         outputs = await run_calls(task, step, self._tools, pending)
-        return self._after_calls(step, task, pending, outputs, over, over_outputs, message.text, usage)
+        return self._after_calls(
+            step, task, pending, outputs, over, over_outputs, message.text, usage
+        )
 
     async def _run_approved_calls(self, step: TaskStep, task: Task) -> TaskStepOutput:
         calls = list(step.tool_calls or [])
@@ -130,16 +159,24 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         text: str,
         usage: Any,
     ) -> TaskStepOutput:
-        task.extra_state[_CALLS_MADE] = task.extra_state.get(_CALLS_MADE, 0) + len(calls)
+        task.extra_state[_CALLS_MADE] = task.extra_state.get(_CALLS_MADE, 0) + len(
+            calls
+        )
         all_calls = calls + [PendingToolCall.from_selection(s) for s in over]
         task.memory.put_messages(tool_messages(all_calls, outputs + over_outputs))
         sources = outputs + over_outputs
         direct = returns_direct(self._tools, outputs)
         if direct is not None:
             return TaskStepOutput(
-                output=AgentChatResponse(response=direct.content, sources=sources, usage=usage), task_step=step, is_last=True
+                output=AgentChatResponse(
+                    response=direct.content, sources=sources, usage=usage
+                ),
+                task_step=step,
+                is_last=True,
             )
         following = step.get_next_step(step_state={})
         return TaskStepOutput(
-            output=AgentChatResponse(response=text, sources=sources, usage=usage), task_step=step, next_steps=[following]
+            output=AgentChatResponse(response=text, sources=sources, usage=usage),
+            task_step=step,
+            next_steps=[following],
         )

@@ -29,14 +29,22 @@ async def iter_turn(
     AgentOutput is emitted once the caller has consumed it.
     """
     ids: dict[str, Any] = {"task_id": task.task_id, "step_id": step.step_id}
-    await task.emit(AgentInput(**ids, input=list(messages), current_agent_name=agent_name, phase=phase))
+    await task.emit(
+        AgentInput(
+            **ids, input=list(messages), current_agent_name=agent_name, phase=phase
+        )
+    )
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(messages, tools=tools, stop=stop):
         final = chunk
         if chunk.delta:
             await task.emit(
                 AgentStream(
-                    **ids, delta=chunk.delta, response=chunk.message.text, current_agent_name=agent_name, phase=phase
+                    **ids,
+                    delta=chunk.delta,
+                    response=chunk.message.text,
+                    current_agent_name=agent_name,
+                    phase=phase,
                 )
             )
         yield chunk
@@ -66,7 +74,16 @@ async def stream_turn(
 ) -> ChatResponse:
     """Stream one reply from ``llm``, emitting every delta, and return the complete reply."""
     final: ChatResponse | None = None
-    async for chunk in iter_turn(llm, task, step, messages, tools=tools, stop=stop, phase=phase, agent_name=agent_name):
+    async for chunk in iter_turn(
+        llm,
+        task,
+        step,
+        messages,
+        tools=tools,
+        stop=stop,
+        phase=phase,
+        agent_name=agent_name,
+    ):
         final = chunk
     assert final is not None  # iter_turn raises on an empty stream
     return final

@@ -51,11 +51,17 @@ async def run_one_call(
     started = time.time()
     if call.decision is ToolCallDecision.REJECTED:
         output = ToolOutput(
-            content=rejection_text(call.reason), tool_name=call.tool_name, raw_input=call.tool_kwargs, is_error=True
+            content=rejection_text(call.reason),
+            tool_name=call.tool_name,
+            raw_input=call.tool_kwargs,
+            is_error=True,
         )
     elif call.arguments_error:
         output = ToolOutput(
-            content=f"Error: {call.arguments_error}", tool_name=call.tool_name, raw_input=call.tool_kwargs, is_error=True
+            content=f"Error: {call.arguments_error}",
+            tool_name=call.tool_name,
+            raw_input=call.tool_kwargs,
+            is_error=True,
         )
     else:
         output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
@@ -68,7 +74,9 @@ async def run_one_call(
             tool_kwargs=call.tool_kwargs,
             tool_id=call.tool_id,
             tool_output=output,
-            return_direct=bool(tool and tool.metadata.return_direct and not output.is_error),
+            return_direct=bool(
+                tool and tool.metadata.return_direct and not output.is_error
+            ),
             started_at=started,
             ended_at=time.time(),
             plan_index=plan_index,
@@ -82,14 +90,23 @@ async def run_calls(
     task: Task, step: TaskStep, tools: dict[str, BaseTool], calls: list[PendingToolCall]
 ) -> list[ToolOutput]:
     """Run all calls at once; outputs come back in call order, whatever order they finish in."""
-    return list(await asyncio.gather(*(run_one_call(task, step, tools, call) for call in calls)))
+    return list(
+        await asyncio.gather(*(run_one_call(task, step, tools, call) for call in calls))
+    )
 
 
-def tool_messages(calls: list[PendingToolCall], outputs: list[ToolOutput]) -> list[ChatMessage]:
-    return [ChatMessage.tool(out.content, tool_call_id=call.tool_id, name=call.tool_name) for call, out in zip(calls, outputs)]
+def tool_messages(
+    calls: list[PendingToolCall], outputs: list[ToolOutput]
+) -> list[ChatMessage]:
+    return [
+        ChatMessage.tool(out.content, tool_call_id=call.tool_id, name=call.tool_name)
+        for call, out in zip(calls, outputs)
+    ]
 
 
-def returns_direct(tools: dict[str, BaseTool], outputs: list[ToolOutput]) -> ToolOutput | None:
+def returns_direct(
+    tools: dict[str, BaseTool], outputs: list[ToolOutput]
+) -> ToolOutput | None:
     """The first successful output of a ``return_direct`` tool: it ends the task as the answer."""
     for output in outputs:
         tool = tools.get(output.tool_name)

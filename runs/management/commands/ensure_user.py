@@ -26,8 +26,12 @@ class Command(BaseCommand):
     help = "Create a local admin user if there is none, and print a one-time login link for it."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--username", help="name of the user to create (default: your login)")
-        parser.add_argument("--base-url", help="server address (default http://$HOST:$PORT)")
+        parser.add_argument(
+            "--username", help="name of the user to create (default: your login)"
+        )
+        parser.add_argument(
+            "--base-url", help="server address (default http://$HOST:$PORT)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()

@@ -34,8 +34,12 @@ class Command(BaseCommand):
     help = "Print a one-time login link (works once, expires after a day)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("username", nargs="?", help="whose link; optional when one user exists")
-        parser.add_argument("--base-url", help="server address (default http://$HOST:$PORT)")
+        parser.add_argument(
+            "username", nargs="?", help="whose link; optional when one user exists"
+        )
+        parser.add_argument(
+            "--base-url", help="server address (default http://$HOST:$PORT)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         users = get_user_model().objects.filter(is_active=True)
@@ -48,7 +52,12 @@ class Command(BaseCommand):
             candidates = list(users.order_by("-is_superuser", "pk")[:2])
             if not candidates:
                 raise CommandError("no users yet: `make run` creates one")
-            if len(candidates) > 1 and candidates[0].is_superuser == candidates[1].is_superuser:
-                raise CommandError("several users: name one, e.g. `manage.py login_link alice`")
+            if (
+                len(candidates) > 1
+                and candidates[0].is_superuser == candidates[1].is_superuser
+            ):
+                raise CommandError(
+                    "several users: name one, e.g. `manage.py login_link alice`"
+                )
             user = candidates[0]
         self.stdout.write(login_link(user, options["base_url"]))

@@ -33,8 +33,16 @@ from runs.store import DjangoStateStore
 def _rows(task_pk: int) -> dict[str, Any]:
     steps = Step.objects.filter(task_id=task_pk).order_by("pk")
     return {
-        "steps": [{"step_id": s.step_id, "status": s.status, "stream_text": s.stream_text} for s in steps],
-        "events": [[seq, kind] for seq, kind in Event.objects.filter(task_id=task_pk).values_list("seq", "type")],
+        "steps": [
+            {"step_id": s.step_id, "status": s.status, "stream_text": s.stream_text}
+            for s in steps
+        ],
+        "events": [
+            [seq, kind]
+            for seq, kind in Event.objects.filter(task_id=task_pk).values_list(
+                "seq", "type"
+            )
+        ],
     }
 
 
@@ -45,7 +53,11 @@ async def _show(task_pk: int) -> dict[str, Any]:
     for turn_id in await store.list_task_ids():
         turns[turn_id] = (await store.load_task(turn_id)).model_dump(mode="json")
     memory = [m.model_dump(mode="json") for m in await store.load_memory()]
-    return {"turns": turns, "memory": memory, **await database_sync_to_async(_rows)(task_pk)}
+    return {
+        "turns": turns,
+        "memory": memory,
+        **await database_sync_to_async(_rows)(task_pk),
+    }
 
 
 class Command(BaseCommand):
@@ -56,7 +68,9 @@ class Command(BaseCommand):
         create = sub.add_parser("create")
         create.add_argument("username")
         create.add_argument("--agent", default="function_calling")
-        create.add_argument("--mode", default=ApprovalMode.AUTO, choices=ApprovalMode.values)
+        create.add_argument(
+            "--mode", default=ApprovalMode.AUTO, choices=ApprovalMode.values
+        )
         for verb, fields in (
             ("send", ["text"]),
             ("approve", ["step_id"]),
@@ -88,7 +102,9 @@ class Command(BaseCommand):
         verb = o["verb"]
         if verb == "create":
             user = await get_user_model().objects.aget(username=o["username"])
-            task = await database_sync_to_async(service.create_notebook_row)(user, o["agent"], o["mode"])
+            task = await database_sync_to_async(service.create_notebook_row)(
+                user, o["agent"], o["mode"]
+            )
             return str(task.pk)
         pk = o["task"]
         if verb == "show":

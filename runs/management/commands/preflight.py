@@ -41,9 +41,13 @@ def _reason(exc: BaseException) -> str:
         seen.append(current)
         if isinstance(current, OSError) and current.strerror:
             return str(current.strerror)
-        reason = getattr(current, "reason", None)  # urllib's URLError wraps the OSError here
+        reason = getattr(
+            current, "reason", None
+        )  # urllib's URLError wraps the OSError here
         current = (
-            reason if isinstance(reason, BaseException) else current.__cause__ or current.__context__
+            reason
+            if isinstance(reason, BaseException)
+            else current.__cause__ or current.__context__
         )
     lines = str(exc).strip().splitlines()
     text = lines[0] if lines else type(exc).__name__
@@ -74,22 +78,30 @@ def check_database() -> Finding:
     try:
         connection.ensure_connection()
     except Exception as exc:  # any driver error means the same thing here
-        return Finding("error", f"DATABASE_URL: cannot connect to {address} ({_reason(exc)})")
+        return Finding(
+            "error", f"DATABASE_URL: cannot connect to {address} ({_reason(exc)})"
+        )
     return Finding("ok", f"database: {address}")
 
 
 def check_redis() -> Finding:
     url: str = settings.REDIS_URL
     if not url:
-        return Finding("ok", "channel layer: in-memory, one process (REDIS_URL not set)")
+        return Finding(
+            "ok", "channel layer: in-memory, one process (REDIS_URL not set)"
+        )
     import redis
 
     shown = _without_password(url)
-    client = redis.Redis.from_url(url, socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S)
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S
+    )
     try:
         client.ping()
     except redis.RedisError as exc:
-        return Finding("error", f"REDIS_URL: cannot connect to {shown} ({_reason(exc)})")
+        return Finding(
+            "error", f"REDIS_URL: cannot connect to {shown} ({_reason(exc)})"
+        )
     finally:
         client.close()
     return Finding("ok", f"channel layer: Redis at {shown}")
@@ -111,22 +123,31 @@ def check_llm() -> Finding:
     try:
         llm = llm_settings()
     except Exception as exc:  # the demo server failed to start
-        return Finding("warning", f"LLM: offline demo model unavailable ({_reason(exc)})")
+        return Finding(
+            "warning", f"LLM: offline demo model unavailable ({_reason(exc)})"
+        )
     setting = "OPENAI_BASE_URL" if settings.OPENAI_BASE_URL else "OPENAI_API_KEY"
     url = f"{llm.base_url}/models"
     try:
         body = _get_models(llm)
     except urllib.error.HTTPError as exc:
-        return Finding("warning", f"{setting}: GET {url} answered {exc.code} {exc.reason}")
+        return Finding(
+            "warning", f"{setting}: GET {url} answered {exc.code} {exc.reason}"
+        )
     except (OSError, ValueError) as exc:  # URLError, timeouts, a body that is not JSON
         return Finding("error", f"{setting}: cannot connect to {url} ({_reason(exc)})")
-    served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)] if isinstance(
-        body, dict
-    ) else []
+    served = (
+        [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        if isinstance(body, dict)
+        else []
+    )
     if served and llm.model not in served:
-        listed = ", ".join(str(m) for m in served[:5]) + ("…" if len(served) > 5 else "")
+        listed = ", ".join(str(m) for m in served[:5]) + (
+            "…" if len(served) > 5 else ""
+        )
         return Finding(
-            "warning", f"AGENTUI_MODEL: {llm.model!r} is not among the models served ({listed})"
+            "warning",
+            f"AGENTUI_MODEL: {llm.model!r} is not among the models served ({listed})",
         )
     return Finding("ok", f"LLM: {llm.label}")
 

@@ -19,7 +19,11 @@ class Command(BaseCommand):
     help = "Mark steps left running by a stopped server as interrupted (they can be approved again)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--force", action="store_true", help="treat every lease as dead (single server only)")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="treat every lease as dead (single server only)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = async_to_sync(recover_interrupted)(force=options["force"])

@@ -39,12 +39,16 @@ class ChainCall(BaseModel):
     text: str  # the placeholder as written
     start: int  # where it sits in the chain's text
     end: int
-    tool_name: str = ""  # empty when the placeholder is too malformed to name a function
+    tool_name: str = (
+        ""  # empty when the placeholder is too malformed to name a function
+    )
     output: str | None = None  # "y2": the name of its result
     kwargs: dict[str, Any] = Field(default_factory=dict)  # references stay as "yN" text
     depends_on: list[str] = Field(default_factory=list)
     error: str | None = None  # a problem with the placeholder itself
-    graph_error: str | None = None  # a problem with its references (undefined, a cycle, a duplicate)
+    graph_error: str | None = (
+        None  # a problem with its references (undefined, a cycle, a duplicate)
+    )
     result: ToolOutput | None = None
 
     @property
@@ -102,7 +106,12 @@ def _malformed(text: str, start: int, why: str) -> ChainCall:
     if newline < 0:
         newline = len(text)
     end = close + 1 if 0 <= close < newline else newline
-    return ChainCall(text=text[start:end], start=start, end=end, error=f"{why}; a placeholder reads {SHAPE}")
+    return ChainCall(
+        text=text[start:end],
+        start=start,
+        end=end,
+        error=f"{why}; a placeholder reads {SHAPE}",
+    )
 
 
 def _read(text: str, start: int, body: int, tools: Mapping[str, BaseTool]) -> ChainCall:
@@ -111,13 +120,21 @@ def _read(text: str, start: int, body: int, tools: Mapping[str, BaseTool]) -> Ch
         return _malformed(text, start, "the placeholder names no function call")
     scanned = scan_arguments(text, name.end())
     if scanned is None:
-        return _malformed(text, start, f"the arguments of {name.group(1)}( are never closed with ')'")
+        return _malformed(
+            text, start, f"the arguments of {name.group(1)}( are never closed with ')'"
+        )
     args_text, after = scanned
     tail = _TAIL.match(text, after)
     if tail is None:
-        return _malformed(text, start, f"{name.group(1)}(...) is not followed by '= yN]'")
+        return _malformed(
+            text, start, f"{name.group(1)}(...) is not followed by '= yN]'"
+        )
     call = ChainCall(
-        text=text[start : tail.end()], start=start, end=tail.end(), tool_name=name.group(1), output=tail.group(2)
+        text=text[start : tail.end()],
+        start=start,
+        end=tail.end(),
+        tool_name=name.group(1),
+        output=tail.group(2),
     )
     tool = tools.get(call.tool_name)
     if tool is None:
@@ -143,9 +160,7 @@ def arity_problem(tool: BaseTool, kwargs: Mapping[str, Any]) -> str | None:
     name = tool.metadata.name
     unexpected = [key for key in kwargs if key not in properties]
     if unexpected:
-        return (
-            f"{name}() got unexpected argument(s) {', '.join(unexpected)} (it takes {', '.join(properties) or 'none'})"
-        )
+        return f"{name}() got unexpected argument(s) {', '.join(unexpected)} (it takes {', '.join(properties) or 'none'})"
     missing = [key for key in required if key not in kwargs]
     if missing:
         return f"{name}() is missing argument(s) {', '.join(missing)}"
@@ -174,7 +189,9 @@ def link(chain: Chain) -> None:
     for call in chain.calls:
         call.graph_error = None
         if call.output and defined.get(call.output) is not call:
-            call.graph_error = f"{call.output} is already the result of an earlier placeholder"
+            call.graph_error = (
+                f"{call.output} is already the result of an earlier placeholder"
+            )
             continue
         undefined = [name for name in call.depends_on if name not in defined]
         if undefined:
@@ -248,7 +265,11 @@ def fill(chain: Chain) -> str:
             call = defined.get(match.group(0))
             if call is None or call.result is None:
                 return match.group(0)
-            return f"[{call.output}: no value]" if call.result.is_error else call.result.content
+            return (
+                f"[{call.output}: no value]"
+                if call.result.is_error
+                else call.result.content
+            )
 
         return _TOKEN.sub(one, text)
 

@@ -55,7 +55,9 @@ async def run_chain(
         pending = PendingToolCall(
             tool_id=tool_id(call),
             tool_name=call.tool_name,
-            tool_kwargs=substitute(call.kwargs, inputs) if problem is None else dict(call.kwargs),
+            tool_kwargs=substitute(call.kwargs, inputs)
+            if problem is None
+            else dict(call.kwargs),
             decision=decision.decision if decision else ToolCallDecision.APPROVED,
             reason=decision.reason if decision else None,
             arguments_error=problem,
@@ -76,7 +78,9 @@ async def run_chain(
     for position, call in enumerate(chain.calls):
         if call.output and defined.get(call.output) is call:
             by_output[call.output] = position
-        running[position] = asyncio.create_task(run(position, call), name=f"coa-{call.label}")
+        running[position] = asyncio.create_task(
+            run(position, call), name=f"coa-{call.label}"
+        )
     try:
         await asyncio.gather(*running.values())
     except BaseException:

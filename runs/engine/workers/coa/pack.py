@@ -30,7 +30,10 @@ class CoAAgentPack:
         self.llm = llm
         self.callback_manager = callback_manager
         self.agent_worker = CoAAgentWorker.from_tools(
-            tools=tools, llm=llm, callback_manager=callback_manager, **(agent_worker_kwargs or {})
+            tools=tools,
+            llm=llm,
+            callback_manager=callback_manager,
+            **(agent_worker_kwargs or {}),
         )
         self.agent = AgentRunner(self.agent_worker, **(agent_runner_kwargs or {}))
 

@@ -45,11 +45,19 @@ REFINE_FIELDS = frozenset({"question", "prev_reasoning"})
 def check_template(template: str, fields: frozenset[str], name: str) -> str:
     """Refuse a template that names a field it will not be given, or cannot be formatted."""
     try:
-        used = {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
+        used = {
+            field
+            for _, field, _, _ in string.Formatter().parse(template)
+            if field is not None
+        }
     except ValueError as exc:
-        raise ValueError(f"{name} cannot be formatted: {exc} (write literal braces as {{{{ and }}}})") from None
+        raise ValueError(
+            f"{name} cannot be formatted: {exc} (write literal braces as {{{{ and }}}})"
+        ) from None
     unknown = sorted(used - fields)
     if unknown:
         allowed = ", ".join("{" + f + "}" for f in sorted(fields))
-        raise ValueError(f"{name} uses {', '.join('{' + f + '}' for f in unknown)}; it may only use {allowed}")
+        raise ValueError(
+            f"{name} uses {', '.join('{' + f + '}' for f in unknown)}; it may only use {allowed}"
+        )
     return template

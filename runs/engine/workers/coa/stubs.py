@@ -11,7 +11,13 @@ from typing import Any
 
 from ...tools import BaseTool
 
-_SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
+_SCALARS = {
+    "string": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "null": "None",
+}
 
 
 def schema_type(schema: dict[str, Any]) -> str:
@@ -31,10 +37,18 @@ def schema_type(schema: dict[str, Any]) -> str:
         return schema_type({"anyOf": [{"type": k} for k in kind]})
     if kind == "array":
         items = schema.get("items")
-        return f"List[{schema_type(items)}]" if isinstance(items, dict) and items else "List[Any]"
+        return (
+            f"List[{schema_type(items)}]"
+            if isinstance(items, dict) and items
+            else "List[Any]"
+        )
     if kind == "object":
         values = schema.get("additionalProperties")
-        return f"Dict[str, {schema_type(values)}]" if isinstance(values, dict) and values else "Dict[str, Any]"
+        return (
+            f"Dict[str, {schema_type(values)}]"
+            if isinstance(values, dict) and values
+            else "Dict[str, Any]"
+        )
     if isinstance(kind, str):
         return _SCALARS.get(kind, "Any")
     return "Any"
@@ -54,8 +68,12 @@ def function_stub(name: str, schema: dict[str, Any], description: str = "") -> s
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     # Python wants parameters without a default first; keep the schema's order otherwise
-    ordered = [p for p in properties if p in required] + [p for p in properties if p not in required]
-    params = ", ".join(_parameter(p, properties[p] or {}, p in required) for p in ordered)
+    ordered = [p for p in properties if p in required] + [
+        p for p in properties if p not in required
+    ]
+    params = ", ".join(
+        _parameter(p, properties[p] or {}, p in required) for p in ordered
+    )
     doc = description.strip().replace('"""', "'''")
     lines = [f"def {name}({params}):"]
     if doc:
@@ -75,4 +93,6 @@ def parameter_names(tool: BaseTool) -> list[str]:
     schema = tool.metadata.parameters_schema()
     properties = list((schema.get("properties") or {}).keys())
     required = set(schema.get("required") or [])
-    return [p for p in properties if p in required] + [p for p in properties if p not in required]
+    return [p for p in properties if p in required] + [
+        p for p in properties if p not in required
+    ]

@@ -25,7 +25,14 @@ from ...errors import ToolArgumentsError
 from ...llms.base import LLM
 from ...messages import ChatMessage, TokenUsage
 from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
-from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
+from ...types import (
+    AgentChatResponse,
+    PendingToolCall,
+    StepKind,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
 from ..base import BaseAgentWorker
 from ..llm_turn import stream_turn
 from .chain import Chain, ChainCall, arity_problem, fill, link, parse_chain, references
@@ -60,7 +67,10 @@ class ChainOfAbstractionParser:
         chain = parse_chain(text, tools)
         if self.verbose:
             for call in chain.calls:
-                print(f"> {call.text}" + (f"  [problem: {call.problem}]" if call.problem else ""))
+                print(
+                    f"> {call.text}"
+                    + (f"  [problem: {call.problem}]" if call.problem else "")
+                )
         return chain
 
 
@@ -82,7 +92,11 @@ class CoAState(BaseModel):
     def tool_id(self, call: ChainCall) -> str:
         """The id a placeholder's call runs under: stable per task and placeholder."""
         prefix = self.reasoning_step_id[:8]
-        first = self.chain is not None and call.output is not None and self.chain.defined().get(call.output) is call
+        first = (
+            self.chain is not None
+            and call.output is not None
+            and self.chain.defined().get(call.output) is call
+        )
         return f"{prefix}-{call.output}" if first else f"{prefix}-at{call.start}"
 
 
@@ -101,16 +115,22 @@ class CoAAgentWorker(BaseAgentWorker):
         verbose: bool = False,
     ) -> None:
         if not tools and tool_retriever is None:
-            raise ValueError("CoAAgentWorker needs tools or a tool_retriever: a chain of abstraction calls functions")
+            raise ValueError(
+                "CoAAgentWorker needs tools or a tool_retriever: a chain of abstraction calls functions"
+            )
         self.llm = llm
         self.tools = list(tools or [])
-        tools_by_name(self.tools)  # refuses two tools with one name now rather than mid-chain
+        tools_by_name(
+            self.tools
+        )  # refuses two tools with one name now rather than mid-chain
         self.tool_retriever = tool_retriever
         self.reasoning_prompt_template = check_template(
             reasoning_prompt_template, REASONING_FIELDS, "reasoning_prompt_template"
         )
         self.refine_reasoning_prompt_template = check_template(
-            refine_reasoning_prompt_template, REFINE_FIELDS, "refine_reasoning_prompt_template"
+            refine_reasoning_prompt_template,
+            REFINE_FIELDS,
+            "refine_reasoning_prompt_template",
         )
         self.output_parser = output_parser
         self.callback_manager = callback_manager
@@ -158,7 +178,9 @@ class CoAAgentWorker(BaseAgentWorker):
         """An argument using a result (``"y1"``) is checked once that result is known, when the call runs."""
         return next(references(value), None) is not None
 
-    def validate_tool_kwargs(self, tool_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def validate_tool_kwargs(
+        self, tool_name: str, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         """Check a person's edit of a placeholder's arguments: names first (the schema ignores extra
         ones), then the schema, for arguments that are not results of other placeholders."""
         tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
@@ -171,9 +193,13 @@ class CoAAgentWorker(BaseAgentWorker):
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CoAState(question=task.input).save(task)
-        return TaskStep(task_id=task.task_id, input=task.input, step_state={PHASE: REASONING})
+        return TaskStep(
+            task_id=task.task_id, input=task.input, step_state={PHASE: REASONING}
+        )
 
-    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         phase = step.step_state.get(PHASE, REASONING)
         if phase == CALLS:
             return await self._run_calls(step, task)
@@ -182,22 +208,41 @@ class CoAAgentWorker(BaseAgentWorker):
         return await self._reason(step, task)
 
     def _finish(
-        self, step: TaskStep, task: Task, question: str, answer: str, usage: TokenUsage | None
+        self,
+        step: TaskStep,
+        task: Task,
+        question: str,
+        answer: str,
+        usage: TokenUsage | None,
     ) -> TaskStepOutput:
         # the only messages a task leaves in memory: its question and its answer
         task.memory.put(ChatMessage.user(question))
         task.memory.put(ChatMessage.assistant(answer))
-        return TaskStepOutput(output=AgentChatResponse(response=answer, usage=usage), task_step=step, is_last=True)
+        return TaskStepOutput(
+            output=AgentChatResponse(response=answer, usage=usage),
+            task_step=step,
+            is_last=True,
+        )
 
     async def _reason(self, step: TaskStep, task: Task) -> TaskStepOutput:
         # the (possibly edited) input of the reasoning step is the task's question
-        state = CoAState(question=step.input or task.input, reasoning_step_id=step.step_id)
+        state = CoAState(
+            question=step.input or task.input, reasoning_step_id=step.step_id
+        )
         tools = self.tools_for(state.question)
         stubs = "\n\n".join(tool_stub(tool) for tool in tools)
         if self.verbose:
             print(f"> Functions:\n{stubs}")
-        prompt = self.reasoning_prompt_template.format(functions=stubs, question=state.question)
-        reply = await stream_turn(self.llm, task, step, [*task.memory.get(), ChatMessage.user(prompt)], phase=REASONING)
+        prompt = self.reasoning_prompt_template.format(
+            functions=stubs, question=state.question
+        )
+        reply = await stream_turn(
+            self.llm,
+            task,
+            step,
+            [*task.memory.get(), ChatMessage.user(prompt)],
+            phase=REASONING,
+        )
         text = reply.message.text
         if self.verbose:
             print(f"> Chain:\n{text}")
@@ -217,17 +262,23 @@ class CoAAgentWorker(BaseAgentWorker):
             for call in chain.calls
             if call.tool_name
         ]
-        calls = step.get_next_step(kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state={PHASE: CALLS})
+        calls = step.get_next_step(
+            kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state={PHASE: CALLS}
+        )
         calls.input = calls.tool_calls_as_input()
         return TaskStepOutput(
-            output=AgentChatResponse(response=text, usage=reply.usage), task_step=step, next_steps=[calls]
+            output=AgentChatResponse(response=text, usage=reply.usage),
+            task_step=step,
+            next_steps=[calls],
         )
 
     async def _run_calls(self, step: TaskStep, task: Task) -> TaskStepOutput:
         state = CoAState.load(task)
         chain = state.chain
         if chain is None:
-            raise RuntimeError("this task has no chain to run; run its reasoning step first")
+            raise RuntimeError(
+                "this task has no chain to run; run its reasoning step first"
+            )
         decisions = {call.tool_id: call for call in step.tool_calls or []}
         for call in chain.calls:
             decided = decisions.get(state.tool_id(call))
@@ -243,10 +294,16 @@ class CoAAgentWorker(BaseAgentWorker):
         state.save(task)
         if self.verbose:
             print(f"> Filled in:\n{state.filled}")
-        sources = [call.result for call in chain.calls if call.result is not None and call.tool_name]
+        sources = [
+            call.result
+            for call in chain.calls
+            if call.result is not None and call.tool_name
+        ]
         refine = step.get_next_step(step_state={PHASE: REFINE})
         return TaskStepOutput(
-            output=AgentChatResponse(response=state.filled, sources=sources), task_step=step, next_steps=[refine]
+            output=AgentChatResponse(response=state.filled, sources=sources),
+            task_step=step,
+            next_steps=[refine],
         )
 
     async def _refine(self, step: TaskStep, task: Task) -> TaskStepOutput:
@@ -256,7 +313,9 @@ class CoAAgentWorker(BaseAgentWorker):
         )
         if step.input:  # a person's note, typed into the refine step before it ran
             prompt = f"{prompt}\n\n(A note from the user: {step.input})"
-        reply = await stream_turn(self.llm, task, step, [*task.memory.get(), ChatMessage.user(prompt)])
+        reply = await stream_turn(
+            self.llm, task, step, [*task.memory.get(), ChatMessage.user(prompt)]
+        )
         if self.verbose:
             print(f"> Answer: {reply.message.text}")
         return self._finish(step, task, state.question, reply.message.text, reply.usage)

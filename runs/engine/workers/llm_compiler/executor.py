@@ -43,7 +43,9 @@ class PlanExecutor:
         self._earlier = dict(earlier or {})
         self._running: dict[int, asyncio.Task[ToolOutput]] = {}
 
-    def submit(self, call: PlannedCall, approval: PendingToolCall | None = None) -> None:
+    def submit(
+        self, call: PlannedCall, approval: PendingToolCall | None = None
+    ) -> None:
         """Start ``call``: it waits for its dependencies, then runs (or is answered with their error).
 
         ``approval`` carries a person's decision on the call (and its edited arguments) when
@@ -51,17 +53,27 @@ class PlanExecutor:
         """
         if call.index in self._running or call.index in self._earlier:
             raise ValueError(f"call {call.index} was submitted twice")
-        self._running[call.index] = asyncio.create_task(self._run(call, approval), name=f"plan-call-{call.index}")
+        self._running[call.index] = asyncio.create_task(
+            self._run(call, approval), name=f"plan-call-{call.index}"
+        )
 
-    async def _run(self, call: PlannedCall, approval: PendingToolCall | None) -> ToolOutput:
-        results = {index: self._earlier[index] for index in call.depends_on if index in self._earlier}
+    async def _run(
+        self, call: PlannedCall, approval: PendingToolCall | None
+    ) -> ToolOutput:
+        results = {
+            index: self._earlier[index]
+            for index in call.depends_on
+            if index in self._earlier
+        }
         for index in call.depends_on:
             dependency = self._running.get(index)
             if dependency is not None:
                 # shield: cancelling this call must not cancel the call it waits for
                 results[index] = await asyncio.shield(dependency)
         pending = PendingToolCall(
-            tool_id=approval.tool_id if approval else call_tool_id(self._step, call.index),
+            tool_id=approval.tool_id
+            if approval
+            else call_tool_id(self._step, call.index),
             tool_name=call.tool_name,
             tool_kwargs=substitute(call.kwargs, results, set(call.depends_on)),
             decision=approval.decision if approval else ToolCallDecision.APPROVED,
@@ -69,7 +81,12 @@ class PlanExecutor:
             arguments_error=call.error or _failed_dependency(call, results),
         )
         return await run_one_call(
-            self._task, self._step, self._tools, pending, plan_index=call.index, depends_on=list(call.depends_on)
+            self._task,
+            self._step,
+            self._tools,
+            pending,
+            plan_index=call.index,
+            depends_on=list(call.depends_on),
         )
 
     async def wait(self) -> dict[int, ToolOutput]:
@@ -88,7 +105,9 @@ class PlanExecutor:
         await asyncio.gather(*self._running.values(), return_exceptions=True)
 
 
-def _failed_dependency(call: PlannedCall, results: Mapping[int, ToolOutput]) -> str | None:
+def _failed_dependency(
+    call: PlannedCall, results: Mapping[int, ToolOutput]
+) -> str | None:
     for index in call.depends_on:
         output = results.get(index)
         if output is not None and output.is_error:

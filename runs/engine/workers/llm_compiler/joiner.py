@@ -12,10 +12,14 @@ import re
 
 from pydantic import BaseModel
 
-_ACTION = re.compile(r"^[ \t]*(?:Action\s*:\s*)?(Finish|Replan)\s*([(\[])", re.IGNORECASE | re.MULTILINE)
+_ACTION = re.compile(
+    r"^[ \t]*(?:Action\s*:\s*)?(Finish|Replan)\s*([(\[])", re.IGNORECASE | re.MULTILINE
+)
 _THOUGHT = re.compile(r"^[ \t]*Thought\s*:\s*", re.IGNORECASE | re.MULTILINE)
 # where an action's text ends at the latest: the next Thought/Action line
-_NEXT_SECTION = re.compile(r"^[ \t]*(?:Thought|Action)\s*:", re.IGNORECASE | re.MULTILINE)
+_NEXT_SECTION = re.compile(
+    r"^[ \t]*(?:Thought|Action)\s*:", re.IGNORECASE | re.MULTILINE
+)
 _CLOSING = {"(": ")", "[": "]"}
 
 
@@ -26,7 +30,9 @@ class JoinerDecision(BaseModel):
     replan: bool = False
     answer: str = ""
     reason: str = ""
-    has_action: bool = True  # False when the reply named no Action and was taken as the answer
+    has_action: bool = (
+        True  # False when the reply named no Action and was taken as the answer
+    )
 
 
 def _strip_action_label(text: str) -> str:
@@ -41,7 +47,9 @@ def parse_joiner_reply(text: str) -> JoinerDecision:
         return JoinerDecision(thought=body, answer=body, has_action=False)
     before = text[: action.start()]
     thought_match = _THOUGHT.search(before)
-    thought = _strip_action_label(before[thought_match.end() :] if thought_match else before)
+    thought = _strip_action_label(
+        before[thought_match.end() :] if thought_match else before
+    )
     rest = text[action.end() :]
     section_end = _NEXT_SECTION.search(rest)
     if section_end is not None:

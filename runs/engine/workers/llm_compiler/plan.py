@@ -37,7 +37,13 @@ _CALL = re.compile(r"\s*([A-Za-z_][\w.]*)\s*\(")
 _REF_AT = re.compile(r"\$(?:\{(\d+)\}|(\d+))")
 _REF_NAME = re.compile(r"__ref_(\d+)__")
 _NAMED_CONSTANTS: dict[str, Any] = {
-    "true": True, "false": False, "null": None, "none": None, "True": True, "False": False, "None": None,
+    "true": True,
+    "false": False,
+    "null": None,
+    "none": None,
+    "True": True,
+    "False": False,
+    "None": None,
 }
 
 
@@ -49,7 +55,9 @@ class PlannedCall(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)  # references stay as "$N" text
     depends_on: list[int] = Field(default_factory=list)
     thought: str | None = None
-    error: str | None = None  # why it cannot run as planned; it is then answered with this error
+    error: str | None = (
+        None  # why it cannot run as planned; it is then answered with this error
+    )
     line: str = ""
     output: ToolOutput | None = None  # filled in once it ran
 
@@ -115,7 +123,9 @@ def plan_reference(name: str) -> str | None:
 
 def _literal(node: ast.expr, reference: Callable[[str], str | None]) -> Any:
     """The JSON value an argument expression denotes; only literals and references are allowed."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float | bool | type(None)):
+    if isinstance(node, ast.Constant) and isinstance(
+        node.value, str | int | float | bool | type(None)
+    ):
         return node.value
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
         return [_literal(item, reference) for item in node.elts]
@@ -123,7 +133,9 @@ def _literal(node: ast.expr, reference: Callable[[str], str | None]) -> Any:
         if any(key is None for key in node.keys):
             raise PlanSyntaxError("'**' is not allowed in a plan")
         return {
-            _literal(key, reference) if key is not None else "": _literal(value, reference)
+            _literal(key, reference) if key is not None else "": _literal(
+                value, reference
+            )
             for key, value in zip(node.keys, node.values)
         }
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
@@ -143,7 +155,9 @@ def _literal(node: ast.expr, reference: Callable[[str], str | None]) -> Any:
 
 
 def parse_arguments(
-    args_text: str, params: Sequence[str] | None, reference: Callable[[str], str | None] = plan_reference
+    args_text: str,
+    params: Sequence[str] | None,
+    reference: Callable[[str], str | None] = plan_reference,
 ) -> dict[str, Any]:
     """Read ``args_text`` (with refs already as ``__ref_N__``) into keyword arguments.
 
@@ -162,9 +176,15 @@ def parse_arguments(
     if any(isinstance(arg, ast.Starred) for arg in call.args):
         raise PlanSyntaxError("'*' is not allowed in a plan")
     positional = [_literal(arg, reference) for arg in call.args]
-    names = list(params) if params is not None else [f"arg{i + 1}" for i in range(len(positional))]
+    names = (
+        list(params)
+        if params is not None
+        else [f"arg{i + 1}" for i in range(len(positional))]
+    )
     if len(positional) > len(names):
-        raise PlanSyntaxError(f"it takes at most {len(names)} positional arguments but {len(positional)} were given")
+        raise PlanSyntaxError(
+            f"it takes at most {len(names)} positional arguments but {len(positional)} were given"
+        )
     kwargs = dict(zip(names, positional))
     for keyword in call.keywords:
         if keyword.arg is None:
@@ -186,7 +206,12 @@ class PlanParser:
     ``earlier`` the indices of calls from earlier rounds, which this plan may refer to.
     """
 
-    def __init__(self, tool_params: Mapping[str, Sequence[str]], first_index: int = 1, earlier: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        tool_params: Mapping[str, Sequence[str]],
+        first_index: int = 1,
+        earlier: Iterable[int] = (),
+    ) -> None:
         self.tool_params = tool_params
         self.first_index = first_index
         self.calls: list[PlannedCall] = []
@@ -197,9 +222,13 @@ class PlanParser:
         self._known = set(earlier)
         self._buffer = ""
         self._thought: str | None = None
-        self._open: tuple[int, str] | None = None  # a numbered call still missing its ")"
+        self._open: tuple[int, str] | None = (
+            None  # a numbered call still missing its ")"
+        )
         self._offset: int | None = None
-        self._declared: dict[int, set[int]] = {}  # every reference, valid or not, for the cycle check
+        self._declared: dict[
+            int, set[int]
+        ] = {}  # every reference, valid or not, for the cycle check
 
     def feed(self, delta: str) -> list[PlannedCall]:
         """Take more of the reply; return the calls whose lines it completed."""
@@ -220,7 +249,13 @@ class PlanParser:
             self._open = None
             index = number + (self._offset or 0)
             error = f"cannot read call {index}: it is not closed (missing ')')"
-            ready.extend(self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error)))
+            ready.extend(
+                self._record(
+                    PlannedCall(
+                        index=index, tool_name="?", line=text.strip(), error=error
+                    )
+                )
+            )
         if not self.joined:
             self.problems.append(
                 "the plan does not end with join(), so it may be incomplete"
@@ -230,7 +265,9 @@ class PlanParser:
         cycle = self._find_cycle()
         if cycle:
             path = " -> ".join(str(i) for i in cycle)
-            self.problems.append(f"calls {path} refer to each other in a cycle, so none of them can run")
+            self.problems.append(
+                f"calls {path} refer to each other in a cycle, so none of them can run"
+            )
         return ready
 
     # --- lines
@@ -272,7 +309,9 @@ class PlanParser:
         call = _CALL.match(text)
         if call is None:
             error = f"cannot read call {number}: expected tool(arguments)"
-            return self._record(PlannedCall(index=index, tool_name="?", line=text.strip(), error=error))
+            return self._record(
+                PlannedCall(index=index, tool_name="?", line=text.strip(), error=error)
+            )
         name = call.group(1)
         scanned = scan_arguments(text, call.end())
         if scanned is None:
@@ -296,17 +335,23 @@ class PlanParser:
         planned.error = refs.problem(index)
         return self._record(planned, refs.depends_on | refs.later)
 
-    def _record(self, planned: PlannedCall, references: set[int] | None = None) -> list[PlannedCall]:
+    def _record(
+        self, planned: PlannedCall, references: set[int] | None = None
+    ) -> list[PlannedCall]:
         """Accept a call, readable or not, unless its number is taken or goes back (a problem then).
 
         Every call goes through here, so no two calls of a plan (or of a task's rounds) share a number.
         """
         index = planned.index
         if index in self._known:
-            self.problems.append(f"call number {index} is used twice; the second one was ignored: {planned.line!r}")
+            self.problems.append(
+                f"call number {index} is used twice; the second one was ignored: {planned.line!r}"
+            )
             return []
         if self.calls and index < self.calls[-1].index:
-            self.problems.append(f"call number {index} comes after call {self.calls[-1].index}; it was ignored")
+            self.problems.append(
+                f"call number {index} comes after call {self.calls[-1].index}; it was ignored"
+            )
             return []
         if references:
             self._declared[index] = references
@@ -343,7 +388,10 @@ class PlanParser:
 
 
 def parse_plan(
-    text: str, tool_params: Mapping[str, Sequence[str]], first_index: int = 1, earlier: Iterable[int] = ()
+    text: str,
+    tool_params: Mapping[str, Sequence[str]],
+    first_index: int = 1,
+    earlier: Iterable[int] = (),
 ) -> PlanParser:
     """Parse a complete plan at once (the parser holds ``calls``, ``problems`` and ``joined``)."""
     parser = PlanParser(tool_params, first_index=first_index, earlier=earlier)

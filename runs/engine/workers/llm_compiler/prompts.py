@@ -84,7 +84,9 @@ def tool_listing(tools: Sequence[BaseTool]) -> str:
     return "\n".join(lines)
 
 
-def planner_system_prompt(tools: Sequence[BaseTool], example: str, replan: bool = False) -> str:
+def planner_system_prompt(
+    tools: Sequence[BaseTool], example: str, replan: bool = False
+) -> str:
     """The planner's system prompt for these tools (with the replanning rules when ``replan``)."""
     parts = [
         "You are a planner. Given a question, write a plan of tool calls that answers it, arranged "
@@ -98,17 +100,23 @@ def planner_system_prompt(tools: Sequence[BaseTool], example: str, replan: bool 
     return "\n\n".join(parts)
 
 
-def planner_user_message(question: str, context: str | None, next_index: int, note: str | None) -> str:
+def planner_user_message(
+    question: str, context: str | None, next_index: int, note: str | None
+) -> str:
     """The planner's user message: the question and, when replanning, what earlier rounds found."""
     parts = [f"Question: {question}"]
     if context:
-        parts.append(f"Earlier rounds (these calls already ran; do not repeat them):\n{context}")
+        parts.append(
+            f"Earlier rounds (these calls already ran; do not repeat them):\n{context}"
+        )
         parts.append(f"Number the first call of the new plan {next_index}.")
     if note:
         parts.append(f"Note from the user: {note}")
     return "\n\n".join(parts)
 
 
-def render_joiner_prompt(template: str | PromptTemplateLike, question: str, context: str) -> str:
+def render_joiner_prompt(
+    template: str | PromptTemplateLike, question: str, context: str
+) -> str:
     """Fill the joiner template; a plain string is filled with ``str.format``."""
     return template.format(query_str=question, context_str=context)

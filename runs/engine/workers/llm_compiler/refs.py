@@ -55,7 +55,9 @@ class References:
             )
         if self.missing:
             refs = ", ".join(f"${n}" for n in sorted(self.missing))
-            parts.append(f"call {own_index} refers to {refs}, but the plan has no such call")
+            parts.append(
+                f"call {own_index} refers to {refs}, but the plan has no such call"
+            )
         return "; ".join(parts) or None
 
 
@@ -70,7 +72,9 @@ def find_references(value: Any, own_index: int, known: Container[int]) -> Refere
     def note(index: int, explicit: bool) -> None:
         if index < own_index and index in known:
             refs.depends_on.add(index)
-        elif explicit:  # a bare $N inside text that is not an earlier call is literal text
+        elif (
+            explicit
+        ):  # a bare $N inside text that is not an earlier call is literal text
             (refs.later if index >= own_index else refs.missing).add(index)
 
     def visit(item: Any) -> None:
@@ -100,7 +104,9 @@ def result_value(output: ToolOutput) -> Any:
     return output.content
 
 
-def substitute(value: Any, results: Mapping[int, ToolOutput], depends_on: Container[int]) -> Any:
+def substitute(
+    value: Any, results: Mapping[int, ToolOutput], depends_on: Container[int]
+) -> Any:
     """``value`` with each reference to a call in ``depends_on`` replaced by that call's result."""
 
     def text_of(match: re.Match[str]) -> str:
@@ -109,7 +115,9 @@ def substitute(value: Any, results: Mapping[int, ToolOutput], depends_on: Contai
             return results[index].content
         return match.group(0)
 
-    return _map_strings(value, lambda text: _substitute_text(text, results, depends_on, text_of))
+    return _map_strings(
+        value, lambda text: _substitute_text(text, results, depends_on, text_of)
+    )
 
 
 def _substitute_text(
@@ -134,7 +142,9 @@ def _map_strings(value: Any, fn: Callable[[str], Any]) -> Any:
     return value
 
 
-def shift_references(value: Any, offset: int, own_index: int, known: Container[int]) -> Any:
+def shift_references(
+    value: Any, offset: int, own_index: int, known: Container[int]
+) -> Any:
     """``value`` with this round's references renumbered by ``offset``.
 
     For a replanner that numbered its calls from 1 again: its ``$2`` means its own second call,

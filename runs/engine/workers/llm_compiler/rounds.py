@@ -29,7 +29,9 @@ class RoundRecord(BaseModel):
 
     def outputs(self) -> dict[int, ToolOutput]:
         """Results of this round's calls, by plan index."""
-        return {call.index: call.output for call in self.calls if call.output is not None}
+        return {
+            call.index: call.output for call in self.calls if call.output is not None
+        }
 
 
 class CompilerState(BaseModel):
@@ -63,7 +65,11 @@ class CompilerState(BaseModel):
 
 def _call_lines(call: PlannedCall) -> list[str]:
     lines = [f"Thought: {call.thought}"] if call.thought else []
-    lines.append(f"{call.index}. {call.line}" if call.line else f"{call.index}. {call.tool_name}(...)")
+    lines.append(
+        f"{call.index}. {call.line}"
+        if call.line
+        else f"{call.index}. {call.tool_name}(...)"
+    )
     if call.output is not None:
         lines.append(f"Observation: {call.output.content}")
     elif call.error:

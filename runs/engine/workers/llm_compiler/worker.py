@@ -17,7 +17,14 @@ from ...llms.base import LLM
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
 from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
-from ...types import AgentChatResponse, PendingToolCall, StepKind, Task, TaskStep, TaskStepOutput
+from ...types import (
+    AgentChatResponse,
+    PendingToolCall,
+    StepKind,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
 from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
 from .executor import PlanExecutor, call_tool_id
@@ -55,7 +62,12 @@ def _add_usage(total: TokenUsage | None, more: TokenUsage | None) -> TokenUsage 
 
 def tool_params(tools: Sequence[BaseTool]) -> dict[str, list[str]]:
     """Each tool's parameter names in order, for positional arguments in a plan."""
-    return {tool.metadata.name: list(tool.metadata.parameters_schema().get("properties", {})) for tool in tools}
+    return {
+        tool.metadata.name: list(
+            tool.metadata.parameters_schema().get("properties", {})
+        )
+        for tool in tools
+    }
 
 
 class LLMCompilerAgentWorker(BaseAgentWorker):
@@ -81,19 +93,31 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         max_replans: int = DEFAULT_MAX_REPLANS,
     ) -> None:
         if max_replans < 0:
-            raise ValueError("max_replans is how many times a task may plan again; it cannot be negative")
+            raise ValueError(
+                "max_replans is how many times a task may plan again; it cannot be negative"
+            )
         self.tools = list(tools)
-        tools_by_name(self.tools)  # refuses two tools with one name now rather than mid-plan
+        tools_by_name(
+            self.tools
+        )  # refuses two tools with one name now rather than mid-plan
         self.llm = llm
         self.verbose = verbose
         self.tool_retriever = tool_retriever
-        self.planner_example_prompt_str = planner_example_prompt_str or DEFAULT_PLANNER_EXAMPLE
+        self.planner_example_prompt_str = (
+            planner_example_prompt_str or DEFAULT_PLANNER_EXAMPLE
+        )
         self.stop = list(stop) if stop is not None else [END_OF_PLAN]
-        self.joiner_prompt: str | PromptTemplateLike = joiner_prompt or DEFAULT_JOINER_PROMPT
+        self.joiner_prompt: str | PromptTemplateLike = (
+            joiner_prompt or DEFAULT_JOINER_PROMPT
+        )
         self.max_replans = max_replans
         # without a retriever the tools never change, so neither do the planner's prompts
-        self.system_prompt = planner_system_prompt(self.tools, self.planner_example_prompt_str)
-        self.system_prompt_replan = planner_system_prompt(self.tools, self.planner_example_prompt_str, replan=True)
+        self.system_prompt = planner_system_prompt(
+            self.tools, self.planner_example_prompt_str
+        )
+        self.system_prompt_replan = planner_system_prompt(
+            self.tools, self.planner_example_prompt_str, replan=True
+        )
 
     @classmethod
     def from_tools(
@@ -134,9 +158,16 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CompilerState().save(task)
-        return TaskStep(task_id=task.task_id, input=task.input, kind=StepKind.PLAN, step_state={_ROUND: 1})
+        return TaskStep(
+            task_id=task.task_id,
+            input=task.input,
+            kind=StepKind.PLAN,
+            step_state={_ROUND: 1},
+        )
 
-    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         state = CompilerState.load(task)
         if step.kind is StepKind.TOOL_CALLS:
             return await self._run_approved(step, task, state)
@@ -144,22 +175,34 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
 
     # --- one round ----------------------------------------------------------------------------
 
-    async def _run_round(self, step: TaskStep, task: Task, state: CompilerState) -> TaskStepOutput:
+    async def _run_round(
+        self, step: TaskStep, task: Task, state: CompilerState
+    ) -> TaskStepOutput:
         round_no = int(step.step_state.get(_ROUND, 1))
         note = step.input if round_no > 1 else None
         if round_no == 1:
             # the (possibly edited) input of the first round is the question of the whole task
-            state = CompilerState(question=step.input or task.input, history_length=len(task.memory))
+            state = CompilerState(
+                question=step.input or task.input, history_length=len(task.memory)
+            )
             task.memory.put(ChatMessage.user(state.question))
         tools = self._round_tools(state.question)
         earlier = state.outputs()
-        parser = PlanParser(tool_params(tools), first_index=state.next_index(), earlier=earlier)
-        executor = None if task.approve_tool_calls else PlanExecutor(task, step, tools_by_name(tools), earlier)
+        parser = PlanParser(
+            tool_params(tools), first_index=state.next_index(), earlier=earlier
+        )
+        executor = (
+            None
+            if task.approve_tool_calls
+            else PlanExecutor(task, step, tools_by_name(tools), earlier)
+        )
         messages = self._planner_messages(task, state, tools, round_no, note)
         usage: TokenUsage | None = None
         try:
             # aclosing: if dispatching raises, the planner's HTTP stream is closed now, not at GC
-            async with aclosing(iter_turn(self.llm, task, step, messages, stop=self.stop, phase="plan")) as chunks:
+            async with aclosing(
+                iter_turn(self.llm, task, step, messages, stop=self.stop, phase="plan")
+            ) as chunks:
                 async for chunk in chunks:
                     for call in parser.feed(chunk.delta):
                         if executor is not None:
@@ -177,7 +220,12 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
                     f"has no answer; the task is as it was before this step, which can be run again ({exc})"
                 ) from exc
             raise
-        record = RoundRecord(round=round_no, plan=parser.text, calls=parser.calls, problems=parser.problems)
+        record = RoundRecord(
+            round=round_no,
+            plan=parser.text,
+            calls=parser.calls,
+            problems=parser.problems,
+        )
         if self.verbose:
             print(f"> Plan (round {round_no}):\n{parser.text}")
         if executor is None and record.calls:
@@ -189,7 +237,9 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
                 call.output = outputs.get(call.index)
         return await self._join(step, task, state, record, usage)
 
-    def _approval_step(self, step: TaskStep, record: RoundRecord, usage: TokenUsage | None) -> TaskStepOutput:
+    def _approval_step(
+        self, step: TaskStep, record: RoundRecord, usage: TokenUsage | None
+    ) -> TaskStepOutput:
         """Hand the planned calls to a person: the next step runs them once approved, then joins."""
         pending = [
             PendingToolCall(
@@ -200,20 +250,34 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             )
             for call in record.calls
         ]
-        state = {_ROUND: record.round, _PENDING_ROUND: record.model_dump(mode="json"), _PLAN_STEP: step.step_id}
-        approval = step.get_next_step(kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state=state)
+        state = {
+            _ROUND: record.round,
+            _PENDING_ROUND: record.model_dump(mode="json"),
+            _PLAN_STEP: step.step_id,
+        }
+        approval = step.get_next_step(
+            kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state=state
+        )
         approval.input = approval.tool_calls_as_input()
         return TaskStepOutput(
-            output=AgentChatResponse(response=record.plan, usage=usage), task_step=step, next_steps=[approval]
+            output=AgentChatResponse(response=record.plan, usage=usage),
+            task_step=step,
+            next_steps=[approval],
         )
 
-    async def _run_approved(self, step: TaskStep, task: Task, state: CompilerState) -> TaskStepOutput:
+    async def _run_approved(
+        self, step: TaskStep, task: Task, state: CompilerState
+    ) -> TaskStepOutput:
         record = RoundRecord.model_validate(step.step_state[_PENDING_ROUND])
-        plan_step = TaskStep(task_id=task.task_id, step_id=str(step.step_state[_PLAN_STEP]))
+        plan_step = TaskStep(
+            task_id=task.task_id, step_id=str(step.step_state[_PLAN_STEP])
+        )
         approvals = {call.tool_id: call for call in step.tool_calls or []}
         earlier = state.outputs()
         known = set(earlier) | {call.index for call in record.calls}
-        executor = PlanExecutor(task, step, tools_by_name(self._round_tools(state.question)), earlier)
+        executor = PlanExecutor(
+            task, step, tools_by_name(self._round_tools(state.question)), earlier
+        )
         for call in record.calls:
             approval = approvals.get(call_tool_id(plan_step, call.index))
             if approval is not None and approval.tool_kwargs != call.kwargs:
@@ -233,9 +297,16 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     # --- joining ------------------------------------------------------------------------------
 
     async def _join(
-        self, step: TaskStep, task: Task, state: CompilerState, record: RoundRecord, usage: TokenUsage | None
+        self,
+        step: TaskStep,
+        task: Task,
+        state: CompilerState,
+        record: RoundRecord,
+        usage: TokenUsage | None,
     ) -> TaskStepOutput:
-        last_round = record.round > self.max_replans  # round 1 is the plan, every later one a replan
+        last_round = (
+            record.round > self.max_replans
+        )  # round 1 is the plan, every later one a replan
         context = format_rounds([*state.rounds, record])
         if last_round:
             context = f"{context}\n\n{LAST_ROUND_NOTE}"
@@ -247,7 +318,11 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         record.thought = decision.thought
         sources = [call.output for call in record.calls if call.output is not None]
         if self.verbose:
-            verdict = f"Replan({decision.reason})" if decision.replan else f"Finish({decision.answer})"
+            verdict = (
+                f"Replan({decision.reason})"
+                if decision.replan
+                else f"Finish({decision.answer})"
+            )
             print(f"> Thought: {decision.thought}\n> Action: {verdict}")
         if decision.replan and last_round:
             decision = self._forced_finish(decision, record)
@@ -255,23 +330,37 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             state.rounds.append(record)
             state.save(task)
             task.memory.put(ChatMessage.assistant(decision.answer))
-            response = AgentChatResponse(response=decision.answer, sources=sources, usage=usage)
+            response = AgentChatResponse(
+                response=decision.answer, sources=sources, usage=usage
+            )
             return TaskStepOutput(output=response, task_step=step, is_last=True)
         record.replan_reason = decision.reason
         state.rounds.append(record)
         state.save(task)
-        following = step.get_next_step(kind=StepKind.PLAN, step_state={_ROUND: record.round + 1})
-        response = AgentChatResponse(response=f"Replan: {decision.reason}", sources=sources, usage=usage)
+        following = step.get_next_step(
+            kind=StepKind.PLAN, step_state={_ROUND: record.round + 1}
+        )
+        response = AgentChatResponse(
+            response=f"Replan: {decision.reason}", sources=sources, usage=usage
+        )
         return TaskStepOutput(output=response, task_step=step, next_steps=[following])
 
-    def _forced_finish(self, decision: JoinerDecision, record: RoundRecord) -> JoinerDecision:
+    def _forced_finish(
+        self, decision: JoinerDecision, record: RoundRecord
+    ) -> JoinerDecision:
         """No replan is left: the joiner's own account of what is known becomes the answer."""
         answer = decision.reason or decision.thought
         if not answer:
-            found = [f"{call.tool_name}: {call.output.content}" for call in record.calls if call.output is not None]
+            found = [
+                f"{call.tool_name}: {call.output.content}"
+                for call in record.calls
+                if call.output is not None
+            ]
             answer = "; ".join(found) or "No answer could be found."
         if self.verbose:
-            print(f"> No replan left after round {record.round} (max_replans={self.max_replans}): finishing")
+            print(
+                f"> No replan left after round {record.round} (max_replans={self.max_replans}): finishing"
+            )
         return JoinerDecision(thought=decision.thought, answer=answer)
 
     # --- prompts and tools ----------------------------------------------------------------------
@@ -282,16 +371,29 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     def _history(self, task: Task, state: CompilerState) -> list[ChatMessage]:
         """The conversation before this task's question, within the memory's token limit."""
         earlier = task.memory.get_all()[: state.history_length]
-        return ChatMemoryBuffer(token_limit=task.memory.token_limit, messages=earlier).get()
+        return ChatMemoryBuffer(
+            token_limit=task.memory.token_limit, messages=earlier
+        ).get()
 
     def _planner_messages(
-        self, task: Task, state: CompilerState, tools: list[BaseTool], round_no: int, note: str | None
+        self,
+        task: Task,
+        state: CompilerState,
+        tools: list[BaseTool],
+        round_no: int,
+        note: str | None,
     ) -> list[ChatMessage]:
         replan = round_no > 1
         if self.tool_retriever is None:
             system = self.system_prompt_replan if replan else self.system_prompt
         else:
-            system = planner_system_prompt(tools, self.planner_example_prompt_str, replan=replan)
+            system = planner_system_prompt(
+                tools, self.planner_example_prompt_str, replan=replan
+            )
         context = format_rounds(state.rounds) if replan else None
         user = planner_user_message(state.question, context, state.next_index(), note)
-        return [ChatMessage.system(system), *self._history(task, state), ChatMessage.user(user)]
+        return [
+            ChatMessage.system(system),
+            *self._history(task, state),
+            ChatMessage.user(user),
+        ]
