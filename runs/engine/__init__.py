@@ -15,12 +15,19 @@ from .errors import (
     ToolArgumentsError,
     UnknownStepError,
     UnknownTaskError,
+    WorkflowCancelledError,
+    WorkflowConfigError,
+    WorkflowTimeoutError,
 )
 from .events import (
     AgentEvent,
+    AgentHandoff,
     AgentInput,
     AgentOutput,
     AgentStream,
+    HumanResponseEvent,
+    InputRequiredEvent,
+    StateChanged,
     StepCompleted,
     StepCreated,
     StepFailed,
@@ -58,6 +65,14 @@ from .workers import (
     CoAAgentWorker,
     FunctionCallingAgentWorker,
     LLMCompilerAgentWorker,
+)
+from .workflow import (
+    AgentWorkflow,
+    AgentWorkflowWorker,
+    BaseWorkflowAgent,
+    Context,
+    FunctionAgent,
+    WorkflowHandler,
 )
 
 __all__ = [
@@ -121,4 +136,18 @@ __all__ = [
     "UnknownStepError",
     "UnknownTaskError",
     "parse_event",
+    # multi-agent workflows
+    "AgentHandoff",
+    "AgentWorkflow",
+    "AgentWorkflowWorker",
+    "BaseWorkflowAgent",
+    "Context",
+    "FunctionAgent",
+    "HumanResponseEvent",
+    "InputRequiredEvent",
+    "StateChanged",
+    "WorkflowCancelledError",
+    "WorkflowConfigError",
+    "WorkflowHandler",
+    "WorkflowTimeoutError",
 ]

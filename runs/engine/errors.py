@@ -60,3 +60,21 @@ class StepFailedError(AgentError):
     """A step raised; the task's state is as it was before the step ran, so it can be run again."""
 
     code = "step_failed"
+
+
+class WorkflowConfigError(AgentError, ValueError):
+    """An AgentWorkflow, an agent or a run was set up wrongly (what, and how to fix it, in the message)."""
+
+    code = "workflow_config"
+
+
+class WorkflowTimeoutError(AgentError, TimeoutError):
+    """A workflow run took longer than its ``timeout``; its context stays restorable."""
+
+    code = "workflow_timeout"
+
+
+class WorkflowCancelledError(AgentError):
+    """``handler.cancel_run()`` stopped the run; its context stays restorable."""
+
+    code = "workflow_cancelled"

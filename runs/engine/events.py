@@ -99,6 +99,55 @@ class ToolCallDecided(BaseEvent):
     reason: str | None = None
 
 
+# --- multi-agent workflows ---------------------------------------------------------------------
+
+
+class InputRequiredEvent(BaseEvent):
+    """A tool asks the person a question and waits (``ctx.wait_for_event``).
+
+    Tools build it with just ``prefix``; the context fills in the task, step, call and agent.
+    """
+
+    type: Literal["input_required"] = "input_required"
+    task_id: str = ""
+    prefix: str = ""
+    waiter_id: str = ""
+    tool_id: str | None = None
+    tool_name: str | None = None
+    current_agent_name: str = "agent"
+
+
+class HumanResponseEvent(BaseEvent):
+    """The person's answer to an InputRequiredEvent; without ``waiter_id`` it answers the oldest open question."""
+
+    type: Literal["human_response"] = "human_response"
+    task_id: str = ""
+    response: str
+    waiter_id: str | None = None
+
+
+class AgentHandoff(BaseEvent):
+    """Control passed from one agent to another (the ``handoff`` tool); the next turn is ``to_agent``'s."""
+
+    type: Literal["agent_handoff"] = "agent_handoff"
+    from_agent: str
+    to_agent: str
+    reason: str = ""
+
+
+class StateChange(BaseModel):
+    before: Any = None
+    after: Any = None
+
+
+class StateChanged(BaseEvent):
+    """The workflow's shared state after a step that changed it, with each changed key before and after."""
+
+    type: Literal["state_changed"] = "state_changed"
+    state: dict[str, Any]
+    changes: dict[str, StateChange] = Field(default_factory=dict)
+
+
 # --- step and task lifecycle -------------------------------------------------------------------
 
 
@@ -162,6 +211,10 @@ AgentEvent = Annotated[
     | ToolCall
     | ToolCallResult
     | ToolCallDecided
+    | InputRequiredEvent
+    | HumanResponseEvent
+    | AgentHandoff
+    | StateChanged
     | StepCreated
     | StepStarted
     | StepCompleted

@@ -95,6 +95,22 @@ class ToolMetadata(BaseModel):
         return f"{self.name}({', '.join(parts)})"
 
 
+class ToolContext:
+    """Base of the run context a tool may take as its first parameter (``ctx: Context``).
+
+    Such a parameter is not part of the tool's schema: the model never sees it, and the workflow
+    passes the run's context when it calls the tool.
+    """
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return False
+    annotation = get_type_hints(fn).get(params[0].name)
+    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+
+
 def _error_output(tool_name: str, kwargs: dict[str, Any], message: str) -> ToolOutput:
     return ToolOutput(
         content=message, tool_name=tool_name, raw_input=kwargs, is_error=True
@@ -172,10 +188,16 @@ def _to_text(value: Any) -> str:
 
 
 def schema_from_function(fn: Callable[..., Any], name: str) -> type[BaseModel]:
-    """Build a pydantic model of ``fn``'s parameters from its signature and type hints."""
+    """Build a pydantic model of ``fn``'s parameters from its signature and type hints.
+
+    A first parameter annotated with a ``ToolContext`` class is left out (the caller supplies it).
+    """
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
-    for pname, param in inspect.signature(fn).parameters.items():
+    params = list(inspect.signature(fn).parameters.items())
+    if _takes_context(fn):
+        params = params[1:]
+    for pname, param in params:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         annotation = hints.get(pname, Any)
@@ -198,6 +220,10 @@ class FunctionTool(BaseTool):
         self.metadata = metadata
         self._fn = fn
         self._async_fn = async_fn
+        source = async_fn or fn
+        assert source is not None
+        # True when the function's first parameter is the run's context (see ToolContext)
+        self.requires_context = _takes_context(source)
 
     @classmethod
     def from_defaults(
@@ -226,6 +252,17 @@ class FunctionTool(BaseTool):
             return_direct=return_direct,
         )
         return cls(metadata, fn=fn, async_fn=async_fn)
+
+    def bind_context(self, ctx: ToolContext) -> FunctionTool:
+        """This tool with ``ctx`` passed as its first argument on every call."""
+        if not self.requires_context:
+            return self
+        fn, async_fn = self._fn, self._async_fn
+        return FunctionTool(
+            self.metadata,
+            fn=(lambda **kw: fn(ctx, **kw)) if fn is not None else None,
+            async_fn=(lambda **kw: async_fn(ctx, **kw)) if async_fn is not None else None,
+        )
 
     async def _acall(self, **kwargs: Any) -> Any:
         if self._async_fn is not None:

@@ -37,6 +37,7 @@ class StepKind(StrEnum):
     LLM = "llm"  # one model turn (its input, if any, is given to the model as a user message)
     TOOL_CALLS = "tool_calls"  # model-chosen tool calls waiting for a person's approval
     PLAN = "plan"  # a planning round (LLMCompiler)
+    HUMAN_INPUT = "human_input"  # tool calls waiting for a person's answer to a question (its input)
 
 
 class ToolCallDecision(StrEnum):

@@ -1,0 +1,42 @@
+"""The workflow's default prompts and their checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import WorkflowConfigError
+
+DEFAULT_HANDOFF_PROMPT = (
+    "Pass the conversation to another agent when that agent is better suited to answer or act next.\n"
+    "The agents you may hand off to, with what each one does: {agent_info}"
+)
+
+DEFAULT_STATE_PROMPT = "Current state:\n{state}\n\nCurrent message:\n{msg}"
+
+
+def checked_handoff_prompt(prompt: str | None) -> str:
+    if prompt is None:
+        return DEFAULT_HANDOFF_PROMPT
+    if "{agent_info}" not in prompt:
+        raise WorkflowConfigError("Handoff prompt must contain {agent_info}")
+    return prompt
+
+
+def checked_state_prompt(prompt: str | None) -> str:
+    if prompt is None:
+        return DEFAULT_STATE_PROMPT
+    if "{state}" not in prompt or "{msg}" not in prompt:
+        raise WorkflowConfigError("State prompt must contain {state} and {msg}")
+    return prompt
+
+
+def fill(template: str, **values: str) -> str:
+    """Replace ``{name}`` placeholders only, so braces elsewhere in a prompt (JSON examples) survive."""
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
+
+
+def render_state(state: dict[str, Any]) -> str:
+    return json.dumps(state, indent=2, sort_keys=True, default=str)
