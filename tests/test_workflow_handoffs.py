@@ -35,10 +35,18 @@ async def test_handoff_tool_lists_only_reachable_agents_and_refuses_others() -> 
         events, result = await collect(team(server).run(user_msg="Report on Lagos"))
         tools = server.requests[0].body["tools"]
     handoff = next(t["function"] for t in tools if t["function"]["name"] == "handoff")
-    assert "writer" in handoff["description"] and "reviewer" not in handoff["description"]
-    assert sorted(handoff["parameters"]["properties"]) == ["reason", "to_agent"]  # no ctx for the model
+    assert (
+        "writer" in handoff["description"] and "reviewer" not in handoff["description"]
+    )
+    assert sorted(handoff["parameters"]["properties"]) == [
+        "reason",
+        "to_agent",
+    ]  # no ctx for the model
     (observation,) = _results(events)
-    assert observation.startswith("Error:") and "may not hand off to 'reviewer'" in observation
+    assert (
+        observation.startswith("Error:")
+        and "may not hand off to 'reviewer'" in observation
+    )
     assert "you may hand off to: writer" in observation
     assert not [e for e in events if isinstance(e, AgentHandoff)]
     assert result.current_agent_name == "researcher"
@@ -50,7 +58,10 @@ async def test_handoff_to_an_invented_agent_is_an_error_observation() -> None:
             match=Match(system_contains=RESEARCHER, tool_results_since_user=0),
             reply=call("handoff", to_agent="editor", reason="x"),
         ),
-        Rule(match=Match(system_contains=RESEARCHER, tool_results_since_user=1), reply=Reply(text="ok")),
+        Rule(
+            match=Match(system_contains=RESEARCHER, tool_results_since_user=1),
+            reply=Reply(text="ok"),
+        ),
     ]
     with serving(*rules) as server:
         events, _ = await collect(team(server).run(user_msg="Report"))
@@ -79,7 +90,10 @@ async def test_a_tool_that_raises_becomes_an_observation_and_the_run_goes_on() -
 
     rules = [
         Rule(match=Match(tool_results_since_user=0), reply=call("flaky", city="Lagos")),
-        Rule(match=Match(tool_results_since_user=1), reply=Reply(text="The lookup failed.")),
+        Rule(
+            match=Match(tool_results_since_user=1),
+            reply=Reply(text="The lookup failed."),
+        ),
     ]
     with serving(*rules) as server:
         workflow = AgentWorkflow.from_tools_or_functions([flaky], llm=llm_for(server))
@@ -88,7 +102,9 @@ async def test_a_tool_that_raises_becomes_an_observation_and_the_run_goes_on() -
     assert result.response.content == "The lookup failed."
 
 
-async def test_return_direct_ends_the_run_with_the_tool_output_but_a_handoff_does_not() -> None:
+async def test_return_direct_ends_the_run_with_the_tool_output_but_a_handoff_does_not() -> (
+    None
+):
     def publish(text: str) -> str:
         """Publish the report."""
         return f"PUBLISHED: {text}"
@@ -121,4 +137,7 @@ async def test_return_direct_ends_the_run_with_the_tool_output_but_a_handoff_doe
     assert result.response.content == "PUBLISHED: Lagos"
     assert result.current_agent_name == "writer"
     assert [t.tool_name for t in result.tool_calls] == ["publish"]
-    assert [e.current_agent_name for e in events if isinstance(e, AgentInput)] == ["researcher", "writer"]
+    assert [e.current_agent_name for e in events if isinstance(e, AgentInput)] == [
+        "researcher",
+        "writer",
+    ]

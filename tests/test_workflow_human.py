@@ -29,7 +29,9 @@ async def ask_budget(ctx: Context, topic: str) -> str:
     """Ask the person for the budget."""
     asked.append(topic)
     answer = await ctx.wait_for_event(
-        HumanResponseEvent, waiter_id="budget", waiter_event=InputRequiredEvent(prefix=f"Budget for {topic}?")
+        HumanResponseEvent,
+        waiter_id="budget",
+        waiter_event=InputRequiredEvent(prefix=f"Budget for {topic}?"),
     )
     return f"budget is {answer.response}"
 
@@ -47,12 +49,17 @@ BOTH = Reply(
 )
 RULES = [
     Rule(match=Match(tool_results_since_user=0), reply=BOTH),
-    Rule(match=Match(tool_results_since_user=2), reply=Reply(text="Plan: Lagos, 15M people, within budget.")),
+    Rule(
+        match=Match(tool_results_since_user=2),
+        reply=Reply(text="Plan: Lagos, 15M people, within budget."),
+    ),
 ]
 
 
 def _workflow(server) -> AgentWorkflow:  # type: ignore[no-untyped-def]
-    agent = FunctionAgent(name="planner", tools=[ask_budget, lookup], llm=llm_for(server))
+    agent = FunctionAgent(
+        name="planner", tools=[ask_budget, lookup], llm=llm_for(server)
+    )
     return AgentWorkflow([agent], initial_state={"budget": None})
 
 
@@ -76,7 +83,10 @@ async def test_paused_run_is_saved_restored_in_a_fresh_workflow_and_finished() -
         seen = await _until(handler, InputRequiredEvent)
         question = seen[-1]
         assert question.prefix == "Budget for Lagos?" and question.waiter_id == "budget"
-        assert question.tool_name == "ask_budget" and question.current_agent_name == "planner"
+        assert (
+            question.tool_name == "ask_budget"
+            and question.current_agent_name == "planner"
+        )
         await asyncio.sleep(0.05)  # the other call finishes meanwhile
         saved = json.loads(json.dumps(handler.ctx.to_dict()))
         handler.cancel_run()
@@ -91,17 +101,26 @@ async def test_paused_run_is_saved_restored_in_a_fresh_workflow_and_finished() -
         events, result = await collect(resumed)
         requests = server.requests
     assert result.response.content == "Plan: Lagos, 15M people, within budget."
-    assert [(e.tool_name, e.tool_output.content) for e in events if isinstance(e, ToolCallResult)] == [
+    assert [
+        (e.tool_name, e.tool_output.content)
+        for e in events
+        if isinstance(e, ToolCallResult)
+    ] == [
         ("ask_budget", "budget is 5000 EUR")
     ]  # lookup's result was kept from before the pause, not run again
-    assert asked == ["Lagos", "Lagos"]  # the asking tool runs again from its start once answered
+    assert asked == [
+        "Lagos",
+        "Lagos",
+    ]  # the asking tool runs again from its start once answered
     assert len(requests) == 2
     assert_valid_openai_sequence(requests[1].messages)
     tool_messages = [m for m in requests[1].messages if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == ["budget is 5000 EUR", "Lagos: 15M"]
 
 
-async def test_a_paused_call_yields_no_result_until_answered_and_other_calls_do() -> None:
+async def test_a_paused_call_yields_no_result_until_answered_and_other_calls_do() -> (
+    None
+):
     with serving(*RULES) as server:
         handler = _workflow(server).run(user_msg="Plan")
         seen = await _until(handler, InputRequiredEvent)
@@ -113,7 +132,9 @@ async def test_a_paused_call_yields_no_result_until_answered_and_other_calls_do(
     kinds = [
         (e.type, getattr(e, "tool_name", None))
         for e in events
-        if isinstance(e, (ToolCall, ToolCallResult, InputRequiredEvent, HumanResponseEvent))
+        if isinstance(
+            e, (ToolCall, ToolCallResult, InputRequiredEvent, HumanResponseEvent)
+        )
     ]
     answer_at = kinds.index(("human_response", None))
     assert ("tool_call_result", "ask_budget") not in kinds[:answer_at]
@@ -129,9 +150,11 @@ async def test_an_answer_sent_before_the_question_is_kept_and_delivered() -> Non
         ctx.send_event(HumanResponseEvent(response="early 42"))
         events, result = await collect(workflow.run(user_msg="Plan", ctx=ctx))
     assert result.response.content.startswith("Plan:")
-    assert [e.tool_output.content for e in events if isinstance(e, ToolCallResult) and e.tool_name == "ask_budget"] == [
-        "budget is early 42"
-    ]
+    assert [
+        e.tool_output.content
+        for e in events
+        if isinstance(e, ToolCallResult) and e.tool_name == "ask_budget"
+    ] == ["budget is early 42"]
 
 
 async def test_one_open_question_per_waiter_id() -> None:
@@ -151,7 +174,9 @@ async def test_one_open_question_per_waiter_id() -> None:
         await handler
     questions = [e for e in seen + rest if isinstance(e, InputRequiredEvent)]
     assert len(questions) == 1
-    results = sorted(e.tool_output.content for e in rest if isinstance(e, ToolCallResult))
+    results = sorted(
+        e.tool_output.content for e in rest if isinstance(e, ToolCallResult)
+    )
     assert results == ["budget is 7", "budget is 7"]
 
 
@@ -169,14 +194,18 @@ async def test_cancel_mid_tool_keeps_a_resumable_context_with_a_valid_history() 
         Rule(match=Match(tool_results_since_user=0), reply=call("slow", city="Lagos")),
     ]
     with serving(*rules) as server:
-        workflow = AgentWorkflow([FunctionAgent(name="a", tools=[slow], llm=llm_for(server))])
+        workflow = AgentWorkflow(
+            [FunctionAgent(name="a", tools=[slow], llm=llm_for(server))]
+        )
         handler = workflow.run(user_msg="Go")
         await started.wait()
         handler.cancel_run()
         with pytest.raises(WorkflowCancelledError):
             await handler
         saved = handler.ctx.to_dict()
-        assert saved["task"]["task"]["memory"]["messages"] == []  # the interrupted turn counts as not run
+        assert (
+            saved["task"]["task"]["memory"]["messages"] == []
+        )  # the interrupted turn counts as not run
         assert saved["task"]["step_status"] == {}
         # resumed with a new message instead: the history sent stays valid
         ctx = Context.from_dict(workflow, saved)
@@ -188,7 +217,9 @@ async def test_cancel_mid_tool_keeps_a_resumable_context_with_a_valid_history() 
 
 
 async def test_timeout_bounds_a_run_and_the_context_resumes() -> None:
-    slow = Rule(match=Match(call_index=0), reply=Reply(text="late"), timing=Timing(latency_s=3))
+    slow = Rule(
+        match=Match(call_index=0), reply=Reply(text="late"), timing=Timing(latency_s=3)
+    )
     fast = Rule(reply=Reply(text="on time"))
     with serving(slow, fast) as server:
         agent = FunctionAgent(name="a", llm=llm_for(server))
@@ -197,7 +228,9 @@ async def test_timeout_bounds_a_run_and_the_context_resumes() -> None:
             await handler
         assert isinstance(WorkflowTimeoutError("x"), TimeoutError)
         saved = handler.ctx.to_dict()
-        patient = AgentWorkflow([FunctionAgent(name="a", llm=llm_for(server))], timeout=10)
+        patient = AgentWorkflow(
+            [FunctionAgent(name="a", llm=llm_for(server))], timeout=10
+        )
         result = await patient.run(ctx=Context.from_dict(patient, saved))
     assert result.response.content == "on time"
 
@@ -207,7 +240,12 @@ async def test_chat_history_with_unanswered_calls_is_repaired() -> None:
 
     broken = [
         ChatMessage.user("Lagos?"),
-        ChatMessage.assistant(None, tool_calls=(ToolSelection(tool_id="x1", tool_name="lookup", tool_kwargs={}),)),
+        ChatMessage.assistant(
+            None,
+            tool_calls=(
+                ToolSelection(tool_id="x1", tool_name="lookup", tool_kwargs={}),
+            ),
+        ),
         ChatMessage.user("still there?"),
     ]
     with serving(Rule(reply=Reply(text="yes"))) as server:

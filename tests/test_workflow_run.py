@@ -24,14 +24,27 @@ async def test_three_agents_two_handoffs_and_state() -> None:
     assert result.current_agent_name == "reviewer"
     inputs = [e.current_agent_name for e in events if isinstance(e, AgentInput)]
     assert inputs == ["researcher", "researcher", "writer", "writer", "reviewer"]
-    handoffs = [(e.from_agent, e.to_agent, e.reason) for e in events if isinstance(e, AgentHandoff)]
-    assert handoffs == [("researcher", "writer", "notes are ready"), ("writer", "reviewer", "draft done")]
+    handoffs = [
+        (e.from_agent, e.to_agent, e.reason)
+        for e in events
+        if isinstance(e, AgentHandoff)
+    ]
+    assert handoffs == [
+        ("researcher", "writer", "notes are ready"),
+        ("writer", "reviewer", "draft done"),
+    ]
     changes = [sorted(e.changes) for e in events if isinstance(e, StateChanged)]
     assert changes == [["notes"], ["report"]]
     results = [e.tool_output.content for e in events if isinstance(e, ToolCallResult)]
     assert results[0] == "notes recorded"
-    assert await handler.ctx.get("state") == {"notes": "Lagos: 15M people", "report": "Lagos has 15M people."}
+    assert await handler.ctx.get("state") == {
+        "notes": "Lagos: 15M people",
+        "report": "Lagos has 15M people.",
+    }
     assert await handler.ctx.get("current_agent_name") == "reviewer"
     # the state went into the user message through the state prompt
     first = server.requests[0].messages
-    assert "Current state" in first[-1]["content"] and "Write a report on Lagos" in first[-1]["content"]
+    assert (
+        "Current state" in first[-1]["content"]
+        and "Write a report on Lagos" in first[-1]["content"]
+    )

@@ -26,7 +26,9 @@ def _agent_of(runner: AgentRunner, task_id: str) -> str:
     return WorkflowRunState.of(state._tasks[task_id].task).current_agent  # type: ignore[attr-defined]
 
 
-async def test_each_agent_turn_is_one_step_and_undoing_a_handoff_returns_control() -> None:
+async def test_each_agent_turn_is_one_step_and_undoing_a_handoff_returns_control() -> (
+    None
+):
     with serving(*team_rules()) as server:
         recorder = Recorder()
         runner = AgentRunner(team(server).worker, on_event=recorder)
@@ -49,7 +51,10 @@ async def test_each_agent_turn_is_one_step_and_undoing_a_handoff_returns_control
         response = await runner.afinalize_response(task.task_id)
     assert response.response == "Reviewed: Lagos has 15M people."
     # state changes per step are in the stream, undo restored the state with the rest
-    assert [sorted(e.changes) for e in recorder.of("state_changed")] == [["notes"], ["report"]]
+    assert [sorted(e.changes) for e in recorder.of("state_changed")] == [
+        ["notes"],
+        ["report"],
+    ]
 
 
 async def test_approval_edit_and_reject_in_a_workflow() -> None:
@@ -70,7 +75,9 @@ async def test_approval_edit_and_reject_in_a_workflow() -> None:
         Rule(match=Match(tool_results_since_user=2), reply=Reply(text="done")),
     ]
     with serving(*rules) as server:
-        workflow = AgentWorkflow([FunctionAgent(name="a", tools=[lookup], llm=llm_for(server))])
+        workflow = AgentWorkflow(
+            [FunctionAgent(name="a", tools=[lookup], llm=llm_for(server))]
+        )
         handler = workflow.run(user_msg="Cities?", approve_tool_calls=True)
         async for event in handler.stream_events():
             if event.type == "step_created" and event.kind is StepKind.TOOL_CALLS:
@@ -82,26 +89,37 @@ async def test_approval_edit_and_reject_in_a_workflow() -> None:
         events, result = await collect(handler)
         sent = [m for m in server.requests[-1].messages if m["role"] == "tool"]
     assert result.response.content == "done"
-    assert [m["content"] for m in sent] == ["Abuja: 15M", "rejected by user: not needed"]
-    assert {e.tool_id: e.tool_kwargs for e in events if isinstance(e, ToolCallResult)}["c1"] == {"city": "Abuja"}
+    assert [m["content"] for m in sent] == [
+        "Abuja: 15M",
+        "rejected by user: not needed",
+    ]
+    assert {e.tool_id: e.tool_kwargs for e in events if isinstance(e, ToolCallResult)}[
+        "c1"
+    ] == {"city": "Abuja"}
 
 
 async def test_an_answer_is_the_input_of_a_human_input_step() -> None:
     async def confirm(ctx: Context, plan: str) -> str:
         """Ask the person to confirm a plan."""
-        answer = await ctx.wait_for_event(HumanResponseEvent, waiter_event=InputRequiredEvent(prefix=f"OK to {plan}?"))
+        answer = await ctx.wait_for_event(
+            HumanResponseEvent, waiter_event=InputRequiredEvent(prefix=f"OK to {plan}?")
+        )
         return f"person said {answer.response}"
 
     rules = [
         Rule(
             match=Match(tool_results_since_user=0),
-            reply=Reply(tool_calls=[ToolCallSpec(name="confirm", arguments={"plan": "go"})]),
+            reply=Reply(
+                tool_calls=[ToolCallSpec(name="confirm", arguments={"plan": "go"})]
+            ),
         ),
         Rule(match=Match(tool_results_since_user=1), reply=Reply(text="confirmed")),
     ]
     with serving(*rules) as server:
         recorder = Recorder()
-        workflow = AgentWorkflow([FunctionAgent(name="a", tools=[confirm], llm=llm_for(server))])
+        workflow = AgentWorkflow(
+            [FunctionAgent(name="a", tools=[confirm], llm=llm_for(server))]
+        )
         runner = AgentRunner(workflow.worker, on_event=recorder)
         task = await runner.acreate_task("Plan")
         paused = await runner.arun_step(task.task_id)
@@ -116,4 +134,6 @@ async def test_an_answer_is_the_input_of_a_human_input_step() -> None:
         final = await runner.arun_step(task.task_id)
     assert final.is_last and final.output.response == "confirmed"
     assert [e.response for e in recorder.of("human_response")] == ["yes"]
-    assert [e.tool_output.content for e in recorder.of("tool_call_result")] == ["person said yes"]
+    assert [e.tool_output.content for e in recorder.of("tool_call_result")] == [
+        "person said yes"
+    ]

@@ -26,7 +26,9 @@ class _NoFunctionCalling(OpenAI):
 
 
 def _llm() -> OpenAI:
-    return OpenAI(model="m", api_base="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    return OpenAI(
+        model="m", api_base="http://127.0.0.1:9/v1", api_key="k", max_retries=0
+    )
 
 
 def _agent(name: str, **kwargs: object) -> FunctionAgent:
@@ -37,8 +39,14 @@ def _agent(name: str, **kwargs: object) -> FunctionAgent:
     ("build", "message"),
     [
         (lambda: AgentWorkflow([]), "At least one agent must be provided"),
-        (lambda: AgentWorkflow([_agent("a"), _agent("b")]), "Exactly one root agent must be provided"),
-        (lambda: AgentWorkflow([_agent("a"), _agent("b")], root_agent="c"), "Root agent c not found"),
+        (
+            lambda: AgentWorkflow([_agent("a"), _agent("b")]),
+            "Exactly one root agent must be provided",
+        ),
+        (
+            lambda: AgentWorkflow([_agent("a"), _agent("b")], root_agent="c"),
+            "Root agent c not found",
+        ),
         (
             lambda: AgentWorkflow([_agent("a")], handoff_prompt="hand off please"),
             "Handoff prompt must contain {agent_info}",
@@ -51,18 +59,36 @@ def _agent(name: str, **kwargs: object) -> FunctionAgent:
             lambda: AgentWorkflow([_agent("a")], state_prompt="{msg} only"),
             "State prompt must contain {state} and {msg}",
         ),
-        (lambda: AgentWorkflow([_agent("a"), _agent("a")], root_agent="a"), "two agents are named 'a'"),
         (
-            lambda: AgentWorkflow([_agent("a", can_handoff_to=["zed"]), _agent("b")], root_agent="a"),
+            lambda: AgentWorkflow([_agent("a"), _agent("a")], root_agent="a"),
+            "two agents are named 'a'",
+        ),
+        (
+            lambda: AgentWorkflow(
+                [_agent("a", can_handoff_to=["zed"]), _agent("b")], root_agent="a"
+            ),
             "unknown agent(s): zed",
         ),
-        (lambda: AgentWorkflow([_agent("a")], initial_state={"when": object()}), "initial_state must be JSON data"),
-        (lambda: AgentWorkflow([_agent("a")], timeout=0), "timeout must be a positive number"),
         (
-            lambda: FunctionAgent(name="a", llm=_NoFunctionCalling(model="text-only", api_key="k")),
+            lambda: AgentWorkflow([_agent("a")], initial_state={"when": object()}),
+            "initial_state must be JSON data",
+        ),
+        (
+            lambda: AgentWorkflow([_agent("a")], timeout=0),
+            "timeout must be a positive number",
+        ),
+        (
+            lambda: FunctionAgent(
+                name="a", llm=_NoFunctionCalling(model="text-only", api_key="k")
+            ),
             "needs a function-calling model",
         ),
-        (lambda: _agent("a", tools=[FunctionTool.from_defaults(lambda x: x, name="handoff")]), "reserved for handoffs"),
+        (
+            lambda: _agent(
+                "a", tools=[FunctionTool.from_defaults(lambda x: x, name="handoff")]
+            ),
+            "reserved for handoffs",
+        ),
         (lambda: _agent(" "), "an agent needs a name"),
     ],
 )
@@ -74,7 +100,11 @@ def test_configuration_errors(build, message: str) -> None:  # type: ignore[no-u
 
 
 def test_single_agent_is_the_root_and_keeps_prompts() -> None:
-    workflow = AgentWorkflow([_agent("solo")], handoff_prompt="to: {agent_info}", state_prompt="S={state} M={msg}")
+    workflow = AgentWorkflow(
+        [_agent("solo")],
+        handoff_prompt="to: {agent_info}",
+        state_prompt="S={state} M={msg}",
+    )
     assert workflow.root_agent == "solo"
     assert workflow.state_prompt == "S={state} M={msg}"
 
@@ -91,7 +121,9 @@ def test_plain_functions_become_tools() -> None:
 async def test_run_refuses_user_msg_and_chat_history_together() -> None:
     workflow = AgentWorkflow([_agent("a")])
     handler = workflow.run(user_msg="hi", chat_history=[ChatMessage.user("hello")])
-    with pytest.raises(WorkflowConfigError, match="Cannot provide both user_msg and chat_history"):
+    with pytest.raises(
+        WorkflowConfigError, match="Cannot provide both user_msg and chat_history"
+    ):
         await handler
 
 

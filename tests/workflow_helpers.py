@@ -59,7 +59,11 @@ def team_rules() -> list[Rule]:
             match=Match(system_contains=WRITER, tool_results_since_user=3),
             reply=call("handoff", to_agent="reviewer", reason="draft done"),
         ),
-        Rule(name="v1", match=Match(system_contains=REVIEWER), reply=Reply(text="Reviewed: Lagos has 15M people.")),
+        Rule(
+            name="v1",
+            match=Match(system_contains=REVIEWER),
+            reply=Reply(text="Reviewed: Lagos has 15M people."),
+        ),
     ]
 
 
@@ -83,10 +87,17 @@ def team(server: ScriptedServer, **workflow_kwargs: Any) -> AgentWorkflow:
             can_handoff_to=["reviewer", "researcher"],
         ),
         FunctionAgent(
-            name="reviewer", description="Checks the report", system_prompt=REVIEWER, llm=llm, can_handoff_to=["writer"]
+            name="reviewer",
+            description="Checks the report",
+            system_prompt=REVIEWER,
+            llm=llm,
+            can_handoff_to=["writer"],
         ),
     ]
-    kwargs: dict[str, Any] = {"root_agent": "researcher", "initial_state": {"notes": "", "report": ""}}
+    kwargs: dict[str, Any] = {
+        "root_agent": "researcher",
+        "initial_state": {"notes": "", "report": ""},
+    }
     kwargs.update(workflow_kwargs)
     return AgentWorkflow(agents, **kwargs)
 

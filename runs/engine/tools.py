@@ -261,7 +261,9 @@ class FunctionTool(BaseTool):
         return FunctionTool(
             self.metadata,
             fn=(lambda **kw: fn(ctx, **kw)) if fn is not None else None,
-            async_fn=(lambda **kw: async_fn(ctx, **kw)) if async_fn is not None else None,
+            async_fn=(lambda **kw: async_fn(ctx, **kw))
+            if async_fn is not None
+            else None,
         )
 
     async def _acall(self, **kwargs: Any) -> Any:

@@ -37,7 +37,10 @@ class AgentTurn:
 
 def as_tools(tools: Sequence[BaseTool | Callable[..., Any]] | None) -> list[BaseTool]:
     """Tools as given, with plain functions wrapped as FunctionTools."""
-    return [t if isinstance(t, BaseTool) else FunctionTool.from_defaults(t) for t in tools or []]
+    return [
+        t if isinstance(t, BaseTool) else FunctionTool.from_defaults(t)
+        for t in tools or []
+    ]
 
 
 class BaseWorkflowAgent(ABC):
@@ -61,10 +64,14 @@ class BaseWorkflowAgent(ABC):
         self.tools = as_tools(tools)
         names = [t.metadata.name for t in self.tools]
         if HANDOFF_TOOL_NAME in names:
-            raise WorkflowConfigError(f"agent {name!r}: the tool name {HANDOFF_TOOL_NAME!r} is reserved for handoffs")
+            raise WorkflowConfigError(
+                f"agent {name!r}: the tool name {HANDOFF_TOOL_NAME!r} is reserved for handoffs"
+            )
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise WorkflowConfigError(f"agent {name!r} has two tools named {', '.join(map(repr, twice))}")
+            raise WorkflowConfigError(
+                f"agent {name!r} has two tools named {', '.join(map(repr, twice))}"
+            )
         self.tool_retriever = tool_retriever
         self.can_handoff_to = None if can_handoff_to is None else list(can_handoff_to)
         if llm is None:
@@ -77,7 +84,11 @@ class BaseWorkflowAgent(ABC):
         """This agent's tools for a turn, with any the retriever picks for ``query``."""
         if self.tool_retriever is None:
             return list(self.tools)
-        retrieved = [t for t in await self.tool_retriever.aretrieve(query) if t.metadata.name != HANDOFF_TOOL_NAME]
+        retrieved = [
+            t
+            for t in await self.tool_retriever.aretrieve(query)
+            if t.metadata.name != HANDOFF_TOOL_NAME
+        ]
         own = {t.metadata.name for t in self.tools}
         return self.tools + [t for t in retrieved if t.metadata.name not in own]
 
@@ -101,7 +112,9 @@ class BaseWorkflowAgent(ABC):
         """One model call over the shared conversation; emits AgentInput/AgentStream/AgentOutput."""
 
     @abstractmethod
-    def result_messages(self, calls: list[PendingToolCall], outputs: list[ToolOutput]) -> list[ChatMessage]:
+    def result_messages(
+        self, calls: list[PendingToolCall], outputs: list[ToolOutput]
+    ) -> list[ChatMessage]:
         """How the turn's tool results enter the shared conversation."""
 
 
@@ -139,5 +152,7 @@ class FunctionAgent(BaseWorkflowAgent):
             usage=reply.usage,
         )
 
-    def result_messages(self, calls: list[PendingToolCall], outputs: list[ToolOutput]) -> list[ChatMessage]:
+    def result_messages(
+        self, calls: list[PendingToolCall], outputs: list[ToolOutput]
+    ) -> list[ChatMessage]:
         return tool_messages(calls, outputs)

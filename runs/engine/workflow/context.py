@@ -77,7 +77,9 @@ class Context(ToolContext):
         return self._session_obj
 
     @classmethod
-    def for_step(cls, workflow: AgentWorkflow, task: Task, step: TaskStep, run: WorkflowRunState) -> Context:
+    def for_step(
+        cls, workflow: AgentWorkflow, task: Task, step: TaskStep, run: WorkflowRunState
+    ) -> Context:
         """The context tools of ``step`` receive."""
         ctx = cls(workflow)
         ctx._scope = StepScope(task=task, step=step, run=run)
@@ -88,7 +90,9 @@ class Context(ToolContext):
         assert self._scope is not None
         ctx = Context(self._workflow)
         scope = self._scope
-        ctx._scope = StepScope(task=scope.task, step=scope.step, run=scope.run, call=call)
+        ctx._scope = StepScope(
+            task=scope.task, step=scope.step, run=scope.run, call=call
+        )
         return ctx
 
     def _run_state(self) -> WorkflowRunState:
@@ -115,7 +119,9 @@ class Context(ToolContext):
         """Keep ``value`` (JSON data) under ``key``; ``"state"`` replaces the shared state."""
         run = self._run_state()
         if key == "current_agent_name":
-            raise WorkflowConfigError("the current agent changes only through a handoff")
+            raise WorkflowConfigError(
+                "the current agent changes only through a handoff"
+            )
         if key == "state":
             if not isinstance(value, dict):
                 raise WorkflowConfigError("the state must be a dict")
@@ -146,7 +152,9 @@ class Context(ToolContext):
             raise WorkflowConfigError("a tool can wait only for a HumanResponseEvent")
         scope = self._scope
         if scope is None or scope.call is None:
-            raise WorkflowConfigError("wait_for_event can be called only from a tool during a run")
+            raise WorkflowConfigError(
+                "wait_for_event can be called only from a tool during a run"
+            )
         scope.waits += 1
         wid = waiter_id or f"{scope.call.tool_id}#{scope.waits}"
         run = scope.run
@@ -200,7 +208,9 @@ class Context(ToolContext):
 
     # --- tool approval from code -----------------------------------------------------------------
 
-    async def approve_tool_call(self, tool_id: str, tool_kwargs: dict[str, Any] | None = None) -> None:
+    async def approve_tool_call(
+        self, tool_id: str, tool_kwargs: dict[str, Any] | None = None
+    ) -> None:
         """Approve a call waiting for approval (``run(..., approve_tool_calls=True)``), optionally edited."""
         await self._session.decide(tool_id, approve=True, tool_kwargs=tool_kwargs)
 

@@ -23,7 +23,9 @@ class WorkflowHandler:
         self.ctx = ctx
         self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         self._timeout = timeout
-        self._future: asyncio.Task[AgentOutput] = asyncio.ensure_future(self._main(start))
+        self._future: asyncio.Task[AgentOutput] = asyncio.ensure_future(
+            self._main(start)
+        )
 
     async def _main(self, start: Any) -> AgentOutput:
         session = self.ctx._session
@@ -34,10 +36,14 @@ class WorkflowHandler:
                 return await session.drive()
         except TimeoutError:
             session.settle()
-            raise WorkflowTimeoutError(f"the run took longer than its timeout of {self._timeout} s") from None
+            raise WorkflowTimeoutError(
+                f"the run took longer than its timeout of {self._timeout} s"
+            ) from None
         except asyncio.CancelledError:
             session.settle()
-            raise WorkflowCancelledError("the run was cancelled; its context can be saved and resumed") from None
+            raise WorkflowCancelledError(
+                "the run was cancelled; its context can be saved and resumed"
+            ) from None
         finally:
             session.listeners.remove(self._queue.put_nowait)
             self._queue.put_nowait(_END)

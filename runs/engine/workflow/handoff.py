@@ -17,15 +17,23 @@ if TYPE_CHECKING:
 def reachable(workflow: AgentWorkflow, agent: BaseWorkflowAgent) -> list[str]:
     """The agents ``agent`` may hand off to, in the workflow's order."""
     allowed = agent.can_handoff_to
-    return [name for name in workflow.agents if name != agent.name and (allowed is None or name in allowed)]
+    return [
+        name
+        for name in workflow.agents
+        if name != agent.name and (allowed is None or name in allowed)
+    ]
 
 
-def handoff_tool(workflow: AgentWorkflow, agent: BaseWorkflowAgent) -> FunctionTool | None:
+def handoff_tool(
+    workflow: AgentWorkflow, agent: BaseWorkflowAgent
+) -> FunctionTool | None:
     """``handoff(to_agent, reason)`` listing only the agents ``agent`` may reach; None if it reaches none."""
     allowed = reachable(workflow, agent)
     if not allowed:
         return None
-    agent_info = json.dumps({name: workflow.agents[name].description for name in allowed})
+    agent_info = json.dumps(
+        {name: workflow.agents[name].description for name in allowed}
+    )
 
     async def handoff(ctx: Context, to_agent: str, reason: str) -> str:
         """Hand the conversation to another agent, saying why."""

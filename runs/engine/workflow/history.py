@@ -9,17 +9,24 @@ from ..messages import ChatMessage, MessageRole
 UNANSWERED = "Error: this call got no result (the run was stopped before it finished); do not rely on it."
 
 
-def close_open_tool_calls(messages: Sequence[ChatMessage], note: str = UNANSWERED) -> list[ChatMessage]:
+def close_open_tool_calls(
+    messages: Sequence[ChatMessage], note: str = UNANSWERED
+) -> list[ChatMessage]:
     """``messages`` with a tool message added for every call id of an assistant message left unanswered.
 
     OpenAI refuses (400) a conversation where an assistant message with ``tool_calls`` is not
     followed by a tool message for each call id; a run stopped mid-turn leaves exactly that.
     """
     fixed: list[ChatMessage] = []
-    open_calls: dict[str, str] = {}  # call id -> tool name, for the latest assistant message
+    open_calls: dict[
+        str, str
+    ] = {}  # call id -> tool name, for the latest assistant message
 
     def close() -> None:
-        fixed.extend(ChatMessage.tool(note, tool_call_id=cid, name=name) for cid, name in open_calls.items())
+        fixed.extend(
+            ChatMessage.tool(note, tool_call_id=cid, name=name)
+            for cid, name in open_calls.items()
+        )
         open_calls.clear()
 
     for message in messages:

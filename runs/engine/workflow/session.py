@@ -56,7 +56,9 @@ class RunSession:
     def __init__(self, workflow: AgentWorkflow) -> None:
         self.workflow = workflow
         self.store = _SessionStore()
-        self.runner = AgentRunner(workflow.worker, state_store=self.store, on_event=self._on_event)
+        self.runner = AgentRunner(
+            workflow.worker, state_store=self.store, on_event=self._on_event
+        )
         self.carry = workflow.fresh_run_state()
         self.task_id: str | None = None
         self.inbox: list[HumanResponseEvent] = []
@@ -149,9 +151,13 @@ class RunSession:
         if state is None or step is None or step.kind is not StepKind.TOOL_CALLS:
             raise WorkflowConfigError("no tool call is waiting for approval")
         if approve:
-            await self.runner.aapprove_tool_call(state.task.task_id, step.step_id, tool_id, tool_kwargs)
+            await self.runner.aapprove_tool_call(
+                state.task.task_id, step.step_id, tool_id, tool_kwargs
+            )
         else:
-            await self.runner.areject_tool_call(state.task.task_id, step.step_id, tool_id, reason)
+            await self.runner.areject_tool_call(
+                state.task.task_id, step.step_id, tool_id, reason
+            )
         self._signal()
 
     # --- driving a run ---------------------------------------------------------------------------
@@ -194,7 +200,9 @@ class RunSession:
         said = state.task.memory.get_all()
         head = state.step_queue[0] if state.step_queue else None
         if head is not None and head.kind is StepKind.LLM and head.input:
-            said.append(ChatMessage.user(head.input))  # a message the run had not yet sent on
+            said.append(
+                ChatMessage.user(head.input)
+            )  # a message the run had not yet sent on
         await self.store.save_memory(close_open_tool_calls(said))
         await self.runner.adelete_task(state.task.task_id)
         self.task_id = None
@@ -216,7 +224,9 @@ class RunSession:
                 await self._wait_for_change()
             return await self.runner.arun_step(task_id, input=answer)
         if step.kind is StepKind.TOOL_CALLS:
-            while any(c.decision is ToolCallDecision.PENDING for c in step.tool_calls or []):
+            while any(
+                c.decision is ToolCallDecision.PENDING for c in step.tool_calls or []
+            ):
                 await self._wait_for_change()
         return await self.runner.arun_step(task_id)
 
@@ -228,7 +238,11 @@ class RunSession:
         self.task_id = None
         self._before = None
         last = self._last_output
-        calls = list(last.tool_calls) if last is not None and last.task_id == task_id else []
+        calls = (
+            list(last.tool_calls)
+            if last is not None and last.task_id == task_id
+            else []
+        )
         return AgentOutput(
             task_id=task_id,
             response=ChatMessage.assistant(output.output.response),
@@ -240,7 +254,11 @@ class RunSession:
         """After a stopped run: put a step that was running back to not-yet-run."""
         state = self._state()
         before = self._before
-        if state is None or before is None or state.step_status.get(before.step_id) is not StepStatus.RUNNING:
+        if (
+            state is None
+            or before is None
+            or state.step_status.get(before.step_id) is not StepStatus.RUNNING
+        ):
             return
         state.task.memory.truncate(before.memory_length)
         state.task.extra_state = before.extra_state
@@ -256,8 +274,13 @@ class RunSession:
         if state is not None:
             task = state.model_dump(mode="json")
             before = self._before
-            if before is not None and state.step_status.get(before.step_id) is StepStatus.RUNNING:
-                task["task"]["memory"]["messages"] = task["task"]["memory"]["messages"][: before.memory_length]
+            if (
+                before is not None
+                and state.step_status.get(before.step_id) is StepStatus.RUNNING
+            ):
+                task["task"]["memory"]["messages"] = task["task"]["memory"]["messages"][
+                    : before.memory_length
+                ]
                 task["task"]["extra_state"] = copy.deepcopy(before.extra_state)
                 task["step_queue"] = [s.model_dump(mode="json") for s in before.queue]
                 task["step_status"].pop(before.step_id, None)
@@ -272,12 +295,16 @@ class RunSession:
 
     def load_dict(self, data: dict[str, Any]) -> None:
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-            raise WorkflowConfigError(f"not a saved workflow context (expected version {FORMAT_VERSION})")
+            raise WorkflowConfigError(
+                f"not a saved workflow context (expected version {FORMAT_VERSION})"
+            )
         try:
             memory = [ChatMessage.model_validate(m) for m in data["memory"]]
             carry = WorkflowRunState.model_validate(data["carry"])
             task = TaskState.model_validate(data["task"]) if data.get("task") else None
-            inbox = [HumanResponseEvent.model_validate(e) for e in data.get("inbox", [])]
+            inbox = [
+                HumanResponseEvent.model_validate(e) for e in data.get("inbox", [])
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             raise WorkflowConfigError(f"the saved context is damaged: {exc}") from None
         agents = {carry.current_agent}

@@ -61,14 +61,18 @@ class AgentWorkflowWorker(BaseAgentWorker):
                 seen.setdefault(tool.metadata.name, tool)
         return list(seen.values())
 
-    async def arun_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
         run = WorkflowRunState.of(task)
         state_before = copy.deepcopy(run.state)
         ctx = Context.for_step(self.workflow, task, step, run)
         if step.kind is StepKind.HUMAN_INPUT:
             output = await self._answered(step, task, run, ctx)
         elif step.kind is StepKind.TOOL_CALLS:
-            output = await self._run_calls(step, task, run, ctx, list(step.tool_calls or []), {}, "", None)
+            output = await self._run_calls(
+                step, task, run, ctx, list(step.tool_calls or []), {}, "", None
+            )
         else:
             output = await self._turn(step, task, run, ctx)
         if run.state != state_before:
@@ -90,12 +94,16 @@ class AgentWorkflowWorker(BaseAgentWorker):
 
     # --- a turn ----------------------------------------------------------------------------------
 
-    async def _turn(self, step: TaskStep, task: Task, run: WorkflowRunState, ctx: Context) -> TaskStepOutput:
+    async def _turn(
+        self, step: TaskStep, task: Task, run: WorkflowRunState, ctx: Context
+    ) -> TaskStepOutput:
         agent = self.workflow.agents[run.current_agent]
         if step.input:
             text = step.input
             if run.state:
-                text = fill(self.workflow.state_prompt, state=render_state(run.state), msg=text)
+                text = fill(
+                    self.workflow.state_prompt, state=render_state(run.state), msg=text
+                )
             task.memory.put(ChatMessage.user(text))
         tools = await self.workflow.tools_for(agent, _last_user_text(task))
         turn = await agent.take_turn(task, step, task.memory.get(), tools)
@@ -103,20 +111,26 @@ class AgentWorkflowWorker(BaseAgentWorker):
         task.memory.put_messages(turn.extra_messages)
         if not turn.tool_calls:
             return TaskStepOutput(
-                output=AgentChatResponse(response=agent.final_text(turn.text), usage=turn.usage),
+                output=AgentChatResponse(
+                    response=agent.final_text(turn.text), usage=turn.usage
+                ),
                 task_step=step,
                 is_last=True,
             )
         calls = [PendingToolCall.from_selection(s) for s in turn.tool_calls]
         if task.approve_tool_calls:
-            approval = step.get_next_step(kind=StepKind.TOOL_CALLS, tool_calls=calls, step_state={})
+            approval = step.get_next_step(
+                kind=StepKind.TOOL_CALLS, tool_calls=calls, step_state={}
+            )
             approval.input = approval.tool_calls_as_input()
             return TaskStepOutput(
                 output=AgentChatResponse(response=turn.text, usage=turn.usage),
                 task_step=step,
                 next_steps=[approval],
             )
-        return await self._run_calls(step, task, run, ctx, calls, {}, turn.text, turn.usage)
+        return await self._run_calls(
+            step, task, run, ctx, calls, {}, turn.text, turn.usage
+        )
 
     # --- tool calls ------------------------------------------------------------------------------
 
@@ -133,10 +147,15 @@ class AgentWorkflowWorker(BaseAgentWorker):
     ) -> TaskStepOutput:
         """Run the calls not yet ``done``; pause if any waits for the person, else finish the turn."""
         agent = self.workflow.agents[run.current_agent]
-        tools = tools_by_name(await self.workflow.tools_for(agent, _last_user_text(task)))
+        tools = tools_by_name(
+            await self.workflow.tools_for(agent, _last_user_text(task))
+        )
         todo = [c for c in calls if c.tool_id not in done]
         results = await asyncio.gather(
-            *(run_one_call(task, step, _with_context(tools, call, ctx), call) for call in todo),
+            *(
+                run_one_call(task, step, _with_context(tools, call, ctx), call)
+                for call in todo
+            ),
             return_exceptions=True,
         )
         waiting: list[PendingToolCall] = []
@@ -172,7 +191,9 @@ class AgentWorkflowWorker(BaseAgentWorker):
             direct = returns_direct(tools, outputs)
             if direct is not None:
                 return TaskStepOutput(
-                    output=AgentChatResponse(response=direct.content, sources=outputs, usage=usage),
+                    output=AgentChatResponse(
+                        response=direct.content, sources=outputs, usage=usage
+                    ),
                     task_step=step,
                     is_last=True,
                 )
@@ -196,18 +217,29 @@ class AgentWorkflowWorker(BaseAgentWorker):
         questions = [q for q in run.questions.values() if q.tool_id in waiting_ids]
         state = {
             "calls": [c.model_dump(mode="json") for c in calls],
-            "done": {tool_id: out.model_dump(mode="json") for tool_id, out in done.items()},
+            "done": {
+                tool_id: out.model_dump(mode="json") for tool_id, out in done.items()
+            },
             "questions": [q.waiter_id for q in questions],
         }
-        ask = step.get_next_step(kind=StepKind.HUMAN_INPUT, tool_calls=waiting, step_state=state)
-        asked = "; ".join(q.prefix for q in questions if q.prefix) or "a question from a tool"
+        ask = step.get_next_step(
+            kind=StepKind.HUMAN_INPUT, tool_calls=waiting, step_state=state
+        )
+        asked = (
+            "; ".join(q.prefix for q in questions if q.prefix)
+            or "a question from a tool"
+        )
         return TaskStepOutput(
-            output=AgentChatResponse(response=text or f"Waiting for the person: {asked}", usage=usage),
+            output=AgentChatResponse(
+                response=text or f"Waiting for the person: {asked}", usage=usage
+            ),
             task_step=step,
             next_steps=[ask],
         )
 
-    async def _answered(self, step: TaskStep, task: Task, run: WorkflowRunState, ctx: Context) -> TaskStepOutput:
+    async def _answered(
+        self, step: TaskStep, task: Task, run: WorkflowRunState, ctx: Context
+    ) -> TaskStepOutput:
         """Take the person's answer(s) from the step's input and run the calls that waited for them."""
         waiters: list[str] = list(step.step_state.get("questions", []))
         answers = _parse_answers(step.input, waiters)
@@ -222,15 +254,22 @@ class AgentWorkflowWorker(BaseAgentWorker):
                     waiter_id=waiter_id,
                 )
             )
-        calls = [PendingToolCall.model_validate(c) for c in step.step_state.get("calls", [])]
-        done = {tool_id: ToolOutput.model_validate(out) for tool_id, out in step.step_state.get("done", {}).items()}
+        calls = [
+            PendingToolCall.model_validate(c) for c in step.step_state.get("calls", [])
+        ]
+        done = {
+            tool_id: ToolOutput.model_validate(out)
+            for tool_id, out in step.step_state.get("done", {}).items()
+        }
         return await self._run_calls(step, task, run, ctx, calls, done, "", None)
 
 
 def _parse_answers(text: str | None, waiters: list[str]) -> dict[str, str]:
     """The step's input as answers: plain text answers every question; a JSON object maps waiter id to answer."""
     if not text or not text.strip():
-        raise WorkflowConfigError("the question needs an answer: write it as this step's input")
+        raise WorkflowConfigError(
+            "the question needs an answer: write it as this step's input"
+        )
     if len(waiters) > 1:
         try:
             parsed = json.loads(text)
@@ -241,7 +280,9 @@ def _parse_answers(text: str | None, waiters: list[str]) -> dict[str, str]:
     return dict.fromkeys(waiters, text)
 
 
-def _with_context(tools: dict[str, BaseTool], call: PendingToolCall, ctx: Context) -> dict[str, BaseTool]:
+def _with_context(
+    tools: dict[str, BaseTool], call: PendingToolCall, ctx: Context
+) -> dict[str, BaseTool]:
     """``tools`` with the called one given this call's context, if it takes one."""
     tool = tools.get(call.tool_name)
     if not isinstance(tool, FunctionTool) or not tool.requires_context:

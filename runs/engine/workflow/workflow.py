@@ -47,9 +47,13 @@ class AgentWorkflow:
         if len(agents) == 1:
             root_agent = agents[0].name
         elif root_agent is None:
-            raise WorkflowConfigError("Exactly one root agent must be provided (root_agent=…) when there are several")
+            raise WorkflowConfigError(
+                "Exactly one root agent must be provided (root_agent=…) when there are several"
+            )
         if root_agent not in self.agents:
-            raise WorkflowConfigError(f"Root agent {root_agent} not found in provided agents: {', '.join(self.agents)}")
+            raise WorkflowConfigError(
+                f"Root agent {root_agent} not found in provided agents: {', '.join(self.agents)}"
+            )
         for agent in agents:
             unknown = [n for n in agent.can_handoff_to or [] if n not in self.agents]
             if unknown:
@@ -58,16 +62,24 @@ class AgentWorkflow:
                 )
         self.root_agent = root_agent
         try:
-            self.initial_state: dict[str, Any] = json.loads(json.dumps(initial_state or {}))
+            self.initial_state: dict[str, Any] = json.loads(
+                json.dumps(initial_state or {})
+            )
         except (TypeError, ValueError) as exc:
-            raise WorkflowConfigError(f"initial_state must be JSON data so runs can be saved ({exc})") from None
+            raise WorkflowConfigError(
+                f"initial_state must be JSON data so runs can be saved ({exc})"
+            ) from None
         self.handoff_prompt = checked_handoff_prompt(handoff_prompt)
         self.state_prompt = checked_state_prompt(state_prompt)
         if timeout is not None and timeout <= 0:
-            raise WorkflowConfigError("timeout must be a positive number of seconds (or None)")
+            raise WorkflowConfigError(
+                "timeout must be a positive number of seconds (or None)"
+            )
         self.timeout = timeout
         self.worker = AgentWorkflowWorker(self)
-        self._handoff_tools = {name: handoff_tool(self, agent) for name, agent in self.agents.items()}
+        self._handoff_tools = {
+            name: handoff_tool(self, agent) for name, agent in self.agents.items()
+        }
 
     @classmethod
     def from_tools_or_functions(
@@ -88,7 +100,9 @@ class AgentWorkflow:
             raise WorkflowConfigError(
                 f"{llm.metadata.model_name!r} is not a function-calling model; ReActAgent is not available yet"
             )
-        agent = FunctionAgent(name="Agent", tools=tools_or_functions, llm=llm, system_prompt=system_prompt)
+        agent = FunctionAgent(
+            name="Agent", tools=tools_or_functions, llm=llm, system_prompt=system_prompt
+        )
         return cls(
             [agent],
             initial_state=initial_state,
@@ -98,7 +112,9 @@ class AgentWorkflow:
 
     def fresh_run_state(self) -> WorkflowRunState:
         """Where a new conversation starts: the root agent and a copy of the initial state."""
-        return WorkflowRunState(current_agent=self.root_agent, state=copy.deepcopy(self.initial_state))
+        return WorkflowRunState(
+            current_agent=self.root_agent, state=copy.deepcopy(self.initial_state)
+        )
 
     async def tools_for(self, agent: BaseWorkflowAgent, query: str) -> list[BaseTool]:
         """The tools ``agent`` is offered for a turn: its own, retrieved ones, and its handoff tool."""
