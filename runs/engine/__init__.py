@@ -24,6 +24,7 @@ from .events import (
     AgentHandoff,
     AgentInput,
     AgentOutput,
+    AgentReasoning,
     AgentStream,
     HumanResponseEvent,
     InputRequiredEvent,
@@ -45,6 +46,13 @@ from .events import (
 from .llms import LLM, ChatResponse, LLMMetadata, OpenAI
 from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, ImagePart, MessageRole, TokenUsage, ToolSelection
+from .reasoning import (
+    ActionReasoningStep,
+    BaseReasoningStep,
+    ObservationReasoningStep,
+    ReasoningStep,
+    ResponseReasoningStep,
+)
 from .runner import AgentRunner
 from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
 from .streaming import StreamingAgentChatResponse
@@ -63,9 +71,14 @@ from .workers import (
     BaseAgentWorker,
     CoAAgentPack,
     CoAAgentWorker,
+    CustomSimpleAgentWorker,
+    FnAgentWorker,
     FunctionCallingAgentWorker,
     LLMCompilerAgentWorker,
+    MultimodalReActAgentWorker,
+    ReActAgentWorker,
 )
+from .workers.react import ReActChatFormatter, ReActOutputParser, ReActParseError
 from .workflow import (
     AgentWorkflow,
     AgentWorkflowWorker,
@@ -76,6 +89,19 @@ from .workflow import (
 )
 
 __all__ = [
+    "ActionReasoningStep",
+    "AgentReasoning",
+    "BaseReasoningStep",
+    "CustomSimpleAgentWorker",
+    "FnAgentWorker",
+    "MultimodalReActAgentWorker",
+    "ObservationReasoningStep",
+    "ReActAgentWorker",
+    "ReActChatFormatter",
+    "ReActOutputParser",
+    "ReActParseError",
+    "ReasoningStep",
+    "ResponseReasoningStep",
     "AgentChatResponse",
     "AgentError",
     "AgentEvent",

@@ -55,6 +55,12 @@ class LLMError(AgentError):
 
     code = "llm_error"
 
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = (
+            status_code  # the HTTP status the model server answered, when it did
+        )
+
 
 class StepFailedError(AgentError):
     """A step raised; the task's state is as it was before the step ran, so it can be run again."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .messages import ChatMessage, TokenUsage, ToolSelection
+from .reasoning import ReasoningStep
 from .tools import ToolOutput
 from .types import PendingToolCall, StepKind, ToolCallDecision
 
@@ -54,6 +55,14 @@ class AgentOutput(BaseEvent):
     raw: dict[str, Any] | None = None
     current_agent_name: str = "agent"
     phase: str | None = None
+
+
+class AgentReasoning(BaseEvent):
+    """One structured part of a ReAct step: Thought + Action, Observation, or Thought + Answer."""
+
+    type: Literal["agent_reasoning"] = "agent_reasoning"
+    part: ReasoningStep
+    current_agent_name: str = "agent"
 
 
 # --- tools -------------------------------------------------------------------------------------
@@ -208,6 +217,7 @@ AgentEvent = Annotated[
     AgentInput
     | AgentStream
     | AgentOutput
+    | AgentReasoning
     | ToolCall
     | ToolCallResult
     | ToolCallDecided

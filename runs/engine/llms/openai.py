@@ -150,6 +150,10 @@ def describe_llm_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _status_of(exc: BaseException) -> int | None:
+    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
+
+
 class OpenAI(LLM):
     """Chat with any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server, ...)."""
 
@@ -286,7 +290,9 @@ class OpenAI(LLM):
                 raise LLMError(
                     f"the model's stream was cut off mid-way: {exc.__cause__ or exc}"
                 ) from exc
-            raise LLMError(describe_llm_error(exc)) from exc
+            raise LLMError(
+                describe_llm_error(exc), status_code=_status_of(exc)
+            ) from exc
         if state.finish_reason is None:
             raise LLMError(
                 "the model's stream ended before the reply was finished (cut off mid-way)"
@@ -308,7 +314,9 @@ class OpenAI(LLM):
                 **self._request(messages, tools, stop)
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise LLMError(describe_llm_error(exc)) from exc
+            raise LLMError(
+                describe_llm_error(exc), status_code=_status_of(exc)
+            ) from exc
         error = (completion.model_extra or {}).get("error")
         if error or not completion.choices:
             raise LLMError(

@@ -150,6 +150,7 @@ class Match(_Model):
     tool_results_since_user: int | None = None
     call_index: int | list[int] | None = None  # a list means "any of these"
     has_tools: bool | None = None
+    has_images: bool | None = None  # some message carries an image_url content part
     stream: bool | None = None
     model: str | None = None
 
@@ -181,6 +182,7 @@ class Match(_Model):
             or req.tool_results_since_user == self.tool_results_since_user,
             self._call_index_ok(req.index),
             self.has_tools is None or bool(req.tools) == self.has_tools,
+            self.has_images is None or bool(req.image_urls) == self.has_images,
             self.stream is None or req.stream == self.stream,
             self.model is None or req.model == self.model,
         )
@@ -338,6 +340,20 @@ class RecordedRequest:
     def tool_names(self) -> list[str]:
         """Names of the function tools offered."""
         return [str(t.get("function", {}).get("name")) for t in self.tools]
+
+    @property
+    def image_urls(self) -> list[str]:
+        """URLs of every ``image_url`` content part the client sent, in order."""
+        urls: list[str] = []
+        for message in self.messages:
+            content = message.get("content")
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    image = part.get("image_url")
+                    url = image.get("url") if isinstance(image, dict) else None
+                    if isinstance(url, str):
+                        urls.append(url)
+        return urls
 
     @property
     def stream(self) -> bool:
