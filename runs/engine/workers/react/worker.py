@@ -20,6 +20,7 @@ from ...events import AgentReasoning
 from ...llms.base import LLM, ChatResponse
 from ...messages import ChatMessage
 from ...reasoning import (
+    REASONING_ADAPTER,
     ActionReasoningStep,
     BaseReasoningStep,
     ObservationReasoningStep,
@@ -153,13 +154,16 @@ class ReActAgentWorker(BaseAgentWorker):
     async def _record(
         self, task: Task, step: TaskStep, part: BaseReasoningStep
     ) -> None:
-        reasoning = task.extra_state[REASONING]
-        reasoning.append(part.model_dump(mode="json"))
+        dumped = part.model_dump(mode="json")
+        task.extra_state[REASONING].append(dumped)
         if self._verbose:
             print(part.get_content(), flush=True)
+        typed = REASONING_ADAPTER.validate_python(
+            dumped
+        )  # a custom parser's subclass as its kind
         await task.emit(
-            AgentReasoning(task_id=task.task_id, step_id=step.step_id, part=part)
-        )  # type: ignore[arg-type]
+            AgentReasoning(task_id=task.task_id, step_id=step.step_id, part=typed)
+        )
 
     # --- running ---------------------------------------------------------------------------------
 
