@@ -183,9 +183,13 @@ DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
 
 def register_demo_scripts(available: Any = None) -> None:
     """Register the demo script of every available preset with the offline demo model."""
+    from runs.demo_team import (  # it reuses this module's helpers
+        TEAM_PROMPT,
+        team_rules,
+    )
     from runs.presets import presets
 
     names = set(available if available is not None else presets())
-    for preset, (rules, prompt) in DEMOS.items():
+    for preset, (rules, prompt) in {**DEMOS, "team": (team_rules, TEAM_PROMPT)}.items():
         if preset in names:
             register_demo(rules(), prompt, preset)

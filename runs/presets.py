@@ -35,7 +35,9 @@ from runs.engine import (
     FunctionCallingAgentWorker,
     FunctionTool,
 )
+from runs.team import build_team
 from runs.tools import ANALYST_TOOLS
+from runs.tools.team import TEAM_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +151,13 @@ def _builtin() -> dict[str, Preset]:
             tools=ANALYST_TOOLS,
             build=_llm_compiler,
         )
+    presets["team"] = Preset(
+        name="team",
+        label="Team",
+        description="A planner, an analyst and a reviewer hand the work to each other and share notes.",
+        tools=(*ANALYST_TOOLS, *TEAM_TOOLS),
+        build=build_team,
+    )
     return presets
 
 

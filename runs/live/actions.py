@@ -11,13 +11,13 @@ Steps run in background tasks (`runs.live.driver.drive`) that keep the lease unt
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from runs.engine import AgentError, ToolArgumentsError
+from runs.engine import AgentError, ToolArgumentsError, UnknownTaskError
 from runs.live import queries
 from runs.live.driver import (
     Origin,
@@ -228,7 +228,9 @@ async def send_message(task_pk: int, text: str, origin: Origin | None = None) ->
         with lease.fenced():
             await _check(set_title, task_pk, text)
             task = await runtime.runner.acreate_task(
-                text, approve_tool_calls=view.mode == ApprovalMode.TOOLS
+                text,
+                approve_tool_calls=view.mode == ApprovalMode.TOOLS,
+                extra_state=await _carried(runtime, view),
             )
             first = await next_step(runtime, task.task_id)
             assert first is not None
@@ -242,6 +244,17 @@ async def send_message(task_pk: int, text: str, origin: Origin | None = None) ->
     else:
         _start(runtime, lease, task.task_id, first.step_id, origin)
     return task.task_id
+
+
+async def _carried(runtime: NotebookRuntime, view: NotebookView) -> dict[str, Any]:
+    """What the new turn takes over from the last finished one (a team's state and current agent)."""
+    if view.latest is None:
+        return {}
+    try:
+        previous = await runtime.runner.aget_task_state(view.latest.engine_id)
+    except UnknownTaskError:
+        return {}
+    return runtime.runner.agent_worker.carry_over(previous.task)
 
 
 def _start(

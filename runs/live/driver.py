@@ -71,7 +71,9 @@ def failure(exc: StepFailedError) -> ProtocolError:
 
 
 def should_wait(mode: str, step: TaskStep) -> bool:
-    """Whether `step` waits for the person in `mode`."""
+    """Whether `step` waits for the person in `mode` (a question waits for its answer in any mode)."""
+    if step.kind is StepKind.HUMAN_INPUT and not step.input:
+        return True
     if mode == ApprovalMode.STEP:
         return True
     if mode == ApprovalMode.TOOLS:

@@ -45,6 +45,10 @@ class BaseAgentWorker(ABC):
     def finalize_task(self, task: Task, **kwargs: Any) -> None:
         """Called once the last step ran, before the agent's memory takes over the task's."""
 
+    def carry_over(self, previous: Task) -> dict[str, Any]:
+        """``extra_state`` a new task of the same conversation starts from, given the last finished task."""
+        return {}
+
     def get_tools(self) -> list[BaseTool]:
         """The tools this worker may call (the runner validates edited tool arguments against them)."""
         return []

@@ -54,6 +54,12 @@ class AgentWorkflowWorker(BaseAgentWorker):
             self.workflow.fresh_run_state().save(task)
         return TaskStep(task_id=task.task_id, input=task.input or None)
 
+    def carry_over(self, previous: Task) -> dict[str, Any]:
+        """The next task starts with the state and current agent the previous one ended with."""
+        if KEY not in previous.extra_state:
+            return {}
+        return {KEY: WorkflowRunState.of(previous).carried().model_dump(mode="json")}
+
     def get_tools(self) -> list[BaseTool]:
         seen: dict[str, BaseTool] = {}
         for agent in self.workflow.agents.values():
