@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -44,7 +45,12 @@ class NotebookRuntime:
 
 
 _runtimes: OrderedDict[int, NotebookRuntime] = OrderedDict()
-_publishers: dict[tuple[int, int], Publisher] = {}
+# Each loop's publishers (a closed loop's go with it), each kept only while something uses it: a
+# cached runtime, a running step, its writer or stream timers. A later one is then a fresh start,
+# as in a new process; there is never more than one at a time, so events keep their order.
+_publishers: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakValueDictionary[int, Publisher]
+] = weakref.WeakKeyDictionary()
 _tasks: set[asyncio.Task[Any]] = set()
 _llms: dict[tuple[str, ...], OpenAI] = {}
 
@@ -73,10 +79,13 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
 
 def publisher_for(task_pk: int) -> Publisher:
     """The notebook's publisher in this event loop (one, so its events keep their order)."""
-    key = (id(asyncio.get_running_loop()), task_pk)
-    publisher = _publishers.get(key)
+    loop = asyncio.get_running_loop()
+    publishers = _publishers.get(loop)
+    if publishers is None:
+        publishers = _publishers[loop] = weakref.WeakValueDictionary()
+    publisher = publishers.get(task_pk)
     if publisher is None:
-        publisher = _publishers[key] = Publisher(task_pk)
+        publisher = publishers[task_pk] = Publisher(task_pk)
     return publisher
 
 
@@ -165,4 +174,5 @@ def forget_all() -> None:
 
 def existing_publisher(task_pk: int) -> Publisher | None:
     """The notebook's publisher in this loop if one was made (it knows live stream text)."""
-    return _publishers.get((id(asyncio.get_running_loop()), task_pk))
+    publishers = _publishers.get(asyncio.get_running_loop())
+    return publishers.get(task_pk) if publishers is not None else None

@@ -6,7 +6,6 @@ import asyncio
 import json
 import uuid
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata
+from .wire_cache import WireCache
 
 DEFAULT_MODEL = "gpt-4o-mini"
 _WIRE_CACHE_SIZE = 20_000
@@ -185,10 +185,7 @@ class OpenAI(LLM):
             is_function_calling_model=is_function_calling_model,
             context_window=context_window,
         )
-        # The whole history is resent every turn; converting each (immutable) message once keeps a
-        # step's cost flat as the conversation grows. Keyed by id, holding the message so the id
-        # cannot be reused while cached.
-        self._wire: OrderedDict[int, tuple[ChatMessage, dict[str, Any]]] = OrderedDict()
+        self._wire = WireCache(_WIRE_CACHE_SIZE)
         # one client per event loop: its connection pool belongs to the loop that opened it
         self._clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, openai.AsyncOpenAI
@@ -212,14 +209,7 @@ class OpenAI(LLM):
         return client
 
     def _wire_message(self, message: ChatMessage) -> dict[str, Any]:
-        cached = self._wire.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        wire = message_to_openai(message)
-        self._wire[id(message)] = (message, wire)
-        if len(self._wire) > _WIRE_CACHE_SIZE:
-            self._wire.popitem(last=False)
-        return wire
+        return self._wire.get(message, message_to_openai)
 
     def _request(
         self,

@@ -1,0 +1,62 @@
+"""Converted messages, cached by message identity, never keeping a message alive.
+
+The whole history is resent every turn; converting each (immutable) message once keeps a step's
+cost flat as the conversation grows. An entry holds only a weak reference to its message, so it
+goes when the message does (a finished notebook's history, the copies a database-backed store
+loads each step, a data-URL image): the cache grows with the messages in use, never beyond, and
+at most ``size`` entries (least recently used go first).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..messages import ChatMessage
+
+Wire = dict[str, Any]
+
+
+class WireCache:
+    """``get(message, convert)``: ``convert(message)``, computed once per live message."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[weakref.ref[ChatMessage], Wire]] = (
+            OrderedDict()
+        )
+        # weakref callbacks may fire in the middle of a dict operation (at any allocation), so they
+        # only note the dead entry; it is removed on the next call
+        self._dead: list[tuple[int, weakref.ref[ChatMessage]]] = []
+
+    def __len__(self) -> int:
+        self._purge()
+        return len(self._entries)
+
+    def get(self, message: ChatMessage, convert: Callable[[ChatMessage], Wire]) -> Wire:
+        self._purge()
+        key = id(message)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is message:
+            self._entries.move_to_end(key)
+            return entry[1]
+        wire = convert(message)
+        dead = self._dead
+        self._entries[key] = (
+            weakref.ref(message, lambda ref: dead.append((key, ref))),
+            wire,
+        )
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return wire
+
+    def _purge(self) -> None:
+        while self._dead:
+            key, ref = self._dead.pop()
+            entry = self._entries.get(key)
+            # not a newer message that got the same id
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]
