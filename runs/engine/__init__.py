@@ -85,6 +85,7 @@ from .workflow import (
     BaseWorkflowAgent,
     Context,
     FunctionAgent,
+    ReActAgent,
     WorkflowHandler,
 )
 
@@ -171,6 +172,7 @@ __all__ = [
     "FunctionAgent",
     "HumanResponseEvent",
     "InputRequiredEvent",
+    "ReActAgent",
     "StateChanged",
     "WorkflowCancelledError",
     "WorkflowConfigError",

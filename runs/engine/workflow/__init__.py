@@ -4,6 +4,7 @@ from .agents import BaseWorkflowAgent, FunctionAgent, ToolRetriever
 from .context import Context
 from .handler import WorkflowHandler
 from .history import close_open_tool_calls
+from .react_agent import ReActAgent
 from .worker import AgentWorkflowWorker
 from .workflow import AgentWorkflow
 
@@ -13,6 +14,7 @@ __all__ = [
     "BaseWorkflowAgent",
     "Context",
     "FunctionAgent",
+    "ReActAgent",
     "ToolRetriever",
     "WorkflowHandler",
     "close_open_tool_calls",

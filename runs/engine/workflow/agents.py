@@ -33,6 +33,8 @@ class AgentTurn:
     text: str
     usage: TokenUsage | None = None
     extra_messages: list[ChatMessage] = field(default_factory=list)
+    # no tool calls, yet not the answer: the agent takes another turn (a reply it must redo)
+    go_on: bool = False
 
 
 def as_tools(tools: Sequence[BaseTool | Callable[..., Any]] | None) -> list[BaseTool]:

@@ -115,6 +115,12 @@ class AgentWorkflowWorker(BaseAgentWorker):
         turn = await agent.take_turn(task, step, task.memory.get(), tools)
         task.memory.put(turn.message)
         task.memory.put_messages(turn.extra_messages)
+        if turn.go_on:
+            return TaskStepOutput(
+                output=AgentChatResponse(response=turn.text, usage=turn.usage),
+                task_step=step,
+                next_steps=[step.get_next_step(step_state={})],
+            )
         if not turn.tool_calls:
             return TaskStepOutput(
                 output=AgentChatResponse(

@@ -17,6 +17,7 @@ from .context import Context
 from .handler import WorkflowHandler
 from .handoff import handoff_tool
 from .prompts import checked_handoff_prompt, checked_state_prompt
+from .react_agent import ReActAgent
 from .run_state import WorkflowRunState
 from .worker import AgentWorkflowWorker
 
@@ -96,13 +97,21 @@ class AgentWorkflow:
             from ..llms.openai import OpenAI
 
             llm = OpenAI()
-        if not llm.metadata.is_function_calling_model:
-            raise WorkflowConfigError(
-                f"{llm.metadata.model_name!r} is not a function-calling model; ReActAgent is not available yet"
+        agent: BaseWorkflowAgent
+        if llm.metadata.is_function_calling_model:
+            agent = FunctionAgent(
+                name="Agent",
+                tools=tools_or_functions,
+                llm=llm,
+                system_prompt=system_prompt,
             )
-        agent = FunctionAgent(
-            name="Agent", tools=tools_or_functions, llm=llm, system_prompt=system_prompt
-        )
+        else:
+            agent = ReActAgent(
+                name="Agent",
+                tools=tools_or_functions,
+                llm=llm,
+                system_prompt=system_prompt,
+            )
         return cls(
             [agent],
             initial_state=initial_state,
