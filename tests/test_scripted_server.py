@@ -249,19 +249,19 @@ def test_stream_is_incremental(serve: Serve) -> None:
     srv = serve(
         Rule(
             reply=Reply(text="one two three four five six"),
-            timing=Timing(token_delay_s=0.05),
+            timing=Timing(token_delay_s=0.1),
         )
     )
-    started = time.perf_counter()
-    arrivals = []
+    sent_when_read = []  # how many chunks the server had sent when each token was read
     for chunk in sync_client(srv).chat.completions.create(
         model="m", messages=user("x"), stream=True
     ):
         if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.perf_counter())
-    assert len(arrivals) == 6
-    assert arrivals[0] - started < 0.1  # the first token did not wait for the rest
-    assert arrivals[-1] - arrivals[0] >= 0.2  # 5 gaps of 50 ms
+            sent_when_read.append(srv.requests[0].chunks_sent)
+    total = settled(srv, 1)[0].chunks_sent
+    assert len(sent_when_read) == 6
+    # the first token was read while the server still had the rest to send
+    assert sent_when_read[0] < total
 
 
 def test_latency_and_ttft_and_equal_cost_non_streamed(serve: Serve) -> None:
@@ -279,11 +279,13 @@ def test_latency_and_ttft_and_equal_cost_non_streamed(serve: Serve) -> None:
         and streamed.t_first_chunk is not None
         and streamed.t_done is not None
     )
-    assert 0.09 <= streamed.t_first_byte - streamed.t_received < 0.18
-    assert 0.19 <= streamed.t_first_chunk - streamed.t_received < 0.28
+    # lower bounds only: a loaded machine may add to the delays, never take from them
+    assert 0.09 <= streamed.t_first_byte - streamed.t_received
+    assert 0.19 <= streamed.t_first_chunk - streamed.t_received
+    assert streamed.t_first_byte < streamed.t_first_chunk < streamed.t_done
     assert plain.t_done is not None
     # The JSON reply leaves when the last chunk would have: latency + ttft + 2 token delays.
-    assert 0.29 <= plain.t_done - plain.t_received < 0.4
+    assert 0.29 <= plain.t_done - plain.t_received
 
 
 async def test_many_concurrent_streams(serve: Serve) -> None:
@@ -298,24 +300,23 @@ async def test_many_concurrent_streams(serve: Serve) -> None:
             [c.choices[0].delta.content or "" async for c in stream if c.choices]
         )
 
-    started = time.perf_counter()
     answers = await asyncio.gather(*(one() for _ in range(50)))
     assert answers == ["t " * 10] * 50
-    assert (
-        time.perf_counter() - started < 1.5
-    )  # 0.18 s each; serially it would take 9 s
+    # served at once, not one after another (each stream takes at least 0.18 s)
+    spans = [(r.t_received, r.t_done or r.t_received) for r in settled(srv, 50)]
+    most = max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
+    assert most >= 10
     await client.close()
 
 
-def test_keep_alive_requests_do_not_stall(serve: Serve) -> None:
+def test_keep_alive_requests_are_all_answered(serve: Serve) -> None:
+    # (a Nagle/delayed-ACK stall, 40 ms a request, would show in bench/bench_overhead.py's
+    # per-step figures; tests assert no timings)
     srv = serve(Rule(reply=Reply(text="ok")))
     client = sync_client(srv)
-    ask(client, user("warm-up"))
-    started = time.perf_counter()
-    for _ in range(20):
-        ask(client, user("x"))
-    # A 40 ms Nagle/delayed-ACK stall per request would take 0.8 s.
-    assert time.perf_counter() - started < 0.5
+    answers = [ask(client, user(f"x{n}")) for n in range(20)]
+    assert answers == ["ok"] * 20
+    assert [r.status for r in settled(srv, 20)] == [200] * 20
 
 
 # ---- tool calls
@@ -709,11 +710,11 @@ def test_fault_once_then_success(serve: Serve) -> None:
 
 
 def test_hang_past_timeout_is_api_timeout_error(serve: Serve) -> None:
-    srv = serve(Rule(reply=Reply(text="late"), fault=Fault(hang_s=2.0)))
-    started = time.perf_counter()
+    srv = serve(Rule(reply=Reply(text="late"), fault=Fault(hang_s=5.0)))
     with pytest.raises(openai.APITimeoutError):
         ask(sync_client(srv, timeout=0.2), user("x"))
-    assert time.perf_counter() - started < 1.0
+    # the client gave up while the server was still hanging, before it sent anything
+    assert srv.requests[0].t_first_byte is None
 
 
 def test_stream_cut_midway_raises_connection_error(serve: Serve) -> None:
@@ -875,9 +876,7 @@ def test_stop_returns_promptly_while_a_request_hangs() -> None:
     caller = threading.Thread(target=call)
     caller.start()
     srv.wait_for_requests(1)
-    started = time.perf_counter()
-    srv.stop()
-    assert time.perf_counter() - started < 1.0
+    srv.stop()  # ends the stream it is serving instead of waiting for it
     caller.join(5)
     assert not caller.is_alive() and isinstance(errors[0], openai.APIConnectionError)
     assert srv.requests[0].error == "server stopped"
