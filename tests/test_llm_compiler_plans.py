@@ -32,7 +32,7 @@ from runs.engine.workers.llm_compiler import (
 )
 from runs.engine.workers.llm_compiler.plan import PlannedCall
 
-NESTFUL = Path("/work/shared/realworld/nestful-plans.json")
+NESTFUL = Path(__file__).resolve().parent / "data" / "nestful-plans.json"
 PARAMS = {
     "search": ["query"],
     "divide": ["a", "b"],
@@ -514,9 +514,6 @@ async def run_nestful(item: dict[str, Any], style: int) -> None:
         assert results[n].tool_kwargs == expected, (item["id"], n)
 
 
-@pytest.mark.skipif(
-    not NESTFUL.exists(), reason="needs /work/shared/realworld/nestful-plans.json"
-)
 async def test_all_nestful_plans_run_every_call_once_after_its_dependencies() -> None:
     items = json.loads(NESTFUL.read_text())
     assert len(items) == 190

@@ -16,19 +16,10 @@ from runs.engine import ChatMessage, LLMError, OpenAI
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer
 
 RECORDINGS = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "realworld"
-    / "openai-compatible-recordings.json"
+    Path(__file__).resolve().parent / "data" / "openai-compatible-recordings.json"
 )
-if (
-    not RECORDINGS.exists()
-):  # CI clones the repo with shared/ beside it; a laptop may not have it
-    RECORDINGS = Path("/work/shared/realworld/openai-compatible-recordings.json")
 
-CASES: list[dict[str, Any]] = (
-    json.loads(RECORDINGS.read_text()) if RECORDINGS.exists() else []
-)
+CASES: list[dict[str, Any]] = json.loads(RECORDINGS.read_text())
 INTERACTIONS = [
     pytest.param(case, index, id=f"{case['provider']}-{case['name'][:60]}-{index}")
     for case in CASES
@@ -75,7 +66,6 @@ def server():  # type: ignore[no-untyped-def]
         yield srv
 
 
-@pytest.mark.skipif(not CASES, reason="shared/realworld recordings not found")
 @pytest.mark.parametrize(("case", "index"), INTERACTIONS)
 async def test_replay(server: ScriptedServer, case: dict[str, Any], index: int) -> None:
     interaction = case["interactions"][index]

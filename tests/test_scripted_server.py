@@ -38,8 +38,11 @@ from runs.engine.testing import (
 from runs.engine.testing.payloads import split_text
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDINGS = Path("/work/shared/realworld/openai-compatible-recordings.json")
-PEER_SCENARIO = Path("/work/shared/peer/scenario_parallel.json")
+DATA = Path(__file__).resolve().parent / "data"
+RECORDINGS = DATA / "openai-compatible-recordings.json"
+PEER_SCENARIO = (
+    DATA / "scenario_parallel.json"
+)  # the LlamaIndex peer harness's workload A
 WEATHER_TOOL: Any = {
     "type": "function",
     "function": {
@@ -183,11 +186,6 @@ def settled(
 def recording(name: str) -> dict[str, Any]:
     cases = json.loads(RECORDINGS.read_text())
     return next(c for c in cases if c["name"] == name)
-
-
-needs_recordings = pytest.mark.skipif(
-    not RECORDINGS.exists(), reason="shared recordings not present"
-)
 
 
 # ---- plain replies and streaming
@@ -759,7 +757,6 @@ def test_error_event_in_stream_raises_api_error(serve: Serve) -> None:
 # ---- raw replay of recorded provider responses
 
 
-@needs_recordings
 def test_raw_sse_replay_parses_in_the_sdk(serve: Serve) -> None:
     interaction = recording("test_openai_test_run_stream_sync_streams_real_model")[
         "interactions"
@@ -785,7 +782,6 @@ def test_raw_sse_replay_parses_in_the_sdk(serve: Serve) -> None:
         assert response.read() == interaction["sse"].encode()
 
 
-@needs_recordings
 def test_raw_json_replay_parses_in_the_sdk(serve: Serve) -> None:
     interaction = recording(
         "test_openai_test_compatible_api_with_tool_calls_without_id"
@@ -799,7 +795,6 @@ def test_raw_json_replay_parses_in_the_sdk(serve: Serve) -> None:
     assert completion.model == "gemini-2.5-pro-preview-05-06"
 
 
-@needs_recordings
 def test_raw_error_replay(serve: Serve) -> None:
     interaction = recording("test_openrouter_test_openrouter_errors_raised")[
         "interactions"
@@ -900,7 +895,6 @@ def test_scripts_load_from_json_files(tmp_path: Path, serve: Serve) -> None:
         Script.model_validate({"rules": [{"match": {"last_user_contain": "typo"}}]})
 
 
-@pytest.mark.skipif(not PEER_SCENARIO.exists(), reason="peer scenario not present")
 def test_peer_scenario_format_loads() -> None:
     script = Script.from_file(PEER_SCENARIO)
     assert script.model == "gpt-4o-mini"
