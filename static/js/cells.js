@@ -7,6 +7,9 @@
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
+import { agentClass, teamExtras } from "./team.js";
+
+const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
 
 const STATUS_TEXT = {
   pending: "pending",
@@ -188,13 +191,17 @@ class StepView {
 
   patch(model, step) {
     const status = step.status === "pending" && step.waiting ? "waiting" : step.status;
-    this.root.className = `cell cell-step status status-${step.status}${step.waiting ? " is-waiting" : ""}`;
+    const colour = step.agent ? agentClass(model, step.agent) : "";
+    this.root.className = `cell cell-step status status-${step.status}${step.waiting ? " is-waiting" : ""}${colour ? ` agent-cell ${colour}` : ""}`;
     this.root.dataset.status = step.status;
     this.dot.className = `status-dot status status-${step.status}`;
-    this.kind.textContent = step.kind === "tool_calls" ? "tool calls" : step.kind;
+    this.kind.textContent = KIND_TEXT[step.kind] || step.kind;
     const showAgent = step.agent && step.agent !== "agent";
     this.agent.hidden = !showAgent;
-    if (showAgent) this.agent.textContent = step.agent;
+    if (showAgent) {
+      this.agent.textContent = step.agent;
+      this.agent.className = `badge agent ${agentClass(model, step.agent)}`;
+    }
     this.badge.className = `badge status status-${step.status}`;
     this.badge.textContent = STATUS_TEXT[status] || status;
     const attempt = shownAttempt(step);
@@ -230,11 +237,12 @@ class StepView {
         body.push(h("div", { class: "step-error", role: "status" }, h("strong", {}, live.errorType || "Error"), ": ", live.error));
       }
     }
-    const pending = step.pendingCalls && step.status !== "completed" && !(live && live.calls.size);
+    body.push(...teamExtras(model, step, live));
+    const pending = step.pendingCalls && step.kind !== "human_input" && step.status !== "completed" && !(live && live.calls.size);
     if (pending && !this.#controlsOwnCalls()) {
       body.push(h("div", { class: "tool-cards" }, step.pendingCalls.map((c) => pendingCard(step, c))));
     }
-    if (!live && step.status === "pending" && !pending && !step.attempts.length) {
+    if (!live && step.status === "pending" && !pending && !step.attempts.length && step.kind !== "human_input") {
       body.push(h("p", { class: "cell-placeholder" }, step.waiting ? "Waiting for your approval." : "Not run yet."));
     }
     if (earlier.length) body.push(earlierRuns(step, earlier));
@@ -268,7 +276,9 @@ export function callCard(step, call, withId = true) {
     call.output == null
       ? call.status === "running"
         ? h("p", { class: "tool-wait" }, "Running…")
-        : null
+        : call.status === "waiting"
+          ? h("p", { class: "tool-wait" }, "Waiting for the person's answer (the question step below).")
+          : null
       : h(
           "div",
           { class: `tool-result${call.isError ? " is-error" : ""}` },

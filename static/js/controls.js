@@ -70,6 +70,7 @@ export class StepControls {
       group.append(h("div", { class: "tool-cards" }, calls.map((call) => this.#callEditor(step, call, editable))));
       group.append(this.bus.slot(`edit:${id}`, editErr));
     } else if (step.status === "pending") {
+      const answering = step.kind === "human_input";
       const fieldId = domId("input", id);
       textarea = h("textarea", {
         id: fieldId,
@@ -77,14 +78,14 @@ export class StepControls {
         rows: 3,
         "data-field": "input",
         "aria-describedby": `${editErr} ${domId("hint", id)}`,
-        placeholder: "Optional: a message for the model before this step runs",
+        placeholder: answering ? "Your answer; the run goes on with it" : "Optional: a message for the model before this step runs",
       });
       textarea.value = textarea.defaultValue = step.input ?? "";
       textarea.disabled = !editable;
       textarea.addEventListener("input", () => this.bus.setError(`edit:${id}`, null));
-      group.append(h("label", { for: fieldId, class: "field-label" }, "Input for this step"), textarea, this.bus.slot(`edit:${id}`, editErr));
+      group.append(h("label", { for: fieldId, class: "field-label" }, answering ? "Your answer" : "Input for this step"), textarea, this.bus.slot(`edit:${id}`, editErr));
     }
-    const approveLabel = step.status === "pending" ? "Approve and run" : "Run again";
+    const approveLabel = step.kind === "human_input" && step.status === "pending" ? "Send answer" : step.status === "pending" ? "Approve and run" : "Run again";
     const approve = button(approveLabel, { action: "approve", primary: true, allowed: perms.canApprove, describedBy: approveErr });
     approve.addEventListener("click", () => this.#approve(group, step, approve));
     const row = h("div", { class: "button-row" }, approve);
@@ -199,6 +200,12 @@ export class StepControls {
   }
 
   async #approve(group, step, btn) {
+    const answer = group.querySelector('[data-field="input"]');
+    if (step.kind === "human_input" && answer && !answer.value.trim()) {
+      this.bus.setError(`edit:${step.id}`, "Type an answer first: the run waits for it.");
+      answer.focus();
+      return;
+    }
     if (step.status === "pending") {
       const saved = await this.#saveEdits(group, step, btn);
       if (!saved) return;

@@ -18,7 +18,7 @@ function nodeView(node, pos, selected) {
   const sub = truncate(node.sub || "", node.kind === "call" ? 14 : 20);
   return {
     transform: `translate(${pos.x.toFixed(1)},${pos.y.toFixed(1)})`,
-    cls: `dag-node kind-${node.kind} status status-${node.status || "none"}${selected ? " is-selected" : ""}`,
+    cls: `dag-node kind-${node.kind} status status-${node.status || "none"}${node.agentCls ? ` ${node.agentCls}` : ""}${selected ? " is-selected" : ""}`,
     label: truncate(node.label, node.kind === "call" ? 13 : 17),
     sub,
     labelY: sub ? pos.h / 2 - 3 : pos.h / 2 + 4,
@@ -39,7 +39,14 @@ function nodeMarkup(node, pos, selected) {
 }
 
 function edgeMarkup(path) {
-  return `<path class="dag-edge dag-edge-${path.kind}" marker-end="url(#dag-arrow)" d="${path.d}"></path>`;
+  const line = `<path class="dag-edge dag-edge-${path.kind}" marker-end="url(#dag-arrow)" d="${path.d}"></path>`;
+  if (!path.label) return line;
+  // A labelled edge (a handoff and its reason) is a group; data-d tells a patch whether it moved.
+  return (
+    `<g class="dag-labelled ${path.agentCls || ""}" data-d="${esc(path.d)}">${line}` +
+    `<text class="dag-edge-label" x="${path.mx.toFixed(1)}" y="${(path.my + 3).toFixed(1)}">` +
+    `<title>${esc(path.label)}</title>${esc(truncate(path.label, 46))}</text></g>`
+  );
 }
 
 /** Parse `markup` (one string per item) into `layer` at once; `register` each new element. */
@@ -182,7 +189,10 @@ export class DagView {
     for (const path of wantedEdges.values()) {
       const el = this.edgeEls.get(path.id);
       if (!el) newEdges.push(path);
-      else if (el.getAttribute("d") !== path.d) el.setAttribute("d", path.d);
+      else if (el.dataset.d !== undefined && el.dataset.d !== path.d) {
+        el.remove(); // a labelled edge that moved: its label moves with it
+        newEdges.push(path);
+      } else if (el.dataset.d === undefined && el.getAttribute("d") !== path.d) el.setAttribute("d", path.d);
     }
     // New elements go in as one batch of markup: one parse for a replay or a long trace.
     appendMarkup(this.edgeLayer, newEdges.map(edgeMarkup), newEdges, (path, el) => this.edgeEls.set(path.id, el));

@@ -7,6 +7,7 @@
 // No DOM: dag.js draws the result, and tests can call these functions directly.
 
 import { liveSteps, shownAttempt } from "./selectors.js";
+import { agentClass } from "./team.js";
 
 export const NODE_SIZE = {
   message: { w: 148, h: 30 },
@@ -57,6 +58,7 @@ export function buildGraph(model, { domId }) {
       nodes.push({
         id: stepNode,
         kind: "step",
+        agentCls: agentClass(model, step.agent),
         label: `Step ${index + 1}`,
         sub: `${kindLabel(step.kind)}${agent}`,
         status: step.status,
@@ -65,7 +67,7 @@ export function buildGraph(model, { domId }) {
       });
       const parents = step.prevSteps.filter((id) => sinksOf.has(id));
       if (parents.length) {
-        for (const parent of parents) for (const from of sinksOf.get(parent)) edges.push({ from, to: stepNode, kind: "flow" });
+        for (const parent of parents) for (const from of sinksOf.get(parent)) edges.push(intoStep(model, parent, from, stepNode));
       } else {
         for (const from of lastSinks) edges.push({ from, to: stepNode, kind: "flow" });
       }
@@ -105,7 +107,18 @@ export function buildGraph(model, { domId }) {
 }
 
 function kindLabel(kind) {
-  return kind === "tool_calls" ? "tool calls" : kind;
+  return kind === "tool_calls" ? "tool calls" : kind === "human_input" ? "question" : kind;
+}
+
+/** The edge from a parent step's sink into the next step; out of a handoff call, labelled with its reason. */
+function intoStep(model, parentId, from, to) {
+  const handoff = shownAttempt(model.steps.get(parentId))?.handoff;
+  const callId = from.split(":")[2];
+  const call = callId ? shownAttempt(model.steps.get(parentId))?.calls.get(callId) : null;
+  if (handoff && (!callId || call?.name === "handoff")) {
+    return { from, to, kind: "handoff", label: `→ ${handoff.to}: ${handoff.reason}`, agentCls: agentClass(model, handoff.to) };
+  }
+  return { from, to, kind: "flow" };
 }
 
 /** The calls drawn for a step: those that ran (or are running), else those awaiting approval. */
@@ -213,6 +226,8 @@ export function layoutGraph(graph) {
     const bend = Math.max(12, (y2 - y1) / 2);
     paths.push({
       ...edge,
+      mx: (x1 + x2) / 2,
+      my: (y1 + y2) / 2,
       id: `${edge.from}>${edge.to}`,
       d: `M${x1.toFixed(1)},${y1.toFixed(1)} C${x1.toFixed(1)},${(y1 + bend).toFixed(1)} ${x2.toFixed(1)},${(y2 - bend).toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}`,
     });

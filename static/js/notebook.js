@@ -12,6 +12,7 @@ import { liveSteps, permissions, runningStep } from "./selectors.js";
 import { applyMessage, clearDirty, createModel } from "./store.js";
 import { TaskSocket, socketUrl } from "./socket.js";
 import { NotebookControls } from "./toolbar.js";
+import { TeamHeader } from "./team.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -57,6 +58,7 @@ const bus = new ActionBus((action, fields) => socket.send(action, fields));
 const stepControls = new StepControls(bus);
 const cells = new CellsView($("#cells"), { controls: stepControls });
 const dag = new DagView($("#dag"), { onSelect: (target, nodeId) => reveal(target, nodeId) });
+const team = new TeamHeader($("#team-status"));
 const toolbar = new NotebookControls(bus, {
   mode: $("#mode-select"),
   abandon: $("#abandon-button"),
@@ -85,6 +87,7 @@ function render() {
   cells.update(model, perms);
   if (model.dirty.structure) dag.update(model);
   toolbar.update(model, perms);
+  if (model.dirty.structure) team.update(model);
   if (model.dirty.structure || model.dirty.task) renderStatus(perms);
   clearDirty(model);
   if (follow && !root.dataset.userScrolled) window.scrollTo({ top: document.documentElement.scrollHeight });
@@ -124,6 +127,7 @@ function statusSentence(perms) {
   if (perms.nextStepId) {
     const step = model.steps.get(perms.nextStepId);
     if (step.status === "failed") return `Step ${number(step)} failed.`;
+    if (perms.canApprove && step.kind === "human_input") return `Step ${number(step)} waits for your answer.`;
     if (perms.canApprove) return `Step ${number(step)} is waiting for your approval.`;
   }
   if (!model.turns.size) return "Send a message to start.";

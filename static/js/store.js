@@ -41,7 +41,7 @@
  * @property {object} kwargs
  * @property {number|null} planIndex   LLMCompiler's $N
  * @property {number[]} dependsOn      plan indexes this call waits for
- * @property {"running"|"completed"|"failed"|"undone"} status
+ * @property {"running"|"waiting"|"completed"|"failed"|"undone"} status  waiting: for the person's answer
  * @property {string|null} output
  * @property {boolean} isError
  * @property {number|null} startedAt
@@ -59,6 +59,8 @@ export function createModel() {
     turns: new Map(),
     /** @type {Map<string, object>} step id -> step */
     steps: new Map(),
+    /** @type {Map<string, object>} questions a tool asked the person, by tool_id (team.js) */
+    questions: new Map(),
     // `structure`: nodes, edges or statuses changed (DAG, controls); the sets name what to patch.
     dirty: { structure: true, task: true, steps: new Set(), turns: new Set(), streams: new Set() },
   };
@@ -296,6 +298,24 @@ const STEP_EVENTS = {
     }
   },
 };
+
+// Multi-agent workflows: kept on the attempt, so an undone run's handoff and state drop out.
+Object.assign(STEP_EVENTS, {
+  agent_handoff(model, step, event) {
+    currentAttempt(step, event.at).handoff = { from: event.from_agent, to: event.to_agent, reason: event.reason || "" };
+  },
+  state_changed(model, step, event) {
+    currentAttempt(step, event.at).state = { state: event.state || {}, changes: event.changes || {} };
+  },
+  input_required(model, step, event) {
+    const call = currentAttempt(step, event.at).calls.get(event.tool_id);
+    if (call) call.status = "waiting"; // no result until the person answers
+    model.questions.set(event.tool_id, { stepId: step.id, prefix: event.prefix, waiterId: event.waiter_id, agent: event.current_agent_name, answer: null });
+  },
+  human_response(model, step, event) {
+    for (const question of model.questions.values()) if (question.waiterId === event.waiter_id) question.answer = event.response;
+  },
+});
 
 // Events that change only a step's text, not the graph or what may be done.
 const TEXT_ONLY = new Set(["agent_output"]);
