@@ -131,9 +131,13 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     badges = page.evaluate(
         "() => [...document.querySelectorAll('article.cell-step .badge.agent:not([hidden])')].map(b => b.textContent)"
     )
-    assert {"planner", "analyst"} <= set(badges)  # the reviewer's steps were undone away
+    assert {"planner", "analyst"} <= set(
+        badges
+    )  # the reviewer's steps were undone away
     page.locator(".handoff-note").first.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)  # cells off screen skip painting (content-visibility) until shown
+    page.wait_for_timeout(
+        300
+    )  # cells off screen skip painting (content-visibility) until shown
     shot(page, artifacts_dir, "team-05-trace")
 
     # the first tab's socket was refused while the server was down; anything else is a bug
