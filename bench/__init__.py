@@ -1,1 +1,1 @@
-"""Benchmarks (run as scripts: ``python bench/bench_overhead.py``); see docs/benchmarks.md."""
+"""Benchmarks, run as modules from the repo root (``.venv/bin/python -m bench.bench_overhead``); see docs/benchmarks.md."""

@@ -187,7 +187,8 @@ def run_li_json(
             capture_output=True,
             text=True,
             timeout=timeout,
-            cwd=cwd,
+            cwd=cwd
+            or REPO_ROOT,  # our drivers run as modules of the repo's bench package
             env=env,
         )
     except subprocess.TimeoutExpired:

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """LLMCompilerAgentWorker against its critical path, LlamaIndex's port and one-call-per-turn function calling.
 
-    .venv/bin/python bench/bench_llm_compiler.py            # k = 1,2,4,8, both tool kinds, 3 runs (~5 min)
-    .venv/bin/python bench/bench_llm_compiler.py --quick    # k = 1,4, 1 run (~1 min)
+    .venv/bin/python -m bench.bench_llm_compiler            # k = 1,2,4,8, both tool kinds, 3 runs (~5 min)
+    .venv/bin/python -m bench.bench_llm_compiler --quick    # k = 1,4, 1 run (~1 min)
 
 One server and one scenario for every side: the peer's stdlib fake server
-(/work/shared/peer/fake_openai.py) loaded with the peer's workload A built by its make_scenarios.py
+(../shared/peer/fake_openai.py) loaded with the peer's workload A built by its make_scenarios.py
 with LINE_DELAY=0.2 (planner and joiner: time to first token 0.3 s, one line per 0.2 s; slow_tool
 sleeps 0.5 s), plus one uneven-latency case of ours (a diamond around a chain; lookup 0.2 s,
 crunch 1.0 s). LlamaIndex runs in the peer venv (/tmp/li-venv, created from the peer's lock file
@@ -31,10 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from runs.engine import (  # noqa: E402 - after the path fix, so the bench runs from anywhere
+from bench._peer import LI_VENV, PEER_DIR
+from runs.engine import (
     AgentRunner,
     BaseTool,
     FunctionCallingAgentWorker,
@@ -43,8 +41,8 @@ from runs.engine import (  # noqa: E402 - after the path fix, so the bench runs 
     OpenAI,
 )
 
-PEER = Path(os.environ.get("PEER_DIR", "/work/shared/peer"))
-LI_VENV = Path(os.environ.get("LI_VENV", "/tmp/li-venv"))
+ROOT = Path(__file__).resolve().parent.parent
+PEER = PEER_DIR  # ../shared/peer beside the repo; AGENTUI_PEER_DIR overrides (bench/_peer.py)
 TTFT, LINE, T_TOOL = 0.3, 0.2, 0.5
 JOINER_LINES = 2  # "Thought: ..." and "Action: Finish(...)"
 UNEVEN_TAG = "[case=uneven]"
@@ -416,7 +414,8 @@ def run_llamaindex(
         str(python),
         "-W",
         "ignore",
-        str(Path(__file__).with_name("llamaindex_llmc_driver.py")),
+        "-m",
+        "bench.llamaindex_llmc_driver",
         "--peer-dir",
         str(PEER),
         "--base-url",
@@ -438,7 +437,7 @@ def run_llamaindex(
     with (
         tempfile.TemporaryFile("w+") as stderr,
         subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT
         ) as proc,
     ):
         assert proc.stdout is not None

@@ -1,7 +1,7 @@
 """Engine overhead per step against a zero-latency scripted model, side by side with LlamaIndex.
 
-    cd /work/main && PYTHONPATH=. .venv/bin/python bench/bench_overhead.py [--turns 200] [--steps 1000] [--skip-peer]
-    PYTHONPATH=. .venv/bin/python bench/bench_overhead.py profile {chat,steps,steps_long}   # cProfile, SDK stubbed
+    .venv/bin/python -m bench.bench_overhead [--turns 200] [--steps 1000] [--skip-peer]   # from the repo root
+    .venv/bin/python -m bench.bench_overhead profile {chat,steps,steps_long}   # cProfile, SDK stubbed
 
 One fake server (the peer harness's ``fake_openai.py`` with its ``scenario_overhead.json``, plus two
 rules for a ``--steps``-long tool loop) serves both frameworks in the same run; every case runs in
@@ -38,9 +38,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._peer import (  # noqa: E402
+from bench._peer import (
     PEER_DIR,
     PeerServer,
     ensure_li_venv,
@@ -560,10 +558,11 @@ def run_our_case(case: str, base_url: str, turns: int, steps: int) -> dict[str, 
 def spawn_our_case(
     case: str, base_url: str, turns: int, steps: int, timeout: float = 1200
 ) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent), PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
     argv = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        "-m",
+        "bench.bench_overhead",
         "_case",
         case,
         "--base-url",
@@ -575,7 +574,12 @@ def spawn_our_case(
     ]
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=env
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=HERE.parent,
         )
     except subprocess.TimeoutExpired:
         return {"case": case, "error": f"timed out after {timeout:.0f} s"}
@@ -603,13 +607,13 @@ PEER_CASES: dict[str, str] = {
 
 
 def run_peer_case(case: str, base_url: str, turns: int, steps: int) -> dict[str, Any]:
-    driver = str(HERE / "peer_overhead_driver.py")
+    driver = "-m", "bench.peer_overhead_driver"  # run from the repo root (cwd)
     stub = ["--stub"] if "_stub" in case else []
     if case in ("fc_steps_long", "fc_steps_long_stub", "fc_steps_long_stub_tm"):
         trace = ["--trace"] if case.endswith("_tm") else []
         res = run_li_json(
             [
-                driver,
+                *driver,
                 "steps",
                 "--base-url",
                 base_url,
@@ -624,11 +628,11 @@ def run_peer_case(case: str, base_url: str, turns: int, steps: int) -> dict[str,
         )
     elif case == "fc_steps_stub":
         res = run_li_json(
-            [driver, "steps", "--base-url", base_url, "--steps", "200", *stub]
+            [*driver, "steps", "--base-url", base_url, "--steps", "200", *stub]
         )
     elif case == "fc_chat_stub":
         res = run_li_json(
-            [driver, "chat", "--base-url", base_url, "--turns", str(turns), *stub]
+            [*driver, "chat", "--base-url", base_url, "--turns", str(turns), *stub]
         )
     else:
         # the peer harness's own measurement (bench_llamaindex.py _overhead_case; writes no files)

@@ -1,10 +1,10 @@
 """Token-to-socket latency of the live notebook: scripted model -> engine -> channel layer -> browser socket.
 
-    .venv/bin/python bench/bench_ws_latency.py                 # every setup (the Redis ones if the services answer)
-    .venv/bin/python bench/bench_ws_latency.py --setup sqlite  # SQLite + in-memory layer, one daphne
-    .venv/bin/python bench/bench_ws_latency.py --setup redis   # PostgreSQL + Redis, two daphne processes
-    .venv/bin/python bench/bench_ws_latency.py --setup tuned   # the same with the Redis layer's capacity at 2000
-    .venv/bin/python bench/bench_ws_latency.py --setup pubsub  # the same on channels-redis's pub/sub layer
+    .venv/bin/python -m bench.bench_ws_latency                 # every setup (the Redis ones if the services answer)
+    .venv/bin/python -m bench.bench_ws_latency --setup sqlite  # SQLite + in-memory layer, one daphne
+    .venv/bin/python -m bench.bench_ws_latency --setup redis   # PostgreSQL + Redis, two daphne processes
+    .venv/bin/python -m bench.bench_ws_latency --setup tuned   # the same with the Redis layer's capacity at 2000
+    .venv/bin/python -m bench.bench_ws_latency --setup pubsub  # the same on channels-redis's pub/sub layer
 
 Real servers, real sockets: daphne serving agentui.asgi on a fresh database, the scripted
 OpenAI-compatible server in its own process (instrumented to stamp every chunk as it leaves),
@@ -48,7 +48,6 @@ PROMPT = "bench"
 
 def serve(script_path: str, dump_path: str) -> None:
     """`serve` subcommand: run the scripted server; on SIGTERM write every chunk's send time."""
-    sys.path.insert(0, str(ROOT))
     from runs.engine.testing import Script, ScriptedServer
     from runs.engine.testing.http11 import Exchange
 
@@ -432,7 +431,14 @@ async def measure(
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{tasks}-{tokens}.json"
     llm = subprocess.Popen(
-        [PY, __file__, "serve", str(script_file(tokens, delay, workdir)), str(dump)],
+        [
+            PY,
+            "-m",
+            "bench.bench_ws_latency",
+            "serve",
+            str(script_file(tokens, delay, workdir)),
+            str(dump),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -2,7 +2,7 @@
 """Run LlamaIndex's LLMCompilerAgentWorker on bench_llm_compiler.py's cases, against a given server.
 
 Executed by bench_llm_compiler.py with the peer venv's python (llama-index-core 0.12.52.post1, see
-/work/shared/peer/README.md); it imports nothing from our engine. It reuses the peer harness
+../shared/peer/README.md); it imports nothing from our engine. It reuses the peer harness
 (bench_llamaindex.py) for the LLM, the 0.5 s slow_tool and the agent, and adds the uneven-latency
 tools. Prints one JSON object per timed run on stdout.
 """
@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -55,6 +58,17 @@ def timed_chat(
     return {"wall_s": time.time() - start, "answer": answer, "error": error}
 
 
+def _load_peer_harness(path: Path) -> ModuleType:
+    """The peer harness (make_llm, make_slow_tool, build_agent, question), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("bench_llamaindex", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load the peer harness from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--peer-dir", required=True)
@@ -65,8 +79,7 @@ def main() -> None:
     parser.add_argument("--uneven-question", default="")
     parser.add_argument("--uneven-latencies", default="{}")
     args = parser.parse_args()
-    sys.path.insert(0, args.peer_dir)
-    import bench_llamaindex as peer  # the peer harness: make_llm, make_slow_tool, build_agent, question
+    peer = _load_peer_harness(Path(args.peer_dir) / "bench_llamaindex.py")
 
     kinds = args.tools.split(",")
     # untimed warm-up: imports, first connection

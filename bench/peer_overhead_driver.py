@@ -3,8 +3,10 @@
 Runs in the LlamaIndex venv (llama-index-core 0.12.52.post1, llama-index-agent-openai 0.4.12,
 llama-index-llms-openai 0.4.7), never in the project's venv; prints one JSON line:
 
-    /tmp/li-venv/bin/python bench/peer_overhead_driver.py chat --base-url URL [--turns 200] [--stub]
-    /tmp/li-venv/bin/python bench/peer_overhead_driver.py steps --base-url URL [--steps 200] [--tag T] [--stub] [--trace]
+    /tmp/li-venv/bin/python -m bench.peer_overhead_driver chat --base-url URL [--turns 200] [--stub]
+    /tmp/li-venv/bin/python -m bench.peer_overhead_driver steps --base-url URL [--steps 200] [--tag T] [--stub] [--trace]
+
+(from the repo root, as bench/bench_overhead.py runs it)
 
 ``chat``: N turns on one AgentRunner(OpenAIAgentWorker), timing create_task, run_step and
 finalize_response separately (the peer harness times run_step only). ``steps``: one task of N
@@ -19,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
+
+from bench._peer import ms_summary, peak_rss_mb, rss_mb  # stdlib only
 
 warnings.filterwarnings("ignore")
 if not os.environ.get("BENCH_SHOW_WARNINGS"):
@@ -31,9 +33,6 @@ if not os.environ.get("BENCH_SHOW_WARNINGS"):
         None
     )  # llama-index forces its DeprecationWarnings through
 os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._peer import ms_summary, peak_rss_mb, rss_mb  # noqa: E402  (stdlib only)
 
 MODEL = "gpt-4o-mini"
 LOOP_TAG = "[mode=loop]"
