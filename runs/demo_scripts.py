@@ -19,6 +19,7 @@ FUNCTION_CALLING_PROMPT = "Which city had the highest sales revenue in 2024, and
 LLM_COMPILER_PROMPT = (
     "By how many percent did total sales revenue grow from 2023 to 2024?"
 )
+COA_PROMPT = "How much did the average sale change from 2023 to 2024?"
 
 TOP_CITY_SQL = (
     "SELECT c.name AS city, ROUND(SUM(s.revenue), 2) AS revenue FROM sales s "
@@ -175,9 +176,65 @@ def llm_compiler_rules() -> list[Rule]:
     ]
 
 
+# --- Chain of Abstraction -----------------------------------------------------------------------
+
+YEAR_COUNT_SQL = "SELECT COUNT(*) FROM sales WHERE sold_on LIKE '{year}%'"
+# four independent queries, two averages that wait for them, and the change that waits for both
+COA_CHAIN = (
+    f'In 2024 the shops took [FUNC sql_value("{YEAR_TOTAL_SQL.format(year=2024)}") = y1] over '
+    f'[FUNC sql_value("{YEAR_COUNT_SQL.format(year=2024)}") = y2] sales, an average of [FUNC divide(y1, y2) = y3] '
+    f'per sale. In 2023 they took [FUNC sql_value("{YEAR_TOTAL_SQL.format(year=2023)}") = y4] over '
+    f'[FUNC sql_value("{YEAR_COUNT_SQL.format(year=2023)}") = y5] sales, an average of [FUNC divide(y4, y5) = y6]. '
+    "So the average sale changed by [FUNC subtract(y3, y6) = y7]."
+)
+_PLACEHOLDER = re.compile(r"\[FUNC .*?\) = (y\d)\]")
+
+
+def _chain_values(filled: str) -> dict[str, str]:
+    """Each yN's value in the filled-in chain: the chain's text around the placeholders is unchanged."""
+    pattern, position = "", 0
+    for match in _PLACEHOLDER.finditer(COA_CHAIN):
+        pattern += re.escape(COA_CHAIN[position : match.start()]) + f"(?P<{match.group(1)}>.+?)"
+        position = match.end()
+    found = re.fullmatch(pattern + re.escape(COA_CHAIN[position:]), filled.strip(), re.DOTALL)
+    return found.groupdict() if found else {}
+
+
+def _coa_answer(request: RecordedRequest) -> Reply:
+    filled = request.last_user_text.split("Reasoning with values:", 1)[-1].rsplit("Answer:", 1)[0].strip()
+    values = _chain_values(filled)
+    try:
+        avg_2024, avg_2023, change = (float(values[name]) for name in ("y3", "y6", "y7"))
+    except (KeyError, ValueError):
+        missing = re.findall(r"\[(y\d) = \w+\(\.\.\.\) failed: ([^\]]*)\]", filled)
+        why = "; ".join(f"{name}: {reason}" for name, reason in missing) or "the values did not come back as numbers"
+        return Reply(text=f"I could not work out the change in the average sale ({why}).")
+    direction = "rose" if change >= 0 else "fell"
+    return Reply(
+        text=f"The average sale {direction} by {_money(abs(change))}: from {_money(avg_2023)} in 2023 "
+        f"({values['y5']} sales) to {_money(avg_2024)} in 2024 ({values['y2']} sales)."
+    )
+
+
+def coa_rules() -> list[Rule]:
+    return [
+        Rule(
+            name="demo-coa-reason",
+            match=Match(last_user_contains=["[FUNC name(arguments) = yN]", COA_PROMPT]),
+            reply=Reply(text=COA_CHAIN),
+        ),
+        Rule(
+            name="demo-coa-refine",
+            match=Match(last_user_contains=["Reasoning with values:", COA_PROMPT]),
+            respond=_coa_answer,
+        ),
+    ]
+
+
 DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
     "function_calling": (function_calling_rules, FUNCTION_CALLING_PROMPT),
     "llm_compiler": (llm_compiler_rules, LLM_COMPILER_PROMPT),
+    "coa": (coa_rules, COA_PROMPT),
 }
 
 

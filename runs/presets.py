@@ -1,6 +1,7 @@
 """Agent presets: the agents a person can pick for a notebook, each a worker plus its tools.
 
-Built in: `function_calling` and, when its worker is installed, `llm_compiler`. Settings can
+Built in: `function_calling`, `coa` (Chain of Abstraction) and, when its worker is installed,
+`llm_compiler`. Settings can
 change a preset's tools or add presets without touching this module::
 
     AGENTUI_PRESETS = {
@@ -125,6 +126,14 @@ def _llm_compiler(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
     return LLMCompilerAgentWorker.from_tools(tools, llm=llm, max_replans=3)
 
 
+def _chain_of_abstraction(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
+    from runs.engine.workers.coa import REASONING_PROMPT_TEMPLATE, CoAAgentWorker
+
+    # the worker has no system prompt: the dataset's description leads its reasoning prompt
+    template = f"{ANALYST_SYSTEM_PROMPT}\n\n{REASONING_PROMPT_TEMPLATE}"
+    return CoAAgentWorker.from_tools(tools, llm=llm, reasoning_prompt_template=template)
+
+
 def _llm_compiler_available() -> bool:
     try:
         import runs.engine.workers.llm_compiler  # noqa: F401
@@ -157,6 +166,13 @@ def _builtin() -> dict[str, Preset]:
         description="A planner, an analyst and a reviewer hand the work to each other and share notes.",
         tools=(*ANALYST_TOOLS, *TEAM_TOOLS),
         build=build_team,
+    )
+    presets["coa"] = Preset(
+        name="coa",
+        label="Chain of Abstraction",
+        description="Reasons with placeholders for tool results, runs the calls as a graph, then fills in the values.",
+        tools=ANALYST_TOOLS,
+        build=_chain_of_abstraction,
     )
     return presets
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from runs import service
 from runs.demo import stop_demo_server
-from runs.demo_scripts import FUNCTION_CALLING_PROMPT, LLM_COMPILER_PROMPT
+from runs.demo_scripts import COA_PROMPT, FUNCTION_CALLING_PROMPT, LLM_COMPILER_PROMPT
 from runs.engine.testing import Match, Reply, Rule, Script, Timing
 from runs.live import runtime
 from runs.live.publisher import store_event
@@ -254,6 +254,7 @@ async def test_refusals(scripted_server: Any) -> None:
     [
         ("function_calling", FUNCTION_CALLING_PROMPT, "With 8% tax added that is"),
         ("llm_compiler", LLM_COMPILER_PROMPT, "Total sales revenue grew by"),
+        ("coa", COA_PROMPT, "The average sale fell by"),
     ],
 )
 async def test_every_preset_works_offline_with_the_demo_model(
@@ -293,6 +294,11 @@ async def test_every_preset_works_offline_with_the_demo_model(
         assert results[3]["started_at"] >= max(
             results[1]["ended_at"], results[2]["ended_at"]
         )
+    elif agent == "coa":  # four queries at once, then the two averages, then the change
+        assert sorted((c["output_name"], c["depends_on_names"]) for c in calls) == [
+            ("y1", []), ("y2", []), ("y3", ["y1", "y2"]), ("y4", []), ("y5", []), ("y6", ["y4", "y5"]), ("y7", ["y3", "y6"])
+        ]
+        assert [e["type"] for e in stored].count("step_completed") == 3  # reasoning, calls, refine
     else:
         assert [c["tool_name"] for c in calls] == ["sql_query", "multiply"]
     assert (await Task.objects.aget(pk=task.pk)).title.startswith(prompt[:40])

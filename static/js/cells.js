@@ -6,6 +6,7 @@
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
+import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, teamExtras } from "./team.js";
 
@@ -47,9 +48,15 @@ export class CellsView {
       const step = model.steps.get(stepId);
       if (step && !step.dropped) this.#stepView(model, step).patch(model, step);
     }
-    for (const stepId of first ? stepIds : model.dirty.streams) {
+    const streamIds = new Set(first ? stepIds : model.dirty.streams);
+    // a chain's chips fill in as the calls step runs: redraw the turn's reasoning with it
+    for (const stepId of first ? [] : model.dirty.steps) {
       const step = model.steps.get(stepId);
-      if (step && !step.dropped) this.#stepView(model, step).patchStreams(step);
+      if (step && namesResults(step)) for (const id of model.turns.get(step.turnId)?.stepIds || []) streamIds.add(id);
+    }
+    for (const stepId of streamIds) {
+      const step = model.steps.get(stepId);
+      if (step && !step.dropped) this.#stepView(model, step).patchStreams(step, model);
     }
     if (this.controls && perms) this.#patchControls(model, perms);
     this.#patchEmpty(model);
@@ -247,17 +254,27 @@ class StepView {
     }
     if (earlier.length) body.push(earlierRuns(step, earlier));
     replaceChildren(this.body, body);
-    this.patchStreams(step);
+    this.patchStreams(step, model);
   }
 
   #controlsOwnCalls() {
     return this.controlsSlot.dataset.ownsCalls === "true";
   }
 
-  patchStreams(step) {
+  patchStreams(step, model) {
     const running = step.status === "running";
     for (const { el, stream } of this.streamEls) {
-      if (el.textContent !== stream.text) el.textContent = stream.text;
+      if (stream.phase === "reasoning" && hasPlaceholders(stream.text)) {
+        const calls = chainCalls(model, model.turns.get(step.turnId));
+        const sig = chainSignature(stream.text, calls);
+        if (el.dataset.chain !== sig) {
+          renderChain(el, stream.text, calls);
+          el.dataset.chain = sig;
+        }
+      } else if (el.textContent !== stream.text) {
+        el.textContent = stream.text;
+        delete el.dataset.chain;
+      }
       el.classList.toggle("is-streaming", running && !stream.done);
     }
   }
@@ -271,7 +288,7 @@ function callMeta(call) {
 
 /** A tool call that ran or is running. */
 export function callCard(step, call, withId = true) {
-  const deps = call.dependsOn?.length ? `after ${call.dependsOn.map((d) => `$${d}`).join(", ")}` : null;
+  const deps = call.dependsOn?.length ? `after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : null;
   const result =
     call.output == null
       ? call.status === "running"
@@ -297,7 +314,7 @@ export function callCard(step, call, withId = true) {
       "div",
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${call.status}`, "aria-hidden": "true" }),
-      call.planIndex != null ? h("span", { class: "badge plan-index" }, `$${call.planIndex}`) : null,
+      resultName(call) ? h("span", { class: "badge plan-index" }, resultName(call)) : null,
       h("code", { class: "tool-name" }, call.name),
       deps ? h("span", { class: "tool-deps" }, deps) : null,
       h("span", { class: "tool-meta" }, callMeta(call)),
@@ -319,6 +336,7 @@ export function pendingCard(step, call) {
       "div",
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${status}`, "aria-hidden": "true" }),
+      call.output_name ? h("span", { class: "badge plan-index" }, call.output_name) : null,
       h("code", { class: "tool-name" }, call.tool_name),
       h("span", { class: "tool-meta" }),
       h("span", { class: `badge decision decision-${decision}` }, decision),

@@ -134,6 +134,7 @@ export class StepControls {
         "div",
         { class: "tool-head" },
         h("span", { class: `status-dot status status-${rejected ? "failed" : "pending"}`, "aria-hidden": "true" }),
+        call.output_name ? h("span", { class: "badge plan-index" }, call.output_name) : null,
         h("code", { class: "tool-name" }, call.tool_name),
         h("span", { class: "tool-meta" }),
         h("span", { class: `badge decision decision-${call.decision || "pending"}` }, call.decision || "pending"),

@@ -6,6 +6,7 @@
 // Handoffs between agents are steps and tool calls too, so they need nothing special here.
 // No DOM: dag.js draws the result, and tests can call these functions directly.
 
+import { dependencyName, pendingDependencies, resultName } from "./chain.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass } from "./team.js";
 
@@ -77,16 +78,16 @@ export function buildGraph(model, { domId }) {
       const dependedOn = new Set();
       for (const call of calls) {
         const callNode = `c:${step.id}:${call.id}`;
+        const deps = call.dependsOn.map((i) => byPlanIndex.get(i)).filter(Boolean);
         nodes.push({
           id: callNode,
           kind: "call",
           label: call.name,
-          sub: call.planIndex != null ? `$${call.planIndex}` : "",
+          sub: resultName(call) || "",
           status: call.status,
           target: domId("call", `${step.id}-${call.id}`),
-          title: `${call.planIndex != null ? `$${call.planIndex} ` : ""}${call.name}: ${call.status}`,
+          title: `${resultName(call) ? `${resultName(call)} ` : ""}${call.name}${deps.length ? ` after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : ""}: ${call.status}`,
         });
-        const deps = call.dependsOn.map((i) => byPlanIndex.get(i)).filter(Boolean);
         if (deps.length) {
           for (const dep of deps) {
             dependedOn.add(dep.id);
@@ -129,8 +130,10 @@ function callsOf(step) {
     return step.pendingCalls.map((c, i) => ({
       id: c.tool_id,
       name: c.tool_name,
-      planIndex: null,
-      dependsOn: [],
+      // a chain's placeholders wait with their result names, so their edges show before they run
+      planIndex: c.output_name ? Number(c.output_name.slice(1)) : null,
+      outputName: c.output_name ?? null,
+      dependsOn: c.output_name ? pendingDependencies(c.tool_kwargs) : [],
       status: c.decision === "rejected" ? "failed" : "pending",
       index: i,
     }));

@@ -140,7 +140,7 @@ function ensureCall(attempt, event) {
   if (!call) {
     call = {
       id: event.tool_id, name: event.tool_name, kwargs: event.tool_kwargs || {}, planIndex: event.plan_index ?? null,
-      dependsOn: event.depends_on || [], status: "running", output: null, isError: false, startedAt: event.at ?? null, endedAt: null,
+      outputName: event.output_name ?? null, dependsOn: event.depends_on || [], status: "running", output: null, isError: false, startedAt: event.at ?? null, endedAt: null,
     };
     attempt.calls.set(call.id, call);
   }

@@ -2,6 +2,7 @@
 // each, so calls that ran in parallel show as overlapping bars. Built in one pass.
 
 import { domId, formatDuration, h } from "./dom.js";
+import { resultName } from "./chain.js";
 import { liveSteps } from "./selectors.js";
 
 /** Rows in display order: per step its runs (one row), then its tool calls. */
@@ -18,7 +19,7 @@ export function timelineRows(model) {
           if (call.startedAt == null) continue;
           rows.push({
             kind: "call",
-            label: `${call.planIndex != null ? `$${call.planIndex} ` : ""}${call.name}`,
+            label: `${resultName(call) ? `${resultName(call)} ` : ""}${call.name}`,
             sub: "",
             target: domId("call", `${step.id}-${call.id}`),
             bars: [{ start: call.startedAt, end: call.endedAt, status: call.status }],

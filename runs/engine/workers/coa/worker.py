@@ -258,6 +258,7 @@ class CoAAgentWorker(BaseAgentWorker):
                 tool_name=call.tool_name,
                 tool_kwargs=dict(call.kwargs),
                 arguments_error=call.problem,
+                output_name=call.output,
             )
             for call in chain.calls
             if call.tool_name

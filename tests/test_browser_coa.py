@@ -1,0 +1,200 @@
+"""The Chain of Abstraction preset in Chromium: chips in the reasoning cell, the chain's DAG, and
+steering in each approval mode. The scripted model runs the demo model's CoA script (the rules
+the offline demo answers the start page's example with). Screenshots: test-artifacts/coa-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    step_cells,
+    wait_until,
+)
+
+from runs.demo_scripts import COA_PROMPT, coa_rules
+from runs.engine.testing import Script, ScriptedServer
+
+pytestmark = pytest.mark.browser
+
+CHAIN_OUTPUTS = [f"y{n}" for n in range(1, 8)]
+
+
+def start_from_example(page: Any, app: LiveApp, mode: str) -> None:
+    """Start the CoA example from the start page's list of example prompts."""
+    page.goto(f"{app.url}/")
+    page.get_by_role("link", name=COA_PROMPT).click()
+    page.wait_for_url("**/new/**")
+    assert page.get_by_label("Agent").input_value() == "coa"
+    assert page.get_by_label("Message").input_value() == COA_PROMPT
+    page.get_by_label("Approval").select_option(mode)
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/tasks/*/")
+    page.wait_for_selector("#connection[data-state='open']")
+
+
+def editor(output: str) -> str:
+    """The approval card of the placeholder computing ``output``."""
+    return f".tool-card.editable[data-tool-id$='-{output}']"
+
+
+def chips(page: Any) -> dict[str, dict[str, str]]:
+    """The reasoning cell's chips by result name: their state and what they show."""
+    found: dict[str, dict[str, str]] = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('.chain-chip')].map(c =>
+            [c.dataset.output, {state: c.dataset.state, value: c.querySelector('.chip-value').textContent}]))"""
+    )
+    return found
+
+
+def dag_calls(page: Any) -> dict[str, dict[str, Any]]:
+    """Call nodes of the DAG by their result name (y1...), with position and id."""
+    found: dict[str, dict[str, Any]] = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#dag .dag-node')]
+            .filter(g => g.dataset.node.startsWith('c:'))
+            .map(g => {
+              const m = /translate\\(([-\\d.]+),([-\\d.]+)\\)/.exec(g.getAttribute('transform'));
+              return [g.querySelector('.dag-sub').textContent, {id: g.dataset.node, x: +m[1], y: +m[2],
+                      cls: g.getAttribute('class')}];
+            }))"""
+    )
+    return found
+
+
+def step_nodes(page: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = page.evaluate(
+        """() => [...document.querySelectorAll('#dag .dag-node')].filter(g => g.dataset.node.startsWith('s:'))
+            .map(g => ({id: g.dataset.node, y: +/translate\\([-\\d.]+,([-\\d.]+)\\)/.exec(g.getAttribute('transform'))[1],
+                        sub: g.querySelector('.dag-sub').textContent}))"""
+    )
+    return found
+
+
+def edges(page: Any) -> set[str]:
+    return set(page.evaluate("() => [...window.agentui.dag.edgeEls.keys()]"))
+
+
+def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=coa_rules()), reset_log=True)
+    start_from_example(page, live_app, "auto")
+    page.locator(".cell-answer").wait_for(timeout=20_000)
+    answer = page.locator(".cell-answer").inner_text()
+    assert "The average sale fell by 3.15" in answer, answer
+
+    reasoning = step_cells(page).first
+    assert reasoning.locator(".stream[data-phase='reasoning'] .chain-chip").count() == 7
+    shown = chips(page)
+    assert sorted(shown) == CHAIN_OUTPUTS
+    assert all(c["state"] == "done" for c in shown.values()), shown
+    assert shown["y2"]["value"] == "970" and shown["y5"]["value"] == "950"
+    assert shown["y7"]["value"].startswith("-3.15")
+    assert "[FUNC" not in reasoning.locator(".stream-text").inner_text()
+
+    # DAG: the four queries side by side, the averages below them, the change below both, then refine.
+    calls = dag_calls(page)
+    assert sorted(calls) == CHAIN_OUTPUTS, calls.keys()
+    assert len({calls[n]["y"] for n in ("y1", "y2", "y4", "y5")}) == 1
+    assert calls["y3"]["y"] == calls["y6"]["y"] > calls["y1"]["y"]
+    assert calls["y7"]["y"] > calls["y3"]["y"]
+    drawn = edges(page)
+    for before, after in (("y1", "y3"), ("y2", "y3"), ("y4", "y6"), ("y5", "y6"), ("y3", "y7"), ("y6", "y7")):
+        assert f"{calls[before]['id']}>{calls[after]['id']}" in drawn, (before, after)
+    steps = step_nodes(page)
+    assert [s["sub"] for s in steps] == ["llm", "tool calls", "llm"]
+    assert steps[2]["y"] > calls["y7"]["y"], "the refine step comes after the last call"
+    assert f"{calls['y7']['id']}>{steps[2]['id']}" in drawn
+    assert "after y3, y6" in page.locator(".tool-card", has_text="subtract").inner_text()
+    page.locator("#dag").screenshot(path=str(artifacts_dir / "coa-01-auto-dag.png"))
+    shot(page, artifacts_dir, "coa-02-auto-chips")
+    assert not page.console_errors, page.console_errors
+
+
+def test_step_mode_correct_a_placeholder_before_its_calls_run(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=coa_rules()), reset_log=True)
+    start_from_example(page, live_app, "step")
+    first = step_cells(page).first
+    first.get_by_role("button", name="Approve and run").click()
+
+    calls_step = step_cells(page).nth(1)
+    calls_step.locator(".tool-card.editable").first.wait_for()
+    page.wait_for_function("() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')")
+    assert len(scripted_model.requests) == 1, "the calls wait for approval in step mode"
+    shown = chips(page)
+    assert all(c["state"] == "pending" for c in shown.values()), shown
+    assert shown["y3"]["value"] == "divide(…)"
+    # the waiting placeholders are drawn as the chain they form
+    calls = dag_calls(page)
+    assert calls["y7"]["y"] > calls["y3"]["y"] > calls["y1"]["y"]
+    assert f"{calls['y3']['id']}>{calls['y7']['id']}" in edges(page)
+    step_cells(page).first.scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "coa-03-step-mode-waiting-chips")
+    # correct y7: the change per sale against 100, to see the edit reach the answer
+    y7 = calls_step.locator(editor("y7"))
+    args = y7.get_by_label("Arguments for subtract (JSON)")
+    assert json.loads(args.input_value()) == {"a": "y3", "b": "y6"}
+    args.fill('{"a": "y3", "b": 100}')
+    shot(page, artifacts_dir, "coa-04-step-mode-editing")
+    calls_step.get_by_role("button", name="Approve and run").click()
+
+    wait_until(lambda: chips(page).get("y7", {}).get("state") == "done", message="y7 filled in")
+    assert chips(page)["y7"]["value"].startswith("14.2")
+    page.wait_for_function("() => document.querySelectorAll('article.cell-step')[2]?.classList.contains('is-waiting')")
+    step_cells(page).nth(2).get_by_role("button", name="Approve and run").click()
+    page.locator(".cell-answer").wait_for(timeout=20_000)
+    assert "rose by 14.20" in page.locator(".cell-answer").inner_text()
+    shot(page, artifacts_dir, "coa-05-step-mode-done")
+    assert not page.console_errors, page.console_errors
+
+
+def test_tools_mode_reject_a_placeholder_and_the_refine_step_sees_why(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=coa_rules()), reset_log=True)
+    start_from_example(page, live_app, "tools")
+    calls_step = page.locator("article.cell-step[data-status='pending']", has=page.locator(".tool-card.editable"))
+    calls_step.wait_for(timeout=20_000)
+    assert calls_step.locator(".tool-card.editable").count() == 7
+    y6 = calls_step.locator(editor("y6"))
+    y6.get_by_label("Reason to reject").fill("skip the 2023 average")
+    y6.get_by_role("button", name="Reject call").click()
+    calls_step.locator(editor("y6")).locator(".decision-rejected").wait_for()
+    # a schema error in an edit is refused by the server; a reference is accepted
+    y3_args = calls_step.locator(editor("y3")).get_by_label("Arguments for divide (JSON)")
+    y3_args.fill('{"a": "y1", "b": "two"}')
+    calls_step.get_by_role("button", name="Save edits").click()
+    edit_error = calls_step.locator("[data-error-slot^='edit:']")
+    edit_error.wait_for()
+    assert "invalid_tool_arguments" in edit_error.inner_text()
+    y3_args.fill('{"a": "y1", "b": "y2"}')
+    shot(page, artifacts_dir, "coa-06-tools-mode-decided")
+    calls_step.get_by_role("button", name="Approve and run").click()
+
+    page.locator(".cell-answer").wait_for(timeout=20_000)
+    answer = page.locator(".cell-answer").inner_text()
+    assert "y6: rejected by user: skip the 2023 average" in answer, answer
+    assert "y7: not run because y6" in answer, answer
+    shown = chips(page)
+    assert shown["y6"]["state"] == "rejected" and shown["y7"]["state"] == "failed"
+    assert shown["y3"]["state"] == "done"
+    refine_prompt = scripted_model.requests[-1].last_user_text
+    assert "[y6 = divide(...) failed: rejected by user: skip the 2023 average]" in refine_prompt
+    calls = dag_calls(page)
+    assert "status-failed" in calls["y6"]["cls"] and "status-completed" in calls["y3"]["cls"]
+    shot(page, artifacts_dir, "coa-07-tools-mode-done")
+    step_cells(page).first.scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "coa-08-tools-mode-chips")
+    assert not page.console_errors, page.console_errors
