@@ -194,21 +194,37 @@ def _chain_values(filled: str) -> dict[str, str]:
     """Each yN's value in the filled-in chain: the chain's text around the placeholders is unchanged."""
     pattern, position = "", 0
     for match in _PLACEHOLDER.finditer(COA_CHAIN):
-        pattern += re.escape(COA_CHAIN[position : match.start()]) + f"(?P<{match.group(1)}>.+?)"
+        pattern += (
+            re.escape(COA_CHAIN[position : match.start()])
+            + f"(?P<{match.group(1)}>.+?)"
+        )
         position = match.end()
-    found = re.fullmatch(pattern + re.escape(COA_CHAIN[position:]), filled.strip(), re.DOTALL)
+    found = re.fullmatch(
+        pattern + re.escape(COA_CHAIN[position:]), filled.strip(), re.DOTALL
+    )
     return found.groupdict() if found else {}
 
 
 def _coa_answer(request: RecordedRequest) -> Reply:
-    filled = request.last_user_text.split("Reasoning with values:", 1)[-1].rsplit("Answer:", 1)[0].strip()
+    filled = (
+        request.last_user_text.split("Reasoning with values:", 1)[-1]
+        .rsplit("Answer:", 1)[0]
+        .strip()
+    )
     values = _chain_values(filled)
     try:
-        avg_2024, avg_2023, change = (float(values[name]) for name in ("y3", "y6", "y7"))
+        avg_2024, avg_2023, change = (
+            float(values[name]) for name in ("y3", "y6", "y7")
+        )
     except (KeyError, ValueError):
         missing = re.findall(r"\[(y\d) = \w+\(\.\.\.\) failed: ([^\]]*)\]", filled)
-        why = "; ".join(f"{name}: {reason}" for name, reason in missing) or "the values did not come back as numbers"
-        return Reply(text=f"I could not work out the change in the average sale ({why}).")
+        why = (
+            "; ".join(f"{name}: {reason}" for name, reason in missing)
+            or "the values did not come back as numbers"
+        )
+        return Reply(
+            text=f"I could not work out the change in the average sale ({why})."
+        )
     direction = "rose" if change >= 0 else "fell"
     return Reply(
         text=f"The average sale {direction} by {_money(abs(change))}: from {_money(avg_2023)} in 2023 "

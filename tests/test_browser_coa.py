@@ -109,13 +109,22 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
     assert calls["y3"]["y"] == calls["y6"]["y"] > calls["y1"]["y"]
     assert calls["y7"]["y"] > calls["y3"]["y"]
     drawn = edges(page)
-    for before, after in (("y1", "y3"), ("y2", "y3"), ("y4", "y6"), ("y5", "y6"), ("y3", "y7"), ("y6", "y7")):
+    for before, after in (
+        ("y1", "y3"),
+        ("y2", "y3"),
+        ("y4", "y6"),
+        ("y5", "y6"),
+        ("y3", "y7"),
+        ("y6", "y7"),
+    ):
         assert f"{calls[before]['id']}>{calls[after]['id']}" in drawn, (before, after)
     steps = step_nodes(page)
     assert [s["sub"] for s in steps] == ["llm", "tool calls", "llm"]
     assert steps[2]["y"] > calls["y7"]["y"], "the refine step comes after the last call"
     assert f"{calls['y7']['id']}>{steps[2]['id']}" in drawn
-    assert "after y3, y6" in page.locator(".tool-card", has_text="subtract").inner_text()
+    assert (
+        "after y3, y6" in page.locator(".tool-card", has_text="subtract").inner_text()
+    )
     page.locator("#dag").screenshot(path=str(artifacts_dir / "coa-01-auto-dag.png"))
     shot(page, artifacts_dir, "coa-02-auto-chips")
     assert not page.console_errors, page.console_errors
@@ -131,7 +140,9 @@ def test_step_mode_correct_a_placeholder_before_its_calls_run(
 
     calls_step = step_cells(page).nth(1)
     calls_step.locator(".tool-card.editable").first.wait_for()
-    page.wait_for_function("() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')")
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')"
+    )
     assert len(scripted_model.requests) == 1, "the calls wait for approval in step mode"
     shown = chips(page)
     assert all(c["state"] == "pending" for c in shown.values()), shown
@@ -150,9 +161,13 @@ def test_step_mode_correct_a_placeholder_before_its_calls_run(
     shot(page, artifacts_dir, "coa-04-step-mode-editing")
     calls_step.get_by_role("button", name="Approve and run").click()
 
-    wait_until(lambda: chips(page).get("y7", {}).get("state") == "done", message="y7 filled in")
+    wait_until(
+        lambda: chips(page).get("y7", {}).get("state") == "done", message="y7 filled in"
+    )
     assert chips(page)["y7"]["value"].startswith("14.2")
-    page.wait_for_function("() => document.querySelectorAll('article.cell-step')[2]?.classList.contains('is-waiting')")
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step')[2]?.classList.contains('is-waiting')"
+    )
     step_cells(page).nth(2).get_by_role("button", name="Approve and run").click()
     page.locator(".cell-answer").wait_for(timeout=20_000)
     assert "rose by 14.20" in page.locator(".cell-answer").inner_text()
@@ -165,7 +180,10 @@ def test_tools_mode_reject_a_placeholder_and_the_refine_step_sees_why(
 ) -> None:
     scripted_model.load(Script(rules=coa_rules()), reset_log=True)
     start_from_example(page, live_app, "tools")
-    calls_step = page.locator("article.cell-step[data-status='pending']", has=page.locator(".tool-card.editable"))
+    calls_step = page.locator(
+        "article.cell-step[data-status='pending']",
+        has=page.locator(".tool-card.editable"),
+    )
     calls_step.wait_for(timeout=20_000)
     assert calls_step.locator(".tool-card.editable").count() == 7
     y6 = calls_step.locator(editor("y6"))
@@ -173,7 +191,9 @@ def test_tools_mode_reject_a_placeholder_and_the_refine_step_sees_why(
     y6.get_by_role("button", name="Reject call").click()
     calls_step.locator(editor("y6")).locator(".decision-rejected").wait_for()
     # a schema error in an edit is refused by the server; a reference is accepted
-    y3_args = calls_step.locator(editor("y3")).get_by_label("Arguments for divide (JSON)")
+    y3_args = calls_step.locator(editor("y3")).get_by_label(
+        "Arguments for divide (JSON)"
+    )
     y3_args.fill('{"a": "y1", "b": "two"}')
     calls_step.get_by_role("button", name="Save edits").click()
     edit_error = calls_step.locator("[data-error-slot^='edit:']")
@@ -191,9 +211,15 @@ def test_tools_mode_reject_a_placeholder_and_the_refine_step_sees_why(
     assert shown["y6"]["state"] == "rejected" and shown["y7"]["state"] == "failed"
     assert shown["y3"]["state"] == "done"
     refine_prompt = scripted_model.requests[-1].last_user_text
-    assert "[y6 = divide(...) failed: rejected by user: skip the 2023 average]" in refine_prompt
+    assert (
+        "[y6 = divide(...) failed: rejected by user: skip the 2023 average]"
+        in refine_prompt
+    )
     calls = dag_calls(page)
-    assert "status-failed" in calls["y6"]["cls"] and "status-completed" in calls["y3"]["cls"]
+    assert (
+        "status-failed" in calls["y6"]["cls"]
+        and "status-completed" in calls["y3"]["cls"]
+    )
     shot(page, artifacts_dir, "coa-07-tools-mode-done")
     step_cells(page).first.scroll_into_view_if_needed()
     shot(page, artifacts_dir, "coa-08-tools-mode-chips")

@@ -296,9 +296,17 @@ async def test_every_preset_works_offline_with_the_demo_model(
         )
     elif agent == "coa":  # four queries at once, then the two averages, then the change
         assert sorted((c["output_name"], c["depends_on_names"]) for c in calls) == [
-            ("y1", []), ("y2", []), ("y3", ["y1", "y2"]), ("y4", []), ("y5", []), ("y6", ["y4", "y5"]), ("y7", ["y3", "y6"])
+            ("y1", []),
+            ("y2", []),
+            ("y3", ["y1", "y2"]),
+            ("y4", []),
+            ("y5", []),
+            ("y6", ["y4", "y5"]),
+            ("y7", ["y3", "y6"]),
         ]
-        assert [e["type"] for e in stored].count("step_completed") == 3  # reasoning, calls, refine
+        assert [e["type"] for e in stored].count(
+            "step_completed"
+        ) == 3  # reasoning, calls, refine
     else:
         assert [c["tool_name"] for c in calls] == ["sql_query", "multiply"]
     assert (await Task.objects.aget(pk=task.pk)).title.startswith(prompt[:40])

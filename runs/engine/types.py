@@ -55,7 +55,9 @@ class PendingToolCall(BaseModel):
     decision: ToolCallDecision = ToolCallDecision.PENDING
     reason: str | None = None
     arguments_error: str | None = None
-    output_name: str | None = None  # what its result is called in a chain of abstraction ("y2")
+    output_name: str | None = (
+        None  # what its result is called in a chain of abstraction ("y2")
+    )
 
     @classmethod
     def from_selection(cls, selection: ToolSelection) -> PendingToolCall:
