@@ -152,3 +152,33 @@ async def test_team_demo_works_offline(tmp_path: Any) -> None:
     (done,) = _of(stored, "task_completed")
     assert "Checked against the data" in done["response"]
     assert len(_of(stored, "agent_handoff")) == 2
+
+
+async def test_team_in_tools_mode_and_abandoned_while_a_question_waits(
+    scripted_server: Any, tmp_path: Any
+) -> None:
+    server = scripted_server(Script(rules=team_rules()))
+    with llm_at(server), override_settings(AGENTUI_DATA_DIR=str(tmp_path)):
+        task = await _notebook(mode="tools")
+        await service.send_message(task.pk, TEAM_PROMPT)
+        await service.wait_idle()
+        stored = await _events(task)
+        waiting = _of(stored, "step_waiting")[-1]["step_id"]
+        created = {e["step_id"]: e for e in _of(stored, "step_created")}
+        # tools mode: the planner's ask_person call waits for approval first
+        assert created[waiting]["kind"] == "tool_calls"
+        assert [c["tool_name"] for c in created[waiting]["tool_calls"]] == [
+            "ask_person"
+        ]
+        await service.approve(task.pk, waiting)
+        await service.wait_idle()
+        stored = await _events(task)
+        waiting = _of(stored, "step_waiting")[-1]["step_id"]
+        created = {e["step_id"]: e for e in _of(stored, "step_created")}
+        assert created[waiting]["kind"] == "human_input"
+        assert len(_of(stored, "input_required")) == 1
+        await service.abandon(task.pk)
+        await service.wait_idle()
+        stored = await _events(task)
+    assert _of(stored, "task_abandoned") or _of(stored, "task_deleted")
+    assert not _of(stored, "task_completed")

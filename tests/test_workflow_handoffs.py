@@ -141,3 +141,36 @@ async def test_return_direct_ends_the_run_with_the_tool_output_but_a_handoff_doe
         "researcher",
         "writer",
     ]
+
+
+async def test_a_tool_retriever_adds_tools_for_the_turn() -> None:
+    def lookup(city: str) -> str:
+        """Population of a city."""
+        return f"{city}: 15M"
+
+    class ByKeyword:
+        def __init__(self) -> None:
+            self.queries: list[str] = []
+
+        async def aretrieve(self, query: str) -> list[FunctionTool]:
+            self.queries.append(query)
+            return [FunctionTool.from_defaults(lookup)] if "population" in query else []
+
+    rules = [
+        Rule(
+            match=Match(tool_results_since_user=0), reply=call("lookup", city="Lagos")
+        ),
+        Rule(match=Match(tool_results_since_user=1), reply=Reply(text="15M")),
+    ]
+    retriever = ByKeyword()
+    with serving(*rules) as server:
+        workflow = AgentWorkflow(
+            [FunctionAgent(name="a", llm=llm_for(server), tool_retriever=retriever)]
+        )
+        events, result = await collect(
+            workflow.run(user_msg="What is the population of Lagos?")
+        )
+        offered = [t["function"]["name"] for t in server.requests[0].body["tools"]]
+    assert offered == ["lookup"]
+    assert retriever.queries[0] == "What is the population of Lagos?"
+    assert _results(events) == ["Lagos: 15M"] and result.response.content == "15M"
