@@ -1,11 +1,11 @@
 """AgentWorkflow per-turn overhead, ours against LlamaIndex's, on one scripted server.
 
-    AGENTUI_PEER_DIR=/work/shared/peer PYTHONPATH=. .venv/bin/python bench/bench_workflow.py [--turns 50] [--runs 3]
+    .venv/bin/python -m bench.bench_workflow [--turns 50] [--runs 3]   # from the repo root
 
 Both run the same three-agent scenario (bench/workflow_scenario.py: every turn one model call
 that hands off to the next agent, the last one answers) against one fake_openai.py server (the
 peer harness's, zero latency, streamed replies), each side in its own process: ours here
-(``ours`` subcommand), LlamaIndex's AgentWorkflow in its venv (bench/li_workflow_driver.py).
+(``ours`` subcommand), LlamaIndex's AgentWorkflow in its venv (``-m bench.li_workflow_driver``).
 
 A turn is from one AgentInput event to the next (the last: to the answer). Per turn we report
 "turn" = its wall time minus the server's time on its request (t_done - t_recv in the server
@@ -29,17 +29,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench._peer import (  # noqa: E402
+from bench._peer import (
     PeerServer,
     ensure_li_venv,
     host_info,
     li_versions,
     run_li_json,
 )
-from bench.bench_overhead import SDK, patch_openai_sdk_timer  # noqa: E402
-from bench.workflow_scenario import (  # noqa: E402
+from bench.bench_overhead import SDK, patch_openai_sdk_timer
+from bench.workflow_scenario import (
     AGENTS,
     ANSWER,
     DESCRIPTION,
@@ -49,7 +47,6 @@ from bench.workflow_scenario import (  # noqa: E402
     script,
 )
 
-HERE = Path(__file__).resolve().parent
 SIDES = ("agentui", "llamaindex")
 Measured = dict[str, list[float]]  # "turn" / "own" -> ms per turn
 
@@ -137,7 +134,8 @@ def _run_side(name: str, server: PeerServer, turns: int) -> dict[str, Any]:
     if name == "agentui":
         argv = [
             sys.executable,
-            str(HERE / "bench_workflow.py"),
+            "-m",
+            "bench.bench_workflow",
             "ours",
             "--base-url",
             server.base_url,
@@ -153,7 +151,8 @@ def _run_side(name: str, server: PeerServer, turns: int) -> dict[str, Any]:
     else:
         result = run_li_json(
             [
-                str(HERE / "li_workflow_driver.py"),
+                "-m",
+                "bench.li_workflow_driver",
                 "--base-url",
                 server.base_url,
                 "--turns",

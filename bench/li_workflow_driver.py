@@ -3,7 +3,7 @@
 Runs in the LlamaIndex venv (llama-index-core 0.12.52.post1, llama-index-llms-openai 0.4.7),
 never in the project's venv; prints one JSON line with the time of every AgentInput event:
 
-    /tmp/li-venv/bin/python bench/li_workflow_driver.py --base-url URL --turns 50
+    /tmp/li-venv/bin/python -m bench.li_workflow_driver --base-url URL --turns 50   # from the repo root
 """
 
 from __future__ import annotations
@@ -12,17 +12,14 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 import warnings
-from pathlib import Path
 
 warnings.filterwarnings("ignore")
 warnings.showwarning = lambda *a, **k: (
     None
 )  # llama-index forces its DeprecationWarnings through
 os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_overhead import SDK, patch_openai_sdk_timer  # noqa: E402
 from bench.workflow_scenario import (  # noqa: E402
