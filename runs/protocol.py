@@ -254,6 +254,6 @@ def error_message(error: ProtocolError) -> dict[str, Any]:
     return message
 
 
-def delta_text(event_json: str, after_seq: int) -> str:
+def delta_text(event_json: str, after_seq: int, offset: int) -> str:
     """A `delta` message as text, built around the already-encoded event (the hot path)."""
-    return f'{{"type":"delta","after_seq":{after_seq},"event":{event_json}}}'
+    return f'{{"type":"delta","after_seq":{after_seq},"offset":{offset},"event":{event_json}}}'

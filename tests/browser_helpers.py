@@ -494,3 +494,22 @@ def seed_filler_notebooks(username: str, count: int, agent: str) -> None:
             for n in range(count)
         ]
     )
+
+
+# Every text a streamed cell shows, recorded by the page itself on each DOM change, so a wrong
+# text that lasts one frame (a token drawn twice, then healed) is still caught.
+_RECORD_STREAM_TEXTS = """
+(() => {
+  const seen = new Set();
+  window.__streamTexts = seen;
+  const record = () => { for (const el of document.querySelectorAll('.stream-text')) seen.add(el.textContent || ''); };
+  const start = () => new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true});
+  if (document.body) start(); else document.addEventListener('DOMContentLoaded', start);
+})();
+"""
+
+
+def record_stream_texts(context: Any) -> Callable[[Any], list[str]]:
+    """Record, in every page of `context`, each text its streamed cells ever show; returns a reader."""
+    context.add_init_script(_RECORD_STREAM_TEXTS)
+    return lambda page: list(page.evaluate("() => [...(window.__streamTexts || [])]"))

@@ -498,3 +498,46 @@ def test_stored_model_inputs_keep_only_what_is_new_in_each_call() -> None:
     from runs.engine import parse_event
 
     assert parse_event({**compact, "task_id": "t", "step_id": "s"}).input_omitted == 4  # type: ignore[union-attr]
+
+
+async def test_deltas_follow_the_event_opening_their_model_call_and_say_where_they_go(
+    server: ScriptedServer,
+) -> None:
+    # Two model calls in one turn, streamed token by token: a page must be able to place every
+    # delta (after its call's agent_input, at its offset) without drawing anything twice.
+    server.load(analyst_script(defaults=Timing(token_delay_s=0.002)))
+    _, notebook, client = await open_notebook()
+    await acked(client, "send_message", text=QUESTION)
+    await client.until_event("task_completed")
+    await service.wait_idle()
+
+    opened: set[tuple[str, str | None]] = set()
+    texts: dict[tuple[str, str | None], str] = {}
+    finals: dict[tuple[str, str | None], str] = {}
+    deltas = 0
+    for message in client.messages:
+        if message["type"] == "event" and message["event"]["type"] in (
+            "agent_input",
+            "agent_output",
+        ):
+            event = message["event"]
+            key = (event["step_id"], event.get("phase"))
+            if event["type"] == "agent_input":
+                opened.add(key)
+                texts[key] = ""
+            else:
+                finals[key] = event["response"]["content"] or ""
+        elif message["type"] == "delta":
+            event = message["event"]
+            key = (event["step_id"], event.get("phase"))
+            assert key in opened, (
+                "a delta came before the agent_input of its model call"
+            )
+            assert key not in finals, "a delta came after the output of its model call"
+            assert message["offset"] == len(texts[key]), (message["offset"], texts[key])
+            texts[key] += event["delta"]
+            deltas += 1
+    assert deltas > 2
+    assert {k: v for k, v in texts.items() if v} == {
+        k: v for k, v in finals.items() if v
+    }

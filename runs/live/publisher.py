@@ -103,12 +103,24 @@ class Publisher:
         self.last_seq = (
             0  # the last seq this process handed out (deltas carry it as after_seq)
         )
-        self.streams = StreamRelay(self._send_delta, lambda: self.last_seq)
+        self.streams = StreamRelay(
+            self._send_delta,
+            lambda: self.last_seq,
+            lambda: self._queued,
+            self.wait_events,
+        )
         # Events wait here for the writer task, which stores each run of them in one transaction
         # (a group commit): a turn's parallel tool calls do not queue behind each other's writes.
         self._queue: list[tuple[dict[str, Any], str | None, asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._turns: dict[str, int] = {}
+        self._queued = 0  # events handed to the writer so far
+        self._written = (
+            0  # of them, sent to the group (or failed to store): always a prefix
+        )
+        self._progress = (
+            asyncio.Event()
+        )  # set (and replaced) each time `_written` grows
 
     async def __call__(self, event: AgentEvent) -> None:
         """The runner's on_event: every engine event comes through here."""
@@ -138,6 +150,7 @@ class Publisher:
         stored.add_done_callback(lambda f: f.cancelled() or f.exception())
         # the lease this event is written under travels with it: the writer runs in another context
         self._queue.append((payload, fence_token.get(), stored))
+        self._queued += 1
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write_queued())
         return await asyncio.shield(
@@ -165,6 +178,9 @@ class Publisher:
                 for _, _, stored in batch:
                     if not stored.done():
                         stored.set_exception(exc)
+                self._advance(
+                    len(batch)
+                )  # nothing will be sent for them; deltas need not wait
                 if isinstance(exc, Exception):
                     continue
                 raise
@@ -180,6 +196,23 @@ class Publisher:
                     self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload}
                 )
                 self.last_seq = seq  # deltas name the last event sent before them
+                self._advance(1)
+
+    def _advance(self, count: int) -> None:
+        self._written += count
+        self._progress.set()
+        self._progress = asyncio.Event()
+
+    async def wait_events(self, count: int, timeout: float = 5.0) -> None:
+        """Return once the first `count` events emitted here went to the group (deltas wait for it).
+
+        Bounded: a writer stuck on the database delays a stream by `timeout` at most.
+        """
+        while self._written < count:
+            try:
+                await asyncio.wait_for(self._progress.wait(), timeout)
+            except TimeoutError:
+                return
 
     async def _turn_of(self, engine_id: str | None) -> int | None:
         if not engine_id:

@@ -9,6 +9,12 @@ so a client that missed something heals without every message growing with the a
 
 The text so far is also flushed to `Step.stream_text` at most every `FLUSH_EVERY_S` (and in
 full when the model turn ends), for sockets that connect mid-stream to any server process.
+
+Two orderings make a page draw each token once. A delta leaves only after every stored event
+emitted before its tokens has gone to the group (`wait_events`), so a page never sees a model
+call's tokens before the `agent_input` that opens it. And a delta carries its `offset` in the
+stream's text, so a page that already has those characters (from a `stream_snapshot` taken
+while the delta was on its way) keeps only what is new.
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ FLUSH_EVERY_S = 0.2
 RESPONSE_EVERY_S = 0.25
 
 
+def js_length(text: str) -> int:
+    """Length of `text` as a browser counts it (UTF-16 code units), for delta offsets."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def write_stream(step_id: str, phase: str, text: str) -> None:
     Step.objects.filter(step_id=step_id).update(stream_text=text, stream_phase=phase)
 
@@ -44,6 +55,7 @@ class StreamBuffer:
     phase: str
     text: str
     pending: list[AgentStream] = field(default_factory=list)
+    events_before: int = 0  # stored events emitted before the newest pending token
     response_sent_at: float | None = None
     flush: asyncio.TimerHandle | None = field(default=None, repr=False)
 
@@ -52,10 +64,20 @@ class StreamRelay:
     """The streams of one notebook in this process."""
 
     def __init__(
-        self, send: Callable[[str], Awaitable[None]], after_seq: Callable[[], int]
+        self,
+        send: Callable[[str], Awaitable[None]],
+        after_seq: Callable[[], int],
+        events_emitted: Callable[[], int] = lambda: 0,
+        wait_events: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self._send = send  # sends one encoded `delta` message to the group
         self._after_seq = after_seq
+        self._events_emitted = (
+            events_emitted  # how many stored events were emitted so far
+        )
+        self._wait_events = (
+            wait_events  # returns once that many of them went to the group
+        )
         self.buffers: dict[str, StreamBuffer] = {}
         self._waiting: dict[str, None] = {}  # steps with unsent deltas, oldest first
         self._sender: asyncio.Task[None] | None = None
@@ -72,6 +94,7 @@ class StreamRelay:
             )
         buffer.phase, buffer.text = event.phase or "", event.response
         buffer.pending.append(event)
+        buffer.events_before = self._events_emitted()
         self._waiting[step_id] = None
         loop = asyncio.get_running_loop()
         if self._sender is None:
@@ -89,6 +112,11 @@ class StreamRelay:
     async def send_pending(self, step_id: str) -> None:
         """Send the step's unsent deltas now, as one message."""
         async with self._sending:
+            buffer = self.buffers.get(step_id)
+            if buffer is not None and buffer.pending and self._wait_events is not None:
+                await self._wait_events(
+                    buffer.events_before
+                )  # e.g. the call's agent_input first
             self._waiting.pop(step_id, None)
             buffer = self.buffers.get(step_id)
             if buffer is None or not buffer.pending:
@@ -102,8 +130,14 @@ class StreamRelay:
             if with_response:
                 buffer.response_sent_at = now
             try:
+                merged = "".join(e.delta for e in events)
+                offset = js_length(events[-1].response) - js_length(merged)
                 await self._send(
-                    delta_text(_merged(events, with_response), self._after_seq())
+                    delta_text(
+                        _merged(events, merged, with_response),
+                        self._after_seq(),
+                        offset,
+                    )
                 )
             except Exception:  # noqa: BLE001 - a lost delta heals with the next `response`
                 logger.warning(
@@ -151,7 +185,7 @@ class StreamRelay:
             )
 
 
-def _merged(events: list[AgentStream], with_response: bool) -> str:
+def _merged(events: list[AgentStream], delta: str, with_response: bool) -> str:
     """One `agent_stream` event as JSON for consecutive deltas of one stream."""
     first, last = events[0], events[-1]
     payload: dict[str, Any] = {
@@ -159,7 +193,7 @@ def _merged(events: list[AgentStream], with_response: bool) -> str:
         "step_id": first.step_id,
         "at": first.at,
         "type": "agent_stream",
-        "delta": "".join(e.delta for e in events),
+        "delta": delta,
         "current_agent_name": last.current_agent_name,
         "phase": last.phase,
     }

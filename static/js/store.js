@@ -32,7 +32,15 @@
  * @property {string|null} errorType
  */
 
-/** @typedef {{phase: string|null, agent: string, text: string, done: boolean, toolSelections: object[]}} Stream */
+/**
+ * @typedef {object} Stream  one model call of a step
+ * @property {string|null} phase
+ * @property {string} agent
+ * @property {string} text
+ * @property {boolean} done       its agent_output arrived: the text is final
+ * @property {boolean} announced  its agent_input arrived (a snapshot can open a stream before it)
+ * @property {object[]} toolSelections
+ */
 
 /**
  * @typedef {object} Call
@@ -72,8 +80,8 @@ function newAttempt(at) {
   return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), output: "", usage: null, error: null, errorType: null };
 }
 
-function newStream(phase, agent) {
-  return { phase: phase ?? null, agent: agent || "agent", text: "", done: false, toolSelections: [] };
+function newStream(phase, agent, announced = true) {
+  return { phase: phase ?? null, agent: agent || "agent", text: "", done: false, announced, toolSelections: [] };
 }
 
 function newStep(event, turnId) {
@@ -210,8 +218,15 @@ const STEP_EVENTS = {
     if (event.input != null) step.input = event.input;
   },
   agent_input(model, step, event) {
-    const stream = newStream(event.phase, event.current_agent_name);
-    currentAttempt(step, event.at).streams.push(stream);
+    const attempt = currentAttempt(step, event.at);
+    // A snapshot sent while this event was on its way may have opened the stream already.
+    let stream = latestStream(attempt, event.phase);
+    if (stream && !stream.announced && !stream.done) {
+      stream.announced = true;
+      stream.agent = event.current_agent_name || stream.agent;
+    } else {
+      attempt.streams.push((stream = newStream(event.phase, event.current_agent_name)));
+    }
     step.agent = stream.agent;
   },
   agent_output(model, step, event) {
@@ -343,28 +358,35 @@ export function applyEvent(model, event) {
 /**
  * Text for a running stream from a delta or a snapshot. A phase whose model output already
  * arrived is final: a late delta, or a snapshot flushed before the output, must not reopen it.
+ * `text` (a snapshot, or a delta's `response`) is the whole reply so far, so a lost delta heals;
+ * a delta's `offset` says where its characters go, so the ones the page already has (from a
+ * snapshot that overtook the delta) are not added twice.
  */
-function streamText(model, stepId, phase, agent, text, delta) {
+function streamText(model, stepId, phase, agent, { text = null, delta = "", offset = null }) {
   const step = model.steps.get(stepId);
   if (!step || step.status !== "running") return; // not replayed yet, or already finished
   const attempt = currentAttempt(step, null);
   let stream = latestStream(attempt, phase);
   if (stream?.done) return;
-  if (!stream) attempt.streams.push((stream = newStream(phase, agent)));
-  // `text` is the whole reply so far, so a lost delta heals itself; never go backwards.
-  if (text != null && text.length >= stream.text.length) stream.text = text;
-  else if (text == null) stream.text += delta || "";
+  if (!stream) attempt.streams.push((stream = newStream(phase, agent, false)));
+  if (text != null) {
+    if (text.length >= stream.text.length) stream.text = text; // never go backwards
+  } else if (offset == null) {
+    stream.text += delta; // a server that does not say where the delta goes
+  } else if (offset <= stream.text.length && offset + delta.length > stream.text.length) {
+    stream.text += delta.slice(stream.text.length - offset);
+  } // else: all of it is here already, or characters before it are missing (the next `response` heals)
   model.dirty.streams.add(step.id);
 }
 
-/** A streamed token (an `agent_stream` event). */
-export function applyDelta(model, event) {
-  streamText(model, event.step_id, event.phase, event.current_agent_name, event.response ?? null, event.delta);
+/** A streamed token (an `agent_stream` event); `offset` is where its delta starts in the text. */
+export function applyDelta(model, event, offset = null) {
+  streamText(model, event.step_id, event.phase, event.current_agent_name, { text: event.response ?? null, delta: event.delta || "", offset });
 }
 
 /** What a running step streamed before this page (re)connected. */
 export function applySnapshot(model, message) {
-  streamText(model, message.step_id, message.phase, null, message.text || "", "");
+  streamText(model, message.step_id, message.phase, null, { text: message.text || "" });
 }
 
 /**
@@ -388,7 +410,7 @@ export function applyMessage(model, message) {
       applyEvent(model, message.event);
       return "ok";
     case "delta":
-      applyDelta(model, message.event);
+      applyDelta(model, message.event, message.offset ?? null);
       return "ok";
     case "stream_snapshot":
       applySnapshot(model, message);
