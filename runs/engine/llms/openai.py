@@ -208,9 +208,6 @@ class OpenAI(LLM):
             self._clients[loop] = client
         return client
 
-    def _wire_message(self, message: ChatMessage) -> dict[str, Any]:
-        return self._wire.get(message, message_to_openai)
-
     def _request(
         self,
         messages: Sequence[ChatMessage],
@@ -219,7 +216,7 @@ class OpenAI(LLM):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [self._wire_message(m) for m in messages],
+            "messages": self._wire.get_all(messages, message_to_openai),
             **self.additional_kwargs,
         }
         if self.streaming:

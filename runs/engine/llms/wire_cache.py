@@ -4,14 +4,14 @@ The whole history is resent every turn; converting each (immutable) message once
 cost flat as the conversation grows. An entry holds only a weak reference to its message, so it
 goes when the message does (a finished notebook's history, the copies a database-backed store
 loads each step, a data-URL image): the cache grows with the messages in use, never beyond, and
-at most ``size`` entries (least recently used go first).
+at most ``size`` entries (the oldest go first).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..messages import ChatMessage
@@ -20,7 +20,7 @@ Wire = dict[str, Any]
 
 
 class WireCache:
-    """``get(message, convert)``: ``convert(message)``, computed once per live message."""
+    """``get_all(messages, convert)``: ``convert(message)`` of each, computed once per live message."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -36,21 +36,33 @@ class WireCache:
         return len(self._entries)
 
     def get(self, message: ChatMessage, convert: Callable[[ChatMessage], Wire]) -> Wire:
+        return self.get_all([message], convert)[0]
+
+    def get_all(
+        self, messages: Sequence[ChatMessage], convert: Callable[[ChatMessage], Wire]
+    ) -> list[Wire]:
+        """Each message converted; the whole history goes through here every turn, so a hit
+        is one dict lookup and one dereference (no reordering: the oldest entries go first)."""
         self._purge()
-        key = id(message)
-        entry = self._entries.get(key)
-        if entry is not None and entry[0]() is message:
-            self._entries.move_to_end(key)
-            return entry[1]
-        wire = convert(message)
-        dead = self._dead
+        entries = self._entries
+        wires: list[Wire] = []
+        for message in messages:
+            entry = entries.get(id(message))
+            if entry is not None and entry[0]() is message:
+                wires.append(entry[1])
+            else:
+                wires.append(self._add(message, convert(message)))
+        while len(entries) > self.size:
+            entries.popitem(last=False)
+        return wires
+
+    def _add(self, message: ChatMessage, wire: Wire) -> Wire:
+        key, dead = id(message), self._dead
+        self._entries.pop(key, None)  # a dead message's entry under a reused id
         self._entries[key] = (
             weakref.ref(message, lambda ref: dead.append((key, ref))),
             wire,
         )
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
         return wire
 
     def _purge(self) -> None:
