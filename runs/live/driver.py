@@ -14,7 +14,6 @@ import logging
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from runs.engine import (
@@ -52,13 +51,15 @@ class Origin:
     action: str | None = None
 
 
-async def reply_error(origin: Origin | None, error: ProtocolError) -> None:
-    """Send an `error` to the socket that asked (if it is still there)."""
+def reply_error(
+    runtime: NotebookRuntime, origin: Origin | None, error: ProtocolError
+) -> None:
+    """Send an `error` to the socket that asked (if it is still there), after the events before it."""
     if origin is None or origin.channel is None:
         return
     error.request_id = error.request_id or origin.request_id
     error.action = error.action or origin.action
-    await get_channel_layer().send(
+    runtime.publisher.reply(
         origin.channel, {"type": REPLY_MESSAGE, "message": error_message(error)}
     )
 
@@ -110,7 +111,8 @@ async def drive(
             "notebook %s: another server took the run over; this one stopped",
             runtime.task_pk,
         )
-        await reply_error(
+        reply_error(
+            runtime,
             origin,
             ProtocolError(
                 ErrorCode.INTERNAL, "the run stalled and another server took it over"
@@ -118,7 +120,8 @@ async def drive(
         )
     except Exception:
         logger.exception("running notebook %s failed", runtime.task_pk)
-        await reply_error(
+        reply_error(
+            runtime,
             origin,
             ProtocolError(
                 ErrorCode.INTERNAL, "the server failed while running the step"
@@ -138,10 +141,10 @@ async def _run_steps(
         except StepFailedError as exc:
             if isinstance(exc.__cause__, LeaseLost):
                 raise exc.__cause__ from None
-            await reply_error(origin, failure(exc))
+            reply_error(runtime, origin, failure(exc))
             return
         except AgentError as exc:
-            await reply_error(origin, ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)))
+            reply_error(runtime, origin, ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)))
             return
         if output.is_last:
             await runtime.runner.afinalize_response(turn_id)

@@ -2,27 +2,32 @@
 
 Stored events get `seq` from `Task.last_seq` under the notebook's row lock, in the same
 transaction as the `Event` insert, so seqs are contiguous and commit in order on PostgreSQL and
-SQLite alike. Streamed token deltas (`agent_stream`) are not stored: `runs.live.streams` relays
+SQLite alike. Storing and sending are two tasks: an event's caller goes on once it is stored,
+and one sender task sends events, streamed tokens and replies in the order they were emitted
+(an event once it is stored). A channel layer that fails or hangs (runs.live.broadcast)
+delays or drops only those live copies, which sockets then fill from the Event table by seq. Streamed token deltas (`agent_stream`) are not stored: `runs.live.streams` relays
 them and keeps the text so far for sockets that connect mid-stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db import transaction
 from pydantic import BaseModel
 
 from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
+from runs.live import broadcast
 from runs.live.streams import StreamRelay
 from runs.models import Event, Step, Task, Turn, group_name
 from runs.store.fence import check as check_fence
 from runs.store.fence import fence_token
 
 EVENT_MESSAGE = "notebook.event"
+CATCH_UP_MESSAGE = "notebook.catch_up"
 DELTA_MESSAGE = "notebook.delta"
 
 
@@ -93,34 +98,32 @@ def _turn_pk(task_pk: int, engine_id: str) -> int | None:
     )
 
 
+# An event (the future of its seq, and its payload), a step's waiting tokens (its step_id),
+# or a reply to one socket (its channel and the message).
+Outgoing = tuple["asyncio.Future[int] | str", dict[str, Any]] | str
+
+
 class Publisher:
     """Stores and broadcasts one notebook's events (one per notebook per process and loop)."""
 
     def __init__(self, task_pk: int) -> None:
         self.task_pk = task_pk
         self.group = group_name(task_pk)
-        self.layer = get_channel_layer()
-        self.last_seq = (
-            0  # the last seq this process handed out (deltas carry it as after_seq)
-        )
-        self.streams = StreamRelay(
-            self._send_delta,
-            lambda: self.last_seq,
-            lambda: self._queued,
-            self.wait_events,
-        )
+        # the last seq sent to the group (deltas carry it as after_seq)
+        self.last_seq = 0
+        self.streams = StreamRelay(self._queue_deltas)
         # Events wait here for the writer task, which stores each run of them in one transaction
         # (a group commit): a turn's parallel tool calls do not queue behind each other's writes.
         self._queue: list[tuple[dict[str, Any], str | None, asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None
+        # What the sender task sends, in the order it was emitted: an event (the future of its
+        # seq and its payload, sent once stored), the waiting tokens of a step (its step_id;
+        # taken from the relay when their turn comes), or a reply to one socket (channel, message).
+        self._outbox: deque[Outgoing] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        # nudges the sockets after a lost send
+        self._healer: asyncio.Task[None] | None = None
         self._turns: dict[str, int] = {}
-        self._queued = 0  # events handed to the writer so far
-        self._written = (
-            0  # of them, sent to the group (or failed to store): always a prefix
-        )
-        self._progress = (
-            asyncio.Event()
-        )  # set (and replaced) each time `_written` grows
 
     async def __call__(self, event: AgentEvent) -> None:
         """The runner's on_event: every engine event comes through here."""
@@ -133,10 +136,8 @@ class Publisher:
                 event.step_id, event.response.text, event.phase or ""
             )
         elif isinstance(event, (StepCompleted, StepFailed)) and event.step_id:
-            await self.streams.send_pending(event.step_id)
-            self.streams.drop(
-                event.step_id
-            )  # e.g. a model call that broke off mid-stream
+            # e.g. a model call that broke off mid-stream
+            self.streams.drop(event.step_id)
         await self.publish(event)
 
     async def publish(self, event: BaseModel) -> int:
@@ -150,15 +151,14 @@ class Publisher:
         stored.add_done_callback(lambda f: f.cancelled() or f.exception())
         # the lease this event is written under travels with it: the writer runs in another context
         self._queue.append((payload, fence_token.get(), stored))
-        self._queued += 1
+        self._send_later((stored, payload))
         if self._writer is None or self._writer.done():
             self._writer = loop.create_task(self._write_queued())
-        return await asyncio.shield(
-            stored
-        )  # stored and sent even if the caller is cancelled
+        # stored (and then sent) even if the caller is cancelled
+        return await asyncio.shield(stored)
 
     async def _write_queued(self) -> None:
-        """Store and send queued events in order: each run with the same lease in one transaction."""
+        """Store queued events in order: each run with the same lease in one transaction."""
         while self._queue:
             token = self._queue[0][1]
             size = next(
@@ -178,9 +178,6 @@ class Publisher:
                 for _, _, stored in batch:
                     if not stored.done():
                         stored.set_exception(exc)
-                self._advance(
-                    len(batch)
-                )  # nothing will be sent for them; deltas need not wait
                 if isinstance(exc, Exception):
                     continue
                 raise
@@ -189,29 +186,53 @@ class Publisher:
                     not stored.done()
                 ):  # every writer of the batch goes on together (e.g. parallel tools)
                     stored.set_result(seq)
-            for (payload, _, _), seq in zip(
-                batch, seqs
-            ):  # the seq order is this task's, whatever they do next
-                await self.layer.group_send(
-                    self.group, {"type": EVENT_MESSAGE, "seq": seq, "event": payload}
-                )
-                self.last_seq = seq  # deltas name the last event sent before them
-                self._advance(1)
 
-    def _advance(self, count: int) -> None:
-        self._written += count
-        self._progress.set()
-        self._progress = asyncio.Event()
+    def reply(self, channel: str, message: dict[str, Any]) -> None:
+        """Send `message` to one socket's channel after the events emitted before it."""
+        self._send_later((channel, message))
 
-    async def wait_events(self, count: int, timeout: float = 5.0) -> None:
-        """Return once the first `count` events emitted here went to the group (deltas wait for it).
+    def _queue_deltas(self, step_id: str) -> None:
+        self._send_later(step_id)
 
-        Bounded: a writer stuck on the database delays a stream by `timeout` at most.
-        """
-        while self._written < count:
+    def _send_later(self, item: Outgoing) -> None:
+        self._outbox.append(item)
+        if self._sender is None or self._sender.done():
+            loop = asyncio.get_running_loop()
+            self._sender = loop.create_task(self._send_outbox())
+
+    async def _send_outbox(self) -> None:
+        """Send what was emitted, in order; never raises (a lost copy is healed by seq)."""
+        while self._outbox:
+            item = self._outbox.popleft()
+            if isinstance(item, str):
+                text = self.streams.take(item, self.last_seq)
+                if text is not None:
+                    message = {"type": DELTA_MESSAGE, "text": text}
+                    await broadcast.group_send(self.group, message)
+                continue
+            target, payload = item
+            if isinstance(target, str):
+                await broadcast.channel_send(target, payload)
+                continue
             try:
-                await asyncio.wait_for(self._progress.wait(), timeout)
-            except TimeoutError:
+                seq = await asyncio.shield(target)
+            except Exception:  # noqa: BLE001 - not stored: nothing to send
+                continue
+            event = {"type": EVENT_MESSAGE, "seq": seq, "event": payload}
+            sent = await broadcast.group_send(self.group, event)
+            self.last_seq = seq  # deltas name the last event sent before them
+            if not sent and (self._healer is None or self._healer.done()):
+                self._healer = asyncio.get_running_loop().create_task(self._heal())
+
+    async def _heal(self) -> None:
+        """After an event was not sent, nudge the sockets until the layer carries it.
+
+        A socket fills a gap when the next event arrives; this nudge covers the last events of
+        a run, after which nothing else may arrive for a long time.
+        """
+        while True:
+            await asyncio.sleep(broadcast.PROBE_EVERY_S)
+            if await broadcast.group_send(self.group, {"type": CATCH_UP_MESSAGE}):
                 return
 
     async def _turn_of(self, engine_id: str | None) -> int | None:
@@ -225,9 +246,6 @@ class Publisher:
         return self._turns[engine_id]
 
     # --- streaming ------------------------------------------------------------------------------
-
-    async def _send_delta(self, text: str) -> None:
-        await self.layer.group_send(self.group, {"type": DELTA_MESSAGE, "text": text})
 
     def snapshots(self) -> list[tuple[str, str, str]]:
         """(step_id, phase, text) of every step streaming in this process right now."""

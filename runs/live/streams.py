@@ -1,18 +1,21 @@
 """Streamed tokens: relayed to the notebook's sockets as they come, and kept for late sockets.
 
-Deltas are not stored as events. `StreamRelay` sends them to the channel-layer group from one
-sender task per notebook: when tokens arrive faster than they can be sent (a fast model, a busy
-server), the ones waiting are merged into a single `delta`, so the number of messages adapts to
-the load instead of overflowing the layer's per-socket queues. A `delta` carries `response`, the
-whole text so far, on the first message of a stream and then at most every `RESPONSE_EVERY_S`,
-so a client that missed something heals without every message growing with the answer.
+Deltas are not stored as events. `StreamRelay` keeps a step's unsent tokens and asks the
+notebook's publisher to send them (`request_send`, which never waits): they leave from the
+publisher's one sender task, in the order they were emitted among the stored events, and never
+hold up the step. When tokens arrive faster than they can be sent (a fast model, a busy server,
+a slow layer), the ones waiting are merged into a single `delta`, so the number of messages
+adapts to the load instead of overflowing the layer's per-socket queues. A `delta` carries
+`response`, the whole text so far, on the first message of a stream and then at most every
+`RESPONSE_EVERY_S`, so a client that missed something heals without every message growing
+with the answer.
 
 The text so far is also flushed to `Step.stream_text` at most every `FLUSH_EVERY_S` (and in
 full when the model turn ends), for sockets that connect mid-stream to any server process.
 
 Two orderings make a page draw each token once. A delta leaves only after every stored event
-emitted before its tokens has gone to the group (`wait_events`), so a page never sees a model
-call's tokens before the `agent_input` that opens it. And a delta carries its `offset` in the
+emitted before its tokens has gone to the group (the publisher's sender keeps emission order),
+so a page never sees a model call's tokens before the `agent_input` that opens it. And a delta carries its `offset` in the
 stream's text, so a page that already has those characters (from a `stream_snapshot` taken
 while the delta was on its way) keeps only what is new.
 """
@@ -23,7 +26,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,38 +53,23 @@ def write_stream(step_id: str, phase: str, text: str) -> None:
 
 @dataclass
 class StreamBuffer:
-    """One step's stream: its text so far, the deltas not sent yet, and its timers."""
+    """One step's stream: its text so far and its flush timer."""
 
     phase: str
     text: str
-    pending: list[AgentStream] = field(default_factory=list)
-    events_before: int = 0  # stored events emitted before the newest pending token
-    response_sent_at: float | None = None
     flush: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
 class StreamRelay:
     """The streams of one notebook in this process."""
 
-    def __init__(
-        self,
-        send: Callable[[str], Awaitable[None]],
-        after_seq: Callable[[], int],
-        events_emitted: Callable[[], int] = lambda: 0,
-        wait_events: Callable[[int], Awaitable[None]] | None = None,
-    ) -> None:
-        self._send = send  # sends one encoded `delta` message to the group
-        self._after_seq = after_seq
-        self._events_emitted = (
-            events_emitted  # how many stored events were emitted so far
-        )
-        self._wait_events = (
-            wait_events  # returns once that many of them went to the group
-        )
+    def __init__(self, request_send: Callable[[str], None]) -> None:
+        # queues "send this step's waiting tokens" with the publisher's sender
+        self._request_send = request_send
         self.buffers: dict[str, StreamBuffer] = {}
-        self._waiting: dict[str, None] = {}  # steps with unsent deltas, oldest first
-        self._sender: asyncio.Task[None] | None = None
-        self._sending = asyncio.Lock()  # one message at a time, in order
+        # unsent tokens by step; they outlive the buffer until the sender takes them
+        self._unsent: dict[str, list[AgentStream]] = {}
+        self._response_sent_at: dict[str, float] = {}
         self._flushes: set[asyncio.Task[None]] = set()
 
     def add(self, event: AgentStream) -> None:
@@ -93,60 +81,33 @@ class StreamRelay:
                 event.phase or "", event.response
             )
         buffer.phase, buffer.text = event.phase or "", event.response
-        buffer.pending.append(event)
-        buffer.events_before = self._events_emitted()
-        self._waiting[step_id] = None
-        loop = asyncio.get_running_loop()
-        if self._sender is None:
-            self._sender = loop.create_task(self._send_waiting())
+        unsent = self._unsent.get(step_id)
+        if unsent is None:
+            self._unsent[step_id] = [event]
+            self._request_send(step_id)
+        else:
+            unsent.append(event)
         if buffer.flush is None and step_id:
-            buffer.flush = loop.call_later(FLUSH_EVERY_S, self._start_flush, step_id)
-
-    async def _send_waiting(self) -> None:
-        try:
-            while self._waiting:
-                await self.send_pending(next(iter(self._waiting)))
-        finally:
-            self._sender = None
-
-    async def send_pending(self, step_id: str) -> None:
-        """Send the step's unsent deltas now, as one message."""
-        async with self._sending:
-            buffer = self.buffers.get(step_id)
-            if buffer is not None and buffer.pending and self._wait_events is not None:
-                await self._wait_events(
-                    buffer.events_before
-                )  # e.g. the call's agent_input first
-            self._waiting.pop(step_id, None)
-            buffer = self.buffers.get(step_id)
-            if buffer is None or not buffer.pending:
-                return
-            events, buffer.pending = buffer.pending, []
-            now = time.monotonic()
-            with_response = (
-                buffer.response_sent_at is None
-                or now - buffer.response_sent_at >= RESPONSE_EVERY_S
+            buffer.flush = asyncio.get_running_loop().call_later(
+                FLUSH_EVERY_S, self._start_flush, step_id
             )
-            if with_response:
-                buffer.response_sent_at = now
-            try:
-                merged = "".join(e.delta for e in events)
-                offset = js_length(events[-1].response) - js_length(merged)
-                await self._send(
-                    delta_text(
-                        _merged(events, merged, with_response),
-                        self._after_seq(),
-                        offset,
-                    )
-                )
-            except Exception:  # noqa: BLE001 - a lost delta heals with the next `response`
-                logger.warning(
-                    "could not send a delta of step %s", step_id, exc_info=True
-                )
+
+    def take(self, step_id: str, after_seq: int) -> str | None:
+        """The step's waiting tokens as one encoded `delta` message (None if there are none)."""
+        events = self._unsent.pop(step_id, None)
+        if not events:
+            return None
+        now = time.monotonic()
+        sent_at = self._response_sent_at.get(step_id)
+        with_response = sent_at is None or now - sent_at >= RESPONSE_EVERY_S
+        if with_response:
+            self._response_sent_at[step_id] = now
+        merged = "".join(e.delta for e in events)
+        offset = js_length(events[-1].response) - js_length(merged)
+        return delta_text(_merged(events, merged, with_response), after_seq, offset)
 
     async def end(self, step_id: str, text: str, phase: str) -> None:
-        """A model turn finished: send what is left, store its full text, forget the buffer."""
-        await self.send_pending(step_id)
+        """A model turn finished: store its full text, forget the buffer (queued tokens still go)."""
         buffer = self.drop(step_id)
         if buffer is not None or text:
             await database_sync_to_async(write_stream)(step_id, phase, text)
@@ -154,7 +115,7 @@ class StreamRelay:
     def drop(self, step_id: str) -> StreamBuffer | None:
         """Forget a step's stream (its run ended, with or without a final model output)."""
         buffer = self.buffers.pop(step_id, None)
-        self._waiting.pop(step_id, None)
+        self._response_sent_at.pop(step_id, None)
         if buffer is not None and buffer.flush is not None:
             buffer.flush.cancel()
         return buffer
