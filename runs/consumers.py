@@ -4,12 +4,18 @@ Thin glue: it authenticates the socket, validates each frame (runs.protocol), ha
 the service (runs.service) and forwards the notebook's group messages. Stored events reach the
 client in seq order, each once: after a `resume` the socket replays what the client missed,
 drops live copies of what it replayed, and fills any gap it notices from the Event table.
+
+The channel layer (Redis) may go away and come back: the socket then stays open, says so
+(`live` false), sends new stored events from the Event table every `CATCH_UP_EVERY_S`, and
+rejoins the group once the layer answers again (`live` true).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -27,6 +33,7 @@ from runs.protocol import (
     error_message,
     event_message,
     hello_message,
+    live_message,
     parse_client_message,
     replay_done_message,
     snapshot_message,
@@ -38,6 +45,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 REPLAY_BATCH = 500
+CATCH_UP_EVERY_S = 1.0
 
 
 class NotebookConsumer(AsyncWebsocketConsumer):
@@ -48,6 +56,17 @@ class NotebookConsumer(AsyncWebsocketConsumer):
     joined = False
     live = False  # stored events flow only after the client's first `resume`
     sent_seq = 0  # the highest seq this socket has sent
+    layer_ok = True  # False while the channel layer fails: events come from the database instead
+
+    # Channels reads `channel_receive` once per connection to wait for group messages; every
+    # read goes through `_layer_messages`, which survives the layer failing.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._layer_messages
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._layer_receive = receive
 
     async def connect(self) -> None:
         # Accept first so the close code reaches the browser (a refused handshake has none).
@@ -57,13 +76,15 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             await self.close(code=code)
             return
         self.group = group_name(self.task_pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         self.joined = True
+        self.layer_ok = await self._join()
         await service.ensure_recovered()
         await service.recover_notebook(self.task_pk)
         task, last_seq = await database_sync_to_async(queries.summary)(self.task_pk)
         self.sent_seq = last_seq
         await self._send(hello_message(task, last_seq))
+        if not self.layer_ok:
+            await self._send(live_message(False))
 
     async def _refusal(self) -> int | None:
         user = self.scope.get("user")
@@ -79,8 +100,17 @@ class NotebookConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.joined:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
             self.joined = False
+            try:
+                await asyncio.wait_for(
+                    self.channel_layer.group_discard(self.group, self.channel_name), 5
+                )
+            except Exception:  # noqa: BLE001 - the layer forgets the membership by itself (group expiry)
+                logger.info(
+                    "notebook %s: could not leave the group",
+                    self.task_pk,
+                    exc_info=True,
+                )
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -160,6 +190,54 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             stored.update({s[0]: s for s in publisher.snapshots()})
         return list(stored.values())
 
+    # --- the channel layer failing and coming back ----------------------------------------------
+
+    async def _join(self) -> bool:
+        try:
+            await asyncio.wait_for(
+                self.channel_layer.group_add(self.group, self.channel_name), 5
+            )
+        except Exception as exc:  # noqa: BLE001 - no live updates until it works; the database has everything
+            logger.warning(
+                "notebook %s: channel layer unavailable (%r); catching up from the database",
+                self.task_pk,
+                exc,
+            )
+            return False
+        return True
+
+    async def _layer_messages(self) -> dict[str, Any]:
+        """The next group message; while the layer fails, a local message every CATCH_UP_EVERY_S."""
+        if self.layer_ok:
+            try:
+                return await self._layer_receive()
+            except Exception as exc:  # noqa: BLE001 - Redis went away: carry on from the database
+                logger.warning(
+                    "notebook %s: channel layer failed (%r); catching up from the database",
+                    self.task_pk,
+                    exc,
+                )
+                self.layer_ok = False
+                return {"type": "notebook.live", "live": False}
+        await asyncio.sleep(CATCH_UP_EVERY_S)
+        if self.joined and await self._join():
+            self.layer_ok = True
+            return {"type": "notebook.live", "live": True}
+        return {"type": "notebook.catch_up"}
+
+    async def notebook_live(self, message: dict[str, Any]) -> None:
+        await self.notebook_catch_up(message)
+        await self._send(live_message(bool(message["live"])))
+
+    async def notebook_catch_up(self, message: dict[str, Any]) -> None:
+        """Send the stored events this socket has not sent yet (the layer may have missed them)."""
+        if not self.live:
+            return
+        current = await database_sync_to_async(queries.last_seq)(self.task_pk)
+        if current > self.sent_seq:
+            await self._send_stored(self.sent_seq, current)
+            self.sent_seq = current
+
     # --- group messages -----------------------------------------------------------------------
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -198,4 +276,6 @@ _GROUP_HANDLERS = {
     "notebook.event": NotebookConsumer.notebook_event,
     "notebook.delta": NotebookConsumer.notebook_delta,
     "notebook.reply": NotebookConsumer.notebook_reply,
+    "notebook.live": NotebookConsumer.notebook_live,
+    "notebook.catch_up": NotebookConsumer.notebook_catch_up,
 }

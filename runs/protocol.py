@@ -233,6 +233,11 @@ def snapshot_message(step_id: str, phase: str | None, text: str) -> dict[str, An
     return {"type": "stream_snapshot", "step_id": step_id, "phase": phase, "text": text}
 
 
+def live_message(live: bool) -> dict[str, Any]:
+    """Whether live updates flow (False: the channel layer is unreachable; events come from the database)."""
+    return {"type": "live", "live": live}
+
+
 def replay_done_message(last_seq: int) -> dict[str, Any]:
     return {"type": "replay_done", "last_seq": last_seq}
 

@@ -20,6 +20,7 @@ const $ = (selector) => root.querySelector(selector);
 const model = createModel();
 const metrics = { frames: 0, renderMs: 0, maxRenderMs: 0, deltas: 0, events: 0, firstReplayDoneAt: null, longTasks: 0, longTaskMs: 0 };
 let connection = { state: "connecting", detail: "" };
+let liveUpdates = true; // false while the server's channel layer is down (it then sends what it stores)
 let resyncing = false;
 let frame = 0;
 
@@ -27,6 +28,7 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
   lastSeq: () => model.lastSeq,
   onState: (state, detail = "") => {
     connection = { state, detail };
+    liveUpdates = true; // a new connection says so again if they are still interrupted
     resyncing = state === "open"; // socket.js sends `resume` on open; a drop ends any replay
     model.dirty.structure = true;
     model.dirty.task = true;
@@ -38,6 +40,12 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
     else if (message.type === "error") {
       showNotice(`${message.reason || "The server reported an error"}${message.code ? ` (${message.code})` : ""}`);
       if (message.action === "resume") resyncing = false; // do not wait for a replay that will not come
+      schedule();
+      return;
+    }
+    if (message.type === "live") {
+      liveUpdates = message.live;
+      model.dirty.task = true;
       schedule();
       return;
     }
@@ -97,16 +105,22 @@ function render() {
   metrics.maxRenderMs = Math.max(metrics.maxRenderMs, spent);
 }
 
-const STATE_TEXT = { connecting: "Connecting…", open: "Live", closed: "Offline", fatal: "Disconnected", idle: "" };
+const STATE_TEXT = {
+  connecting: "Connecting…", open: "Live", interrupted: "Live updates interrupted", closed: "Offline", fatal: "Disconnected", idle: "",
+};
+const INTERRUPTED_DETAIL = "The server lost its message bus: steps still run and are saved, and appear here as they are saved; live text resumes when it is back.";
 
 function renderStatus(perms) {
   const badge = $("#connection");
-  badge.dataset.state = connection.state;
-  badge.textContent = connection.state === "open" && resyncing ? "Catching up…" : STATE_TEXT[connection.state] || connection.state;
-  badge.title = connection.detail || "";
+  const interrupted = connection.state === "open" && !liveUpdates;
+  const state = interrupted ? "interrupted" : connection.state;
+  const detailText = interrupted ? INTERRUPTED_DETAIL : connection.detail || "";
+  badge.dataset.state = state;
+  badge.textContent = connection.state === "open" && resyncing ? "Catching up…" : STATE_TEXT[state] || state;
+  badge.title = detailText;
   const detail = $("#connection-detail");
-  detail.textContent = connection.detail || "";
-  detail.hidden = !connection.detail;
+  detail.textContent = detailText;
+  detail.hidden = !detailText;
   if (model.task?.title) $("#notebook-title").textContent = model.task.title;
   // One short sentence for screen readers; changes only when the run's state does.
   const sentence = statusSentence(perms);
