@@ -4,8 +4,10 @@ What is sent to a notebook's group is a copy: stored events are in the Event tab
 tokens heal with the next `response`. So a layer that raises (Redis is down) or hangs (Redis
 is unreachable) costs live updates, never a step: every send here is bounded by
 `AGENTUI_BROADCAST_TIMEOUT_S`, and its failure is logged (once per outage) and swallowed.
-While the layer is failing, further sends are skipped except for one probe per
-`PROBE_EVERY_S`, so an outage neither piles messages up nor makes each one wait for a timeout.
+While the layer hangs (a send timed out), further sends are skipped except for one probe per
+`PROBE_EVERY_S`, so an outage neither piles messages up nor makes each one wait for a timeout;
+a layer that fails fast (Redis refusing connections) is simply tried every time, so live
+updates resume with the first send after it is back.
 Sockets catch up from the database by seq (see runs.consumers).
 """
 
@@ -33,11 +35,12 @@ class LayerHealth:
 
     def __init__(self) -> None:
         self.down_since: float | None = None
+        self.hanging = False  # the last failure was a timeout
         self.last_probe = 0.0
 
     def may_try(self) -> bool:
-        """False while the layer is down, except for one probe per PROBE_EVERY_S."""
-        if self.down_since is None:
+        """False while the layer hangs, except for one probe per PROBE_EVERY_S."""
+        if not self.hanging:
             return True
         now = time.monotonic()
         if now - self.last_probe < PROBE_EVERY_S:
@@ -46,6 +49,7 @@ class LayerHealth:
         return True
 
     def failed(self, what: str, exc: BaseException) -> None:
+        self.hanging = isinstance(exc, TimeoutError)
         if self.down_since is None:
             self.down_since = self.last_probe = time.monotonic()
             logger.warning(
@@ -61,6 +65,7 @@ class LayerHealth:
                 time.monotonic() - self.down_since,
             )
             self.down_since = None
+            self.hanging = False
 
 
 health = LayerHealth()
