@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from runs.engine import AgentError, ToolArgumentsError, UnknownTaskError
@@ -371,7 +371,7 @@ async def perform(
 # --- notebooks --------------------------------------------------------------------------------
 
 
-def create_notebook_row(owner: AbstractBaseUser, agent: str, mode: str) -> Task:
+def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
     """A new, empty notebook; ProtocolError for an unknown preset or mode."""
     if get_preset(agent) is None:
         raise _error(ErrorCode.INVALID, f"there is no agent preset {agent!r}")
@@ -384,7 +384,7 @@ def create_notebook_row(owner: AbstractBaseUser, agent: str, mode: str) -> Task:
 
 
 async def create_notebook(
-    owner: AbstractBaseUser, text: str, agent: str, mode: str
+    owner: User, text: str, agent: str, mode: str
 ) -> Task:
     """Create a notebook and start its first turn with `text`."""
     task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
