@@ -383,9 +383,7 @@ def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
 
 
-async def create_notebook(
-    owner: User, text: str, agent: str, mode: str
-) -> Task:
+async def create_notebook(owner: User, text: str, agent: str, mode: str) -> Task:
     """Create a notebook and start its first turn with `text`."""
     task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
     await send_message(task.pk, text)
