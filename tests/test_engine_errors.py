@@ -11,6 +11,7 @@ from runs.engine import (
     StepFailedError,
     StepNotEditableError,
     TaskFinishedError,
+    TaskNotDoneError,
     UnknownStepError,
     UnknownTaskError,
 )
@@ -50,7 +51,7 @@ def test_finished_task_edited_step_and_nothing_to_undo() -> None:
         task = agent.create_task(SEED_QUESTION)
         with pytest.raises(NothingToUndoError):
             agent.undo_step(task.task_id)
-        with pytest.raises(TaskFinishedError, match="not done"):
+        with pytest.raises(TaskNotDoneError, match="not done"):
             agent.finalize_response(task.task_id)
         first = agent.run_step(task.task_id)
         with pytest.raises(StepNotEditableError, match="already run"):

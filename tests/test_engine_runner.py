@@ -28,7 +28,7 @@ def test_seed_usage_pattern_step_by_step() -> None:
     assert len(agent.get_completed_steps(task.task_id)) == 3
     assert agent.get_upcoming_steps(task.task_id) == []
     assert agent.get_task_output(task.task_id).is_last
-    assert [t.task.task_id for t in agent.get_completed_tasks()] == [task.task_id]
+    assert [t.task_id for t in agent.get_completed_tasks()] == [task.task_id]
     # the task's conversation became the agent's memory
     roles = [m.role.value for m in agent.chat_history]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
@@ -161,7 +161,7 @@ def test_delete_task_leaves_agent_memory_as_before() -> None:
         agent.delete_task(task.task_id)
     assert agent.chat_history == before
     assert recorder.types()[-1] == "task_deleted"
-    assert task.task_id not in [t.task.task_id for t in agent.list_tasks()]
+    assert task.task_id not in [t.task_id for t in agent.list_tasks()]
 
 
 def test_rule_is_importable_from_the_testing_package() -> None:

@@ -696,7 +696,3 @@ def test_constructor_refuses_nonsense() -> None:
     with ScriptedServer(Script()) as server:
         with pytest.raises(ValueError, match="cannot be negative"):
             LLMCompilerAgentWorker.from_tools([], llm=llm_for(server), max_replans=-1)
-        with pytest.raises(TypeError):
-            LLMCompilerAgentWorker.from_tools(
-                [], llm=llm_for(server), callback_manager=None
-            )  # type: ignore[call-arg]

@@ -320,6 +320,9 @@ async def _apply(runner: AgentRunner, op: str, current: str | None) -> str | Non
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS)
 @example(
+    ops=["create", "run", "run", "finalize", "delete"]
+)  # a deleted finished turn kept in memory
+@example(
     ops=["create", "run", "run", "undo", "edit"]
 )  # an edit after an undo reached the queued step only
 def test_random_operations_round_trip(ops: list[str]) -> None:

@@ -5,13 +5,16 @@ TaskStepOutput) and adds what it left unbuilt: undoing a step, steering a pendin
 approving tool calls one by one.
 """
 
+from .callbacks import BaseCallbackHandler, CallbackManager
 from .errors import (
     AgentError,
     LLMError,
+    NoCompletedStepError,
     NothingToUndoError,
     StepFailedError,
     StepNotEditableError,
     TaskFinishedError,
+    TaskNotDoneError,
     ToolArgumentsError,
     UnknownStepError,
     UnknownTaskError,
@@ -78,6 +81,7 @@ from .workers import (
     MultimodalReActAgentWorker,
     ReActAgentWorker,
 )
+from .workers.llm_compiler import PlanError
 from .workers.react import ReActChatFormatter, ReActOutputParser, ReActParseError
 from .workflow import (
     AgentWorkflow,
@@ -111,6 +115,8 @@ __all__ = [
     "AgentRunner",
     "AgentStream",
     "BaseAgentWorker",
+    "BaseCallbackHandler",
+    "CallbackManager",
     "BaseTool",
     "ChatMemoryBuffer",
     "ChatMessage",
@@ -127,9 +133,11 @@ __all__ = [
     "LLMError",
     "LLMMetadata",
     "MessageRole",
+    "NoCompletedStepError",
     "NothingToUndoError",
     "OpenAI",
     "PendingToolCall",
+    "PlanError",
     "StateStore",
     "StepCompleted",
     "StepCreated",
@@ -147,6 +155,7 @@ __all__ = [
     "TaskCreated",
     "TaskDeleted",
     "TaskFinishedError",
+    "TaskNotDoneError",
     "TaskState",
     "TaskStatus",
     "TaskStep",

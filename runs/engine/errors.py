@@ -9,7 +9,9 @@ class AgentError(Exception):
     code = "agent_error"
 
 
-class UnknownTaskError(AgentError, KeyError):
+class UnknownTaskError(AgentError, KeyError, ValueError):
+    """No task with that id: a KeyError as LlamaIndex's runner raises, and a ValueError as its seed says."""
+
     code = "unknown_task"
 
     def __init__(self, task_id: str) -> None:
@@ -32,15 +34,29 @@ class UnknownStepError(AgentError, KeyError):
         return str(self.args[0])
 
 
-class TaskFinishedError(AgentError):
+class TaskFinishedError(AgentError, ValueError):
+    """The task has no step left to run (it finished, or was abandoned)."""
+
     code = "task_finished"
 
 
-class StepNotEditableError(AgentError):
+class TaskNotDoneError(AgentError, ValueError):
+    """Finalizing a task whose last step has not run yet."""
+
+    code = "task_not_done"
+
+
+class NoCompletedStepError(AgentError, ValueError):
+    """Asking for a task's output before any of its steps ran."""
+
+    code = "no_completed_step"
+
+
+class StepNotEditableError(AgentError, ValueError):
     code = "step_not_editable"
 
 
-class NothingToUndoError(AgentError):
+class NothingToUndoError(AgentError, ValueError):
     code = "nothing_to_undo"
 
 
@@ -51,7 +67,10 @@ class ToolArgumentsError(AgentError, ValueError):
 
 
 class LLMError(AgentError):
-    """The LLM call failed after the client's bounded retries; ``__cause__`` is the SDK error."""
+    """The model call failed (after the client's bounded retries, or it sent nothing usable).
+
+    ``__cause__`` is the SDK error where there is one.
+    """
 
     code = "llm_error"
 

@@ -8,14 +8,17 @@ import inspect
 import json
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._sync import iterate_sync, run_sync
+from .callbacks import CallbackBridge, CallbackManager
 from .errors import (
+    NoCompletedStepError,
     NothingToUndoError,
     StepFailedError,
     StepNotEditableError,
     TaskFinishedError,
+    TaskNotDoneError,
     ToolArgumentsError,
     UnknownStepError,
 )
@@ -33,10 +36,12 @@ from .events import (
     TaskDeleted,
     ToolCallDecided,
 )
+from .llms.base import LLM, ToolChoice
 from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, TokenUsage
 from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
 from .streaming import StreamingAgentChatResponse
+from .tools import BaseTool
 from .types import (
     AgentChatResponse,
     PendingToolCall,
@@ -47,12 +52,16 @@ from .types import (
     TaskStepOutput,
     ToolCallDecision,
 )
+from .verbose import print_event
 
 if TYPE_CHECKING:
     from .workers.base import BaseAgentWorker
 
 EventHandler = Callable[[AgentEvent], Awaitable[None] | None]
+Listener = Callable[[AgentEvent], None]
 TaskRef = Task | str
+# the share of a model's context window the default memory may fill (the rest is for the reply)
+_MEMORY_SHARE_OF_CONTEXT = 0.75
 
 
 def _task_id(task: TaskRef) -> str:
@@ -62,30 +71,107 @@ def _task_id(task: TaskRef) -> str:
 class AgentRunner:
     """Runs an AgentWorker's steps over tasks kept in a StateStore.
 
-    Beyond LlamaIndex's runner: ``undo_step`` rolls a task back one step exactly,
-    ``update_step_input`` edits a step before it runs, and tool calls can wait for approval.
+    The constructor takes LlamaIndex's parameters in its order (``state`` is the runner's
+    StateStore; ``state_store`` is the same by its own name), plus ``on_event`` (the native way to
+    hear every typed event) and ``approve_tool_calls``. Beyond LlamaIndex's runner: ``undo_step``
+    rolls a task back one step exactly, ``update_step_input`` edits a step before it runs, and
+    tool calls can wait for approval.
     """
 
     def __init__(
         self,
         agent_worker: BaseAgentWorker,
-        memory: ChatMemoryBuffer | None = None,
         chat_history: list[ChatMessage] | None = None,
+        state: StateStore | None = None,
+        memory: ChatMemoryBuffer | None = None,
+        llm: LLM | None = None,
+        callback_manager: Any | None = None,
+        init_task_state_kwargs: dict[str, Any] | None = None,
+        delete_task_on_finish: bool = False,
+        default_tool_choice: ToolChoice = "auto",
+        verbose: bool = False,
+        *,
         state_store: StateStore | None = None,
         on_event: EventHandler | None = None,
         approve_tool_calls: bool = False,
     ) -> None:
+        if state is not None and state_store is not None and state is not state_store:
+            raise ValueError(
+                "give the runner's state store once: as `state` or as `state_store`, not both"
+            )
         self.agent_worker = agent_worker
-        self.memory = memory or ChatMemoryBuffer.from_defaults(chat_history or [])
-        self.state_store: StateStore = state_store or InMemoryStateStore()
+        self.state_store: StateStore = state_store or state or InMemoryStateStore()
+        self.llm = llm
+        self.memory = memory or ChatMemoryBuffer.from_defaults(
+            chat_history or [], token_limit=_token_limit(llm)
+        )
+        if callback_manager is not None:
+            agent_worker.set_callback_manager(callback_manager)
+        else:
+            callback_manager = (
+                getattr(agent_worker, "callback_manager", None) or CallbackManager()
+            )
+        self.callback_manager = callback_manager
+        self._callbacks = CallbackBridge(callback_manager)
+        self.init_task_state_kwargs = dict(init_task_state_kwargs or {})
+        self.delete_task_on_finish = delete_task_on_finish
+        self.default_tool_choice = default_tool_choice
+        self.verbose = verbose
         self.on_event = on_event
         self.approve_tool_calls = approve_tool_calls
-        self._listeners: list[Callable[[AgentEvent], None]] = []
+        self._listeners: dict[str, list[Listener]] = {}
         self._memory_synced = False
         # a task's lock lives while someone holds or awaits it, so finished tasks leave nothing behind
         self._locks: weakref.WeakValueDictionary[tuple[int, str], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+
+    @property
+    def state(self) -> StateStore:
+        """The runner's state (LlamaIndex's name): where its tasks and memory live."""
+        return self.state_store
+
+    @staticmethod
+    def from_llm(
+        tools: list[BaseTool] | None = None, llm: LLM | None = None, **kwargs: Any
+    ) -> AgentRunner:
+        """A runner over the worker that fits ``llm``: function calling where the model supports it.
+
+        ``kwargs`` that are the runner's parameters go to the runner (``verbose`` and
+        ``callback_manager`` to both), the rest to the worker's ``from_tools``.
+        """
+        from .workers.function_calling import FunctionCallingAgentWorker
+
+        if llm is None:
+            from .llms.openai import OpenAI
+
+            llm = OpenAI()
+        runner_kwargs = {
+            name: kwargs.pop(name)
+            for name in list(kwargs)
+            if name in _RUNNER_PARAMETERS
+        }
+        shared = {
+            name: runner_kwargs[name]
+            for name in ("verbose", "callback_manager")
+            if name in runner_kwargs
+        }
+        if not llm.metadata.is_function_calling_model:
+            from . import workers
+
+            react = getattr(workers, "ReActAgentWorker", None)
+            if react is None:
+                raise ValueError(
+                    f"model {llm.metadata.model_name!r} does not call functions, and this engine has no ReAct worker"
+                )
+            worker: BaseAgentWorker = react.from_tools(
+                tools, llm=llm, **shared, **kwargs
+            )
+        else:
+            worker = FunctionCallingAgentWorker.from_tools(
+                tools, llm=llm, **shared, **kwargs
+            )
+        return AgentRunner(worker, llm=llm, **runner_kwargs)
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -94,8 +180,26 @@ class AgentRunner:
             result = self.on_event(event)
             if inspect.isawaitable(result):
                 await result
-        for listener in list(self._listeners):
-            listener(event)
+        listeners = self._listeners.get(event.task_id)
+        if listeners:
+            for listener in list(listeners):
+                listener(event)
+        if getattr(self.callback_manager, "handlers", True):
+            self._callbacks.deliver(event)
+        worker = self.agent_worker
+        details = worker.verbose_events and getattr(worker, "verbose", False)
+        if self.verbose or details:
+            print_event(event, steps=self.verbose, details=details)
+
+    def _listen(self, task_id: str, listener: Listener) -> None:
+        self._listeners.setdefault(task_id, []).append(listener)
+
+    def _unlisten(self, task_id: str, listener: Listener) -> None:
+        listeners = self._listeners.get(task_id, [])
+        if listener in listeners:
+            listeners.remove(listener)
+        if not listeners:
+            self._listeners.pop(task_id, None)
 
     def _lock(self, task_id: str) -> asyncio.Lock:
         key = (id(asyncio.get_running_loop()), task_id)
@@ -125,6 +229,15 @@ class AgentRunner:
         self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any
     ) -> Task:
         """Create a task for ``input`` with its first step queued (nothing runs yet)."""
+        kwargs.pop(
+            "callback_manager", None
+        )  # the runner's own manager hears every task
+        if self.init_task_state_kwargs:
+            if "extra_state" in kwargs:
+                raise ValueError(
+                    "give extra_state either to create_task or as the runner's init_task_state_kwargs"
+                )
+            kwargs["extra_state"] = copy.deepcopy(self.init_task_state_kwargs)
         agent_memory = await self._agent_memory()
         task = Task(
             input=input,
@@ -169,20 +282,32 @@ class AgentRunner:
         )
 
     async def adelete_task(self, task_id: str) -> None:
-        """Abandon a task; the agent's memory stays as it was before the task."""
-        await self.state_store.delete_task(task_id)
+        """Abandon a task; the agent's memory stays as it was before the task.
+
+        A step of the task that is running finishes first (its result is then dropped with the
+        task), so a finishing step cannot bring the task back.
+        """
+        async with self._lock(task_id):
+            await self.state_store.delete_task(task_id)
         await self._emit(TaskDeleted(task_id=task_id))
 
     def delete_task(self, task_id: str) -> None:
         run_sync(self.adelete_task(task_id))
 
-    async def alist_tasks(self) -> list[TaskState]:
+    async def alist_task_states(self) -> list[TaskState]:
+        """Every task's full state (queue, completed steps, checkpoints, status)."""
         return [
             await self._load(task_id)
             for task_id in await self.state_store.list_task_ids()
         ]
 
-    def list_tasks(self, **kwargs: Any) -> list[TaskState]:
+    def list_task_states(self) -> list[TaskState]:
+        return run_sync(self.alist_task_states())
+
+    async def alist_tasks(self) -> list[Task]:
+        return [state.task for state in await self.alist_task_states()]
+
+    def list_tasks(self, **kwargs: Any) -> list[Task]:
         return run_sync(self.alist_tasks())
 
     async def aget_task_state(self, task_id: str) -> TaskState:
@@ -203,16 +328,15 @@ class AgentRunner:
     def get_task_output(self, task_id: str, **kwargs: Any) -> TaskStepOutput:
         completed = self.get_completed_steps(task_id)
         if not completed:
-            raise NothingToUndoError(f"task {task_id!r} has no completed step yet")
+            raise NoCompletedStepError(f"task {task_id!r} has no completed step yet")
         return completed[-1]
 
-    def get_completed_tasks(self, **kwargs: Any) -> list[TaskState]:
-        return [state for state in self.list_tasks() if state.is_done]
+    def get_completed_tasks(self, **kwargs: Any) -> list[Task]:
+        return [state.task for state in self.list_task_states() if state.is_done]
 
     # --- running steps --------------------------------------------------------------------------
 
-    @staticmethod
-    def _pick_step(state: TaskState, step_id: str | None) -> TaskStep:
+    def _pick_step(self, state: TaskState, step_id: str | None) -> TaskStep:
         task_id = state.task.task_id
         if state.status is not TaskStatus.ACTIVE or state.is_done:
             raise TaskFinishedError(
@@ -228,22 +352,42 @@ class AgentRunner:
         raise UnknownStepError(task_id, step_id)
 
     async def _arun_step(
-        self, task: TaskRef, step_id: str | None, input: str | None
+        self,
+        task: TaskRef,
+        step_id: str | None,
+        input: str | None,
+        on_pick: Callable[[TaskStep], None] | None = None,
+        **worker_kwargs: Any,
     ) -> TaskStepOutput:
         task_id = _task_id(task)
         async with self._lock(task_id):
             state = await self._load(task_id)
             step = self._pick_step(state, step_id)
-            if input is not None:
-                self._set_input(state, step, input)
-            live = state.task
-            queue = [s.model_copy(deep=True) for s in state.step_queue]
-            checkpoint = Checkpoint(
-                step=next(s for s in queue if s.step_id == step.step_id),
-                queue=queue,
-                memory_length=len(live.memory),
-                extra_state=copy.deepcopy(live.extra_state),
-            )
+            if on_pick is not None:
+                on_pick(step)
+            return await self._execute(state, step, input, worker_kwargs)
+
+    async def _execute(
+        self,
+        state: TaskState,
+        step: TaskStep,
+        input: str | None,
+        worker_kwargs: dict[str, Any],
+    ) -> TaskStepOutput:
+        """Run ``step`` of ``state`` (the caller holds the step's lock) and record the result."""
+        task_id = state.task.task_id
+        if input is not None:
+            self._set_input(state, step, input)
+        live = state.task
+        queue = [s.model_copy(deep=True) for s in state.step_queue]
+        checkpoint = Checkpoint(
+            step=next(s for s in queue if s.step_id == step.step_id),
+            queue=queue,
+            memory_length=len(live.memory),
+            extra_state=copy.deepcopy(live.extra_state),
+        )
+        done_before = len(state.completed_steps)
+        try:
             if step.tool_calls is not None:
                 for call in step.tool_calls:
                     if call.decision is ToolCallDecision.PENDING:
@@ -253,55 +397,89 @@ class AgentRunner:
             await self._emit(
                 StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
             )
-            try:
-                output = await self.agent_worker.arun_step(step, live)
-            except Exception as exc:
-                return await self._step_failed(state, checkpoint, exc)
-            state.step_queue = [
-                s for s in state.step_queue if s.step_id != step.step_id
-            ]
+            output = await self.agent_worker.arun_step(step, live, **worker_kwargs)
             for next_step in output.next_steps:
                 step.link_step(next_step)
             output.task_step = step
-            state.step_queue.extend(output.next_steps)
-            state.completed_steps.append(output)
-            state.checkpoints.append(checkpoint)
-            state.step_status.pop(step.step_id, None)
+            self._record(state, step, output, checkpoint)
             await self.state_store.save_task(state)
-            await self._emit(
-                StepCompleted(
-                    task_id=task_id,
-                    step_id=step.step_id,
-                    output=output.output.response,
-                    is_last=output.is_last,
-                    next_steps=[s.step_id for s in output.next_steps],
-                    usage=output.output.usage,
-                )
+        except BaseException as exc:
+            await self._step_failed(state, checkpoint, done_before, exc)
+        await self._emit(
+            StepCompleted(
+                task_id=task_id,
+                step_id=step.step_id,
+                output=output.output.response,
+                is_last=output.is_last,
+                next_steps=[s.step_id for s in output.next_steps],
+                usage=output.output.usage,
             )
-            for next_step in output.next_steps:
-                await self._emit_created(next_step)
-            return output
+        )
+        for next_step in output.next_steps:
+            await self._emit_created(next_step)
+        return output
+
+    def _record(
+        self,
+        state: TaskState,
+        step: TaskStep,
+        output: TaskStepOutput,
+        checkpoint: Checkpoint,
+    ) -> None:
+        """Put a finished step's output into the task's state."""
+        state.step_queue = [s for s in state.step_queue if s.step_id != step.step_id]
+        state.step_queue.extend(output.next_steps)
+        state.completed_steps.append(output)
+        state.checkpoints.append(checkpoint)
+        state.step_status.pop(step.step_id, None)
 
     async def _step_failed(
-        self, state: TaskState, checkpoint: Checkpoint, exc: Exception
-    ) -> TaskStepOutput:
-        """Put the task back as it was before the step, keep the step queued, and report why."""
+        self,
+        state: TaskState,
+        checkpoint: Checkpoint,
+        done_before: int,
+        exc: BaseException,
+    ) -> NoReturn:
+        """Put the task back exactly as before the step, keep the step queued, and report why.
+
+        Runs for an error and for a cancellation alike, at any point of the step; a cancellation
+        is re-raised as it is (the step is pending again), an error as StepFailedError
+        (the step is marked failed).
+        """
         task = state.task
         task.memory.truncate(checkpoint.memory_length)
         task.extra_state = checkpoint.extra_state
+        del state.completed_steps[done_before:]
+        del state.checkpoints[done_before:]
         state.restore_queue(checkpoint.queue)
         step_id = checkpoint.step.step_id
-        state.step_status[step_id] = StepStatus.FAILED
-        await self.state_store.save_task(state)
-        message = str(exc) or type(exc).__name__
-        await self._emit(
-            StepFailed(
-                task_id=task.task_id,
-                step_id=step_id,
-                error=message,
-                error_type=type(exc).__name__,
-            )
+        interrupted = not isinstance(exc, Exception)
+        if interrupted:
+            state.step_status.pop(
+                step_id, None
+            )  # pending again, exactly as before it ran
+        else:
+            state.step_status[step_id] = StepStatus.FAILED
+        message = (
+            "the step was interrupted"
+            if interrupted
+            else (str(exc) or type(exc).__name__)
         )
+        failed = StepFailed(
+            task_id=task.task_id,
+            step_id=step_id,
+            error=message,
+            error_type=type(exc).__name__,
+        )
+
+        async def report() -> None:
+            await self.state_store.save_task(state)
+            await self._emit(failed)
+
+        # a cancelled step still saves its rollback: shielded, so a second cancel cannot cut it short
+        await asyncio.shield(report()) if interrupted else await report()
+        if interrupted:
+            raise exc
         raise StepFailedError(f"step failed: {message}") from exc
 
     async def arun_step(
@@ -311,9 +489,12 @@ class AgentRunner:
         step: TaskStep | str | None = None,
         **kwargs: Any,
     ) -> TaskStepOutput:
-        """Run the next step (or the given one); ``input`` replaces the step's input first."""
+        """Run the next step (or the given one); ``input`` replaces the step's input first.
+
+        Other ``kwargs`` (e.g. ``tool_choice``) are passed to the worker's ``arun_step``.
+        """
         step_id = step.step_id if isinstance(step, TaskStep) else step
-        return await self._arun_step(task_id, step_id, input)
+        return await self._arun_step(task_id, step_id, input, **kwargs)
 
     def run_step(
         self,
@@ -322,11 +503,87 @@ class AgentRunner:
         step: TaskStep | str | None = None,
         **kwargs: Any,
     ) -> TaskStepOutput:
-        return run_sync(self.arun_step(task_id, input=input, step=step))
+        return run_sync(self.arun_step(task_id, input=input, step=step, **kwargs))
 
-    # Workers always stream from the model (tokens reach on_event live), so these are the same runs.
-    astream_step = arun_step
-    stream_step = run_step
+    async def astream_step(
+        self,
+        task_id: TaskRef,
+        input: str | None = None,
+        step: TaskStep | str | None = None,
+        **kwargs: Any,
+    ) -> TaskStepOutput:
+        """Run a step whose ``output`` is a StreamingAgentChatResponse that streams as the model writes.
+
+        Returns as soon as the worker says the step is writing its final answer
+        (``BaseAgentWorker.streams_answer``): ``is_last`` is then True and the answer's tokens
+        keep arriving on ``output.async_response_gen()``. Otherwise it returns when the step ends,
+        its output a stream that is already complete. The step itself runs and is recorded exactly
+        as with ``arun_step``; ``finalize_response`` waits for it to end.
+        """
+        streaming = StreamingAgentChatResponse()
+        early: asyncio.Future[TaskStep] = asyncio.get_running_loop().create_future()
+        picked: list[TaskStep] = []
+        worker = self.agent_worker
+        task_key = _task_id(task_id)
+
+        def listen(event: AgentEvent) -> None:
+            if not picked or event.step_id != picked[0].step_id:
+                return
+            if isinstance(event, AgentStream) and event.delta and event.phase is None:
+                if early.done() or worker.streams_answer(event):
+                    streaming.put_delta(event.delta)
+                    if not early.done():
+                        early.set_result(picked[0])
+
+        async def drive() -> TaskStepOutput:
+            self._listen(task_key, listen)
+            try:
+                step_id = step.step_id if isinstance(step, TaskStep) else step
+                output = await self._arun_step(
+                    task_id, step_id, input, on_pick=picked.append, **kwargs
+                )
+            except BaseException as exc:
+                streaming.fail(exc)
+                raise
+            finally:
+                self._unlisten(task_key, listen)
+            if not streaming.deltas_sent and output.output.response:
+                streaming.put_delta(output.output.response)
+            streaming.finish(output.output)
+            return output
+
+        running = asyncio.ensure_future(drive())
+        streaming.attach(running)
+        try:
+            waiting: list[asyncio.Future[Any]] = [running, early]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            running.cancel()
+            raise
+        if early.done():
+            return TaskStepOutput(
+                output=streaming, task_step=early.result(), is_last=True
+            )
+        early.cancel()
+        output = running.result()
+        return TaskStepOutput(
+            output=streaming,
+            task_step=output.task_step,
+            next_steps=output.next_steps,
+            is_last=output.is_last,
+        )
+
+    def stream_step(
+        self,
+        task_id: TaskRef,
+        input: str | None = None,
+        step: TaskStep | str | None = None,
+        **kwargs: Any,
+    ) -> TaskStepOutput:
+        output = run_sync(self.astream_step(task_id, input=input, step=step, **kwargs))
+        if isinstance(output.output, StreamingAgentChatResponse):
+            output.output.bind_sync(iterate_sync)
+        return output
 
     # --- steering -------------------------------------------------------------------------------
 
@@ -495,23 +752,19 @@ class AgentRunner:
                 raise NothingToUndoError(
                     f"task {task_id!r} has no completed step to undo"
                 )
-            checkpoint = state.checkpoints.pop()
-            state.completed_steps.pop()
-            kept = {s.step_id for s in checkpoint.queue}
-            dropped = [s.step_id for s in state.step_queue if s.step_id not in kept]
-            task = state.task
-            task.memory.truncate(checkpoint.memory_length)
-            task.extra_state = checkpoint.extra_state
-            state.restore_queue(checkpoint.queue)
-            for step_id in dropped:
-                state.step_status.pop(step_id, None)
-            state.step_status.pop(checkpoint.step.step_id, None)
             if state.status is TaskStatus.COMPLETED:
+                # take exactly this task's messages back out of the agent's memory, whatever
+                # other tasks added to it since
+                agent_memory = await self._agent_memory()
+                agent_memory.set(
+                    _without_block(agent_memory.get_all(), _own_messages(state.task))
+                )
+                await self.state_store.save_memory(agent_memory.get_all())
                 state.status = TaskStatus.ACTIVE
                 state.response = None
-                agent_memory = await self._agent_memory()
-                agent_memory.truncate(task.history_length)
-                await self.state_store.save_memory(agent_memory.get_all())
+            checkpoint = state.checkpoints.pop()
+            state.completed_steps.pop()
+            dropped = self._restore(state, checkpoint)
             await self.state_store.save_task(state)
         await self._emit(
             StepUndone(
@@ -519,6 +772,19 @@ class AgentRunner:
             )
         )
         return checkpoint.step
+
+    def _restore(self, state: TaskState, checkpoint: Checkpoint) -> list[str]:
+        """Put memory, extra_state and queue back as ``checkpoint`` saw them; the ids of dropped steps."""
+        kept = {s.step_id for s in checkpoint.queue}
+        dropped = [s.step_id for s in state.step_queue if s.step_id not in kept]
+        task = state.task
+        task.memory.truncate(checkpoint.memory_length)
+        task.extra_state = checkpoint.extra_state
+        state.restore_queue(checkpoint.queue)
+        for step_id in dropped:
+            state.step_status.pop(step_id, None)
+        state.step_status.pop(checkpoint.step.step_id, None)
+        return dropped
 
     def undo_step(self, task_id: str, **kwargs: Any) -> TaskStep:
         return run_sync(self.aundo_step(task_id))
@@ -528,60 +794,107 @@ class AgentRunner:
     async def afinalize_response(
         self, task_id: str, step_output: TaskStepOutput | None = None
     ) -> AgentChatResponse:
-        """Finish a task whose last step ran: the agent's memory takes over the task's conversation."""
+        """Finish a task whose last step ran: its conversation is added to the agent's memory.
+
+        ``step_output`` (the last step's output, as ``run_step`` or ``stream_step`` returned it)
+        is the response returned, with every step's sources and the task's total usage; a
+        streamed step's response is the same StreamingAgentChatResponse, once its step ended.
+        """
+        if step_output is not None and not step_output.is_last:
+            raise TaskNotDoneError(
+                "finalize_response takes the output of the task's last step (is_last)"
+            )
         async with self._lock(task_id):
             state = await self._load(task_id)
             if not state.is_done:
-                raise TaskFinishedError(
+                raise TaskNotDoneError(
                     f"task {task_id!r} is not done: its last step has not run yet"
                 )
-            last = state.completed_steps[-1]
-            response = AgentChatResponse(
-                response=last.output.response,
-                sources=[
-                    source
-                    for done in state.completed_steps
-                    for source in done.output.sources
-                ],
-                usage=_total_usage(state.completed_steps),
+            response = (
+                step_output.output
+                if step_output is not None
+                else state.completed_steps[-1].output
             )
+            if isinstance(response, StreamingAgentChatResponse):
+                await response.aget_response()
+            else:
+                response = AgentChatResponse(response=response.response)
+            response.sources = [
+                source
+                for done in state.completed_steps
+                for source in done.output.sources
+            ]
+            response.usage = _total_usage(state.completed_steps)
             if state.status is TaskStatus.COMPLETED:
                 return response
             self.agent_worker.finalize_task(state.task)
             agent_memory = await self._agent_memory()
-            agent_memory.set(state.task.memory.get_all())
+            agent_memory.put_messages(_own_messages(state.task))
             await self.state_store.save_memory(agent_memory.get_all())
             state.status = TaskStatus.COMPLETED
             state.response = response.response
             await self.state_store.save_task(state)
         await self._emit(TaskCompleted(task_id=task_id, response=response.response))
+        if self.delete_task_on_finish:
+            await self.adelete_task(task_id)
         return response
 
     def finalize_response(
         self, task_id: str, step_output: TaskStepOutput | None = None
     ) -> AgentChatResponse:
-        return run_sync(self.afinalize_response(task_id, step_output))
+        response = run_sync(self.afinalize_response(task_id, step_output))
+        if isinstance(response, StreamingAgentChatResponse):
+            response.bind_sync(iterate_sync)
+        return response
 
     # --- whole conversations --------------------------------------------------------------------
 
-    async def achat(
-        self, message: str, chat_history: list[ChatMessage] | None = None
+    async def _arun_task(
+        self,
+        message: str,
+        chat_history: list[ChatMessage] | None,
+        tool_choice: ToolChoice | None,
+        on_created: Callable[[Task], None] | None = None,
     ) -> AgentChatResponse:
-        """Run a task for ``message`` to the end and return the final response."""
+        """Create a task for ``message``, run its steps to the end and finalize it."""
         if chat_history is not None:
             self.memory.set(chat_history)
             await self.state_store.save_memory(self.memory.get_all())
             self._memory_synced = True
         task = await self.acreate_task(message, approve_tool_calls=False)
-        while True:
-            output = await self.arun_step(task.task_id)
-            if output.is_last:
-                return await self.afinalize_response(task.task_id)
+        if on_created is not None:
+            on_created(task)
+        choice: ToolChoice = (
+            self.default_tool_choice if tool_choice is None else tool_choice
+        )
+        while not await self._advance(task.task_id, choice):
+            choice = "auto"  # forcing a tool beyond the first step would loop for ever
+        return await self.afinalize_response(task.task_id)
+
+    async def _advance(self, task_id: str, tool_choice: ToolChoice) -> bool:
+        """Run a chat's next step; whether it was the last."""
+        output = await self.arun_step(task_id, tool_choice=tool_choice)
+        return output.is_last
+
+    async def achat(
+        self,
+        message: str,
+        chat_history: list[ChatMessage] | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> AgentChatResponse:
+        """Run a task for ``message`` to the end and return the final response.
+
+        ``tool_choice`` (default: the runner's ``default_tool_choice``) applies to the first step.
+        """
+        return await self._arun_task(message, chat_history, tool_choice)
 
     def chat(
-        self, message: str, chat_history: list[ChatMessage] | None = None
+        self,
+        message: str,
+        chat_history: list[ChatMessage] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> AgentChatResponse:
-        return run_sync(self.achat(message, chat_history))
+        return run_sync(self.achat(message, chat_history, tool_choice))
 
     def query(self, query: str) -> AgentChatResponse:
         return self.chat(query)
@@ -590,9 +903,12 @@ class AgentRunner:
         return await self.achat(query)
 
     async def astream_chat(
-        self, message: str, chat_history: list[ChatMessage] | None = None
+        self,
+        message: str,
+        chat_history: list[ChatMessage] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> StreamingAgentChatResponse:
-        """Start a task and return at once; text deltas stream from ``async_response_gen()``."""
+        """Start a task and return at once; its answer's text streams from ``async_response_gen()``."""
         streaming = StreamingAgentChatResponse()
 
         def listen(event: AgentEvent) -> None:
@@ -600,10 +916,17 @@ class AgentRunner:
             if isinstance(event, AgentStream) and event.delta and event.phase is None:
                 streaming.put_delta(event.delta)
 
+        listening: list[str] = []
+
+        def created(task: Task) -> None:
+            listening.append(task.task_id)
+            self._listen(task.task_id, listen)
+
         async def drive() -> None:
-            self._listeners.append(listen)
             try:
-                response = await self.achat(message, chat_history)
+                response = await self._arun_task(
+                    message, chat_history, tool_choice, on_created=created
+                )
                 if not streaming.deltas_sent:
                     streaming.put_delta(
                         response.response
@@ -613,15 +936,19 @@ class AgentRunner:
                 streaming.fail(exc)
                 raise
             finally:
-                self._listeners.remove(listen)
+                for task_id in listening:
+                    self._unlisten(task_id, listen)
 
         streaming.attach(asyncio.ensure_future(drive()))
         return streaming
 
     def stream_chat(
-        self, message: str, chat_history: list[ChatMessage] | None = None
+        self,
+        message: str,
+        chat_history: list[ChatMessage] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> StreamingAgentChatResponse:
-        streaming = run_sync(self.astream_chat(message, chat_history))
+        streaming = run_sync(self.astream_chat(message, chat_history, tool_choice))
         streaming.bind_sync(iterate_sync)
         return streaming
 
@@ -634,6 +961,38 @@ class AgentRunner:
     @property
     def chat_history(self) -> list[ChatMessage]:
         return self.memory.get_all()
+
+
+_RUNNER_PARAMETERS = frozenset(inspect.signature(AgentRunner.__init__).parameters) - {
+    "self",
+    "agent_worker",
+}
+
+
+def _token_limit(llm: LLM | None) -> int | None:
+    return (
+        int(llm.metadata.context_window * _MEMORY_SHARE_OF_CONTEXT)
+        if llm is not None
+        else None
+    )
+
+
+def _own_messages(task: Task) -> list[ChatMessage]:
+    """The messages a task added after the history it started from."""
+    return task.memory.get_all()[task.history_length :]
+
+
+def _without_block(
+    messages: list[ChatMessage], block: list[ChatMessage]
+) -> list[ChatMessage]:
+    """``messages`` less the last run of consecutive messages equal to ``block``."""
+    if not block:
+        return messages
+    size = len(block)
+    for start in range(len(messages) - size, -1, -1):
+        if messages[start : start + size] == block:
+            return messages[:start] + messages[start + size :]
+    return messages
 
 
 def _total_usage(steps: list[TaskStepOutput]) -> TokenUsage | None:

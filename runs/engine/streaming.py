@@ -6,37 +6,60 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from .tools import ToolOutput
+from pydantic import PrivateAttr
+
 from .types import AgentChatResponse
 
 _END = object()
 
 
-class StreamingAgentChatResponse:
-    """Deltas of the answer as they arrive; ``response`` and ``sources`` once the run has finished."""
+class StreamingAgentChatResponse(AgentChatResponse):
+    """Deltas of the answer as they arrive; ``response``, ``sources`` and ``usage`` once it finished.
 
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._future: asyncio.Future[None] | None = None
-        self._final: AgentChatResponse | None = None
-        self._error: BaseException | None = None
-        self._iterate_sync: Callable[[AsyncIterator[str]], Iterator[str]] | None = None
-        self.deltas_sent = 0
+    It is an ``AgentChatResponse`` (so a streamed step's ``TaskStepOutput.output`` is one): its
+    fields fill in when the run behind it ends. Read the text with ``async_response_gen()`` (or
+    ``response_gen`` from synchronous code); ``aget_response()`` waits for the end either way.
+    """
+
+    _queue: asyncio.Queue[Any] = PrivateAttr(default_factory=asyncio.Queue)
+    _done: asyncio.Event = PrivateAttr(default_factory=asyncio.Event)
+    _future: asyncio.Future[Any] | None = PrivateAttr(default=None)
+    _error: BaseException | None = PrivateAttr(default=None)
+    _iterate_sync: Callable[[AsyncIterator[str]], Iterator[str]] | None = PrivateAttr(
+        default=None
+    )
+    _deltas_sent: int = PrivateAttr(default=0)
+
+    @property
+    def deltas_sent(self) -> int:
+        return self._deltas_sent
+
+    @property
+    def is_done(self) -> bool:
+        return self._done.is_set()
 
     # fed by the runner
     def put_delta(self, delta: str) -> None:
-        self.deltas_sent += 1
+        self._deltas_sent += 1
         self._queue.put_nowait(delta)
 
     def finish(self, response: AgentChatResponse) -> None:
-        self._final = response
+        if self._done.is_set():
+            return
+        self.response = response.response
+        self.sources = list(response.sources)
+        self.usage = response.usage
+        self._done.set()
         self._queue.put_nowait(_END)
 
     def fail(self, error: BaseException) -> None:
+        if self._done.is_set():
+            return
         self._error = error
+        self._done.set()
         self._queue.put_nowait(_END)
 
-    def attach(self, future: asyncio.Future[None]) -> None:
+    def attach(self, future: asyncio.Future[Any]) -> None:
         self._future = future
         # the error is re-raised to whoever reads the stream; don't also log it as unretrieved
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -49,6 +72,9 @@ class StreamingAgentChatResponse:
         while True:
             item = await self._queue.get()
             if item is _END:
+                self._queue.put_nowait(
+                    _END
+                )  # a second reader (or aget_response) ends too
                 if self._error is not None:
                     raise self._error
                 return
@@ -58,23 +84,18 @@ class StreamingAgentChatResponse:
     def response_gen(self) -> Iterator[str]:
         if self._iterate_sync is None:
             raise RuntimeError(
-                "use async_response_gen() for a stream started with astream_chat"
+                "use async_response_gen() for a stream started from async code"
             )
         return self._iterate_sync(self.async_response_gen())
 
     async def aget_response(self) -> AgentChatResponse:
-        async for _ in self.async_response_gen():
-            pass
-        assert self._final is not None
-        return self._final
-
-    @property
-    def response(self) -> str:
-        return self._final.response if self._final else ""
-
-    @property
-    def sources(self) -> list[ToolOutput]:
-        return self._final.sources if self._final else []
+        """Wait for the end of the run (whether or not the text was read) and return the response."""
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return AgentChatResponse(
+            response=self.response, sources=list(self.sources), usage=self.usage
+        )
 
     def __str__(self) -> str:
         return self.response

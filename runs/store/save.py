@@ -246,10 +246,18 @@ def delete_turn(task_pk: int, task_id: str) -> None:
             clock = tick(task_pk)
         except Task.DoesNotExist:
             raise UnknownTaskError(task_id) from None
-        updated = Turn.objects.filter(
+        turn = Turn.objects.filter(
             task_id=task_pk, engine_id=task_id, deleted_at__isnull=True
-        ).update(
-            deleted_at=timezone.now(), deleted_clock=clock, status=TurnStatus.ABANDONED
-        )
-        if not updated:
+        ).first()
+        if turn is None:
             raise UnknownTaskError(task_id)
+        if turn.status == TurnStatus.COMPLETED:
+            # a finished turn's conversation is the agent's memory now: deleting the task drops it
+            # from the task list and keeps its messages (as LlamaIndex's delete_task does)
+            Turn.objects.filter(pk=turn.pk).update(deleted_at=timezone.now())
+        else:
+            Turn.objects.filter(pk=turn.pk).update(
+                deleted_at=timezone.now(),
+                deleted_clock=clock,
+                status=TurnStatus.ABANDONED,
+            )

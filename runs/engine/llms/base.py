@@ -9,8 +9,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._sync import iterate_sync, run_sync
+from ..errors import LLMError
 from ..messages import ChatMessage, TokenUsage
 from ..tools import BaseTool
+
+ToolChoice = str | dict[str, Any]
+"""``"auto"``, ``"none"``, ``"required"``, a tool's name, or the OpenAI ``tool_choice`` object."""
 
 
 class LLMMetadata(BaseModel):
@@ -42,20 +46,35 @@ class LLM(ABC):
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None = None,
         stop: Sequence[str] | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> AsyncIterator[ChatResponse]:
-        """Stream the reply; the last item carries the whole message, usage and finish reason."""
+        """Stream the reply; the last item carries the whole message, usage and finish reason.
+
+        ``tool_choice`` and ``parallel_tool_calls`` only matter when ``tools`` are given.
+        """
 
     async def achat(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None = None,
         stop: Sequence[str] | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> ChatResponse:
         last: ChatResponse | None = None
-        async for chunk in self.astream_chat(messages, tools=tools, stop=stop):
+        async for chunk in self.astream_chat(
+            messages,
+            tools=tools,
+            stop=stop,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+        ):
             last = chunk
         if last is None:
-            raise RuntimeError("the model sent an empty stream")
+            raise LLMError("the model sent an empty stream")
         return last
 
     def chat(
@@ -63,13 +82,35 @@ class LLM(ABC):
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None = None,
         stop: Sequence[str] | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> ChatResponse:
-        return run_sync(self.achat(messages, tools=tools, stop=stop))
+        return run_sync(
+            self.achat(
+                messages,
+                tools=tools,
+                stop=stop,
+                tool_choice=tool_choice,
+                parallel_tool_calls=parallel_tool_calls,
+            )
+        )
 
     def stream_chat(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None = None,
         stop: Sequence[str] | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> Iterator[ChatResponse]:
-        return iterate_sync(self.astream_chat(messages, tools=tools, stop=stop))
+        return iterate_sync(
+            self.astream_chat(
+                messages,
+                tools=tools,
+                stop=stop,
+                tool_choice=tool_choice,
+                parallel_tool_calls=parallel_tool_calls,
+            )
+        )

@@ -16,7 +16,7 @@ import openai
 from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
-from .base import LLM, ChatResponse, LLMMetadata
+from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
 from .wire_cache import WireCache
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -61,6 +61,16 @@ def message_to_openai(message: ChatMessage) -> dict[str, Any]:
     if message.name and message.role is not MessageRole.TOOL:
         out["name"] = message.name
     return out
+
+
+_TOOL_CHOICE_WORDS = frozenset({"auto", "none", "required"})
+
+
+def openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    """``tool_choice`` as the API takes it: a tool's bare name means "call this tool"."""
+    if isinstance(choice, str) and choice not in _TOOL_CHOICE_WORDS:
+        return {"type": "function", "function": {"name": choice}}
+    return choice
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
@@ -213,6 +223,8 @@ class OpenAI(LLM):
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None,
         stop: Sequence[str] | None,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
@@ -224,6 +236,10 @@ class OpenAI(LLM):
             request["stream_options"] = {"include_usage": True}
         if tools:
             request["tools"] = [tool.metadata.openai_tool for tool in tools]
+            if tool_choice is not None:
+                request["tool_choice"] = openai_tool_choice(tool_choice)
+            if parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = parallel_tool_calls
         if stop:
             request["stop"] = list(stop)
         if self.temperature is not None:
@@ -235,16 +251,18 @@ class OpenAI(LLM):
         messages: Sequence[ChatMessage],
         tools: Sequence[BaseTool] | None = None,
         stop: Sequence[str] | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> AsyncIterator[ChatResponse]:
+        request = self._request(messages, tools, stop, tool_choice, parallel_tool_calls)
         if not self.streaming:
-            yield await self._complete(messages, tools, stop)
+            yield await self._complete(request)
             return
         state = _StreamState()
         started = False
         try:
-            stream = await self._client().chat.completions.create(
-                **self._request(messages, tools, stop)
-            )
+            stream = await self._client().chat.completions.create(**request)
             async for chunk in stream:
                 started = True
                 error = (chunk.model_extra or {}).get("error")
@@ -290,16 +308,9 @@ class OpenAI(LLM):
             finish_reason=state.finish_reason,
         )
 
-    async def _complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[BaseTool] | None,
-        stop: Sequence[str] | None,
-    ) -> ChatResponse:
+    async def _complete(self, request: dict[str, Any]) -> ChatResponse:
         try:
-            completion = await self._client().chat.completions.create(
-                **self._request(messages, tools, stop)
-            )
+            completion = await self._client().chat.completions.create(**request)
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise LLMError(
                 describe_llm_error(exc), status_code=_status_of(exc)

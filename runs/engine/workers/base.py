@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..errors import ToolArgumentsError
+from ..events import AgentStream
 from ..tools import BaseTool, schema_error
 from ..types import Task, TaskStep, TaskStepOutput
 
@@ -19,7 +20,26 @@ class BaseAgentWorker(ABC):
 
     Workers always stream from the model, emitting events through ``task.emit``; so ``arun_step``
     and ``astream_step`` are one run, and the runner's sync methods wrap the async ones.
+    ``verbose`` makes the runner print each step's thoughts, tool calls and results;
+    ``callback_manager`` (set by ``set_callback_manager`` or a runner given one) hears every event.
     """
+
+    # whether a verbose worker's events (thoughts, tool calls, results) are printed by the
+    # runner; a worker that prints its own reasoning leaves it False. (``verbose`` and
+    # ``callback_manager`` are each worker's own attributes, set by its constructor.)
+    verbose_events: bool = False
+
+    def set_callback_manager(self, callback_manager: Any) -> None:
+        """Use ``callback_manager`` (ours or LlamaIndex's) for this worker's events."""
+        self.callback_manager = callback_manager
+
+    def streams_answer(self, event: AgentStream) -> bool:
+        """Whether this delta (phase None) is the start of the task's final answer.
+
+        ``stream_step`` returns as soon as it is, with ``is_last`` True, and streams the rest.
+        The default, False, makes ``stream_step`` return when the step ends.
+        """
+        return False
 
     @abstractmethod
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:

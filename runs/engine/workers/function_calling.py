@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..events import AgentStream
 from ..llms.base import LLM
 from ..messages import ChatMessage, ToolSelection
 from ..tools import BaseTool, ToolOutput, tools_by_name
@@ -39,6 +40,8 @@ def _limit_output(selection: ToolSelection, limit: int) -> ToolOutput:
 
 
 class FunctionCallingAgentWorker(BaseAgentWorker):
+    verbose_events = True
+
     def __init__(
         self,
         tools: Sequence[BaseTool],
@@ -48,6 +51,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         max_function_calls: int = DEFAULT_MAX_FUNCTION_CALLS,
         allow_parallel_tool_calls: bool = True,
         verbose: bool = False,
+        callback_manager: Any | None = None,
     ) -> None:
         if not llm.metadata.is_function_calling_model:
             raise ValueError(
@@ -62,6 +66,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         self.max_function_calls = max_function_calls
         self.allow_parallel_tool_calls = allow_parallel_tool_calls
         self.verbose = verbose
+        self.callback_manager = callback_manager
 
     @classmethod
     def from_tools(
@@ -73,6 +78,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         allow_parallel_tool_calls: bool = True,
         system_prompt: str | None = None,
         prefix_messages: Sequence[ChatMessage] = (),
+        callback_manager: Any | None = None,
         **kwargs: Any,
     ) -> FunctionCallingAgentWorker:
         if llm is None:
@@ -87,10 +93,15 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
             max_function_calls=max_function_calls,
             allow_parallel_tool_calls=allow_parallel_tool_calls,
             verbose=verbose,
+            callback_manager=callback_manager,
         )
 
     def get_tools(self) -> list[BaseTool]:
         return list(self.tools)
+
+    def streams_answer(self, event: AgentStream) -> bool:
+        # text comes before any tool call in a reply, so text means the answer is being written
+        return True
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         task.extra_state.setdefault(_CALLS_MADE, 0)
@@ -106,9 +117,21 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         budget = self.max_function_calls - task.extra_state.get(_CALLS_MADE, 0)
         tools = self.tools if budget > 0 else None
         reply = await stream_turn(
-            self.llm, task, step, self.prefix_messages + task.memory.get(), tools=tools
+            self.llm,
+            task,
+            step,
+            self.prefix_messages + task.memory.get(),
+            tools=tools,
+            tool_choice=kwargs.get("tool_choice") if tools else None,
+            parallel_tool_calls=None
+            if self.allow_parallel_tool_calls or not tools
+            else False,
         )
         message = reply.message
+        if not self.allow_parallel_tool_calls and len(message.tool_calls) > 1:
+            # the model was told one call at a time; keep only the first, so every call in the
+            # history has its answer (OpenAI refuses a history with an unanswered call)
+            message = message.model_copy(update={"tool_calls": message.tool_calls[:1]})
         task.memory.put(message)
         usage = reply.usage
         selections = list(message.tool_calls)
@@ -118,8 +141,6 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
                 task_step=step,
                 is_last=True,
             )
-        if not self.allow_parallel_tool_calls:
-            selections = selections[:1]
         allowed, over = selections[: max(budget, 0)], selections[max(budget, 0) :]
         over_outputs = [_limit_output(s, self.max_function_calls) for s in over]
         pending = [PendingToolCall.from_selection(s) for s in allowed]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+from ..errors import LLMError
 from ..events import AgentInput, AgentOutput, AgentStream
-from ..llms.base import LLM, ChatResponse
+from ..llms.base import LLM, ChatResponse, ToolChoice
 from ..messages import ChatMessage
 from ..tools import BaseTool
 from ..types import Task, TaskStep
@@ -21,6 +22,8 @@ async def iter_turn(
     stop: Sequence[str] | None = None,
     phase: str | None = None,
     agent_name: str = "agent",
+    tool_choice: ToolChoice | None = None,
+    parallel_tool_calls: bool | None = None,
 ) -> AsyncGenerator[ChatResponse, None]:
     """Stream one reply like ``stream_turn``, also yielding each chunk to the caller as it arrives.
 
@@ -35,7 +38,13 @@ async def iter_turn(
         )
     )
     final: ChatResponse | None = None
-    async for chunk in llm.astream_chat(messages, tools=tools, stop=stop):
+    async for chunk in llm.astream_chat(
+        messages,
+        tools=tools,
+        stop=stop,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+    ):
         final = chunk
         if chunk.delta:
             await task.emit(
@@ -49,7 +58,7 @@ async def iter_turn(
             )
         yield chunk
     if final is None:
-        raise RuntimeError("the model sent nothing")
+        raise LLMError("the model sent nothing: its reply stream was empty")
     await task.emit(
         AgentOutput(
             **ids,
@@ -71,6 +80,8 @@ async def stream_turn(
     stop: Sequence[str] | None = None,
     phase: str | None = None,
     agent_name: str = "agent",
+    tool_choice: ToolChoice | None = None,
+    parallel_tool_calls: bool | None = None,
 ) -> ChatResponse:
     """Stream one reply from ``llm``, emitting every delta, and return the complete reply."""
     final: ChatResponse | None = None
@@ -83,6 +94,8 @@ async def stream_turn(
         stop=stop,
         phase=phase,
         agent_name=agent_name,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
     ):
         final = chunk
     assert final is not None  # iter_turn raises on an empty stream

@@ -84,7 +84,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         self,
         tools: Sequence[BaseTool],
         llm: LLM,
-        *,
+        callback_manager: Any | None = None,
         verbose: bool = False,
         tool_retriever: ToolRetriever | None = None,
         planner_example_prompt_str: str | None = None,
@@ -102,6 +102,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         )  # refuses two tools with one name now rather than mid-plan
         self.llm = llm
         self.verbose = verbose
+        self.callback_manager = callback_manager
         self.tool_retriever = tool_retriever
         self.planner_example_prompt_str = (
             planner_example_prompt_str or DEFAULT_PLANNER_EXAMPLE
@@ -125,14 +126,12 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         tools: Sequence[BaseTool] | None = None,
         tool_retriever: ToolRetriever | None = None,
         llm: LLM | None = None,
+        callback_manager: Any | None = None,
         verbose: bool = False,
-        *,
-        planner_example_prompt_str: str | None = None,
-        stop: Sequence[str] | None = None,
-        joiner_prompt: str | PromptTemplateLike | None = None,
-        max_replans: int = DEFAULT_MAX_REPLANS,
+        **kwargs: Any,
     ) -> LLMCompilerAgentWorker:
-        """Build the worker; every parameter is passed on (``llm`` defaults to ``OpenAI()``)."""
+        """Build the worker (``llm`` defaults to ``OpenAI()``); ``kwargs`` are the constructor's
+        other parameters (``planner_example_prompt_str``, ``stop``, ``joiner_prompt``, ``max_replans``)."""
         if llm is None:
             from ...llms.openai import OpenAI
 
@@ -140,12 +139,10 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         return cls(
             list(tools or []),
             llm,
+            callback_manager=callback_manager,
             verbose=verbose,
             tool_retriever=tool_retriever,
-            planner_example_prompt_str=planner_example_prompt_str,
-            stop=stop,
-            joiner_prompt=joiner_prompt,
-            max_replans=max_replans,
+            **kwargs,
         )
 
     def get_tools(self) -> list[BaseTool]:
