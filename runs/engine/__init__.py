@@ -13,6 +13,7 @@ from .errors import (
     NothingToUndoError,
     StepFailedError,
     StepNotEditableError,
+    StepNotReadyError,
     TaskFinishedError,
     TaskNotDoneError,
     ToolArgumentsError,
@@ -49,6 +50,7 @@ from .events import (
 from .llms import LLM, ChatResponse, LLMMetadata, OpenAI
 from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, ImagePart, MessageRole, TokenUsage, ToolSelection
+from .parallel import ParallelAgentRunner
 from .reasoning import (
     ActionReasoningStep,
     BaseReasoningStep,
@@ -79,6 +81,7 @@ from .workers import (
     FunctionCallingAgentWorker,
     LLMCompilerAgentWorker,
     MultimodalReActAgentWorker,
+    ParallelResearchWorker,
     ReActAgentWorker,
 )
 from .workers.llm_compiler import PlanError
@@ -136,6 +139,8 @@ __all__ = [
     "NoCompletedStepError",
     "NothingToUndoError",
     "OpenAI",
+    "ParallelAgentRunner",
+    "ParallelResearchWorker",
     "PendingToolCall",
     "PlanError",
     "StateStore",
@@ -146,6 +151,7 @@ __all__ = [
     "StepInputEdited",
     "StepKind",
     "StepNotEditableError",
+    "StepNotReadyError",
     "StepStarted",
     "StepStatus",
     "StepUndone",

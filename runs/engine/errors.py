@@ -56,6 +56,12 @@ class StepNotEditableError(AgentError, ValueError):
     code = "step_not_editable"
 
 
+class StepNotReadyError(AgentError, ValueError):
+    """A step that still waits for steps before it (its ``prev_steps``) to finish."""
+
+    code = "step_not_ready"
+
+
 class NothingToUndoError(AgentError, ValueError):
     code = "nothing_to_undo"
 

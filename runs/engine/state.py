@@ -24,12 +24,21 @@ class TaskStatus(StrEnum):
 
 
 class Checkpoint(BaseModel):
-    """What the task looked like just before one step ran; undo restores it exactly."""
+    """What the task looked like just before one step ran; undo restores it exactly.
+
+    A step run by ``ParallelAgentRunner`` (``branch`` True) ran beside others, so its checkpoint
+    records what the step itself changed instead: the messages it added and the ``extra_state``
+    keys it set (their values before, and the ones that were new); undo takes out exactly that.
+    """
 
     step: TaskStep
     queue: list[TaskStep]
     memory_length: int
     extra_state: dict[str, Any]
+    branch: bool = False
+    added_messages: list[ChatMessage] = Field(default_factory=list)
+    state_before: dict[str, Any] = Field(default_factory=dict)
+    state_added: list[str] = Field(default_factory=list)
 
 
 class TaskState(BaseModel):

@@ -7,6 +7,7 @@ from .fn import FnAgentWorker
 from .function_calling import FunctionCallingAgentWorker
 from .llm_compiler import LLMCompilerAgentWorker
 from .react import MultimodalReActAgentWorker, ReActAgentWorker
+from .research import ParallelResearchWorker
 
 __all__ = [
     "BaseAgentWorker",
@@ -17,5 +18,6 @@ __all__ = [
     "FunctionCallingAgentWorker",
     "LLMCompilerAgentWorker",
     "MultimodalReActAgentWorker",
+    "ParallelResearchWorker",
     "ReActAgentWorker",
 ]
