@@ -22,7 +22,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(call req_hash,requirements.txt requireme
 CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test lint login-link clean
+.PHONY: help run test lint login-link clean vendor
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
@@ -30,6 +30,7 @@ help:
 	@echo "make lint        ruff: lint and format check of the whole tree"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
 	@echo "make clean       remove caches and test artifacts (keeps .venv and db.sqlite3)"
+	@echo "make vendor      re-copy the pinned JavaScript libraries from npm into static/vendor/ (needs npm)"
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "agentui needs Python 3.11+; $(PYTHON) is " + sys.version.split()[0])'
@@ -87,6 +88,14 @@ test: $(TEST_STAMP) lint
 	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
 	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest -m "db or ws" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
+
+# The page's libraries (Markdown, sanitiser, charts) from npm at the versions npm/package-lock.json
+# pins, copied with their licenses into static/vendor/. The copies are committed, so `make run`
+# and `make test` never need npm; run this only to change a version.
+vendor:
+	@command -v npm >/dev/null || { echo "make vendor needs npm (e.g. apt-get install -y nodejs npm)"; exit 1; }
+	cd npm && npm ci --no-audit --no-fund --ignore-scripts
+	bash npm/copy.sh
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .hypothesis test-artifacts

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Copy the installed libraries' browser builds and every installed package's license into
+# static/vendor/, and Vega-Lite's JSON schema to runs/tools/ (the chart tool validates with it).
+# Run by `make vendor` after `npm ci` in npm/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+modules=npm/node_modules
+out=static/vendor
+rm -rf "$out"
+mkdir -p "$out/licenses"
+copy() {  # copy PACKAGE FILE...: FILEs of PACKAGE into static/vendor/PACKAGE/
+  local package=$1
+  shift
+  mkdir -p "$out/$package"
+  for file in "$@"; do cp "$modules/$package/$file" "$out/$package/"; done
+}
+copy markdown-it dist/browser/markdown-it.esm.min.mjs
+copy dompurify dist/purify.es.mjs
+copy vega build/vega.min.js
+copy vega-lite build/vega-lite.min.js
+copy vega-embed build/vega-embed.min.js
+cp "$modules/vega-lite/build/vega-lite-schema.json" runs/tools/vega-lite-schema.json
+# The builds bundle their dependencies: keep the license of every installed package.
+for dir in "$modules"/* "$modules"/@*/*; do
+  [ -f "$dir/package.json" ] || continue
+  name=${dir#"$modules"/}
+  for license in "$dir"/LICEN[CS]E* "$dir"/licen[cs]e* "$dir"/COPYING*; do
+    [ -f "$license" ] || continue
+    cp "$license" "$out/licenses/${name//\//__}.$(basename "$license")"
+  done
+done
+node -e '
+  const lock = require("./npm/package-lock.json");
+  const lines = ["# Vendored JavaScript libraries", "",
+    "Copied from npm by `make vendor` (npm/package.json pins them). Do not edit by hand.", "",
+    "| package | version | files |", "| --- | --- | --- |"];
+  const fs = require("fs");
+  for (const name of Object.keys(require("./npm/package.json").dependencies)) {
+    const files = fs.readdirSync(`static/vendor/${name}`).join(", ");
+    lines.push(`| ${name} | ${lock.packages["node_modules/" + name].version} | ${files} |`);
+  }
+  lines.push("", "`licenses/` holds the license of every package installed with them (the builds bundle some).", "");
+  fs.writeFileSync("static/vendor/README.md", lines.join("\n"));
+'
+echo "vendored into $out: $(ls "$out" | tr '\n' ' ')"
