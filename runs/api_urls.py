@@ -8,5 +8,10 @@ urlpatterns = [
     path("tasks/new", api_views.new_task, name="task_new"),
     path("api/tasks/", api_views.task_list, name="api_tasks"),
     path("api/tasks/<int:pk>/trace.json", api_views.task_trace, name="api_task_trace"),
+    path(
+        "api/tasks/<int:pk>/result.csv",
+        api_views.task_result_csv,
+        name="api_task_result_csv",
+    ),
     path("api/presets/", api_views.preset_list, name="api_presets"),
 ]

@@ -25,6 +25,7 @@ from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task
 from runs.page_views import render_new_notebook
 from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ProtocolError
+from runs.results import NotTabular, csv_text, find_result, full_table, result_items
 
 PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -164,7 +165,9 @@ def preset_list(request: HttpRequest) -> JsonResponse:
     """`GET /api/presets/`: the agent presets a notebook can use."""
     from runs.demo import demo_example_prompts
 
-    examples = {e.preset: e.prompt for e in demo_example_prompts()}
+    examples: dict[str, str] = {}
+    for example in demo_example_prompts():  # a preset's first example stands for it
+        examples.setdefault(example.preset, example.prompt)
     return JsonResponse(
         {
             "presets": [
@@ -276,6 +279,7 @@ def trace_json(task: Task) -> dict[str, Any]:
         "turns": turns,
         "messages": messages,
         "events": events,
+        "results": result_items(events),
         "usage": _usage([s for s in steps if s.status == "completed"]),
     }
 
@@ -287,5 +291,29 @@ def task_trace(request: HttpRequest, pk: int) -> JsonResponse:
     response = JsonResponse(trace_json(task), json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = (
         f'inline; filename="notebook-{task.pk}-trace.json"'
+    )
+    return response
+
+
+@require_GET
+def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
+    """`GET /api/tasks/<pk>/result.csv?step=<step_id>&call=<tool_id>`: a tool call's table as CSV,
+    every row (a SQL query runs again without the model's row cap)."""
+    task = get_object_or_404(Task, pk=pk, owner=request.user)
+    step_id, tool_id = request.GET.get("step", ""), request.GET.get("call", "")
+    payload = find_result(task, step_id, tool_id) if step_id and tool_id else None
+    if payload is None:
+        return JsonResponse(
+            {"error": "no such tool call in this notebook (give step and call)"},
+            status=404,
+        )
+    try:
+        table = full_table(payload)
+    except NotTabular as exc:
+        return JsonResponse({"error": str(exc)}, status=409)
+    response = HttpResponse(csv_text(table), content_type="text/csv; charset=utf-8")
+    name = f"notebook-{task.pk}-{payload.get('tool_name', 'result')}-{tool_id}"
+    response["Content-Disposition"] = (
+        f'attachment; filename="{"".join(c if c.isalnum() or c in "-_" else "_" for c in name)}.csv"'
     )
     return response

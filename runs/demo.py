@@ -41,14 +41,20 @@ class _Demo:
 
 
 _lock = threading.RLock()  # re-entrant: demo_base_url builds the script under it
-_demos: dict[str, _Demo] = {}  # by preset; insertion order is the order shown
+# by key (a preset's name for its first example); insertion order is the order shown
+_demos: dict[str, _Demo] = {}
 _server: ScriptedServer | None = None
 
 
-def register_demo(rules: list[Rule], example_prompt: str, preset: str) -> None:
-    """Add scripted rules for `preset`'s example prompt; registering a preset again replaces it."""
+def register_demo(
+    rules: list[Rule], example_prompt: str, preset: str, key: str | None = None
+) -> None:
+    """Add scripted rules for an example prompt of `preset`; registering a key again replaces it.
+
+    `key` (default: the preset's name) tells a preset's examples apart.
+    """
     with _lock:
-        _demos[preset] = _Demo(DemoExample(preset, example_prompt), tuple(rules))
+        _demos[key or preset] = _Demo(DemoExample(preset, example_prompt), tuple(rules))
         if (
             _server is not None
         ):  # registered late: the running server must learn the new rules

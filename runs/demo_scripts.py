@@ -266,3 +266,12 @@ def register_demo_scripts(available: Any = None) -> None:
     for preset, (rules, prompt) in {**DEMOS, "team": (team_rules, TEAM_PROMPT)}.items():
         if preset in names:
             register_demo(rules(), prompt, preset)
+    if "function_calling" in names:
+        from runs.demo_charts import CHART_PROMPT, chart_rules
+
+        register_demo(
+            chart_rules(),
+            CHART_PROMPT,
+            "function_calling",
+            key="function_calling-chart",
+        )

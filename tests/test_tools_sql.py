@@ -77,6 +77,23 @@ def test_select_queries_work() -> None:
 def test_row_limit() -> None:
     result = sql.sql_query("SELECT id FROM sales")
     assert result["row_count"] == sql.ROW_LIMIT and result["truncated"] is True
+    assert (
+        result["total_rows"]
+        == sql.sql_value("SELECT COUNT(*) FROM sales")
+        > sql.ROW_LIMIT
+    )
+
+
+def test_export_returns_every_row_with_the_same_guards() -> None:
+    columns, rows = sql.sql_export("SELECT id, revenue FROM sales ORDER BY id;")
+    assert columns == ["id", "revenue"]
+    assert len(rows) == sql.sql_value("SELECT COUNT(*) FROM sales") > sql.ROW_LIMIT
+    assert (
+        rows[:3]
+        == sql.sql_query("SELECT id, revenue FROM sales ORDER BY id LIMIT 3")["rows"]
+    )
+    with pytest.raises(sql.SQLError, match="read-only"):
+        sql.sql_export("DELETE FROM sales")
 
 
 @pytest.mark.parametrize(

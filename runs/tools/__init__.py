@@ -1,4 +1,4 @@
-"""The analysts' built-in tools: safe arithmetic and read-only SQL over a sample dataset.
+"""The analysts' built-in tools: safe arithmetic, read-only SQL over a sample dataset, charts.
 
 Presets name tools by dotted path (`runs.tools.arithmetic.add`); `ANALYST_TOOLS` is the default
 set. Every function here is a plain typed function with a docstring: the engine's FunctionTool
@@ -18,4 +18,5 @@ SQL_TOOLS = (
     "runs.tools.sql.sql_query",
     "runs.tools.sql.sql_value",
 )
-ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS
+CHART_TOOLS = ("runs.tools.chart.CHART_TOOL",)
+ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + CHART_TOOLS

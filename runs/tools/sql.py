@@ -18,6 +18,9 @@ from runs.tools.dataset import ensure_sample_db
 
 ROW_LIMIT = 200
 TIME_LIMIT_S = 2.0
+# A person downloading a result as CSV gets every row, within these bounds.
+EXPORT_ROW_LIMIT = 1_000_000
+EXPORT_TIME_LIMIT_S = 30.0
 MAX_SQL_CHARS = 5000
 MAX_VALUE_BYTES = 1_000_000
 _PROGRESS_EVERY = 1000  # VM instructions between time checks
@@ -57,9 +60,12 @@ def _plain(value: Any) -> Any:
 
 
 def _run(
-    sql: str, params: tuple[Any, ...] = (), limit: int = ROW_LIMIT
+    sql: str,
+    params: tuple[Any, ...] = (),
+    limit: int = ROW_LIMIT,
+    time_limit: float = TIME_LIMIT_S,
 ) -> tuple[list[str], list[list[Any]], bool]:
-    deadline = time.monotonic() + TIME_LIMIT_S
+    deadline = time.monotonic() + time_limit
     with closing(_connect(deadline)) as connection:
         try:
             cursor = connection.execute(sql, params)
@@ -76,6 +82,15 @@ def _run(
         [[_plain(v) for v in row] for row in rows[:limit]],
         len(rows) > limit,
     )
+
+
+def _total_rows(sql: str) -> int | None:
+    """How many rows `sql` matches in all, or None when counting fails or takes too long."""
+    try:
+        _, rows, _ = _run(f"SELECT COUNT(*) FROM ({sql.rstrip().rstrip(';')})")
+    except SQLError:
+        return None
+    return int(rows[0][0]) if rows else None
 
 
 def _explain(exc: sqlite3.DatabaseError) -> SQLError:
@@ -96,20 +111,44 @@ def _explain(exc: sqlite3.DatabaseError) -> SQLError:
 def sql_query(sql: str) -> dict[str, Any]:
     """Run one read-only SQL SELECT over the sample sales database (tables: cities, products, sales).
 
-    Returns the column names and at most 200 rows; `truncated` says whether more rows matched.
+    Returns the column names and at most 200 rows; `truncated` says whether more rows matched,
+    and then `total_rows` how many.
     """
-    text = sql.strip()
-    if not text:
-        raise SQLError("the query is empty")
-    if len(text) > MAX_SQL_CHARS:
-        raise SQLError(f"queries are limited to {MAX_SQL_CHARS} characters")
+    text = _checked(sql)
     columns, rows, truncated = _run(text)
-    return {
+    result: dict[str, Any] = {
         "columns": columns,
         "rows": rows,
         "row_count": len(rows),
         "truncated": truncated,
     }
+    if truncated:
+        result["total_rows"] = _total_rows(text)
+    return result
+
+
+def _checked(sql: str) -> str:
+    text = sql.strip()
+    if not text:
+        raise SQLError("the query is empty")
+    if len(text) > MAX_SQL_CHARS:
+        raise SQLError(f"queries are limited to {MAX_SQL_CHARS} characters")
+    return text
+
+
+def sql_export(sql: str) -> tuple[list[str], list[list[Any]]]:
+    """Every row of a read-only query (up to EXPORT_ROW_LIMIT), for a person's CSV download.
+
+    The same guards as `sql_query`; not a tool (the model gets capped results).
+    """
+    columns, rows, truncated = _run(
+        _checked(sql), limit=EXPORT_ROW_LIMIT, time_limit=EXPORT_TIME_LIMIT_S
+    )
+    if truncated:
+        raise SQLError(
+            f"the result has more than {EXPORT_ROW_LIMIT:,} rows; narrow the query"
+        )
+    return columns, rows
 
 
 def sql_value(sql: str) -> Any:

@@ -7,6 +7,8 @@
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
+import { assistantText, textBlock } from "./render/markdown.js";
+import { toolResultBody } from "./render/results.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, teamExtras } from "./team.js";
 
@@ -119,7 +121,7 @@ export class CellsView {
           "article",
           { class: "cell cell-answer", "aria-label": "Answer" },
           h("header", { class: "cell-head" }, h("span", { class: "status-dot status status-completed", "aria-hidden": "true" }), h("h2", { class: "cell-title" }, "Answer")),
-          h("div", { class: "cell-text answer-text" }, turn.response || ""),
+          assistantText(turn.response || "", "answer-text"),
         ),
       );
     } else if (turn.status === "abandoned") {
@@ -233,13 +235,13 @@ class StepView {
     }
     if (live) {
       for (const stream of live.streams) {
-        const text = h("div", { class: "stream-text cell-text" });
+        const { root, view } = textBlock(stream.phase, "stream-text");
         const label = stream.phase || (stream.agent !== "agent" ? stream.agent : null);
-        body.push(h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, text));
-        this.streamEls.push({ el: text, stream });
+        body.push(h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, root));
+        this.streamEls.push({ el: view.el, view, stream });
       }
       if (live.calls.size) body.push(h("div", { class: "tool-cards" }, [...live.calls.values()].map((c) => callCard(step, c))));
-      if (!live.streams.length && live.output && !live.calls.size) body.push(h("div", { class: "cell-text step-output" }, live.output));
+      if (!live.streams.length && live.output && !live.calls.size) body.push(assistantText(live.output, "step-output"));
       if (live.error) {
         body.push(h("div", { class: "step-error", role: "status" }, h("strong", {}, live.errorType || "Error"), ": ", live.error));
       }
@@ -263,7 +265,7 @@ class StepView {
 
   patchStreams(step, model) {
     const running = step.status === "running";
-    for (const { el, stream } of this.streamEls) {
+    for (const { el, view, stream } of this.streamEls) {
       if (stream.phase === "reasoning" && hasPlaceholders(stream.text)) {
         const calls = chainCalls(model, model.turns.get(step.turnId));
         const sig = chainSignature(stream.text, calls);
@@ -271,9 +273,9 @@ class StepView {
           renderChain(el, stream.text, calls);
           el.dataset.chain = sig;
         }
-      } else if (el.textContent !== stream.text) {
-        el.textContent = stream.text;
+      } else {
         delete el.dataset.chain;
+        view.update(stream.text, { final: stream.done });
       }
       el.classList.toggle("is-streaming", running && !stream.done);
     }
@@ -300,7 +302,7 @@ export function callCard(step, call, withId = true) {
           "div",
           { class: `tool-result${call.isError ? " is-error" : ""}` },
           h("span", { class: "field-label" }, call.isError ? "Error" : "Result"),
-          h("pre", { class: "tool-pre" }, call.output),
+          toolResultBody(step.id, call),
         );
   return h(
     "div",
@@ -358,7 +360,7 @@ function earlierRuns(step, attempts) {
         "div",
         { class: `attempt attempt-${attempt.status}` },
         h("span", { class: `badge status status-${attempt.status}` }, attempt.status),
-        attempt.streams.map((s) => h("div", { class: "cell-text attempt-text" }, s.text)),
+        attempt.streams.map((s) => assistantText(s.text, "attempt-text", s.phase)),
         attempt.calls.size ? h("div", { class: "tool-cards" }, [...attempt.calls.values()].map((c) => callCard(step, c, false))) : null,
         attempt.error ? h("div", { class: "step-error" }, attempt.error) : null,
       ),

@@ -248,6 +248,7 @@ const STEP_EVENTS = {
     const call = ensureCall(currentAttempt(step, event.at), event);
     const out = event.tool_output || {};
     call.output = out.content ?? "";
+    call.rawOutput = out.raw_output ?? null; // what render/results.js draws as a table or chart
     call.isError = Boolean(out.is_error);
     call.status = call.isError ? "failed" : "completed";
     call.startedAt = event.started_at ?? call.startedAt;

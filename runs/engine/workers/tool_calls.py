@@ -10,6 +10,7 @@ import time
 
 from ..events import ToolCall, ToolCallResult
 from ..messages import ChatMessage
+from ..tool_context import running_for
 from ..tools import BaseTool, ToolOutput, call_tool_by_name
 from ..types import PendingToolCall, Task, TaskStep, ToolCallDecision
 
@@ -64,7 +65,8 @@ async def run_one_call(
             is_error=True,
         )
     else:
-        output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
+        with running_for(task):
+            output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
     tool = tools.get(call.tool_name)
     await task.emit(
         ToolCallResult(

@@ -1,0 +1,56 @@
+// A tool call's result as an analyst wants it: a chart for `chart`, a table for tabular output
+// (the SQL tool, any list of records), the text otherwise. The raw JSON is one click away.
+
+import { h, prettyJson } from "../dom.js";
+import { chartView } from "./chart.js";
+import { asTable, resultTable } from "./table.js";
+
+function parsed(text) {
+  if (!text || (text[0] !== "{" && text[0] !== "[")) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/** Where the page serves a call's full table as CSV (from the notebook's data-result-csv-url). */
+function csvUrl(stepId, callId) {
+  const base = document.querySelector("[data-result-csv-url]")?.dataset.resultCsvUrl;
+  if (!base) return null;
+  return `${base}?${new URLSearchParams({ step: stepId, call: callId })}`;
+}
+
+/** The element showing `call`'s output inside its tool card. */
+export function toolResultBody(stepId, call) {
+  const plain = () => h("pre", { class: "tool-pre" }, call.output);
+  if (call.isError) return plain();
+  const raw = call.rawOutput ?? parsed(call.output);
+  let view = null;
+  let label = null;
+  if (call.name === "chart" && raw?.spec && typeof raw.spec === "object") {
+    view = chartView(raw.spec, { name: `chart-${call.id}` });
+    label = "Chart";
+  } else {
+    const table = asTable(raw);
+    if (table) {
+      view = resultTable(table, { csvUrl: csvUrl(stepId, call.id) });
+      label = "Table";
+    }
+  }
+  if (!view) return plain();
+  let rawEl = null;
+  const toggle = h("button", { type: "button", class: "button-link result-toggle", "aria-pressed": "false" }, "Raw JSON");
+  toggle.addEventListener("click", () => {
+    if (!rawEl) {
+      rawEl = h("pre", { class: "tool-pre result-raw", hidden: true }, prettyJson(raw));
+      view.after(rawEl);
+    }
+    const showRaw = rawEl.hidden;
+    view.hidden = showRaw;
+    rawEl.hidden = !showRaw;
+    toggle.textContent = showRaw ? label : "Raw JSON";
+    toggle.setAttribute("aria-pressed", String(showRaw));
+  });
+  return h("div", { class: "tool-rich" }, toggle, view);
+}

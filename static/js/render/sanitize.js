@@ -1,0 +1,50 @@
+// Model output is untrusted: every piece of HTML built from it passes DOMPurify with an allow-list
+// of what Markdown produces. No script, no event handlers, no styles, no images or frames (so no
+// remote resource loads), links only to http(s)/mailto and always rel="noopener noreferrer".
+
+import DOMPurify from "../../vendor/dompurify/purify.es.mjs";
+
+const TAGS = [
+  "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li",
+  "strong", "em", "del", "s", "code", "pre", "a", "span", "div",
+  "table", "thead", "tbody", "tr", "th", "td",
+];
+const ATTRS = ["href", "title", "class", "start", "colspan", "rowspan"];
+const ALIGN = /^text-align:\s*(left|right|center);?$/i;
+
+const purify = DOMPurify(window);
+purify.addHook("uponSanitizeAttribute", (node, data) => {
+  // markdown-it writes GFM column alignment as a style; keep only that, as a class.
+  if (data.attrName === "style") {
+    const align = ALIGN.exec(data.attrValue.trim());
+    if (align) node.classList.add(`align-${align[1].toLowerCase()}`);
+    data.keepAttr = false;
+  }
+  if (data.attrName === "class" && !/^[\w\s-]*$/.test(data.attrValue)) data.keepAttr = false;
+});
+purify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A") {
+    node.setAttribute("rel", "noopener noreferrer");
+    node.setAttribute("target", "_blank");
+  }
+});
+
+const CONFIG = {
+  ALLOWED_TAGS: TAGS,
+  ALLOWED_ATTR: ATTRS,
+  ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+  ALLOW_DATA_ATTR: false,
+  ALLOW_ARIA_ATTR: false,
+  KEEP_CONTENT: true,
+  RETURN_DOM_FRAGMENT: true,
+};
+
+/** A DocumentFragment of `html` with everything outside the allow-list removed. */
+export function sanitize(html) {
+  return purify.sanitize(html.trim(), CONFIG);
+}
+
+/** What the last sanitize call removed (for tests and the console). */
+export function removed() {
+  return purify.removed;
+}

@@ -1,0 +1,130 @@
+// A tool's tabular result as a table an analyst can work with: sticky header, row count,
+// "N more rows", sort by a column, copy as TSV, and the full result as CSV from the server.
+
+import { h } from "../dom.js";
+
+/** Rows drawn at first; the rest of what the tool returned comes with "Show N more rows". */
+export const SHOWN_ROWS = 50;
+
+/**
+ * The table in a tool's output, or null: `{columns, rows}` (the SQL tool, `example_rows` from
+ * describe_table) or a list of records. `total` is how many rows the source had in all.
+ */
+export function asTable(value) {
+  if (Array.isArray(value)) {
+    if (!value.length || !value.every((r) => r && typeof r === "object" && !Array.isArray(r))) return null;
+    const keys = new Map();
+    for (const record of value) for (const key of Object.keys(record)) keys.set(key, true);
+    const columns = [...keys.keys()];
+    return { columns, rows: value.map((r) => columns.map((c) => r[c])), total: value.length, capped: false };
+  }
+  if (value && typeof value === "object") {
+    const columns = value.columns;
+    const rows = value.rows ?? value.example_rows;
+    const named = Array.isArray(columns) && columns.length && columns.every((c) => typeof c === "string");
+    if (!named || !Array.isArray(rows) || !rows.every(Array.isArray)) return null;
+    const total = Number.isInteger(value.total_rows) ? value.total_rows : rows.length;
+    return { columns, rows, total, capped: Boolean(value.truncated) };
+  }
+  return null;
+}
+
+function cellText(value) {
+  if (value == null) return "";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+/** Tab-separated text of a table (tabs and newlines inside values become spaces). */
+export function toTsv(columns, rows) {
+  const clean = (v) => cellText(v).replace(/[\t\r\n]+/g, " ");
+  return [columns, ...rows].map((row) => row.map(clean).join("\t")).join("\n");
+}
+
+function compare(a, b) {
+  if (a == null) return b == null ? 0 : 1; // empty cells last
+  if (b == null) return -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
+const plural = (n, one, many) => `${n.toLocaleString("en")} ${n === 1 ? one : many}`;
+
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const area = h("textarea", { class: "visually-hidden", "aria-hidden": "true" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    const ok = document.execCommand("copy");
+    area.remove();
+    return ok;
+  }
+}
+
+/**
+ * The table view. `csvUrl` (optional) downloads every row from the server.
+ * @returns {HTMLElement}
+ */
+export function resultTable(table, { csvUrl = null } = {}) {
+  const { columns } = table;
+  let rows = table.rows;
+  let shown = Math.min(SHOWN_ROWS, rows.length);
+  let sortBy = null; // {index, dir}
+  const tbody = h("tbody");
+  const heads = columns.map((name, index) =>
+    h("th", { scope: "col", "aria-sort": "none" }, h("button", { type: "button", class: "rt-sort", title: `Sort by ${name}`, onclick: () => sort(index) }, name)),
+  );
+  const more = h("button", { type: "button", class: "button-link rt-more", onclick: () => showAll() });
+  const count = h("span", { class: "rt-count" });
+  const status = h("span", { class: "rt-status muted", role: "status" });
+
+  function drawRows() {
+    const fragment = document.createDocumentFragment();
+    for (const row of rows.slice(0, shown)) {
+      fragment.append(h("tr", {}, row.map((v) => h("td", { class: typeof v === "number" ? "num" : null }, cellText(v)))));
+    }
+    tbody.replaceChildren(fragment);
+    const hidden = rows.length - shown;
+    more.hidden = hidden <= 0;
+    more.textContent = `Show ${plural(hidden, "more row", "more rows")}`;
+    const parts = [plural(table.total, "row", "rows")];
+    if (table.total > rows.length) parts.push(`${rows.length.toLocaleString("en")} came back, ${(table.total - rows.length).toLocaleString("en")} more rows in the CSV`);
+    else if (table.capped) parts.push("more rows matched than came back");
+    count.textContent = parts.join(" · ");
+  }
+
+  function sort(index) {
+    const dir = sortBy?.index === index && sortBy.dir === "ascending" ? "descending" : "ascending";
+    sortBy = { index, dir };
+    const sign = dir === "ascending" ? 1 : -1;
+    rows = [...table.rows].sort((a, b) => sign * compare(a[index], b[index]));
+    heads.forEach((th, i) => th.setAttribute("aria-sort", i === index ? dir : "none"));
+    drawRows();
+  }
+
+  function showAll() {
+    shown = rows.length;
+    drawRows();
+  }
+
+  const copy = h("button", {
+    type: "button",
+    class: "button-link",
+    onclick: async () => {
+      status.textContent = (await copyText(toTsv(columns, rows))) ? `Copied ${plural(rows.length, "row", "rows")} as TSV` : "Could not copy";
+    },
+  }, "Copy TSV");
+  const download = csvUrl ? h("a", { class: "button-link rt-csv", href: csvUrl, download: "" }, "Download CSV") : null;
+  drawRows();
+  return h(
+    "div",
+    { class: "result-table" },
+    h("div", { class: "rt-bar" }, count, h("span", { class: "rt-actions" }, copy, download, status)),
+    h("div", { class: "rt-scroll" }, h("table", {}, h("thead", {}, h("tr", {}, heads)), tbody)),
+    more,
+  );
+}

@@ -1,0 +1,215 @@
+"""Tables and charts from tool calls: the chart tool's checks, the demo's chart prompt through the
+service, the CSV download of a full SQL result and the export's `results` section."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.test import AsyncClient, override_settings
+
+from runs import service
+from runs.demo import stop_demo_server
+from runs.demo_charts import CHART_PROMPT, CITY_REVENUE_SQL
+from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+from runs.live import runtime
+from runs.models import Event, Task
+from runs.tools.sql import sql_export, sql_query
+from tests.live_support import (
+    close_db_connections,  # noqa: F401  (autouse)
+    llm_at,
+    make_notebook,
+    make_user,
+)
+
+BAR = {
+    "mark": "bar",
+    "encoding": {
+        "x": {"field": "city", "type": "nominal"},
+        "y": {"field": "revenue", "type": "quantitative"},
+    },
+}
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+async def _events(task: Task) -> list[dict[str, Any]]:
+    return [e.payload async for e in Event.objects.filter(task=task).order_by("seq")]
+
+
+async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
+    tmp_path: Any,
+) -> None:
+    demo = override_settings(
+        OPENAI_API_KEY="",
+        OPENAI_BASE_URL="",
+        AGENTUI_MODEL="",
+        AGENTUI_DATA_DIR=str(tmp_path),
+    )
+    with demo:
+        runtime.forget_all()
+        try:
+            user = await database_sync_to_async(make_user)()
+            task = await service.create_notebook(
+                user, CHART_PROMPT, "function_calling", "auto"
+            )
+            await service.wait_idle()
+            expected = await sync_to_async(sql_query)(CITY_REVENUE_SQL)
+        finally:
+            runtime.forget_all()
+            stop_demo_server()
+    stored = await _events(task)
+    results = {e["tool_name"]: e for e in stored if e["type"] == "tool_call_result"}
+    chart = results["chart"]
+    assert not chart["tool_output"]["is_error"], chart["tool_output"]["content"]
+    assert chart["tool_kwargs"]["data_from_call"] == results["sql_query"]["tool_id"]
+    spec = chart["tool_output"]["raw_output"]["spec"]
+    assert spec["data"]["values"] == [
+        dict(zip(expected["columns"], row)) for row in expected["rows"]
+    ]
+    # The model is told briefly what was drawn, not sent its own data back.
+    assert chart["tool_output"]["content"].startswith(
+        "Chart drawn for the person: bar chart of"
+    )
+    answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
+    assert "| City | Revenue |" in answer and "```sql" in answer
+
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    export = json.loads((await client.get(f"/api/tasks/{task.pk}/trace.json")).content)
+    kinds = [(item["kind"], item["tool_name"]) for item in export["results"]]
+    assert kinds == [("table", "sql_query"), ("chart", "chart")]
+    assert export["results"][1]["spec"] == spec
+    assert export["results"][0]["rows"] == expected["rows"]
+
+
+async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(
+    scripted_server: Any,
+) -> None:
+    bad = {**BAR, "mark": "barz"}
+    good = dict(BAR)
+
+    def fix(request: Any) -> Reply:
+        error = [m for m in request.messages if m.get("role") == "tool"][-1]["content"]
+        assert "mark: 'barz' is not one of" in error
+        return Reply(
+            text="Fixed the mark.",
+            tool_calls=[
+                ToolCallSpec(
+                    name="chart",
+                    id="c2",
+                    arguments={"spec": good, "data_from_call": "q1"},
+                )
+            ],
+        )
+
+    server = scripted_server(
+        Script(
+            rules=[
+                Rule(
+                    match=Match(tool_results_since_user=0),
+                    reply=Reply(
+                        tool_calls=[
+                            ToolCallSpec(
+                                name="sql_query",
+                                id="q1",
+                                arguments={
+                                    "sql": "SELECT name AS city, population AS revenue FROM cities"
+                                },
+                            )
+                        ]
+                    ),
+                ),
+                Rule(
+                    match=Match(tool_results_since_user=1),
+                    reply=Reply(
+                        tool_calls=[
+                            ToolCallSpec(
+                                name="chart",
+                                id="c1",
+                                arguments={"spec": bad, "data_from_call": "q1"},
+                            )
+                        ]
+                    ),
+                ),
+                Rule(match=Match(tool_results_since_user=2), respond=fix),
+                Rule(
+                    match=Match(tool_results_since_user=3),
+                    reply=Reply(text="Here is the chart."),
+                ),
+            ]
+        )
+    )
+    with llm_at(server):
+        user = await database_sync_to_async(make_user)()
+        task = await database_sync_to_async(make_notebook)(user)
+        await service.send_message(task.pk, "Chart city populations")
+        await service.wait_idle()
+    charts = [
+        e
+        for e in await _events(task)
+        if e["type"] == "tool_call_result" and e["tool_name"] == "chart"
+    ]
+    assert [c["tool_output"]["is_error"] for c in charts] == [True, False]
+    assert len(charts[1]["tool_output"]["raw_output"]["spec"]["data"]["values"]) == len(
+        sql_export("SELECT id FROM cities")[1]
+    )
+
+
+async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
+    scripted_server: Any,
+) -> None:
+    query = "SELECT id, sold_on, revenue FROM sales ORDER BY id"
+    server = scripted_server(
+        Script(
+            rules=[
+                Rule(
+                    match=Match(tool_results_since_user=0),
+                    reply=Reply(
+                        tool_calls=[
+                            ToolCallSpec(
+                                name="sql_query", id="q1", arguments={"sql": query}
+                            )
+                        ]
+                    ),
+                ),
+                Rule(reply=Reply(text="Done.")),
+            ]
+        )
+    )
+    with llm_at(server):
+        user = await database_sync_to_async(make_user)()
+        task = await database_sync_to_async(make_notebook)(user)
+        await service.send_message(task.pk, "All sales")
+        await service.wait_idle()
+    result = [e for e in await _events(task) if e["type"] == "tool_call_result"][0]
+    assert (
+        result["tool_output"]["raw_output"]["truncated"] is True
+    )  # the model saw 200 rows
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    url = f"/api/tasks/{task.pk}/result.csv?step={result['step_id']}&call=q1"
+    response = await client.get(url)
+    assert response.status_code == 200 and response["Content-Type"].startswith(
+        "text/csv"
+    )
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    columns, expected = await sync_to_async(sql_export)(query)
+    assert rows[0] == columns
+    assert rows[1:] == [[str(v) for v in row] for row in expected]
+    assert len(rows) - 1 == result["tool_output"]["raw_output"]["total_rows"] > 200
+
+    assert (
+        await client.get(
+            f"/api/tasks/{task.pk}/result.csv?step={result['step_id']}&call=nope"
+        )
+    ).status_code == 404
+    other = await database_sync_to_async(make_user)("mallory")
+    stranger = AsyncClient()
+    await sync_to_async(stranger.force_login)(other)
+    assert (await stranger.get(url)).status_code == 404
