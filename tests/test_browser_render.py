@@ -5,6 +5,9 @@ Screenshots go to test-artifacts/render-*.png.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -22,7 +25,19 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
+from runs.demo_charts import CHART_PROMPT, CITY_REVENUE_SQL, chart_rules
+from runs.engine.testing import (
+    Match,
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+    ToolCallSpec,
+)
+from runs.tools.sql import ROW_LIMIT, sql_export
+
+SHOWN_ROWS = 50  # static/js/render/table.js draws this many rows at first
 
 pytestmark = pytest.mark.browser
 
@@ -198,4 +213,264 @@ def test_hostile_answer_is_neutralised(
     answer.locator(".md-note").scroll_into_view_if_needed()
     shot(page, artifacts_dir, "render-hostile-table")
     assert page.evaluate("() => window.__pwned") is None
+    assert not page.console_errors
+
+
+# --- result tables --------------------------------------------------------------------------------
+
+SALES_SQL = "SELECT id, sold_on, quantity, revenue FROM sales WHERE sold_on LIKE '2024-0%' ORDER BY id"
+
+
+def sql_then_answer(sql: str, answer: str = "Done.") -> Script:
+    return Script(
+        rules=[
+            Rule(
+                name="query",
+                match=Match(tool_results_since_user=0),
+                reply=Reply(
+                    tool_calls=[
+                        ToolCallSpec(name="sql_query", id="q1", arguments={"sql": sql})
+                    ]
+                ),
+            ),
+            Rule(name="answer", reply=Reply(text=answer)),
+        ]
+    )
+
+
+def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    columns, expected = sql_export(SALES_SQL)
+    assert (
+        len(expected) > ROW_LIMIT
+    )  # the model sees 200 rows; the CSV must have them all
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    scripted_model.load(sql_then_answer(SALES_SQL))
+    start_notebook(page, live_app, "Sales from January to September 2024", agent=AGENT, mode="auto")
+    table = page.locator(".tool-card .result-table").first
+    table.wait_for()
+    assert table.locator("thead th").all_inner_texts() == columns
+    assert table.locator("tbody tr").count() == SHOWN_ROWS
+    count = table.locator(".rt-count").inner_text()
+    assert (
+        f"{len(expected):,} rows" in count
+        and f"{len(expected) - ROW_LIMIT:,} more rows in the CSV" in count
+    )
+    more = table.locator(".rt-more")
+    assert more.inner_text() == f"Show {ROW_LIMIT - SHOWN_ROWS} more rows"
+    # The header stays in view while the rows scroll under it.
+    table.locator(".rt-scroll").evaluate("el => { el.scrollTop = 400; }")
+    head_box = table.locator("thead th").first.bounding_box()
+    scroll_box = table.locator(".rt-scroll").bounding_box()
+    assert abs(head_box["y"] - scroll_box["y"]) < 3, (head_box, scroll_box)
+    shot(page, artifacts_dir, "render-table-sticky-header")
+    table.locator(".rt-scroll").evaluate("el => { el.scrollTop = 0; }")
+
+    # Sort by revenue, descending (two clicks): the shown rows are the largest first.
+    revenue = table.get_by_role("button", name="revenue")
+    revenue.click()
+    revenue.click()
+    assert table.locator("thead th").nth(3).get_attribute("aria-sort") == "descending"
+    shown = [
+        float(v) for v in table.locator("tbody tr td:nth-child(4)").all_inner_texts()
+    ]
+    top = sorted((row[3] for row in expected[:ROW_LIMIT]), reverse=True)[:SHOWN_ROWS]
+    assert shown == top
+    more.click()
+    assert table.locator("tbody tr").count() == ROW_LIMIT and more.is_hidden()
+    shot(page, artifacts_dir, "render-table-sorted")
+
+    # Copy as TSV: the sorted rows, tab-separated, with the header.
+    table.get_by_role("button", name="Copy TSV").click()
+    wait_until(
+        lambda: "Copied" in table.locator(".rt-status").inner_text(), message="copied"
+    )
+    tsv = page.evaluate("() => navigator.clipboard.readText()").split("\n")
+    assert tsv[0].split("\t") == columns and len(tsv) == ROW_LIMIT + 1
+    assert float(tsv[1].split("\t")[3]) == top[0]
+
+    # Download CSV: every row of the query, served from the database.
+    with page.expect_download() as download_info:
+        table.get_by_role("link", name="Download CSV").click()
+    download = download_info.value
+    path = artifacts_dir / "render-table-download.csv"
+    download.save_as(str(path))
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert rows[0] == columns
+    assert rows[1:] == [[str(v) for v in row] for row in expected]
+
+    # The raw JSON is one click away.
+    card = page.locator(".tool-card").first
+    card.get_by_role("button", name="Raw JSON").click()
+    raw = json.loads(card.locator(".result-raw").inner_text())
+    assert (
+        raw["columns"] == columns
+        and len(raw["rows"]) == ROW_LIMIT
+        and raw["truncated"] is True
+    )
+    assert table.is_hidden()
+    shot(page, artifacts_dir, "render-table-raw-json")
+    card.get_by_role("button", name="Table").click()
+    assert table.is_visible()
+    assert not page.console_errors
+
+
+# --- charts -----------------------------------------------------------------------------------------
+
+CITY_SQL = "SELECT name AS city, population FROM cities ORDER BY population DESC"
+CITY_SPEC = {
+    "mark": "bar",
+    "encoding": {
+        "x": {"field": "city", "type": "nominal", "sort": "-y"},
+        "y": {"field": "population", "type": "quantitative"},
+    },
+}
+
+
+def chart_with_a_fix() -> Script:
+    """A query, a chart with a bad mark, then (after the tool's error) the corrected chart."""
+
+    def fix(request: Any) -> Reply:
+        error = [m for m in request.messages if m.get("role") == "tool"][-1]["content"]
+        if "mark: 'barz' is not one of" not in error:
+            return Reply(text=f"Unexpected tool result: {error[:200]}")
+        return Reply(
+            text="The mark type was wrong; drawing it as a bar chart.",
+            tool_calls=[
+                ToolCallSpec(
+                    name="chart",
+                    id="c2",
+                    arguments={"spec": CITY_SPEC, "data_from_call": "q1"},
+                )
+            ],
+        )
+
+    return Script(
+        rules=[
+            Rule(
+                name="query",
+                match=Match(tool_results_since_user=0),
+                reply=Reply(
+                    tool_calls=[
+                        ToolCallSpec(
+                            name="sql_query", id="q1", arguments={"sql": CITY_SQL}
+                        )
+                    ]
+                ),
+            ),
+            Rule(
+                name="bad-chart",
+                match=Match(tool_results_since_user=1),
+                reply=Reply(
+                    text="Charting it.",
+                    tool_calls=[
+                        ToolCallSpec(
+                            name="chart",
+                            id="c1",
+                            arguments={
+                                "spec": {**CITY_SPEC, "mark": "barz"},
+                                "data_from_call": "q1",
+                            },
+                        )
+                    ],
+                ),
+            ),
+            Rule(
+                name="fixed-chart", match=Match(tool_results_since_user=2), respond=fix
+            ),
+            Rule(name="answer", reply=Reply(text="Here is the population by city.")),
+        ]
+    )
+
+
+def drawn_marks(locator: Any) -> int:
+    locator.locator(".result-chart[data-state='drawn']").wait_for(timeout=20_000)
+    return int(locator.locator(".result-chart svg .mark-rect path").count())
+
+
+def test_chart_is_drawn_and_an_invalid_spec_is_corrected_on_the_next_step(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    _, cities = sql_export(CITY_SQL)
+    outside: list[str] = []
+    page.on(
+        "request",
+        lambda r: (
+            None
+            if urlparse(r.url).hostname in ("127.0.0.1", "localhost")
+            else outside.append(r.url)
+        ),
+    )
+    scripted_model.load(chart_with_a_fix())
+    task_id = start_notebook(
+        page, live_app, "Population by city as a chart", agent=AGENT, mode="auto"
+    )
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    bad = page.locator(".tool-card[data-tool-id='c1']")
+    assert "is-error" in (bad.locator(".tool-result").get_attribute("class") or "")
+    assert "mark: 'barz' is not one of" in bad.locator(".tool-result").inner_text()
+    good = page.locator(".tool-card[data-tool-id='c2']")
+    assert drawn_marks(good) == len(cities)
+    good.scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "render-chart-corrected")
+    # Export as SVG and PNG.
+    with page.expect_download() as svg_info:
+        good.get_by_role("button", name="SVG").click()
+    svg_path = artifacts_dir / "render-chart.svg"
+    svg_info.value.save_as(str(svg_path))
+    assert svg_path.read_text().lstrip().startswith(
+        "<svg"
+    ) and svg_path.read_text().count("<path") >= len(cities)
+    with page.expect_download() as png_info:
+        good.get_by_role("button", name="PNG").click()
+    png_path = artifacts_dir / "render-chart.png"
+    png_info.value.save_as(str(png_path))
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The raw spec is one click away: the data came from the query's rows.
+    good.get_by_role("button", name="Raw JSON").click()
+    spec = json.loads(good.locator(".result-raw").inner_text())["spec"]
+    assert [row["city"] for row in spec["data"]["values"]] == [row[0] for row in cities]
+    assert outside == [], outside
+    assert not page.console_errors
+
+    # The trace draws the same chart.
+    page.goto(f"{live_app.url}/traces/{task_id}/")
+    page.wait_for_selector("#trace[data-ready='true']")
+    trace_card = page.locator("#cells .tool-card[data-tool-id='c2']")
+    assert drawn_marks(trace_card) == len(cities)
+    trace_card.scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "render-chart-in-trace")
+    assert not page.console_errors
+
+
+def test_the_demo_chart_prompt_from_the_start_page(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    _, cities = sql_export(CITY_REVENUE_SQL)
+    scripted_model.load(Script(rules=chart_rules()))
+    page.goto(f"{live_app.url}/")
+    page.get_by_role("link", name=CHART_PROMPT).click()
+    page.wait_for_url("**/new/**")
+    assert page.get_by_label("Message").input_value() == CHART_PROMPT
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/tasks/*/")
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    chart_card = page.locator(
+        ".tool-card", has=page.locator("code.tool-name", has_text="chart")
+    )
+    assert drawn_marks(chart_card) == len(cities)
+    query_card = page.locator(
+        ".tool-card", has=page.locator("code.tool-name", has_text="sql_query")
+    )
+    assert query_card.locator(".result-table tbody tr").count() == len(cities)
+    answer = page.locator(".cell-answer .md-body")
+    assert answer.locator("table tbody tr").count() == 3
+    # (text_content: cells off screen are not rendered, see content-visibility)
+    assert answer.locator("table tbody tr td").first.text_content() == cities[0][0]
+    assert "SELECT c.name AS city" in (answer.locator("pre code").text_content() or "")
+    chart_card.scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "render-demo-chart")
+    page.locator(".cell-answer").scroll_into_view_if_needed()
+    shot(page, artifacts_dir, "render-demo-answer")
     assert not page.console_errors
