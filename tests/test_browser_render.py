@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -25,6 +26,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
+from bench.bench_render import markdown_answer
 from runs.demo_charts import CHART_PROMPT, CITY_REVENUE_SQL, chart_rules
 from runs.engine.testing import (
     Match,
@@ -91,6 +93,18 @@ HOSTILE_ANSWER = "\n".join(
         "The end.",
     ]
 )
+
+
+def requests_leaving(page: Any) -> list[str]:
+    """URLs of the requests `page` makes to anywhere but the app (filled as they happen)."""
+    outside: list[str] = []
+
+    def check(request: Any) -> None:
+        if urlparse(request.url).hostname not in ("127.0.0.1", "localhost"):
+            outside.append(request.url)
+
+    page.on("request", check)
+    return outside
 
 
 def answer_rules(text: str, *, chunking: str = "token", delay: float = 0.0) -> Script:
@@ -163,15 +177,7 @@ def test_hostile_answer_is_neutralised(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(answer_rules(HOSTILE_ANSWER, chunking="line"))
-    outside: list[str] = []
-    page.on(
-        "request",
-        lambda r: (
-            None
-            if urlparse(r.url).hostname in ("127.0.0.1", "localhost")
-            else outside.append(r.url)
-        ),
-    )
+    outside = requests_leaving(page)
     start_notebook(page, live_app, "Show me everything", agent=AGENT, mode="auto")
     answer = page.locator(".cell-answer .md-body")
     answer.wait_for(timeout=60_000)
@@ -247,7 +253,9 @@ def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     )  # the model sees 200 rows; the CSV must have them all
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     scripted_model.load(sql_then_answer(SALES_SQL))
-    start_notebook(page, live_app, "Sales from January to September 2024", agent=AGENT, mode="auto")
+    start_notebook(
+        page, live_app, "Sales from January to September 2024", agent=AGENT, mode="auto"
+    )
     table = page.locator(".tool-card .result-table").first
     table.wait_for()
     assert table.locator("thead th").all_inner_texts() == columns
@@ -393,15 +401,7 @@ def test_chart_is_drawn_and_an_invalid_spec_is_corrected_on_the_next_step(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     _, cities = sql_export(CITY_SQL)
-    outside: list[str] = []
-    page.on(
-        "request",
-        lambda r: (
-            None
-            if urlparse(r.url).hostname in ("127.0.0.1", "localhost")
-            else outside.append(r.url)
-        ),
-    )
+    outside = requests_leaving(page)
     scripted_model.load(chart_with_a_fix())
     task_id = start_notebook(
         page, live_app, "Population by city as a chart", agent=AGENT, mode="auto"
@@ -474,3 +474,47 @@ def test_the_demo_chart_prompt_from_the_start_page(
     page.locator(".cell-answer").scroll_into_view_if_needed()
     shot(page, artifacts_dir, "render-demo-answer")
     assert not page.console_errors
+
+
+def test_streamed_markdown_ends_as_the_whole_text_rendered_at_once(
+    live_app: LiveApp, page: Any
+) -> None:
+    """Token by token (frozen blocks, code and table rows added in place) = one render of it all."""
+    text = MARKDOWN_ANSWER + "\n" + "".join(markdown_answer(700))
+    tokens = re.findall(r"\S+\s*|\s+", text)
+    page.goto(f"{live_app.url}/new/")
+    result = page.evaluate(
+        """async (tokens) => {
+            const { renderMarkdown } = await import('/static/js/render/markdown.js');
+            const { MarkdownView } = await import('/static/js/render/markdown_stream.js');
+            const el = document.createElement('div');
+            document.body.append(el);
+            const view = new MarkdownView(el);
+            let text = '';
+            const mids = [];
+            for (const [i, token] of tokens.entries()) {
+                text += token;
+                view.update(text);
+                if (i % 97 === 0) {  // mid-stream too, the page shows what a full render shows
+                    const whole = document.createElement('div');
+                    whole.append(renderMarkdown(text));
+                    mids.push([el.textContent.replace(/\\s+/g, ''), whole.textContent.replace(/\\s+/g, '')]);
+                }
+            }
+            view.update(text, { final: true });
+            const whole = document.createElement('div');
+            whole.append(renderMarkdown(text));
+            const streamed = [...view.frozen.childNodes, ...view.live.childNodes].map((n) => n.outerHTML ?? n.textContent).join('');
+            const tight = (html) => html.replace(/>\s+</g, '><');
+            return { streamed: tight(streamed), whole: tight(whole.innerHTML), frozen: view.blocks, mids };
+        }""",
+        tokens,
+    )
+    assert result["frozen"] > 20
+    assert result["streamed"] == result["whole"]
+    lagging = [
+        (streamed, whole)
+        for streamed, whole in result["mids"]
+        if not whole.startswith(streamed[:-40])
+    ]
+    assert not lagging, lagging[:2]

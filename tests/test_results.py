@@ -42,6 +42,26 @@ async def _events(task: Task) -> list[dict[str, Any]]:
     return [e.payload async for e in Event.objects.filter(task=task).order_by("seq")]
 
 
+def call_rule(after: int, tool: str, call_id: str, **arguments: Any) -> Rule:
+    """The model's turn after `after` tool results: one call of `tool`."""
+    call = ToolCallSpec(name=tool, id=call_id, arguments=arguments)
+    return Rule(
+        match=Match(tool_results_since_user=after), reply=Reply(tool_calls=[call])
+    )
+
+
+async def run_turn(
+    scripted_server: Any, rules: list[Rule], text: str
+) -> tuple[Any, Task]:
+    """A notebook of a new user, one message run to the end with `rules` as the model."""
+    with llm_at(scripted_server(Script(rules=rules))):
+        user = await database_sync_to_async(make_user)()
+        task = await database_sync_to_async(make_notebook)(user)
+        await service.send_message(task.pk, text)
+        await service.wait_idle()
+    return user, task
+
+
 async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
     tmp_path: Any,
 ) -> None:
@@ -108,48 +128,18 @@ async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(
             ],
         )
 
-    server = scripted_server(
-        Script(
-            rules=[
-                Rule(
-                    match=Match(tool_results_since_user=0),
-                    reply=Reply(
-                        tool_calls=[
-                            ToolCallSpec(
-                                name="sql_query",
-                                id="q1",
-                                arguments={
-                                    "sql": "SELECT name AS city, population AS revenue FROM cities"
-                                },
-                            )
-                        ]
-                    ),
-                ),
-                Rule(
-                    match=Match(tool_results_since_user=1),
-                    reply=Reply(
-                        tool_calls=[
-                            ToolCallSpec(
-                                name="chart",
-                                id="c1",
-                                arguments={"spec": bad, "data_from_call": "q1"},
-                            )
-                        ]
-                    ),
-                ),
-                Rule(match=Match(tool_results_since_user=2), respond=fix),
-                Rule(
-                    match=Match(tool_results_since_user=3),
-                    reply=Reply(text="Here is the chart."),
-                ),
-            ]
-        )
-    )
-    with llm_at(server):
-        user = await database_sync_to_async(make_user)()
-        task = await database_sync_to_async(make_notebook)(user)
-        await service.send_message(task.pk, "Chart city populations")
-        await service.wait_idle()
+    rules = [
+        call_rule(
+            0,
+            "sql_query",
+            "q1",
+            sql="SELECT name AS city, population AS revenue FROM cities",
+        ),
+        call_rule(1, "chart", "c1", spec=bad, data_from_call="q1"),
+        Rule(match=Match(tool_results_since_user=2), respond=fix),
+        Rule(reply=Reply(text="Here is the chart.")),
+    ]
+    _, task = await run_turn(scripted_server, rules, "Chart city populations")
     charts = [
         e
         for e in await _events(task)
@@ -165,28 +155,11 @@ async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
     scripted_server: Any,
 ) -> None:
     query = "SELECT id, sold_on, revenue FROM sales ORDER BY id"
-    server = scripted_server(
-        Script(
-            rules=[
-                Rule(
-                    match=Match(tool_results_since_user=0),
-                    reply=Reply(
-                        tool_calls=[
-                            ToolCallSpec(
-                                name="sql_query", id="q1", arguments={"sql": query}
-                            )
-                        ]
-                    ),
-                ),
-                Rule(reply=Reply(text="Done.")),
-            ]
-        )
-    )
-    with llm_at(server):
-        user = await database_sync_to_async(make_user)()
-        task = await database_sync_to_async(make_notebook)(user)
-        await service.send_message(task.pk, "All sales")
-        await service.wait_idle()
+    rules = [
+        call_rule(0, "sql_query", "q1", sql=query),
+        Rule(reply=Reply(text="Done.")),
+    ]
+    user, task = await run_turn(scripted_server, rules, "All sales")
     result = [e for e in await _events(task) if e["type"] == "tool_call_result"][0]
     assert (
         result["tool_output"]["raw_output"]["truncated"] is True

@@ -7,7 +7,7 @@
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
-import { assistantText, textBlock } from "./render/markdown.js";
+import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, teamExtras } from "./team.js";

@@ -1,0 +1,450 @@
+"""Rendering benchmarks in Chromium (Playwright): Markdown streaming, and a trace full of results.
+
+    PYTHONPATH=.:tests .venv/bin/python bench/bench_render.py            # both, ~1 min
+    PYTHONPATH=.:tests .venv/bin/python bench/bench_render.py stream     # only the Markdown stream
+    PYTHONPATH=.:tests .venv/bin/python bench/bench_render.py trace      # only the trace
+
+stream: a 5,000-token Markdown answer (headings, paragraphs, lists, GitHub tables, fenced code)
+is fed to the page's renderer (static/js/render/markdown.js) one token at a time, as the
+notebook does while a reply streams; each update is timed with the style/layout it causes. The
+same text drawn whole per token is timed for comparison. Served from this checkout with
+cross-origin isolation, so performance.now() resolves to 5 microseconds.
+
+trace: a finished notebook of 500 steps with 50 SQL result tables (200 rows each), 10 charts and
+Markdown step texts, seeded into a fresh database as the publisher stores events, opened in the
+trace view three times: time from navigation until the cells are built, and until all 10 charts
+are drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import statistics
+import sys
+import threading
+import time
+import uuid
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = re.compile(r"\S+\s*|\s+")  # as the scripted server splits replies
+STREAM_TOKENS = 5000
+TRACE_STEPS = 500
+TRACE_TABLES = 50
+TRACE_CHARTS = 10
+
+
+# --- the Markdown stream -------------------------------------------------------------------------
+
+
+def markdown_answer(tokens: int) -> list[str]:
+    """A Markdown answer of about `tokens` tokens, split as the scripted server streams it."""
+    parts: list[str] = []
+    n = 0
+    while len(TOKEN.findall("".join(parts))) < tokens:
+        n += 1
+        rows = "\n".join(
+            f"| City {n}-{r} | {r * 1234.5:,.2f} | {r * 3} | {'yes' if r % 2 else 'no'} |"
+            for r in range(12)
+        )
+        parts.append(
+            f"## Section {n}: revenue by city\n\n"
+            f"The **{n}th** slice of the data shows a *steady* rise; see [the notes](https://example.org/{n}) "
+            "and the table below. Numbers are rounded to cents, and `NULL` values were left out of the sums.\n\n"
+            f"- {n} regions were compared\n- the top city grew by {n % 7 + 2}%\n- two outliers were checked by hand\n\n"
+            f"| city | revenue | orders | repeat |\n| :--- | ---: | ---: | :---: |\n{rows}\n\n"
+            "```sql\nSELECT c.name, ROUND(SUM(s.revenue), 2) AS revenue\nFROM sales s JOIN cities c ON c.id = s.city_id\n"
+            f"WHERE s.sold_on LIKE '2024-{n % 12 + 1:02d}%'\nGROUP BY c.name ORDER BY revenue DESC;\n```\n\n"
+            "> Revenue is net of returns; tax is not included.\n\n"
+        )
+    return TOKEN.findall("".join(parts))[:tokens]
+
+
+class _IsolatedHandler(SimpleHTTPRequestHandler):
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _summary(times: list[float]) -> dict[str, float]:
+    return {
+        "tokens": len(times),
+        "mean_ms": statistics.fmean(times),
+        "p50_ms": _pct(times, 0.50),
+        "p99_ms": _pct(times, 0.99),
+        "max_ms": max(times),
+        "total_ms": sum(times),
+    }
+
+
+def bench_stream(browser: Any, runs: int = 3) -> dict[str, Any]:
+    tokens = markdown_answer(STREAM_TOKENS)
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_IsolatedHandler, directory=str(ROOT))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page = browser.new_page()
+        page.goto(
+            f"http://127.0.0.1:{server.server_address[1]}/bench/render_stream.html"
+        )
+        page.wait_for_function("window.harnessReady === true")
+        assert page.evaluate("crossOriginIsolated"), (
+            "the harness must be cross-origin isolated for fine timers"
+        )
+        results: dict[str, Any] = {"incremental": [], "full": None}
+        page.evaluate(
+            "(t) => window.runStream(t.slice(0, 500))", tokens
+        )  # warm-up (JIT)
+        for _ in range(runs):
+            out = page.evaluate(
+                "(t) => window.runStream(t, {mode: 'incremental'})", tokens
+            )
+            results["incremental"].append(
+                {
+                    **_summary(out["times"]),
+                    **{
+                        k: out[k]
+                        for k in ("frozenBlocks", "elements", "tables", "codeBlocks")
+                    },
+                }
+            )
+        out = page.evaluate("(t) => window.runStream(t.slice(0, 1000), {mode: 'full'})", tokens)
+        results["full"] = _summary(out["times"])
+        results["chars"] = len("".join(tokens))
+        page.close()
+        return results
+    finally:
+        server.shutdown()
+
+
+# --- the trace ------------------------------------------------------------------------------------
+
+
+def seed_rich_trace(username: str, steps: int = TRACE_STEPS) -> int:
+    """A finished notebook of `steps` steps: every tenth has a 200-row SQL result table, ten have
+    a chart, the rest one arithmetic call; step texts are Markdown. Returns its id.
+
+    Runs inside the app (`manage.py shell -c`), storing events as the publisher does.
+    """
+    from django.contrib.auth import get_user_model
+
+    from runs.engine import (
+        AgentOutput,
+        ChatMessage,
+        StepCompleted,
+        StepCreated,
+        StepStarted,
+        TaskCompleted,
+        TaskCreated,
+        TokenUsage,
+        ToolCall,
+        ToolCallResult,
+        ToolOutput,
+        ToolSelection,
+    )
+    from runs.models import Event, Task, Turn
+
+    question = f"A long analysis in {steps} steps, with tables and charts"
+    owner = get_user_model().objects.get(username=username)
+    task = Task.objects.create(
+        owner=owner, title=question, agent="function_calling", mode="auto"
+    )
+    turn_id = str(uuid.uuid4())
+    turn = Turn.objects.create(
+        task=task,
+        engine_id=turn_id,
+        index=1,
+        input=question,
+        status="completed",
+        response="Done.",
+        token_limit=100_000,
+    )
+    ids = [str(uuid.uuid4()) for _ in range(steps)]
+    payloads: list[dict[str, Any]] = []
+    clock = time.time() - steps * 0.4
+    chart_every = steps // TRACE_CHARTS
+
+    def add(event: Any) -> None:
+        payloads.append(event.model_dump(mode="json"))
+
+    def result_for(i: int, call: ToolSelection) -> tuple[Any, str]:
+        if call.tool_name == "sql_query":
+            rows = [
+                [
+                    f"City {r}",
+                    f"2024-{r % 12 + 1:02d}-01",
+                    r % 13,
+                    round(r * 17.25 + i, 2),
+                ]
+                for r in range(200)
+            ]
+            raw = {
+                "columns": ["city", "month", "orders", "revenue"],
+                "rows": rows,
+                "row_count": 200,
+                "truncated": True,
+                "total_rows": 1000 + i,
+            }
+            return raw, json.dumps(raw)
+        if call.tool_name == "chart":
+            values = [
+                {"city": f"City {r}", "revenue": (r * 37 + i) % 100 + 10}
+                for r in range(12)
+            ]
+            spec = {
+                "mark": "bar",
+                "width": 400,
+                "height": 200,
+                "data": {"values": values},
+                "encoding": {
+                    "x": {"field": "city", "type": "nominal"},
+                    "y": {"field": "revenue", "type": "quantitative"},
+                },
+            }
+            return {
+                "spec": spec,
+                "rows": 12,
+                "data_from_call": None,
+            }, "Chart drawn for the person: bar chart of 12 data rows."
+        return i, str(i)
+
+    add(TaskCreated(task_id=turn_id, input=question, at=clock))
+    for i, step_id in enumerate(ids):
+        common: dict[str, Any] = {"task_id": turn_id, "step_id": step_id}
+        last = i == steps - 1
+        text = (
+            "Done."
+            if last
+            else (
+                f"**Step {i + 1}**: I look at the next slice of the data.\n\n- rows so far: {i * 200}\n- running total: `{i * 3.5:.2f}`"
+            )
+        )
+        usage = TokenUsage(
+            prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i
+        )
+        if last:
+            calls = []
+        elif i % (steps // TRACE_TABLES) == 0:
+            calls = [
+                ToolSelection(
+                    tool_id=f"q_{i}",
+                    tool_name="sql_query",
+                    tool_kwargs={"sql": f"SELECT {i}"},
+                )
+            ]
+        elif i % chart_every == chart_every // 2:
+            calls = [
+                ToolSelection(
+                    tool_id=f"c_{i}",
+                    tool_name="chart",
+                    tool_kwargs={"spec": {"mark": "bar"}},
+                )
+            ]
+        else:
+            calls = [
+                ToolSelection(
+                    tool_id=f"a_{i}", tool_name="add", tool_kwargs={"a": i, "b": 1}
+                )
+            ]
+        add(
+            StepCreated(
+                **common,
+                input=question if i == 0 else None,
+                prev_steps=[ids[i - 1]] if i else [],
+                at=clock,
+            )
+        )
+        add(StepStarted(**common, at=clock + 0.005))
+        add(
+            AgentOutput(
+                **common,
+                response=ChatMessage.assistant(text, tool_calls=tuple(calls)),
+                tool_calls=calls,
+                usage=usage,
+                at=clock + 0.15,
+            )
+        )
+        start = clock + 0.16
+        for call in calls:
+            add(
+                ToolCall(
+                    **common,
+                    tool_name=call.tool_name,
+                    tool_kwargs=call.tool_kwargs,
+                    tool_id=call.tool_id,
+                    at=start,
+                )
+            )
+            raw, content = result_for(i, call)
+            output = ToolOutput(
+                content=content,
+                tool_name=call.tool_name,
+                raw_input=call.tool_kwargs,
+                raw_output=raw,
+            )
+            add(
+                ToolCallResult(
+                    **common,
+                    tool_name=call.tool_name,
+                    tool_kwargs=call.tool_kwargs,
+                    tool_id=call.tool_id,
+                    tool_output=output,
+                    started_at=start,
+                    ended_at=start + 0.05,
+                    at=start + 0.05,
+                )
+            )
+        add(
+            StepCompleted(
+                **common,
+                output=text,
+                is_last=last,
+                next_steps=[] if last else [ids[i + 1]],
+                usage=usage,
+                at=start + 0.12,
+            )
+        )
+        clock += 0.4
+    add(TaskCompleted(task_id=turn_id, response="Done.", at=clock))
+    Event.objects.bulk_create(
+        [
+            Event(
+                task=task,
+                seq=n,
+                turn=turn,
+                step_id=p.get("step_id"),
+                type=p["type"],
+                payload=p,
+                at=p["at"],
+            )
+            for n, p in enumerate(payloads, start=1)
+        ],
+        batch_size=500,
+    )
+    Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
+    return int(task.pk)
+
+
+def bench_trace(browser: Any, loads: int = 3) -> dict[str, Any]:
+    import tempfile
+
+    from browser_helpers import USERNAME, VIEWPORT, LiveApp
+
+    from runs.engine.testing import Script, ScriptedServer
+
+    model = ScriptedServer(Script()).start()
+    with tempfile.TemporaryDirectory(prefix="agentui-bench-render-") as tmp:
+        env = {
+            k: v
+            for k, v in __import__("os").environ.items()
+            if k not in ("DATABASE_URL", "REDIS_URL")
+        }
+        env["DJANGO_SETTINGS_MODULE"] = "agentui.settings"
+        app = LiveApp(Path(tmp), model, env).start()
+        try:
+            out = app.shell(
+                f"from bench.bench_render import seed_rich_trace; print(seed_rich_trace({USERNAME!r}))"
+            )
+            task_id = int(out.strip().splitlines()[-1])
+            context = browser.new_context(viewport=VIEWPORT)
+            page = context.new_page()
+            page.goto(app.login_link())
+            rows = []
+            for _ in range(loads):
+                page.goto(f"{app.url}/traces/{task_id}/")
+                page.wait_for_selector("#trace[data-ready='true']", timeout=60_000)
+                page.wait_for_function(
+                    f"document.querySelectorAll('.result-chart[data-state=\"drawn\"]').length === {TRACE_CHARTS}",
+                    timeout=60_000,
+                    polling="raf",
+                )
+                charts_at = page.evaluate("performance.now()")
+                figures = page.evaluate(
+                    """() => ({...window.agentui.metrics,
+                        tables: document.querySelectorAll('.result-table').length,
+                        charts: document.querySelectorAll('.result-chart[data-state="drawn"]').length,
+                        marks: document.querySelectorAll('.result-chart svg .mark-rect path').length,
+                        markdown: document.querySelectorAll('.md-body').length,
+                        steps: document.querySelectorAll('article.cell-step').length})"""
+                )
+                rows.append({**figures, "chartsDrawnAt": charts_at})
+            page.screenshot(
+                path=str(ROOT / "test-artifacts" / "bench-render-trace.png")
+            )
+            context.close()
+            return {"task_id": task_id, "loads": rows}
+        finally:
+            app.stop()
+            model.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "which", nargs="?", choices=["stream", "trace", "both"], default="both"
+    )
+    parser.add_argument("--json", type=Path, help="write the raw figures here")
+    args = parser.parse_args()
+    from conftest import CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    results: dict[str, Any] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=list(CHROMIUM_ARGS)
+        )
+        print(f"Chromium {browser.version}")
+        if args.which in ("stream", "both"):
+            stream = results["stream"] = bench_stream(browser)
+            print(
+                f"\nMarkdown stream: {stream['incremental'][0]['tokens']:,} tokens, {stream['chars']:,} characters"
+            )
+            print(
+                "  run | mean ms | p50 ms | p99 ms | max ms | total ms | frozen blocks | tables | code blocks"
+            )
+            for n, r in enumerate(stream["incremental"], 1):
+                print(
+                    f"  incremental {n} | {r['mean_ms']:.3f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['max_ms']:.2f} | "
+                    f"{r['total_ms']:.0f} | {r['frozenBlocks']} | {r['tables']} | {r['codeBlocks']}"
+                )
+            f = stream["full"]
+            print(
+                f"  full redraw per token | {f['mean_ms']:.3f} | {f['p50_ms']:.3f} | {f['p99_ms']:.3f} | {f['max_ms']:.2f} | {f['total_ms']:.0f}"
+            )
+        if args.which in ("trace", "both"):
+            trace = results["trace"] = bench_trace(browser)
+            print(
+                f"\nTrace of {TRACE_STEPS} steps, {TRACE_TABLES} tables, {TRACE_CHARTS} charts (notebook {trace['task_id']})"
+            )
+            print(
+                "  load | cells ready ms | charts drawn ms | fetch / reduce / render ms | cells ms | events | tables | charts | marks"
+            )
+            for n, r in enumerate(trace["loads"], 1):
+                print(
+                    f"  {n} | {r['readyAt']:.0f} | {r['chartsDrawnAt']:.0f} | {r['fetchMs']:.0f} / {r['reduceMs']:.0f} / "
+                    f"{r['renderMs']:.0f} | {r['cellsMs']:.0f} | {r['events']} | {r['tables']} | {r['charts']} | {r['marks']}"
+                )
+        browser.close()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+// The model's text in the page: Markdown with a Raw/Rendered toggle, or plain text for plans.
+
+import { MarkdownView } from "./markdown_stream.js";
+
+/**
+ * A Markdown text with its Raw/Rendered toggle: returns {root, view}. `root` goes in the page;
+ * `view.update(text)` draws into it.
+ */
+export function markdownBlock(className = "") {
+  const body = document.createElement("div");
+  body.className = `md-body ${className}`.trim();
+  const view = new MarkdownView(body);
+  const toggle = document.createElement("button");
+  toggle.type = "button";
+  toggle.className = "md-toggle button-link";
+  toggle.textContent = "Raw";
+  toggle.title = "Show the text as the model wrote it";
+  toggle.setAttribute("aria-pressed", "false");
+  toggle.addEventListener("click", () => {
+    view.raw = !view.raw;
+    toggle.textContent = view.raw ? "Rendered" : "Raw";
+    toggle.setAttribute("aria-pressed", String(view.raw));
+  });
+  const root = document.createElement("div");
+  root.className = "md-block";
+  root.append(toggle, body);
+  return { root, view };
+}
+
+/** Plan text (LLMCompiler's numbered calls) reads best as written: shown as plain text. */
+class PlainView {
+  constructor(el) {
+    this.el = el;
+    this.el.classList.add("cell-text");
+  }
+
+  update(text) {
+    if (this.el.textContent !== text) this.el.textContent = text ?? "";
+  }
+}
+
+const PLAIN_PHASES = new Set(["plan"]);
+
+/** A streamed text of the model for `phase`: {root, view}, Markdown unless the phase is a plan. */
+export function textBlock(phase, className = "") {
+  if (PLAIN_PHASES.has(phase)) {
+    const root = document.createElement("div");
+    root.className = className;
+    return { root, view: new PlainView(root) };
+  }
+  return markdownBlock(className);
+}
+
+/** A finished text of the model, rendered once. */
+export function assistantText(text, className = "", phase = null) {
+  const { root, view } = textBlock(phase, className);
+  view.update(text, { final: true });
+  return root;
+}
