@@ -124,7 +124,9 @@ def bench_stream(browser: Any, runs: int = 3) -> dict[str, Any]:
                     },
                 }
             )
-        out = page.evaluate("(t) => window.runStream(t.slice(0, 1000), {mode: 'full'})", tokens)
+        out = page.evaluate(
+            "(t) => window.runStream(t.slice(0, 1000), {mode: 'full'})", tokens
+        )
         results["full"] = _summary(out["times"])
         results["chars"] = len("".join(tokens))
         page.close()

@@ -505,7 +505,7 @@ def test_streamed_markdown_ends_as_the_whole_text_rendered_at_once(
             const whole = document.createElement('div');
             whole.append(renderMarkdown(text));
             const streamed = [...view.frozen.childNodes, ...view.live.childNodes].map((n) => n.outerHTML ?? n.textContent).join('');
-            const tight = (html) => html.replace(/>\s+</g, '><');
+            const tight = (html) => html.replace(/>\\s+</g, '><');
             return { streamed: tight(streamed), whole: tight(whole.innerHTML), frozen: view.blocks, mids };
         }""",
         tokens,

@@ -27,7 +27,7 @@ export function markdownBlock(className = "") {
   return { root, view };
 }
 
-/** Plan text (LLMCompiler's numbered calls) reads best as written: shown as plain text. */
+/** Plans (LLMCompiler's numbered calls) and CoA chains read best as written: plain text. */
 class PlainView {
   constructor(el) {
     this.el = el;
@@ -39,7 +39,8 @@ class PlainView {
   }
 }
 
-const PLAIN_PHASES = new Set(["plan"]);
+// CoA's reasoning shows its placeholders as chips (chain.js), over plain text.
+const PLAIN_PHASES = new Set(["plan", "reasoning"]);
 
 /** A streamed text of the model for `phase`: {root, view}, Markdown unless the phase is a plan. */
 export function textBlock(phase, className = "") {
