@@ -26,6 +26,7 @@ from runs.page_views import render_new_notebook
 from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ProtocolError
 from runs.results import NotTabular, csv_text, find_result, full_table, result_items
+from runs.text_checks import storable_problem
 
 PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -48,6 +49,12 @@ async def new_task(request: HttpRequest) -> HttpResponse:
             mode,
             f"The message must be 1 to {MAX_TEXT_CHARS} characters.",
         )
+    for name, value in (("message", text), ("agent", agent), ("mode", mode)):
+        problem = storable_problem(value)
+        if problem is not None:
+            shown = text.replace("\x00", "")
+            shown = shown.encode("utf-8", "replace").decode("utf-8")
+            return await _refused(request, shown, agent, mode, f"The {name} {problem}.")
     try:
         task = await service.create_notebook(user, text, agent, mode)
     except ProtocolError as exc:

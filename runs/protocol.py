@@ -13,12 +13,39 @@ import time
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
+
+from runs.text_checks import json_nesting_problem, storable_problem
 
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_TEXT_CHARS = 20_000
-_ID = Annotated[str, Field(min_length=1, max_length=64)]
-_REQUEST_ID = Annotated[str, Field(max_length=128)]
+
+
+def _storable(text: str) -> str:
+    problem = storable_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+def _editable(text: str) -> str:
+    problem = json_nesting_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+# Every string a client sends is checked to be storable before anything is written.
+_Text = Annotated[str, AfterValidator(_storable)]
+_ID = Annotated[_Text, Field(min_length=1, max_length=64)]
+_REQUEST_ID = Annotated[_Text, Field(max_length=128)]
 
 
 class ErrorCode(StrEnum):
@@ -67,7 +94,7 @@ class _Action(BaseModel):
 
 class SendMessage(_Action):
     action: Literal["send_message"]
-    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    text: Annotated[_Text, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 
 
 class Approve(_Action):
@@ -78,14 +105,14 @@ class Approve(_Action):
 class EditInput(_Action):
     action: Literal["edit_input"]
     step_id: _ID
-    input: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+    input: Annotated[_Text, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_editable)]
 
 
 class RejectToolCall(_Action):
     action: Literal["reject_tool_call"]
     step_id: _ID
-    tool_id: Annotated[str, Field(min_length=1, max_length=128)]
-    reason: Annotated[str, Field(max_length=2000)] = ""
+    tool_id: Annotated[_Text, Field(min_length=1, max_length=128)]
+    reason: Annotated[_Text, Field(max_length=2000)] = ""
 
 
 class Undo(_Action):
@@ -138,7 +165,8 @@ def _describe(exc: ValidationError) -> str:
     problems = []
     for err in exc.errors()[:5]:
         where = ".".join(str(part) for part in err["loc"][1:]) or "message"
-        problems.append(f"{where}: {err['msg']}")
+        message = err["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}")
     return "; ".join(problems)
 
 
@@ -165,7 +193,11 @@ def parse_client_message(raw: str | bytes | None) -> ClientMessage:
         raise ProtocolError(ErrorCode.BAD_JSON, "a message must be a JSON object")
     request_id = data.get("request_id")
     request_id = (
-        request_id if isinstance(request_id, str) and len(request_id) <= 128 else None
+        request_id
+        if isinstance(request_id, str)
+        and len(request_id) <= 128
+        and storable_problem(request_id) is None
+        else None
     )
     action = data.get("action")
     if not isinstance(action, str) or action not in ACTIONS:

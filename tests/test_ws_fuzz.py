@@ -18,6 +18,7 @@ from channels.db import database_sync_to_async
 
 from runs import service
 from runs.protocol import MAX_MESSAGE_BYTES, MAX_TEXT_CHARS
+from runs.text_checks import storable_problem
 from tests.live_support import (
     QUESTION,
     Client,
@@ -32,7 +33,7 @@ from tests.live_support import (
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 SEED = 20_251_122
-COUNT = 320
+COUNT = 1_000
 
 Frame = tuple[str | bytes, set[str]]  # what to send, the error codes that may answer it
 
@@ -65,6 +66,9 @@ class Hostile:
             self.not_allowed_now,
             self.bad_tool_arguments,
             self.deep_nesting,
+            self.unstorable_text,
+            self.deeply_nested_input,
+            self.odd_tool_ids,
         ]
 
     def text(self, n: int) -> str:
@@ -272,6 +276,58 @@ class Hostile:
         depth = self.rng.randrange(5_000, 30_000)
         return "[" * depth + "]" * depth, {"bad_json"}
 
+    def unstorable_text(self) -> Frame:
+        """A NUL or a lone surrogate (JSON's \\ud800) in any string field: PostgreSQL cannot store it."""
+        bad = self.text(self.rng.randrange(0, 6)) + self.rng.choice(
+            ["\x00", "\ud800", "\udfff", "\udc00x", "a\x00b"]
+        )
+        message = self.rng.choice(
+            [
+                {"action": "send_message", "text": bad},
+                {"action": "approve", "step_id": bad},
+                {"action": "edit_input", "step_id": self.waiting, "input": bad},
+                {"action": "edit_input", "step_id": bad, "input": "x"},
+                {
+                    "action": "reject_tool_call",
+                    "step_id": self.waiting,
+                    "tool_id": self.rng.choice([bad, self.tool_ids[0]]),
+                    "reason": bad,
+                },
+                {"action": "undo", "step_id": bad},
+                {"action": "abandon", "request_id": bad},
+            ]
+        )
+        return json.dumps({**self.rid(), **message}), {"invalid"}
+
+    def deeply_nested_input(self) -> Frame:
+        depth = self.rng.choice([33, 100, 1_000, 10_000])
+        nested = self.rng.choice(["[", '{"a":']) * depth
+        closing = "]" * depth if nested.startswith("[") else "}" * depth
+        inner = nested + "1" + closing
+        if self.rng.random() < 0.5:  # as a tool call's arguments
+            inner = '[{"tool_id": "x", "tool_kwargs": {"a": ' + inner + "}}]"
+        message = {
+            "action": "edit_input",
+            "step_id": self.waiting,
+            "input": inner,
+            **self.rid(),
+        }
+        frame = json.dumps(message)
+        return frame, {"invalid", "too_large"} if len(frame) > MAX_MESSAGE_BYTES else {
+            "invalid"
+        }
+
+    def odd_tool_ids(self) -> Frame:
+        tool_id = self.rng.choice([["call_add"], {"id": 1}, 5, None, True, 1.5])
+        edit = json.dumps([{"tool_id": tool_id, "tool_kwargs": {"a": 1, "b": 2}}])
+        message = {
+            "action": "edit_input",
+            "step_id": self.waiting,
+            "input": edit,
+            **self.rid(),
+        }
+        return json.dumps(message), {"invalid_tool_arguments"}
+
 
 async def test_hostile_messages_change_nothing(scripted_server: Any) -> None:
     server = scripted_server(analyst_script())
@@ -338,4 +394,6 @@ def _request_id(frame: str | bytes) -> str | None:
     except (ValueError, RecursionError):
         return None
     value = data.get("request_id") if isinstance(data, dict) else None
+    if isinstance(value, str) and storable_problem(value) is not None:
+        return None  # not echoed: it is not text the server can store or send back
     return value if isinstance(value, str) and len(value) <= 128 else None

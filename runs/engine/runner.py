@@ -602,6 +602,8 @@ class AgentRunner:
             raise ToolArgumentsError(
                 f"the tool calls must be JSON: {exc.msg} at char {exc.pos}"
             ) from None
+        except RecursionError:
+            raise ToolArgumentsError("the tool calls nest too deeply") from None
         if not isinstance(edited, list):
             raise ToolArgumentsError(
                 "the tool calls must be a JSON list of {tool_id, tool_kwargs} objects"
@@ -616,7 +618,7 @@ class AgentRunner:
                     "each tool call must be an object with tool_id and tool_kwargs (an object)"
                 )
             tool_id = item.get("tool_id")
-            if tool_id not in by_id:
+            if not isinstance(tool_id, str) or tool_id not in by_id:
                 raise ToolArgumentsError(
                     f"the step has no tool call with id {tool_id!r}"
                 )

@@ -47,6 +47,7 @@ from runs.protocol import (
     SetMode,
     Undo,
 )
+from runs.text_checks import storable_problem
 
 T = TypeVar("T")
 TITLE_CHARS = 80
@@ -222,6 +223,9 @@ async def _engine_call(
 
 async def send_message(task_pk: int, text: str, origin: Origin | None = None) -> str:
     """Start a turn for `text`; its first step runs at once unless the mode is `step`."""
+    problem = storable_problem(text)
+    if problem is not None:
+        raise _error(ErrorCode.INVALID, f"text: {problem}")
     runtime = await runtime_for(task_pk)
     lease, view = await claim(task_pk, check_send)
     try:
@@ -384,7 +388,12 @@ def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
 
 
 async def create_notebook(owner: User, text: str, agent: str, mode: str) -> Task:
-    """Create a notebook and start its first turn with `text`."""
+    """Create a notebook and start its first turn with `text` (all or nothing)."""
     task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
-    await send_message(task.pk, text)
+    try:
+        await send_message(task.pk, text)
+    except BaseException:
+        # a notebook whose first message could not be taken is not left behind
+        await Task.objects.filter(pk=task.pk).adelete()
+        raise
     return task
