@@ -10,7 +10,7 @@ import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResul
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
-import { agentClass, teamExtras } from "./team.js";
+import { agentClass, stepAgent, teamExtras } from "./team.js";
 
 const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
 
@@ -200,16 +200,17 @@ class StepView {
 
   patch(model, step) {
     const status = step.status === "pending" && step.waiting ? "waiting" : step.status;
-    const colour = step.agent ? agentClass(model, step.agent) : "";
+    const agentName = stepAgent(model, step);
+    const colour = agentName ? agentClass(model, agentName) : "";
     this.root.className = `cell cell-step status status-${step.status}${step.waiting ? " is-waiting" : ""}${colour ? ` agent-cell ${colour}` : ""}`;
     this.root.dataset.status = step.status;
     this.dot.className = `status-dot status status-${step.status}`;
     this.kind.textContent = KIND_TEXT[step.kind] || step.kind;
-    const showAgent = step.agent && step.agent !== "agent";
+    const showAgent = agentName && agentName !== "agent";
     this.agent.hidden = !showAgent;
     if (showAgent) {
-      this.agent.textContent = step.agent;
-      this.agent.className = `badge agent ${agentClass(model, step.agent)}`;
+      this.agent.textContent = agentName;
+      this.agent.className = `badge agent ${colour}`;
     }
     this.badge.className = `badge status status-${step.status}`;
     this.badge.textContent = STATUS_TEXT[status] || status;

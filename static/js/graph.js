@@ -8,7 +8,7 @@
 
 import { dependencyName, pendingDependencies, resultName } from "./chain.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
-import { agentClass } from "./team.js";
+import { agentClass, stepAgent } from "./team.js";
 
 export const NODE_SIZE = {
   message: { w: 148, h: 30 },
@@ -55,11 +55,12 @@ export function buildGraph(model, { domId }) {
     const steps = liveSteps(model, turn);
     steps.forEach((step, index) => {
       const stepNode = `s:${step.id}`;
-      const agent = step.agent && step.agent !== "agent" ? ` · ${step.agent}` : "";
+      const name = stepAgent(model, step);
+      const agent = name && name !== "agent" ? ` · ${name}` : "";
       nodes.push({
         id: stepNode,
         kind: "step",
-        agentCls: agentClass(model, step.agent),
+        agentCls: agentClass(model, name),
         label: `Step ${index + 1}`,
         sub: `${kindLabel(step.kind)}${agent}`,
         status: step.status,

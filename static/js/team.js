@@ -11,10 +11,15 @@ function completedAttempt(step) {
   return attempt && attempt.status === "completed" ? attempt : null;
 }
 
+const agentCache = new WeakMap(); // model -> {seq, size, names}: one scan per stored event, not per call
+
 /** The agents in order of first appearance (their colours follow this order). */
 export function agentsOf(model) {
+  const cached = agentCache.get(model);
+  if (cached && cached.seq === model.lastSeq && cached.size === model.steps.size) return cached.names;
   const names = [];
   for (const step of model.steps.values()) if (step.agent && step.agent !== "agent" && !names.includes(step.agent)) names.push(step.agent);
+  agentCache.set(model, { seq: model.lastSeq, size: model.steps.size, names });
   return names;
 }
 
@@ -22,6 +27,15 @@ export function agentsOf(model) {
 export function agentClass(model, name) {
   const index = agentsOf(model).indexOf(name);
   return index < 0 ? "" : `agent-color-${(index % PALETTE_SIZE) + 1}`;
+}
+
+/** The agent a step is (or will be) run by: its own, or for one not run yet, whoever its parent handed to. */
+export function stepAgent(model, step) {
+  if (step.agent) return step.agent;
+  const parent = model.steps.get(step.prevSteps[0]);
+  if (!parent) return null;
+  const attempt = shownAttempt(parent);
+  return attempt?.status === "completed" && attempt.handoff ? attempt.handoff.to : parent.agent;
 }
 
 /** The agent in charge now, and the shared state: from the last completed steps, in order. */
