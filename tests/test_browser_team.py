@@ -80,6 +80,7 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     answer.wait_for(timeout=30_000)
     assert "grew most" in (answer.text_content() or "")
     other.locator(".team-question").scroll_into_view_if_needed()
+    other.wait_for_timeout(300)
     shot(other, artifacts_dir, "team-02-answered-in-another-tab")
 
     # the first tab reconnects and sees the same run
@@ -107,6 +108,9 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     assert page.locator(".handoff-note").count() == 2
     assert page.locator(".state-changes").count() == 2
     page.locator(".handoff-note").last.scroll_into_view_if_needed()
+    page.wait_for_timeout(
+        300
+    )  # cells off screen skip painting (content-visibility) until shown
     shot(page, artifacts_dir, "team-03-finished-handoff-and-state")
 
     # undo back over the analyst's handoff: control returns to the analyst
@@ -124,6 +128,7 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
         )
     assert page.locator(".handoff-note").count() == 1
     page.locator("article.cell-step.is-waiting").scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
     shot(page, artifacts_dir, "team-04-handoff-undone")
     # the trace names each step's agent and shows the handoffs
     page.goto(f"{live_app.url}/traces/{notebook_url.rstrip('/').rsplit('/', 1)[1]}/")

@@ -18,7 +18,11 @@ export function agentsOf(model) {
   const cached = agentCache.get(model);
   if (cached && cached.seq === model.lastSeq && cached.size === model.steps.size) return cached.names;
   const names = [];
-  for (const step of model.steps.values()) if (step.agent && step.agent !== "agent" && !names.includes(step.agent)) names.push(step.agent);
+  const add = (name) => name && name !== "agent" && !names.includes(name) && names.push(name);
+  for (const step of model.steps.values()) {
+    add(step.agent);
+    add(shownAttempt(step)?.handoff?.to); // coloured from the handoff on, before it runs
+  }
   agentCache.set(model, { seq: model.lastSeq, size: model.steps.size, names });
   return names;
 }
