@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from engine_helpers import serving
-from workflow_helpers import collect, team, team_rules
+from engine_helpers import llm_for, serving
+from workflow_helpers import call, collect, team, team_rules
 
 from runs.engine import (
     AgentHandoff,
     AgentInput,
     AgentOutput,
+    AgentWorkflow,
+    Context,
+    FunctionAgent,
     StateChanged,
+    ToolCall,
     ToolCallResult,
 )
+from runs.engine.testing import Match, Reply, Rule
 
 
 async def test_three_agents_two_handoffs_and_state() -> None:
@@ -48,3 +53,26 @@ async def test_three_agents_two_handoffs_and_state() -> None:
         "Current state" in first[-1]["content"]
         and "Write a report on Lagos" in first[-1]["content"]
     )
+
+
+async def test_a_tool_can_write_its_own_events_into_the_stream() -> None:
+    async def progress(ctx: Context, n: int) -> str:
+        """Report progress while working."""
+        ctx.write_event_to_stream(
+            ToolCall(task_id="", tool_name="progress-note", tool_id=f"note-{n}")
+        )
+        return "done"
+
+    rules = [
+        Rule(match=Match(tool_results_since_user=0), reply=call("progress", n=1)),
+        Rule(match=Match(tool_results_since_user=1), reply=Reply(text="ok")),
+    ]
+    with serving(*rules) as server:
+        workflow = AgentWorkflow(
+            [FunctionAgent(name="a", tools=[progress], llm=llm_for(server))]
+        )
+        events, _ = await collect(workflow.run(user_msg="go"))
+    notes = [
+        e for e in events if isinstance(e, ToolCall) and e.tool_name == "progress-note"
+    ]
+    assert len(notes) == 1 and notes[0].task_id and notes[0].step_id

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .workflow import AgentWorkflow
 
 _MISSING: Any = object()
+_sending: set[asyncio.Task[None]] = set()
 
 
 class WaitingForInput(BaseException):
@@ -204,7 +205,11 @@ class Context(ToolContext):
             return
         task = self._scope.task
         ids = {"task_id": task.task_id, "step_id": self._scope.step.step_id}
-        asyncio.get_running_loop().create_task(task.emit(event.model_copy(update=ids)))
+        sending = asyncio.get_running_loop().create_task(
+            task.emit(event.model_copy(update=ids))
+        )
+        _sending.add(sending)  # asyncio keeps only a weak reference to a task
+        sending.add_done_callback(_sending.discard)
 
     # --- tool approval from code -----------------------------------------------------------------
 
