@@ -4,6 +4,7 @@ Run with `daphne agentui.asgi:application` (what `make run` does).
 """
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -25,3 +26,21 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+
+def _start_sweeper_with_daphne() -> None:
+    """Under daphne, start the lease sweep (runs.live.sweeper) once its loop runs.
+
+    daphne has no ASGI lifespan events; its loop is `daphne.server.twisted_loop`. Under other
+    servers (and in tests) nothing starts: operators run `manage.py recover_runs` instead.
+    """
+    server = sys.modules.get("daphne.server")
+    loop = getattr(server, "twisted_loop", None)
+    if loop is None:
+        return
+    from runs.live.sweeper import start_sweeper
+
+    loop.call_soon_threadsafe(start_sweeper)
+
+
+_start_sweeper_with_daphne()

@@ -47,6 +47,19 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def _env_seconds(name: str, default: float) -> float:
+    raw = _env(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ImproperlyConfigured(f"{name}: expected seconds (>= 0), got {raw!r}")
+    return value
+
+
 def _log_level(name: str) -> str:
     level = _env(name, "INFO").upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -270,6 +283,15 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:index"
 LOGOUT_REDIRECT_URL = "login"
 AGENTUI_LOGIN_LINK_MAX_AGE = 24 * 3600  # seconds a printed login link stays valid
+
+# --- Reliability (docs/operations.md) ------------------------------------------
+
+# A run renews its notebook's lease; one not renewed for this long belongs to a dead process.
+AGENTUI_LEASE_STALE_S = _env_seconds("AGENTUI_LEASE_STALE_S", 30.0)
+# Every server process looks for steps left running under dead leases this often (0: never).
+AGENTUI_LEASE_SWEEP_S = _env_seconds("AGENTUI_LEASE_SWEEP_S", 10.0)
+# The longest one send to the channel layer (Redis) may take before it counts as failed.
+AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {

@@ -108,6 +108,29 @@ def only_turn(state: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
+def crash_mid_step(server: Any, child: dict[str, str], pk: str) -> None:
+    """Send SLOW in a process of its own and kill -9 it while the step streams."""
+    crashing = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "notebook", "send", pk, SLOW],
+        env=child,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not any(
+            r.rule_name == "slow" and r.chunks_sent >= 10 for r in server.requests
+        ):
+            assert time.monotonic() < deadline, "the slow step never started streaming"
+            assert crashing.poll() is None
+            time.sleep(0.02)
+        time.sleep(0.3)  # past a stream flush
+        os.kill(crashing.pid, signal.SIGKILL)
+    finally:
+        crashing.wait(timeout=10)
+
+
 def test_a_notebook_mid_turn_survives_a_restart(env: Any) -> None:
     server, child = env
     pk = manage(child, "notebook", "create", "bob", "--mode", "step").strip()
@@ -169,25 +192,7 @@ def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(
     manage(child, "notebook", "send", pk, QUESTION)  # one finished turn, to be kept
     before = show(child, pk)
 
-    crashing = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "notebook", "send", pk, SLOW],
-        env=child,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not any(
-            r.rule_name == "slow" and r.chunks_sent >= 10 for r in server.requests
-        ):
-            assert time.monotonic() < deadline, "the slow step never started streaming"
-            assert crashing.poll() is None
-            time.sleep(0.02)
-        time.sleep(0.3)  # past a stream flush
-        os.kill(crashing.pid, signal.SIGKILL)
-    finally:
-        crashing.wait(timeout=10)
+    crash_mid_step(server, child, pk)
 
     found = show(child, pk)
     slow_turn = next(t for t in found["turns"].values() if t["task"]["input"] == SLOW)
@@ -225,3 +230,32 @@ def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(
     slow_turn = next(t for t in final["turns"].values() if t["task"]["input"] == SLOW)
     assert slow_turn["response"] == "The end."
     assert [m["content"] for m in final["memory"]][-2:] == [SLOW, "The end."]
+
+
+def test_a_server_interrupts_a_dead_process_step_with_no_browser(env: Any) -> None:
+    """The lease sweep: daphne on the database finds the orphan by itself (no socket, no request)."""
+    server, child = env
+    pk = manage(child, "notebook", "create", "bob").strip()
+    crash_mid_step(server, child, pk)
+    daphne = Path(sys.executable).with_name("daphne")
+    serving = subprocess.Popen(
+        [str(daphne), "-b", "127.0.0.1", "-p", "0", "agentui.asgi:application"],
+        env={**child, "AGENTUI_LEASE_STALE_S": "2", "AGENTUI_LEASE_SWEEP_S": "0.5"},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            (turn,) = show(child, pk)["turns"].values()
+            if set(turn["step_status"].values()) == {"interrupted"}:
+                break
+            assert set(turn["step_status"].values()) == {"running"}
+            assert time.monotonic() < deadline, "the server never swept the dead lease"
+            assert serving.poll() is None, "daphne exited"
+            time.sleep(0.5)
+    finally:
+        serving.terminate()
+        serving.wait(timeout=10)
+    assert show(child, pk)["events"][-1][1] == "step_interrupted"
