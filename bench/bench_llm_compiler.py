@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -407,6 +407,25 @@ def llamaindex_python() -> tuple[Path | None, str]:
     return python, ""
 
 
+def driver_rows(command: list[str]) -> Iterator[dict[str, Any]]:
+    """Run a LlamaIndex driver (in the peer venv, from the repo root) and yield each JSON line it prints."""
+    # LlamaIndex's asyncio.run() per step leaves "Event loop is closed" tracebacks on stderr (peer
+    # README, section 5.6): keep them out of the report, and show the end only if the driver fails
+    with (
+        tempfile.TemporaryFile("w+") as stderr,
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                yield json.loads(line)
+        if proc.wait() != 0:
+            stderr.seek(0)
+            print(f"the LlamaIndex driver failed:\n{stderr.read()[-3000:]}", flush=True)
+
+
 def run_llamaindex(
     python: Path, base_url: str, ks: list[int], kinds: list[str], runs: int
 ) -> list[dict[str, Any]]:
@@ -432,28 +451,15 @@ def run_llamaindex(
         json.dumps(UNEVEN_LATENCY),
     ]
     rows: list[dict[str, Any]] = []
-    # LlamaIndex's asyncio.run() per step leaves "Event loop is closed" tracebacks on stderr (peer
-    # README, section 5.6): keep them out of the report, and show the end only if the driver fails
-    with (
-        tempfile.TemporaryFile("w+") as stderr,
-        subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT
-        ) as proc,
-    ):
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                row = {"side": "llamaindex", "mode": "llmc", **json.loads(line)}
-                rows.append(row)
-                label = f"k={row['k']}" if row["case"] == "parallel" else "uneven"
-                print(
-                    f"llama {row['tool']:5s} {label} llmc run{row['run']} wall={row['wall_s']:.3f}s "
-                    f"err={row['error']}",
-                    flush=True,
-                )
-        if proc.wait() != 0:
-            stderr.seek(0)
-            print(f"the LlamaIndex driver failed:\n{stderr.read()[-3000:]}", flush=True)
+    for line in driver_rows(command):
+        row = {"side": "llamaindex", "mode": "llmc", **line}
+        rows.append(row)
+        label = f"k={row['k']}" if row["case"] == "parallel" else "uneven"
+        print(
+            f"llama {row['tool']:5s} {label} llmc run{row['run']} wall={row['wall_s']:.3f}s "
+            f"err={row['error']}",
+            flush=True,
+        )
     return rows
 
 
@@ -475,6 +481,20 @@ def within_target(wall: float, path: float) -> bool:
 
 def _cell(value: float | None, fmt: str = "{:.2f}") -> str:
     return fmt.format(value) if value is not None else "–"
+
+
+def report_footer(rows: list[dict[str, Any]], li_note: str) -> list[str]:
+    """The lines that close a report: failed runs, and why a column is missing."""
+    out: list[str] = []
+    errors = [r for r in rows if r["error"]]
+    if errors:
+        out += [
+            "",
+            f"{len(errors)} run(s) failed, e.g. {errors[0]['side']} {errors[0]['error']}",
+        ]
+    if li_note:
+        out += ["", li_note]
+    return out
 
 
 def report(
@@ -537,15 +557,7 @@ def report(
             f"{shape.waves_while_streaming():.2f} | {shape.waves_after_plan():.2f} | {_cell(li)} | "
             f"{_cell(li / wall if li and wall else None, '{:.2f}×')} |"
         )
-    errors = [r for r in rows if r["error"]]
-    if errors:
-        out += [
-            "",
-            f"{len(errors)} run(s) failed, e.g. {errors[0]['side']} {errors[0]['error']}",
-        ]
-    if li_note:
-        out += ["", li_note]
-    return "\n".join(out)
+    return "\n".join(out + report_footer(rows, li_note))
 
 
 def main() -> None:
