@@ -137,3 +137,26 @@ async def test_an_answer_is_the_input_of_a_human_input_step() -> None:
     assert [e.tool_output.content for e in recorder.of("tool_call_result")] == [
         "person said yes"
     ]
+
+
+async def test_a_handoff_waiting_for_approval_can_be_edited_to_another_agent() -> None:
+    with serving(*team_rules()) as server:
+        runner = AgentRunner(team(server).worker, approve_tool_calls=True)
+        task = await runner.acreate_task("Write a report on Lagos")
+        await runner.arun_step(task.task_id)  # record_notes waits for approval
+        await runner.arun_step(task.task_id)  # ... approved and run
+        proposed = await runner.arun_step(
+            task.task_id
+        )  # the handoff waits for approval
+        (approval,) = proposed.next_steps
+        (call,) = approval.tool_calls or []
+        edited = {"to_agent": "writer", "reason": "edited by a person"}
+        with pytest.raises(ValueError, match="do not fit its schema"):
+            await runner.aapprove_tool_call(
+                task.task_id, approval.step_id, call.tool_id, {"to": "writer"}
+            )
+        await runner.aapprove_tool_call(
+            task.task_id, approval.step_id, call.tool_id, edited
+        )
+        await runner.arun_step(task.task_id)
+        assert _agent_of(runner, task.task_id) == "writer"

@@ -63,8 +63,10 @@ class AgentWorkflowWorker(BaseAgentWorker):
     def get_tools(self) -> list[BaseTool]:
         seen: dict[str, BaseTool] = {}
         for agent in self.workflow.agents.values():
-            for tool in agent.tools:
-                seen.setdefault(tool.metadata.name, tool)
+            for tool in [*agent.tools, *self.workflow.handoff_tools(agent)]:
+                seen.setdefault(
+                    tool.metadata.name, tool
+                )  # handoff: one schema for all agents
         return list(seen.values())
 
     async def arun_step(

@@ -125,11 +125,14 @@ class AgentWorkflow:
             current_agent=self.root_agent, state=copy.deepcopy(self.initial_state)
         )
 
+    def handoff_tools(self, agent: BaseWorkflowAgent) -> list[BaseTool]:
+        """``agent``'s handoff tool, if it may reach another agent."""
+        handoff = self._handoff_tools[agent.name]
+        return [handoff] if handoff is not None else []
+
     async def tools_for(self, agent: BaseWorkflowAgent, query: str) -> list[BaseTool]:
         """The tools ``agent`` is offered for a turn: its own, retrieved ones, and its handoff tool."""
-        tools = await agent.tools_for(query)
-        handoff = self._handoff_tools[agent.name]
-        return tools + [handoff] if handoff is not None else tools
+        return [*await agent.tools_for(query), *self.handoff_tools(agent)]
 
     def run(
         self,
