@@ -461,3 +461,67 @@ def test_reasoning_stream_arrives_token_by_token() -> None:
         agent.chat(QUESTION)
     deltas = [e for e in recorder.of("agent_stream") if e.phase == "reasoning"]  # type: ignore[union-attr]
     assert len(deltas) > 5
+
+
+def test_stream_step_streams_the_refined_answer() -> None:
+    refine = Rule(
+        name="refine",
+        match=Match(last_user_contains=REFINE),
+        reply=Reply(text="Each pays 41.25 dollars."),
+        timing=Timing(token_delay_s=0.02),
+    )
+    with serving(reasoning(TRIP_CHAIN), refine) as server:
+        agent, _ = make(server)
+        task = agent.create_task(QUESTION)
+        output = agent.stream_step(task.task_id)
+        assert not output.is_last  # the reasoning is not the answer
+        output = agent.stream_step(task.task_id)
+        assert not output.is_last
+        output = agent.stream_step(task.task_id)
+        assert output.is_last
+        pieces = list(output.output.response_gen)  # type: ignore[attr-defined]
+        response = agent.finalize_response(task.task_id, output)
+    assert (
+        len(pieces) > 2
+        and "".join(pieces) == response.response == "Each pays 41.25 dollars."
+    )
+
+
+def test_callback_manager_hears_the_chain() -> None:
+    from runs.engine.callbacks import BaseCallbackHandler, CallbackManager
+
+    calls: list[str] = []
+
+    class Handler(BaseCallbackHandler):
+        def on_event_start(
+            self,
+            event_type: Any,
+            payload: dict[str, Any] | None = None,
+            event_id: str = "",
+            parent_id: str = "",
+            **kwargs: Any,
+        ) -> str:
+            if event_type == "function_call" and payload:
+                calls.append(payload["event"].output_name)
+            return event_id
+
+    with serving(reasoning(TRIP_CHAIN), echo_refine()) as server:
+        manager = CallbackManager([Handler()])
+        pack = CoAAgentPack(tools(), llm=llm_for(server), callback_manager=manager)
+        pack.run(QUESTION)
+    assert (
+        pack.get_modules()["callback_manager"] is manager is pack.agent.callback_manager
+    )
+    assert calls == ["y1", "y2"]
+
+
+def test_verbose_prints_functions_chain_and_filled_chain(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with serving(reasoning(TRIP_CHAIN), echo_refine()) as server:
+        agent, _ = make(server, verbose=True)
+        agent.chat(QUESTION)
+    printed = capsys.readouterr().out
+    assert "def divide(a: float, b: float):" in printed
+    assert f"> Chain:\n{TRIP_CHAIN}" in printed
+    assert "> Filled in:\nThe trip costs 165.0 dollars" in printed

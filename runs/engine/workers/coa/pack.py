@@ -35,7 +35,11 @@ class CoAAgentPack:
             callback_manager=callback_manager,
             **(agent_worker_kwargs or {}),
         )
-        self.agent = AgentRunner(self.agent_worker, **(agent_runner_kwargs or {}))
+        self.agent = AgentRunner(
+            self.agent_worker,
+            callback_manager=callback_manager,
+            **(agent_runner_kwargs or {}),
+        )
 
     def get_modules(self) -> dict[str, Any]:
         """The pack's parts: ``llm``, ``callback_manager``, ``agent_worker`` and ``agent``."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ...errors import ToolArgumentsError
+from ...events import AgentStream
 from ...llms.base import LLM
 from ...messages import ChatMessage, TokenUsage
 from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
@@ -188,6 +189,10 @@ class CoAAgentWorker(BaseAgentWorker):
         if problem:
             raise ToolArgumentsError(problem)
         return super().validate_tool_kwargs(tool_name, kwargs)
+
+    def streams_answer(self, event: AgentStream) -> bool:
+        # the reasoning streams as phase "reasoning": text without a phase is the refine step's answer
+        return event.phase is None
 
     # --- steps ------------------------------------------------------------------------------------
 
