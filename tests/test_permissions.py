@@ -22,6 +22,7 @@ from tests.live_support import (
     llm_at,
     make_notebook,
     make_user,
+    session_cookie,
 )
 
 pytestmark = [
@@ -195,3 +196,38 @@ async def test_acting_on_someone_elses_steps_changes_nothing(server: Any) -> Non
     await client.close()
     assert await database_sync_to_async(db_snapshot)(hers.pk) == before
     assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "accepted"),
+    [
+        ("http://localhost:8000", "localhost:8000", True),
+        ("http://localhost", None, True),
+        (
+            "http://localhost:9999",
+            "localhost:8000",
+            False,
+        ),  # another program, same host
+        ("http://localhost:9999", None, False),
+        ("http://127.0.0.1:8000", "localhost:8000", False),
+        ("https://localhost", "localhost", False),  # https page, http socket port
+        ("null", "localhost:8000", False),
+    ],
+)
+async def test_the_origin_check_compares_the_port_too(
+    server: Any, origin: str, host: str | None, accepted: bool
+) -> None:
+    from agentui.asgi import application
+
+    alice = await database_sync_to_async(make_user)("alice")
+    notebook = await database_sync_to_async(make_notebook)(alice)
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    headers = [(b"origin", origin.encode()), (b"cookie", cookie.encode())]
+    if host is not None:
+        headers.append((b"host", host.encode()))
+    communicator = WebsocketCommunicator(
+        application, f"/ws/tasks/{notebook.pk}/", headers=headers
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected is accepted, (origin, host)
+    await communicator.disconnect()

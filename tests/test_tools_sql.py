@@ -195,6 +195,12 @@ def test_evaluate_refuses(expression: str) -> None:
         arithmetic.evaluate(expression)
 
 
+@pytest.mark.parametrize("expression", ["0 ** -1", "0.0 ** -2", "(1 - 1) ** -3"])
+def test_zero_to_a_negative_power_is_the_calculators_own_error(expression: str) -> None:
+    with pytest.raises(arithmetic.ExpressionError, match="negative power"):
+        arithmetic.evaluate(expression)
+
+
 def test_basic_operations_through_the_tool_wrapper() -> None:
     tools = {t.metadata.name: t for t in resolve_tools(ANALYST_TOOLS)}
     assert tools["add"].call(a=2, b=3).content == "5"

@@ -64,6 +64,8 @@ def _power(base: Number, exponent: Number) -> Number:
             raise ExpressionError(f"the result has more than {MAX_INT_DIGITS} digits")
     try:
         result = base**exponent
+    except ZeroDivisionError:  # 0 ** -1
+        raise ExpressionError("zero cannot be raised to a negative power") from None
     except OverflowError:
         raise ExpressionError("the result is too large") from None
     if isinstance(result, complex):
