@@ -127,6 +127,18 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
     )
     page.locator("#dag").screenshot(path=str(artifacts_dir / "coa-01-auto-dag.png"))
     shot(page, artifacts_dir, "coa-02-auto-chips")
+    # a reload rebuilds the chips and the chain's DAG from the stored events
+    page.reload()
+    page.wait_for_selector("#connection[data-state='open']")
+    wait_until(lambda: len(chips(page)) == 7, message="chips after a reload")
+    assert chips(page) == shown
+    assert sorted(dag_calls(page)) == CHAIN_OUTPUTS
+    # and so does the trace view
+    page.get_by_role("link", name="Trace", exact=True).click()
+    page.wait_for_url("**/traces/*/")
+    wait_until(lambda: len(chips(page)) == 7, message="chips in the trace")
+    assert all(c["state"] == "done" for c in chips(page).values())
+    shot(page, artifacts_dir, "coa-09-trace")
     assert not page.console_errors, page.console_errors
 
 
