@@ -290,6 +290,12 @@ AGENTUI_LOGIN_LINK_MAX_AGE = 24 * 3600  # seconds a printed login link stays val
 AGENTUI_LEASE_STALE_S = _env_seconds("AGENTUI_LEASE_STALE_S", 30.0)
 # Every server process looks for steps left running under dead leases this often (0: never).
 AGENTUI_LEASE_SWEEP_S = _env_seconds("AGENTUI_LEASE_SWEEP_S", 10.0)
+# A model call that sends nothing fails after this long: before its first byte (retries
+# included) and between two streamed chunks (0: no limit of its own).
+AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S = _env_seconds(
+    "AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S", 60.0
+)
+AGENTUI_LLM_CHUNK_TIMEOUT_S = _env_seconds("AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0)
 # The longest one send to the channel layer (Redis) may take before it counts as failed.
 AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
 

@@ -10,6 +10,7 @@ Steps run in background tasks (`runs.live.driver.drive`) that keep the lease unt
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -273,6 +274,17 @@ def _start(
         name=f"notebook-{runtime.task_pk}-{step_id[:8]}",
     )
     lease.keep_alive(run)
+    _runs[runtime.task_pk] = run
+    run.add_done_callback(lambda done: _forget_run(runtime.task_pk, done))
+
+
+# The run of each notebook whose steps this process is running: Stop cancels it.
+_runs: dict[int, asyncio.Task[None]] = {}
+
+
+def _forget_run(task_pk: int, run: asyncio.Task[None]) -> None:
+    if _runs.get(task_pk) is run:
+        del _runs[task_pk]
 
 
 async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
@@ -326,7 +338,13 @@ async def abandon(task_pk: int) -> None:
     await _check(request_abandon, task_pk)
     lease = await Lease.acquire(task_pk)
     if lease is None:
-        return  # whoever holds the lease abandons the turn when they release it
+        # Whoever holds the lease abandons the turn when they release it. If that is a run in
+        # this process, stop it now (e.g. a model call that hangs): the engine puts the task
+        # back as before the step, and the run's end abandons the turn.
+        run = _runs.get(task_pk)
+        if run is not None:
+            run.cancel()
+        return
     runtime = await runtime_for(task_pk)
     try:
         with lease.fenced():

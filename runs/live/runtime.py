@@ -64,7 +64,14 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
     config = llm_settings()
     timeout = float(getattr(settings, "AGENTUI_LLM_TIMEOUT_S", 60.0))
     retries = int(getattr(settings, "AGENTUI_LLM_MAX_RETRIES", 2))
-    key = (config.base_url, config.model, config.api_key, str(timeout), str(retries))
+    first_byte = float(getattr(settings, "AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S", 60.0))
+    between = float(getattr(settings, "AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0))
+    key = (
+        config.base_url,
+        config.model,
+        config.api_key,
+        *(str(n) for n in (timeout, retries, first_byte, between)),
+    )
     llm = _llms.get(key)
     if llm is None:
         llm = _llms[key] = OpenAI(
@@ -73,6 +80,8 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
             api_key=config.api_key,
             timeout=timeout,
             max_retries=retries,
+            first_byte_timeout=first_byte or None,
+            chunk_timeout=between or None,
         )
     return llm, key
 

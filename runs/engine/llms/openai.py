@@ -6,9 +6,9 @@ import asyncio
 import json
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import openai
@@ -18,6 +18,8 @@ from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
 from .wire_cache import WireCache
+
+T = TypeVar("T")
 
 DEFAULT_MODEL = "gpt-4o-mini"
 _WIRE_CACHE_SIZE = 20_000
@@ -160,6 +162,18 @@ def describe_llm_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+async def _within(call: Awaitable[T], seconds: float | None, where: str) -> T:
+    """Await `call`, giving up with an LLMError after `seconds` (None: no limit)."""
+    if seconds is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, seconds)
+    except TimeoutError:
+        raise LLMError(
+            f"the model sent nothing for {seconds:g} s {where} (timeout)"
+        ) from None
+
+
 def _status_of(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
@@ -179,8 +193,14 @@ class OpenAI(LLM):
         context_window: int = 128_000,
         additional_kwargs: dict[str, Any] | None = None,
         streaming: bool = True,
+        first_byte_timeout: float | None = None,
+        chunk_timeout: float | None = None,
     ) -> None:
         self.model = model
+        # A model server that accepts a call and then says nothing: give up after this long
+        # before the first chunk (retries included) and between chunks. None: `timeout` only.
+        self.first_byte_timeout = first_byte_timeout
+        self.chunk_timeout = chunk_timeout
         # some OpenAI-compatible servers cannot stream (or not with tools): then ask for whole replies
         self.streaming = streaming
         self.api_base = api_base
@@ -262,8 +282,24 @@ class OpenAI(LLM):
         state = _StreamState()
         started = False
         try:
-            stream = await self._client().chat.completions.create(**request)
-            async for chunk in stream:
+            stream = await _within(
+                self._client().chat.completions.create(**request),
+                self.first_byte_timeout,
+                "before its first byte",
+            )
+            chunks = aiter(stream)
+            while True:
+                try:
+                    chunk = await _within(
+                        anext(chunks),
+                        self.chunk_timeout if started else self.first_byte_timeout,
+                        "between two chunks" if started else "before its first byte",
+                    )
+                except StopAsyncIteration:
+                    break
+                except LLMError:
+                    await stream.close()
+                    raise
                 started = True
                 error = (chunk.model_extra or {}).get("error")
                 if error:
@@ -310,7 +346,11 @@ class OpenAI(LLM):
 
     async def _complete(self, request: dict[str, Any]) -> ChatResponse:
         try:
-            completion = await self._client().chat.completions.create(**request)
+            completion = await _within(
+                self._client().chat.completions.create(**request),
+                self.first_byte_timeout,
+                "before its reply",
+            )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise LLMError(
                 describe_llm_error(exc), status_code=_status_of(exc)
