@@ -256,6 +256,7 @@ DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
 
 def register_demo_scripts(available: Any = None) -> None:
     """Register the demo script of every available preset with the offline demo model."""
+    from runs.demo_research import RESEARCH_PROMPT, research_rules
     from runs.demo_team import (  # it reuses this module's helpers
         TEAM_PROMPT,
         team_rules,
@@ -263,7 +264,11 @@ def register_demo_scripts(available: Any = None) -> None:
     from runs.presets import presets
 
     names = set(available if available is not None else presets())
-    for preset, (rules, prompt) in {**DEMOS, "team": (team_rules, TEAM_PROMPT)}.items():
+    more = {
+        "team": (team_rules, TEAM_PROMPT),
+        "parallel_research": (research_rules, RESEARCH_PROMPT),
+    }
+    for preset, (rules, prompt) in {**DEMOS, **more}.items():
         if preset in names:
             register_demo(rules(), prompt, preset)
     if "function_calling" in names:

@@ -31,10 +31,13 @@ from django.utils.module_loading import import_string
 
 from runs.engine import (
     LLM,
+    AgentRunner,
     BaseAgentWorker,
     BaseTool,
     FunctionCallingAgentWorker,
     FunctionTool,
+    ParallelAgentRunner,
+    ParallelResearchWorker,
 )
 from runs.team import build_team
 from runs.tools import ANALYST_TOOLS
@@ -68,6 +71,8 @@ class Preset:
     description: str
     tools: tuple[str, ...]  # dotted paths, resolved when a runner is built
     build: WorkerFactory
+    # ParallelAgentRunner for a worker whose steps fan out (they then run side by side)
+    runner: type[AgentRunner] = AgentRunner
 
     def make_tools(self) -> list[BaseTool]:
         """The preset's tools, resolved from their dotted paths."""
@@ -134,6 +139,10 @@ def _chain_of_abstraction(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
     return CoAAgentWorker.from_tools(tools, llm=llm, reasoning_prompt_template=template)
 
 
+def _parallel_research(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
+    return ParallelResearchWorker.from_tools(tools, llm=llm)
+
+
 def _llm_compiler_available() -> bool:
     try:
         import runs.engine.workers.llm_compiler  # noqa: F401
@@ -173,6 +182,14 @@ def _builtin() -> dict[str, Preset]:
         description="Reasons with placeholders for tool results, runs the calls as a graph, then fills in the values.",
         tools=ANALYST_TOOLS,
         build=_chain_of_abstraction,
+    )
+    presets["parallel_research"] = Preset(
+        name="parallel_research",
+        label="Parallel research",
+        description="Splits a question into sub-questions, answers them side by side, then writes one answer.",
+        tools=(),
+        build=_parallel_research,
+        runner=ParallelAgentRunner,
     )
     return presets
 

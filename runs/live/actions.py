@@ -18,7 +18,12 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from runs.engine import AgentError, ToolArgumentsError, UnknownTaskError
+from runs.engine import (
+    AgentError,
+    ParallelAgentRunner,
+    ToolArgumentsError,
+    UnknownTaskError,
+)
 from runs.live import queries
 from runs.live.driver import (
     Origin,
@@ -128,8 +133,13 @@ def check_reject(task_pk: int, step_id: str, tool_id: str) -> str:
     return turn_id
 
 
-def check_undo(task_pk: int, step_id: str | None) -> tuple[str, str]:
-    if step_id is not None and queries.find_step(task_pk, step_id) is None:
+def check_undo(
+    task_pk: int, step_id: str | None, any_branch: bool = False
+) -> tuple[str, str]:
+    """The turn and step to undo. With `any_branch` (a parallel runner) any completed step
+    of the latest turn may be named; the engine refuses one whose queued steps have run."""
+    found = queries.find_step(task_pk, step_id) if step_id is not None else None
+    if step_id is not None and found is None:
         raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
     view = queries.notebook_view(task_pk)
     if view.running:
@@ -140,6 +150,8 @@ def check_undo(task_pk: int, step_id: str | None) -> tuple[str, str]:
     if turn is None or turn.last_completed is None:
         raise _error(ErrorCode.NOT_ALLOWED, "there is no completed step to undo")
     last = turn.last_completed.step_id
+    if any_branch and step_id is not None and found is not None and found.completed:
+        return turn.engine_id, step_id
     if step_id is not None and step_id != last:
         raise _error(
             ErrorCode.NOT_ALLOWED,
@@ -321,10 +333,15 @@ async def reject_tool_call(
 async def undo(task_pk: int, step_id: str | None = None) -> None:
     """Undo the last completed step (exactly that one, when `step_id` names it); it waits again."""
     runtime = await runtime_for(task_pk)
-    lease, (turn_id, _) = await claim(task_pk, check_undo, step_id)
+    runner = runtime.runner
+    branches = isinstance(runner, ParallelAgentRunner)
+    lease, (turn_id, target) = await claim(task_pk, check_undo, step_id, branches)
     try:
         with lease.fenced():
-            undone = await runtime.runner.aundo_step(turn_id)
+            if isinstance(runner, ParallelAgentRunner):
+                undone = await runner.aundo_step(turn_id, target)
+            else:
+                undone = await runner.aundo_step(turn_id)
             await announce_waiting(runtime, turn_id, undone.step_id)
     except AgentError as exc:
         raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None

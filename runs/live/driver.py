@@ -19,11 +19,14 @@ from django.db import transaction
 from runs.engine import (
     AgentError,
     LLMError,
+    ParallelAgentRunner,
     StepFailedError,
     StepKind,
     TaskStep,
+    TaskStepOutput,
     UnknownTaskError,
 )
+from runs.engine.parallel import ready_steps
 from runs.live import queries
 from runs.live.lease import Lease
 from runs.live.runtime import NotebookRuntime
@@ -135,31 +138,51 @@ async def _run_steps(
     runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
 ) -> None:
     await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
-    while step_id is not None:
-        try:
-            output = await runtime.runner.arun_step(turn_id, step=step_id)
-        except StepFailedError as exc:
-            if isinstance(exc.__cause__, LeaseLost):
-                raise exc.__cause__ from None
-            reply_error(runtime, origin, failure(exc))
+    batch = [step_id] if step_id is not None else []
+    while batch:
+        # a ParallelAgentRunner's ready steps run side by side; an AgentRunner's one at a time
+        results = await asyncio.gather(
+            *(runtime.runner.arun_step(turn_id, step=sid) for sid in batch),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            _report(runtime, errors[0], origin)
             return
-        except AgentError as exc:
-            reply_error(runtime, origin, ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)))
-            return
-        if output.is_last:
+        outputs = [r for r in results if isinstance(r, TaskStepOutput)]
+        if any(output.is_last for output in outputs):
             await runtime.runner.afinalize_response(turn_id)
             return
         if await database_sync_to_async(queries.abandon_requested)(runtime.task_pk):
             return  # finish() abandons the turn
-        following = await next_step(runtime, turn_id)
-        if following is None:
-            return
-        if should_wait(
-            await database_sync_to_async(queries.mode_of)(runtime.task_pk), following
-        ):
-            await announce_waiting(runtime, turn_id, following.step_id)
-            return
-        step_id = following.step_id
+        mode = await database_sync_to_async(queries.mode_of)(runtime.task_pk)
+        batch = []
+        for following in await runnable_steps(runtime, turn_id):
+            if should_wait(mode, following):
+                await announce_waiting(runtime, turn_id, following.step_id)
+            else:
+                batch.append(following.step_id)
+
+
+async def runnable_steps(runtime: NotebookRuntime, turn_id: str) -> list[TaskStep]:
+    """The steps that may run next: the queue's head, or every ready step of a parallel runner."""
+    state = await runtime.runner.aget_task_state(turn_id)
+    if isinstance(runtime.runner, ParallelAgentRunner):
+        return ready_steps(state)
+    return state.step_queue[:1]
+
+
+def _report(
+    runtime: NotebookRuntime, error: BaseException, origin: Origin | None
+) -> None:
+    if isinstance(error, StepFailedError):
+        if isinstance(error.__cause__, LeaseLost):
+            raise error.__cause__ from None
+        reply_error(runtime, origin, failure(error))
+    elif isinstance(error, AgentError):
+        reply_error(runtime, origin, ProtocolError(ErrorCode.NOT_ALLOWED, str(error)))
+    else:
+        raise error
 
 
 def take_abandon_request(task_pk: int) -> bool:

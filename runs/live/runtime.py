@@ -115,7 +115,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
             f"the agent preset {agent!r} is not available on this server",
         )
     publisher = publisher_for(task_pk)
-    runner = AgentRunner(
+    runner = preset.runner(
         preset.make_worker(llm),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
