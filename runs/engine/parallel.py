@@ -134,13 +134,15 @@ class ParallelAgentRunner(AgentRunner):
         running = step.model_copy(deep=True)
         base_state = copy.deepcopy(work.extra_state)
         base_length = len(work.memory)
+        started = False
         try:
             await self._emit(
                 StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
             )
+            started = True
             output = await self.agent_worker.arun_step(running, work, **worker_kwargs)
         except BaseException as exc:
-            await self._branch_failed(task_id, step.step_id, exc)
+            await self._branch_failed(task_id, step.step_id, exc, started)
         checkpoint = Checkpoint(
             step=before,
             queue=[],
@@ -192,7 +194,7 @@ class ParallelAgentRunner(AgentRunner):
         return output
 
     async def _branch_failed(
-        self, task_id: str, step_id: str, exc: BaseException
+        self, task_id: str, step_id: str, exc: BaseException, started: bool = True
     ) -> NoReturn:
         """The step ran on a copy, so the task is as before it: mark the step and report."""
         interrupted = not isinstance(exc, Exception)
@@ -211,6 +213,8 @@ class ParallelAgentRunner(AgentRunner):
                     else:
                         state.step_status[step_id] = StepStatus.FAILED
                     await self.state_store.save_task(state)
+            if not started and interrupted:
+                return
             await self._emit(
                 StepFailed(
                     task_id=task_id,

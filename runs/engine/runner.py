@@ -387,6 +387,7 @@ class AgentRunner:
             extra_state=copy.deepcopy(live.extra_state),
         )
         done_before = len(state.completed_steps)
+        started = False
         try:
             if step.tool_calls is not None:
                 for call in step.tool_calls:
@@ -397,6 +398,7 @@ class AgentRunner:
             await self._emit(
                 StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
             )
+            started = True
             output = await self.agent_worker.arun_step(step, live, **worker_kwargs)
             for next_step in output.next_steps:
                 step.link_step(next_step)
@@ -404,7 +406,7 @@ class AgentRunner:
             self._record(state, step, output, checkpoint)
             await self.state_store.save_task(state)
         except BaseException as exc:
-            await self._step_failed(state, checkpoint, done_before, exc)
+            await self._step_failed(state, checkpoint, done_before, exc, started)
         await self._emit(
             StepCompleted(
                 task_id=task_id,
@@ -439,12 +441,14 @@ class AgentRunner:
         checkpoint: Checkpoint,
         done_before: int,
         exc: BaseException,
+        started: bool = True,
     ) -> NoReturn:
         """Put the task back exactly as before the step, keep the step queued, and report why.
 
         Runs for an error and for a cancellation alike, at any point of the step; a cancellation
         is re-raised as it is (the step is pending again), an error as StepFailedError
-        (the step is marked failed).
+        (the step is marked failed). A step cancelled before it was announced as started
+        goes back to pending without an event.
         """
         task = state.task
         task.memory.truncate(checkpoint.memory_length)
@@ -474,7 +478,8 @@ class AgentRunner:
 
         async def report() -> None:
             await self.state_store.save_task(state)
-            await self._emit(failed)
+            if started or not interrupted:
+                await self._emit(failed)
 
         # a cancelled step still saves its rollback: shielded, so a second cancel cannot cut it short
         await asyncio.shield(report()) if interrupted else await report()
