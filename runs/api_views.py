@@ -8,13 +8,16 @@ loop like those started from a websocket.
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import EmptyPage, Paginator
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils.dateparse import parse_date, parse_datetime
@@ -29,6 +32,7 @@ from runs.results import NotTabular, csv_text, find_result, full_table, result_i
 from runs.text_checks import storable_problem
 
 PAGE_SIZE = 20
+EXPORT_BATCH = 500  # events read and sent at a time by the trace export
 MAX_PAGE_SIZE = 100
 
 
@@ -231,8 +235,8 @@ def _step_json(step: Step) -> dict[str, Any]:
     }
 
 
-def trace_json(task: Task) -> dict[str, Any]:
-    """The notebook's whole trace: turns with their steps, messages, every stored event, usage."""
+def trace_head(task: Task) -> dict[str, Any]:
+    """The export without its events and results: the notebook, its turns and steps, messages."""
     steps = list(
         Step.objects.filter(task=task)
         .prefetch_related("out_edges__to_step", "in_edges__from_step")
@@ -275,27 +279,80 @@ def trace_json(task: Task) -> dict[str, Any]:
         .select_related("turn", "step")
         .order_by("position", "pk")
     ]
-    events = [
-        {"seq": seq, "event": payload}
-        for seq, payload in Event.objects.filter(task=task)
-        .order_by("seq")
-        .values_list("seq", "payload")
-    ]
     return {
         "task": {**_summary(task), "last_seq": task.last_seq},
         "turns": turns,
         "messages": messages,
-        "events": events,
-        "results": result_items(events),
         "usage": _usage([s for s in steps if s.status == "completed"]),
     }
 
 
+def _stored_events(task: Task, **where: Any) -> QuerySet[Event, tuple[int, Any]]:
+    return (
+        Event.objects.filter(task=task, **where)
+        .order_by("seq")
+        .values_list("seq", "payload")
+    )
+
+
+def trace_json(task: Task) -> dict[str, Any]:
+    """The notebook's whole trace: turns with their steps, messages, every stored event, usage."""
+    head = trace_head(task)
+    events = [{"seq": seq, "event": payload} for seq, payload in _stored_events(task)]
+    return {
+        "task": head["task"],
+        "turns": head["turns"],
+        "messages": head["messages"],
+        "events": events,
+        "results": result_items(events),
+        "usage": head["usage"],
+    }
+
+
+async def _event_batches(task: Task, **where: Any) -> AsyncIterator[list[Any]]:
+    """The notebook's stored (seq, payload) pairs, EXPORT_BATCH at a time, by seq."""
+    after = 0
+    while True:
+        query = _stored_events(task, seq__gt=after, **where)[:EXPORT_BATCH]
+        batch = await sync_to_async(list)(query)
+        if not batch:
+            return
+        yield batch
+        after = batch[-1][0]
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, cls=DjangoJSONEncoder)
+
+
+async def trace_stream(task: Task, head: dict[str, Any]) -> AsyncIterator[str]:
+    """`trace_json` as text, produced piece by piece: the events are read in batches and
+    never all held at once (a notebook's trace can be far larger than the server's memory)."""
+    yield (
+        f'{{"task":{_dump(head["task"])},"turns":{_dump(head["turns"])},'
+        f'"messages":{_dump(head["messages"])},"events":['
+    )
+    separator = ""
+    async for batch in _event_batches(task):
+        yield separator + ",".join(_dump({"seq": s, "event": p}) for s, p in batch)
+        separator = ","
+    yield '],"results":['
+    separator = ""
+    async for batch in _event_batches(task, type="tool_call_result"):
+        items = result_items({"seq": s, "event": p} for s, p in batch)
+        if items:
+            yield separator + ",".join(_dump(item) for item in items)
+            separator = ","
+    yield f'],"usage":{_dump(head["usage"])}}}'
+
+
 @require_GET
-def task_trace(request: HttpRequest, pk: int) -> JsonResponse:
-    """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks."""
+def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks (streamed)."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
-    response = JsonResponse(trace_json(task), json_dumps_params={"ensure_ascii": False})
+    response = StreamingHttpResponse(
+        trace_stream(task, trace_head(task)), content_type="application/json"
+    )
     response["Content-Disposition"] = (
         f'inline; filename="notebook-{task.pk}-trace.json"'
     )

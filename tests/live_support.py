@@ -221,3 +221,10 @@ class Client:
 
     async def close(self) -> None:
         await self.ws.disconnect()
+
+
+async def body(response: Any) -> bytes:
+    """A test client response's body, streamed (e.g. the trace export) or not."""
+    if not response.streaming:
+        return bytes(response.content)
+    return b"".join([chunk async for chunk in response.streaming_content])

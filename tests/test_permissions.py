@@ -11,11 +11,13 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
 from runs import service
+from runs.models import Task
 from tests.live_support import (
     ANSWER,
     QUESTION,
     Client,
     analyst_script,
+    body,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     connect,
     db_snapshot,
@@ -55,7 +57,7 @@ async def test_new_task_starts_a_notebook_and_redirects(server: Any) -> None:
     assert response.status_code == 302
     pk = int(response["Location"].rstrip("/").split("/")[-1])
     assert response["Location"].endswith(f"/tasks/{pk}/")
-    trace = json.loads((await client.get(f"/api/tasks/{pk}/trace.json")).content)
+    trace = json.loads(await body(await client.get(f"/api/tasks/{pk}/trace.json")))
     assert (
         trace["task"]["title"] == QUESTION
         and trace["task"]["agent"] == "function_calling"
@@ -231,3 +233,30 @@ async def test_the_origin_check_compares_the_port_too(
     connected, _ = await communicator.connect(timeout=5)
     assert connected is accepted, (origin, host)
     await communicator.disconnect()
+
+
+async def test_the_trace_export_streams_and_holds_the_whole_trace(server: Any) -> None:
+    from runs.api_views import EXPORT_BATCH, trace_json
+
+    alice, client = await logged_in("alice")
+    notebook = await service.create_notebook(
+        alice, QUESTION, "function_calling", "auto"
+    )
+    await service.wait_idle()
+    response = await client.get(f"/api/tasks/{notebook.pk}/trace.json")
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "application/json"
+    chunks = [chunk async for chunk in response.streaming_content]
+    assert (
+        len(chunks) >= 3
+    )  # the head, the events, the results and usage: not one document
+    exported = json.loads(b"".join(chunks))
+    assert exported == json.loads(
+        json.dumps(
+            await database_sync_to_async(trace_json)(
+                await Task.objects.aget(pk=notebook.pk)
+            )
+        )
+    )
+    assert len(exported["events"]) < EXPORT_BATCH  # (a long trace is sent in batches)
+    assert exported["turns"][0]["response"] == ANSWER

@@ -21,6 +21,7 @@ from runs.live import runtime
 from runs.models import Event, Task
 from runs.tools.sql import sql_export, sql_query
 from tests.live_support import (
+    body,
     close_db_connections,  # noqa: F401  (autouse)
     llm_at,
     make_notebook,
@@ -101,7 +102,9 @@ async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
 
     client = AsyncClient()
     await sync_to_async(client.force_login)(user)
-    export = json.loads((await client.get(f"/api/tasks/{task.pk}/trace.json")).content)
+    export = json.loads(
+        await body(await client.get(f"/api/tasks/{task.pk}/trace.json"))
+    )
     kinds = [(item["kind"], item["tool_name"]) for item in export["results"]]
     assert kinds == [("table", "sql_query"), ("chart", "chart")]
     assert export["results"][1]["spec"] == spec

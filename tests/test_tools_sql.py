@@ -84,6 +84,28 @@ def test_row_limit() -> None:
     )
 
 
+@override_settings(AGENTUI_SQL_MAX_ROWS=50, AGENTUI_SQL_MAX_BYTES=1024)
+def test_a_call_is_capped_in_rows_and_bytes_and_says_what_was_left_out() -> None:
+    total = sql.sql_value("SELECT COUNT(*) FROM sales")
+    result = sql.sql_query("SELECT * FROM sales")
+    assert 0 < result["row_count"] < 50  # the byte cap bit first
+    assert len(json.dumps(result["rows"])) <= 1024 + 200
+    assert result["truncated"] is True and result["total_rows"] == total
+    assert result["rows_left_out"] == total - result["row_count"]
+    assert (
+        f"{total - result['row_count']:,} of {total:,} rows were left out"
+        in result["note"]
+    )
+    with override_settings(AGENTUI_SQL_MAX_BYTES=10**9):
+        assert sql.sql_query("SELECT id FROM sales")["row_count"] == 50  # the row cap
+
+
+def test_a_huge_value_reaches_the_model_cut() -> None:
+    result = sql.sql_query("SELECT printf('%.*c', 500000, 'x') AS big")
+    (cell,) = result["rows"][0]
+    assert len(cell) < 3000 and cell.endswith("(498,000 more characters)")
+
+
 def test_export_returns_every_row_with_the_same_guards() -> None:
     columns, rows = sql.sql_export("SELECT id, revenue FROM sales ORDER BY id;")
     assert columns == ["id", "revenue"]

@@ -3,16 +3,24 @@
 Defence in depth: the file is opened read-only (`mode=ro`), an authorizer allows only reading
 (SELECT, READ, FUNCTION; no PRAGMA, ATTACH, writes or recursive CTEs), a progress handler stops
 a query after a time limit, values are capped in size, and at most `ROW_LIMIT` rows come back.
+
+What one call hands the model is bounded twice (settings, read per call): at most
+`AGENTUI_SQL_MAX_ROWS` rows and about `AGENTUI_SQL_MAX_BYTES` of JSON, long text values cut
+to `MAX_CELL_CHARS`; the result then says how many rows were left out. A person still gets
+every row as CSV (`sql_export`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
 from collections.abc import Callable
 from contextlib import closing
 from typing import Any
+
+from django.conf import settings
 
 from runs.tools.dataset import ensure_sample_db
 
@@ -23,6 +31,7 @@ EXPORT_ROW_LIMIT = 1_000_000
 EXPORT_TIME_LIMIT_S = 30.0
 MAX_SQL_CHARS = 5000
 MAX_VALUE_BYTES = 1_000_000
+MAX_CELL_CHARS = 2000  # a longer text value reaches the model cut, with a note
 _PROGRESS_EVERY = 1000  # VM instructions between time checks
 
 _ALLOWED = frozenset(
@@ -108,14 +117,43 @@ def _explain(exc: sqlite3.DatabaseError) -> SQLError:
     return SQLError(f"SQLite error: {text}")
 
 
+def max_rows() -> int:
+    return int(getattr(settings, "AGENTUI_SQL_MAX_ROWS", ROW_LIMIT))
+
+
+def max_bytes() -> int:
+    return int(getattr(settings, "AGENTUI_SQL_MAX_BYTES", 256 * 1024))
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+        return f"{value[:MAX_CELL_CHARS]}… ({len(value) - MAX_CELL_CHARS:,} more characters)"
+    return value
+
+
+def _within_bytes(rows: list[list[Any]], budget: int) -> list[list[Any]]:
+    """The leading rows whose JSON fits in `budget` bytes (at least one)."""
+    kept: list[list[Any]] = []
+    used = 0
+    for row in rows:
+        used += len(json.dumps(row, default=str).encode()) + 1
+        if kept and used > budget:
+            break
+        kept.append(row)
+    return kept
+
+
 def sql_query(sql: str) -> dict[str, Any]:
     """Run one read-only SQL SELECT over the sample sales database (tables: cities, products, sales).
 
-    Returns the column names and at most 200 rows; `truncated` says whether more rows matched,
-    and then `total_rows` how many.
+    Returns the column names and the first rows (up to a row and a size cap); `truncated` says
+    whether more rows matched, and then `total_rows` how many and `rows_left_out` how many
+    were not returned.
     """
     text = _checked(sql)
-    columns, rows, truncated = _run(text)
+    columns, fetched, more = _run(text, limit=max_rows())
+    rows = _within_bytes([[_cell(v) for v in row] for row in fetched], max_bytes())
+    truncated = more or len(rows) < len(fetched)
     result: dict[str, Any] = {
         "columns": columns,
         "rows": rows,
@@ -123,7 +161,15 @@ def sql_query(sql: str) -> dict[str, Any]:
         "truncated": truncated,
     }
     if truncated:
-        result["total_rows"] = _total_rows(text)
+        total = _total_rows(text) if more else len(fetched)
+        result["total_rows"] = total
+        if total is not None:
+            result["rows_left_out"] = total - len(rows)
+            result["note"] = (
+                f"{total - len(rows):,} of {total:,} rows were left out (this tool returns at"
+                f" most {max_rows():,} rows and about {max_bytes() // 1024:,} KB); aggregate"
+                " or filter to see the rest"
+            )
     return result
 
 
