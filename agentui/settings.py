@@ -298,6 +298,9 @@ AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S = _env_seconds(
 AGENTUI_LLM_CHUNK_TIMEOUT_S = _env_seconds("AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0)
 # The longest one send to the channel layer (Redis) may take before it counts as failed.
 AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
+# What one sql_query tool call hands the model, at most (the rest is counted, not sent).
+AGENTUI_SQL_MAX_ROWS = int(_env_seconds("AGENTUI_SQL_MAX_ROWS", 200))
+AGENTUI_SQL_MAX_BYTES = int(_env_seconds("AGENTUI_SQL_MAX_BYTES", 256 * 1024))
 
 AUTH_PASSWORD_VALIDATORS = [
     {
