@@ -508,7 +508,9 @@ async def test_deltas_follow_the_event_opening_their_model_call_and_say_where_th
 ) -> None:
     # Two model calls in one turn, streamed token by token: a page must be able to place every
     # delta (after its call's agent_input, at its offset) without drawing anything twice.
-    server.load(analyst_script(defaults=Timing(token_delay_s=0.002)))
+    # 30 ms a token: tokens that come faster than a busy machine sends them are merged into
+    # one delta per call, and the offsets past the first would go untested
+    server.load(analyst_script(defaults=Timing(token_delay_s=0.03)))
     _, notebook, client = await open_notebook()
     await acked(client, "send_message", text=QUESTION)
     await client.until_event("task_completed")
