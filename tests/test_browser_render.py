@@ -438,8 +438,8 @@ def test_chart_is_drawn_and_an_invalid_spec_is_corrected_on_the_next_step(
     page.goto(f"{live_app.url}/traces/{task_id}/")
     page.wait_for_selector("#trace[data-ready='true']")
     trace_card = page.locator("#cells .tool-card[data-tool-id='c2']")
+    trace_card.scroll_into_view_if_needed()  # the trace draws results as they come near
     assert drawn_marks(trace_card) == len(cities)
-    trace_card.scroll_into_view_if_needed()
     shot(page, artifacts_dir, "render-chart-in-trace")
     assert not page.console_errors
 

@@ -4,6 +4,7 @@
 import { CellsView } from "./cells.js";
 import { DagView } from "./dag.js";
 import { formatDuration, h } from "./dom.js";
+import { drawLazily } from "./render/lazy.js";
 import { totals } from "./selectors.js";
 import { clearDirty, reduceEvents } from "./store.js";
 import { renderTimeline } from "./timeline.js";
@@ -67,6 +68,7 @@ async function main() {
   const t3 = performance.now();
   renderTimeline($("#timeline"), model, { onSelect: reveal });
   const t4 = performance.now();
+  drawLazily(); // 500 cells' tables, charts and Markdown: drawn as they come near the viewport
   new CellsView($("#cells")).update(model);
   renderTotals(model);
   clearDirty(model);

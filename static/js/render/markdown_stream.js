@@ -14,6 +14,9 @@ import { MAX_TABLE_ROWS, md, renderTokens } from "./markdown.js";
 // line arrived): a 10,000-row table streamed token by token must not cost a parse per token.
 const BIG_TAIL = 32 * 1024;
 
+// Anything that could start, end or change inline markup, a line or an entity.
+const INLINE_SYNTAX = /[\n\\`*_~[\]()<>!&#|]/;
+
 /** Offsets where each line of `text` starts. */
 function lineStarts(text) {
   const starts = [0];
@@ -85,6 +88,15 @@ export class MarkdownView {
       return true;
     }
     if (open.kind === "table_open" && open.tbody) return this.#growTable(open);
+    // Plain words on the same line of a paragraph or heading are text wherever they land.
+    const midLine = !open.source.endsWith("\n"); // a new line could start a list, a heading…
+    if ((open.kind === "paragraph_open" || open.kind === "heading_open") && open.inline && midLine && !INLINE_SYNTAX.test(delta)) {
+      const last = open.inline.lastChild;
+      if (last?.nodeType === Node.TEXT_NODE) last.appendData(delta);
+      else open.inline.append(delta);
+      open.source += delta;
+      return true;
+    }
     return false;
   }
 
@@ -140,7 +152,10 @@ export class MarkdownView {
     if (this.open && source === this.open.source) return;
     this.live.replaceChildren(renderTokens(tokens, env));
     const kind = tokens[0]?.type ?? null;
-    const open = { source, kind, code: null, tbody: null, head: "", partial: false };
+    const open = { source, kind, code: null, tbody: null, head: "", partial: false, inline: null };
+    if ((kind === "paragraph_open" || kind === "heading_open") && this.live.childElementCount === 1) {
+      open.inline = this.live.firstElementChild;
+    }
     if (kind === "fence") {
       const code = this.live.querySelector("pre > code");
       if (code && !code.lastChild) code.append("");

@@ -3,6 +3,7 @@
 
 import { h, prettyJson } from "../dom.js";
 import { chartView } from "./chart.js";
+import { whenNear } from "./lazy.js";
 import { asTable, resultTable } from "./table.js";
 
 function parsed(text) {
@@ -26,19 +27,21 @@ export function toolResultBody(stepId, call) {
   const plain = () => h("pre", { class: "tool-pre" }, call.output);
   if (call.isError) return plain();
   const raw = call.rawOutput ?? parsed(call.output);
-  let view = null;
+  let make = null;
   let label = null;
   if (call.name === "chart" && raw?.spec && typeof raw.spec === "object") {
-    view = chartView(raw.spec, { name: `chart-${call.id}` });
+    make = () => chartView(raw.spec, { name: `chart-${call.id}` });
     label = "Chart";
   } else {
     const table = asTable(raw);
     if (table) {
-      view = resultTable(table, { csvUrl: csvUrl(stepId, call.id) });
+      make = () => resultTable(table, { csvUrl: csvUrl(stepId, call.id) });
       label = "Table";
     }
   }
-  if (!view) return plain();
+  if (!make) return plain();
+  const view = h("div", { class: "result-view" });
+  whenNear(view, () => view.append(make()));
   let rawEl = null;
   const toggle = h("button", { type: "button", class: "button-link result-toggle", "aria-pressed": "false" }, "Raw JSON");
   toggle.addEventListener("click", () => {

@@ -1,5 +1,6 @@
 // The model's text in the page: Markdown with a Raw/Rendered toggle, or plain text for plans.
 
+import { whenNear } from "./lazy.js";
 import { MarkdownView } from "./markdown_stream.js";
 
 /**
@@ -49,7 +50,30 @@ export function textBlock(phase, className = "") {
     root.className = className;
     return { root, view: new PlainView(root) };
   }
-  return markdownBlock(className);
+  return drawnWhenNear(markdownBlock(className));
+}
+
+/**
+ * The block's Markdown drawn once it is near the viewport (at once unless the page draws lazily,
+ * see lazy.js); until then its text shows as written.
+ */
+function drawnWhenNear({ root, view }) {
+  let near = false;
+  let latest = null;
+  view.el.classList.add("md-pending");
+  whenNear(root, () => {
+    near = true;
+    view.el.classList.remove("md-pending");
+    if (latest) view.update(...latest);
+  });
+  const update = (text, options) => {
+    if (near) view.update(text, options);
+    else {
+      latest = [text, options];
+      view.live.textContent = text ?? "";
+    }
+  };
+  return { root, view: { el: view.el, update } };
 }
 
 /** A finished text of the model, rendered once. */
