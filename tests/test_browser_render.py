@@ -512,6 +512,18 @@ def test_streamed_markdown_ends_as_the_whole_text_rendered_at_once(
     )
     assert result["frozen"] > 20
     assert result["streamed"] == result["whole"]
+    # Words streamed onto a paragraph keep their spaces at every step.
+    words = " ".join(f"word{i}" for i in range(60)) + "."
+    shown = page.evaluate(
+        """async (tokens) => {
+            const { MarkdownView } = await import('/static/js/render/markdown_stream.js');
+            const view = new MarkdownView(document.createElement('div'));
+            let text = '';
+            return tokens.map((token) => { text += token; view.update(text); return view.el.textContent; });
+        }""",
+        re.findall(r"\S+\s*|\s+", words),
+    )
+    assert all(words.startswith(text.rstrip()) for text in shown), shown[-1]
     lagging = [
         (streamed, whole)
         for streamed, whole in result["mids"]

@@ -155,6 +155,9 @@ export class MarkdownView {
     const open = { source, kind, code: null, tbody: null, head: "", partial: false, inline: null };
     if ((kind === "paragraph_open" || kind === "heading_open") && this.live.childElementCount === 1) {
       open.inline = this.live.firstElementChild;
+      // markdown-it trims the line's trailing spaces; words appended later need them back
+      const trailing = /[ \t]+$/.exec(source)?.[0];
+      if (trailing) open.inline.append(trailing);
     }
     if (kind === "fence") {
       const code = this.live.querySelector("pre > code");
