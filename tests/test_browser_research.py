@@ -125,18 +125,25 @@ def test_step_mode_each_branch_is_approved_edited_or_undone_on_its_own(
         lambda: len(scripted_model.requests) == 3, message="the edited branch ran"
     )
     assert scripted_model.requests[-1].last_user_text == questions[2]
-    # undo that branch alone: the first branch keeps its finding
-    second_branch.get_by_role("button", name="Undo this step").click()
-    second_branch.get_by_role("button", name="Approve and run").wait_for()
-    assert first_branch.locator(".stream-text").inner_text().startswith("Espresso")
+    # both finished branches offer undo; undo the older one alone: the newer keeps its finding
+    second_branch.get_by_role("button", name="Undo this step").wait_for()
+    first_branch.get_by_role("button", name="Undo this step").click()
+    first_branch.get_by_role("button", name="Approve and run").wait_for()
+    assert second_branch.locator(".stream-text").inner_text().startswith("Cold brew")
+    assert second_branch.get_by_role("button", name="Undo this step").count() == 1
     shot(page, artifacts_dir, "research-04-step-branch-undone")
-    second_branch.get_by_label("Input for this step").fill(questions[1])
-    second_branch.get_by_role("button", name="Save input").click()
+    first_branch.get_by_role("button", name="Approve and run").click()
     wait_until(
-        lambda: second_branch.locator("button[aria-busy]").count() == 0,
+        lambda: len(scripted_model.requests) == 4, message="the branch ran again"
+    )
+    third_branch = step_cells(page).nth(3)
+    third_branch.get_by_label("Input for this step").fill(questions[1])
+    third_branch.get_by_role("button", name="Save input").click()
+    wait_until(
+        lambda: third_branch.locator("button[aria-busy]").count() == 0,
         message="the server took the edit",
     )
-    for index in (2, 3, 4):
+    for index in (3, 4):
         cell = step_cells(page).nth(index)
         cell.get_by_role("button", name="Approve and run").click(timeout=20_000)
     page.locator(".cell-answer").wait_for(timeout=30_000)

@@ -31,7 +31,7 @@ export class StepControls {
    */
   render(slot, model, step, perms) {
     const isNext = perms.nextStepId === step.id;
-    const isUndo = perms.undoStepId === step.id;
+    const isUndo = perms.undoStepIds.includes(step.id);
     if (!isNext && !isUndo) {
       if (slot.dataset.sig) {
         slot.replaceChildren();

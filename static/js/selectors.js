@@ -34,12 +34,26 @@ export function nextStep(model) {
   return liveSteps(model, turn).find((s) => s.status !== "completed") || null;
 }
 
-/** The step `undo` would undo: the last completed step of the active (or last) turn. */
-export function undoableStep(model) {
+/**
+ * The steps `undo` may take back: completed steps of the active (or last) turn that no step
+ * after them (one listing them in its prevSteps) has run or is running. In a chain that is the
+ * last completed step; in a fan-out (a parallel runner) each finished branch.
+ */
+export function undoableSteps(model) {
   const turn = activeTurn(model) || lastTurn(model);
-  if (!turn || turn.status === "abandoned") return null;
-  const done = liveSteps(model, turn).filter((s) => s.status === "completed");
-  return done.length ? done[done.length - 1] : null;
+  if (!turn || turn.status === "abandoned") return [];
+  const steps = liveSteps(model, turn);
+  const moved = new Set();
+  for (const s of steps) {
+    if (s.status === "completed" || s.status === "running") for (const id of s.prevSteps || []) moved.add(id);
+  }
+  return steps.filter((s) => s.status === "completed" && !moved.has(s.id));
+}
+
+/** The step a plain `undo` undoes: the last of the undoable steps. */
+export function undoableStep(model) {
+  const undoable = undoableSteps(model);
+  return undoable.length ? undoable[undoable.length - 1] : null;
 }
 
 /**
@@ -50,7 +64,8 @@ export function permissions(model, connected) {
   const turn = activeTurn(model);
   const running = runningStep(model);
   const next = nextStep(model);
-  const undoable = undoableStep(model);
+  const undoables = undoableSteps(model);
+  const undoable = undoables.length ? undoables[undoables.length - 1] : null;
   const runnable = next && RUNNABLE.has(next.status) ? next : null;
   // A pending step in auto mode starts by itself; offer approval once the server says it waits.
   const waits = runnable && (runnable.status !== "pending" || runnable.waiting || runnable.undoCount > 0 || model.mode === "step");
@@ -61,6 +76,7 @@ export function permissions(model, connected) {
     canApprove: Boolean(connected && waits && !running),
     canEdit: Boolean(connected && runnable && runnable.status === "pending" && !running),
     undoStepId: undoable ? undoable.id : null,
+    undoStepIds: undoables.map((s) => s.id),
     canUndo: Boolean(connected && undoable && !running),
     send: Boolean(connected && !turn),
     abandon: Boolean(connected && turn),
