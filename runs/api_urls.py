@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs import api_views
+from runs import api_views, image_views
 
 urlpatterns = [
     path("tasks/new", api_views.new_task, name="task_new"),
@@ -14,4 +14,7 @@ urlpatterns = [
         name="api_task_result_csv",
     ),
     path("api/presets/", api_views.preset_list, name="api_presets"),
+    path("api/images/", image_views.upload_image, name="api_images"),
+    path("images/<int:pk>/", image_views.image, name="image"),
+    path("demo/sample-chart.png", image_views.sample_chart, name="sample_chart"),
 ]

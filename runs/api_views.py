@@ -26,8 +26,8 @@ from django.views.decorators.http import require_GET, require_POST
 from runs import service
 from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task, Turn
 from runs.page_views import render_new_notebook
-from runs.presets import all_presets
-from runs.protocol import MAX_TEXT_CHARS, ProtocolError
+from runs.presets import all_presets, get_preset
+from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.results import NotTabular, csv_text, find_result, full_table, result_items
 from runs.text_checks import storable_problem
 
@@ -45,6 +45,15 @@ async def new_task(request: HttpRequest) -> HttpResponse:
         all_presets()[0].name if all_presets() else ""
     )
     mode = str(request.POST.get("mode") or ApprovalMode.AUTO)
+    images = _image_ids(request.POST.get("images") or "")
+    if images is None:
+        return await _refused(
+            request,
+            text,
+            agent,
+            mode,
+            "The attached images could not be read; attach them again.",
+        )
     if not text or len(text) > MAX_TEXT_CHARS:
         return await _refused(
             request,
@@ -60,10 +69,23 @@ async def new_task(request: HttpRequest) -> HttpResponse:
             shown = shown.encode("utf-8", "replace").decode("utf-8")
             return await _refused(request, shown, agent, mode, f"The {name} {problem}.")
     try:
-        task = await service.create_notebook(user, text, agent, mode)
+        preset = get_preset(agent)
+        if images and not (preset and preset.accepts_images):
+            raise ProtocolError(
+                ErrorCode.INVALID, "This agent does not take images; pick Vision ReAct."
+            )
+        task = await service.create_notebook(user, text, agent, mode, images)
     except ProtocolError as exc:
         return await _refused(request, text, agent, mode, exc.reason)
     return redirect("runs:notebook", task.pk)
+
+
+def _image_ids(raw: str) -> list[int] | None:
+    """The comma-separated upload ids of the form's `images` field; None when malformed."""
+    try:
+        return [int(part) for part in raw.split(",") if part.strip()]
+    except ValueError:
+        return None
 
 
 async def _refused(

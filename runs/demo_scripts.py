@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runs.demo import register_demo
+from runs.demo_react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
 
 FUNCTION_CALLING_PROMPT = "Which city had the highest sales revenue in 2024, and what is it with 8% tax added?"
@@ -251,6 +252,8 @@ DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
     "function_calling": (function_calling_rules, FUNCTION_CALLING_PROMPT),
     "llm_compiler": (llm_compiler_rules, LLM_COMPILER_PROMPT),
     "coa": (coa_rules, COA_PROMPT),
+    "react": (react_rules, REACT_PROMPT),
+    "vision_react": (vision_rules, VISION_PROMPT),
 }
 
 

@@ -15,9 +15,10 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from runs.attachments import MAX_IMAGES_PER_MESSAGE, max_image_bytes, size_text
 from runs.demo import demo_example_prompts
 from runs.models import ApprovalMode, NotebookStatus, Task
-from runs.presets import all_presets
+from runs.presets import all_presets, get_preset
 
 # How a notebook's summary status is coloured (the status-* classes of app.css).
 _STATUS_CLASS = {
@@ -36,11 +37,24 @@ class PresetChoice:
     name: str
     label: str
     description: str
+    accepts_images: bool = False
 
 
 def preset_choices() -> list[PresetChoice]:
     """The agent presets of runs.presets, for the pickers."""
-    return [PresetChoice(p.name, p.label, p.description) for p in all_presets()]
+    return [
+        PresetChoice(p.name, p.label, p.description, p.accepts_images)
+        for p in all_presets()
+    ]
+
+
+def image_context() -> dict[str, object]:
+    """What the image picker template needs: the limits it states and checks."""
+    return {
+        "max_image_bytes": max_image_bytes(),
+        "max_image_label": size_text(max_image_bytes()),
+        "max_images": MAX_IMAGES_PER_MESSAGE,
+    }
 
 
 def _preset_label(name: str) -> str:
@@ -93,6 +107,10 @@ def render_new_notebook(
         "error": error,
         "new_task_url": reverse("runs:task_new"),
         "examples": demo_example_prompts(),
+        "image_presets": [p.name for p in presets if p.accepts_images],
+        "sample_chart_url": reverse("runs:sample_chart"),
+        "picker_hidden": agent not in {p.name for p in presets if p.accepts_images},
+        **image_context(),
         "recent": [
             (task, labels.get(task.agent, task.agent))
             for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[
@@ -113,6 +131,10 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         "modes": ApprovalMode.choices,
         "ws_path": f"/ws/tasks/{task.pk}/",
         "export_url": _export_url(task),
+        "accepts_images": bool(
+            (preset := get_preset(task.agent)) and preset.accepts_images
+        ),
+        **image_context(),
     }
     return render(request, "runs/notebook.html", context)
 

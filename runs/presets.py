@@ -36,9 +36,13 @@ from runs.engine import (
     BaseTool,
     FunctionCallingAgentWorker,
     FunctionTool,
+    MultimodalReActAgentWorker,
     ParallelAgentRunner,
     ParallelResearchWorker,
+    ReActAgentWorker,
+    ReActChatFormatter,
 )
+from runs.engine.workers.react import REACT_MM_CHAT_SYSTEM_HEADER
 from runs.team import build_team
 from runs.tools import ANALYST_TOOLS
 from runs.tools.team import TEAM_TOOLS
@@ -73,6 +77,8 @@ class Preset:
     build: WorkerFactory
     # ParallelAgentRunner for a worker whose steps fan out (they then run side by side)
     runner: type[AgentRunner] = AgentRunner
+    # the composer offers image uploads; they reach the task as image_docs
+    accepts_images: bool = False
 
     def make_tools(self) -> list[BaseTool]:
         """The preset's tools, resolved from their dotted paths."""
@@ -143,6 +149,27 @@ def _parallel_research(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
     return ParallelResearchWorker.from_tools(tools, llm=llm)
 
 
+def _react(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
+    formatter = ReActChatFormatter.from_defaults(context=ANALYST_SYSTEM_PROMPT)
+    return ReActAgentWorker.from_tools(
+        tools, llm=llm, react_chat_formatter=formatter, max_iterations=12
+    )
+
+
+def _vision_react(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
+    formatter = ReActChatFormatter.from_defaults(
+        system_header=REACT_MM_CHAT_SYSTEM_HEADER, context=ANALYST_SYSTEM_PROMPT
+    )
+    # a refusal names the setting an analyst can change: the model the app talks to
+    return MultimodalReActAgentWorker.from_tools(
+        tools,
+        multi_modal_llm=llm,
+        react_chat_formatter=formatter,
+        max_iterations=12,
+        image_setting="AGENTUI_MODEL",
+    )
+
+
 def _llm_compiler_available() -> bool:
     try:
         import runs.engine.workers.llm_compiler  # noqa: F401
@@ -161,6 +188,21 @@ def _builtin() -> dict[str, Preset]:
             build=_function_calling,
         )
     }
+    presets["react"] = Preset(
+        name="react",
+        label="ReAct",
+        description="The model reasons in writing (Thought, Action, Observation) and calls one tool at a time.",
+        tools=ANALYST_TOOLS,
+        build=_react,
+    )
+    presets["vision_react"] = Preset(
+        name="vision_react",
+        label="Vision ReAct",
+        description="ReAct that also looks at the images you attach (PNG, JPEG, WebP or GIF).",
+        tools=ANALYST_TOOLS,
+        build=_vision_react,
+        accepts_images=True,
+    )
     if _llm_compiler_available():
         presets["llm_compiler"] = Preset(
             name="llm_compiler",

@@ -95,6 +95,8 @@ class _Action(BaseModel):
 class SendMessage(_Action):
     action: Literal["send_message"]
     text: Annotated[_Text, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+    # uploaded images (POST /api/images/) to send with the message, by id
+    images: Annotated[list[Annotated[int, Field(ge=1)]], Field(max_length=4)] = []
 
 
 class Approve(_Action):
@@ -237,6 +239,13 @@ class ModeChanged(_ServerEvent):
     mode: Literal["auto", "step", "tools"]
 
 
+class MessageImages(_ServerEvent):
+    """The images sent with the turn's message (`task_id`), for thumbnails; bytes load from `url`."""
+
+    type: Literal["message_images"] = "message_images"
+    images: list[dict[str, Any]]
+
+
 class TaskAbandoned(_ServerEvent):
     type: Literal["task_abandoned"] = "task_abandoned"
 
@@ -247,7 +256,9 @@ class StepWaiting(_ServerEvent):
     type: Literal["step_waiting"] = "step_waiting"
 
 
-ServerEvent = StepInterrupted | ModeChanged | TaskAbandoned | StepWaiting
+ServerEvent = (
+    StepInterrupted | ModeChanged | TaskAbandoned | StepWaiting | MessageImages
+)
 
 
 # --- server -> client ---------------------------------------------------------------------------

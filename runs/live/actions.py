@@ -18,6 +18,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from runs.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.engine import (
     AgentError,
     ParallelAgentRunner,
@@ -38,7 +39,7 @@ from runs.live.lease import Lease
 from runs.live.queries import RUNNABLE, NotebookView, StepView
 from runs.live.recovery import interrupt_orphans
 from runs.live.runtime import NotebookRuntime, publisher_for, runtime_for, spawn
-from runs.models import ApprovalMode, Task, Turn, TurnStatus
+from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
 from runs.presets import get_preset
 from runs.protocol import (
     Abandon,
@@ -46,6 +47,7 @@ from runs.protocol import (
     ClientMessage,
     EditInput,
     ErrorCode,
+    MessageImages,
     ModeChanged,
     ProtocolError,
     RejectToolCall,
@@ -234,21 +236,49 @@ async def _engine_call(
 # --- actions --------------------------------------------------------------------------------
 
 
-async def send_message(task_pk: int, text: str, origin: Origin | None = None) -> str:
-    """Start a turn for `text`; its first step runs at once unless the mode is `step`."""
+def _message_images(
+    task_pk: int, image_ids: list[int]
+) -> tuple[bool, list[Attachment]]:
+    """Whether the notebook's agent takes images, and the uploads to send with the message."""
+    notebook = Task.objects.get(pk=task_pk)
+    preset = get_preset(notebook.agent)
+    accepts = bool(preset and preset.accepts_images)
+    return accepts, claim_for_message(notebook.owner_id, task_pk, image_ids, accepts)
+
+
+async def send_message(
+    task_pk: int,
+    text: str,
+    origin: Origin | None = None,
+    images: list[int] | None = None,
+) -> str:
+    """Start a turn for `text` (and uploaded `images`, by id); its first step runs at once unless the mode is `step`."""
     problem = storable_problem(text)
     if problem is not None:
         raise _error(ErrorCode.INVALID, f"text: {problem}")
     runtime = await runtime_for(task_pk)
+    accepts_images, attachments = await _check(
+        _message_images, task_pk, list(images or [])
+    )
     lease, view = await claim(task_pk, check_send)
     try:
         with lease.fenced():
             await _check(set_title, task_pk, text)
+            extra_state = await _carried(runtime, view)
+            if accepts_images:
+                # the seed's image_docs, as data URLs: the model server cannot fetch this server's URLs
+                extra_state["image_docs"] = [data_url(a) for a in attachments]
             task = await runtime.runner.acreate_task(
                 text,
                 approve_tool_calls=view.mode == ApprovalMode.TOOLS,
-                extra_state=await _carried(runtime, view),
+                extra_state=extra_state,
             )
+            if attachments:
+                await _check(bind_to_turn, attachments, task_pk, task.task_id)
+                shown = [describe(a) for a in attachments]
+                await publisher_for(task_pk).publish(
+                    MessageImages(task_id=task.task_id, images=shown)
+                )
             first = await next_step(runtime, task.task_id)
             assert first is not None
             if view.mode == ApprovalMode.STEP:
@@ -386,8 +416,8 @@ async def perform(
 ) -> None:
     """Carry out one validated client action (not `resume`, which the socket answers itself)."""
     match message:
-        case SendMessage(text=text):
-            await send_message(task_pk, text, origin)
+        case SendMessage(text=text, images=images):
+            await send_message(task_pk, text, origin, images)
         case Approve(step_id=step_id):
             await approve(task_pk, step_id, origin)
         case EditInput(step_id=step_id, input=text):
@@ -422,11 +452,13 @@ def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
 
 
-async def create_notebook(owner: User, text: str, agent: str, mode: str) -> Task:
-    """Create a notebook and start its first turn with `text` (all or nothing)."""
+async def create_notebook(
+    owner: User, text: str, agent: str, mode: str, images: list[int] | None = None
+) -> Task:
+    """Create a notebook and start its first turn with `text` and uploaded `images` (all or nothing)."""
     task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
     try:
-        await send_message(task.pk, text)
+        await send_message(task.pk, text, images=images)
     except BaseException:
         # a notebook whose first message could not be taken is not left behind
         await Task.objects.filter(pk=task.pk).adelete()

@@ -78,7 +78,10 @@ def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
     Every call resends the whole conversation, which is already stored as Message rows; storing
     and broadcasting it again per call would grow a long notebook's trace quadratically.
     """
-    messages: list[dict[str, Any]] = payload.get("input") or []
+    messages: list[dict[str, Any]] = [
+        _image_data_left_out(m) for m in payload.get("input") or []
+    ]
+    payload = {**payload, "input": messages}
     last_reply = max(
         (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
     )
@@ -88,6 +91,24 @@ def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
         m for m in messages[: last_reply + 1] if m.get("role") == "system"
     ] + messages[last_reply + 1 :]
     return {**payload, "input": kept, "input_omitted": len(messages) - len(kept)}
+
+
+def _image_data_left_out(message: dict[str, Any]) -> dict[str, Any]:
+    """An image's data URL (megabytes) is stored with its message, not again in each call's event."""
+    images = message.get("images") or []
+    if not any(str(i.get("url", "")).startswith("data:") for i in images):
+        return message
+    shown = [
+        {
+            **i,
+            "url": i["url"].split(",", 1)[0]
+            + f",… ({len(i['url'])} characters, kept with the message)",
+        }
+        if str(i.get("url", "")).startswith("data:")
+        else i
+        for i in images
+    ]
+    return {**message, "images": shown}
 
 
 def _turn_pk(task_pk: int, engine_id: str) -> int | None:

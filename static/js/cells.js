@@ -9,6 +9,7 @@ import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } f
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
+import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
 
@@ -75,16 +76,17 @@ export class CellsView {
     let view = this.turnViews.get(turn.id);
     if (view) return view;
     const message = h("div", { class: "cell-text" });
+    const images = h("div", { class: "message-images", hidden: true });
     const root = h(
       "section",
       { class: "turn", id: domId("turn", turn.id), "aria-label": `Turn ${turn.index}`, tabindex: "-1" },
-      h("article", { class: "cell cell-message" }, h("header", { class: "cell-head" }, h("h2", { class: "cell-title" }, "You")), message),
+      h("article", { class: "cell cell-message" }, h("header", { class: "cell-head" }, h("h2", { class: "cell-title" }, "You")), message, images),
     );
     const steps = h("div", { class: "turn-steps" });
     const answer = h("div", { class: "turn-end" });
     root.append(steps, answer);
     this.container.append(root);
-    view = { root, steps, answer, message };
+    view = { root, steps, answer, message, images };
     this.turnViews.set(turn.id, view);
     return view;
   }
@@ -93,6 +95,12 @@ export class CellsView {
     if (!turn) return;
     const view = this.#turnView(model, turn);
     if (view.message.textContent !== turn.input) view.message.textContent = turn.input;
+    const imageSig = (turn.images || []).map((i) => i.id).join(",");
+    if (view.images.dataset.sig !== imageSig) {
+      view.images.dataset.sig = imageSig;
+      view.images.hidden = !imageSig;
+      replaceChildren(view.images, (turn.images || []).map(imageThumb));
+    }
     // Keep step cells in creation order; dropped (undone, never run) steps leave the page.
     const live = liveSteps(model, turn);
     let previous = null;
@@ -241,7 +249,16 @@ class StepView {
         body.push(h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, root));
         this.streamEls.push({ el: view.el, view, stream });
       }
-      if (live.calls.size) body.push(h("div", { class: "tool-cards" }, [...live.calls.values()].map((c) => callCard(step, c))));
+      const react = live.reasoning.length > 0 || live.streams.some((s) => isReAct(s.text));
+      const resultLabel = react ? "Observation" : "Result";
+      // a ReAct step's Action Input is already on show above the card: the card shows the observation
+      const cardsClass = react && live.streams.length ? "tool-cards react-calls" : "tool-cards";
+      if (live.calls.size) body.push(h("div", { class: cardsClass }, [...live.calls.values()].map((c) => callCard(step, c, true, resultLabel))));
+      // observations no tool card shows: a reply the engine could not read, an invented tool, feedback
+      const loose = live.calls.size ? [] : live.reasoning.filter((p) => p.kind === "observation");
+      if (loose.length) {
+        body.push(h("div", { class: "react-parts" }, reactBlocks(loose.map((p) => ({ kind: "observation", text: p.observation, isError: p.is_error })))));
+      }
       if (!live.streams.length && live.output && !live.calls.size) body.push(assistantText(live.output, "step-output"));
       if (live.error) {
         body.push(h("div", { class: "step-error", role: "status" }, h("strong", {}, live.errorType || "Error"), ": ", live.error));
@@ -267,7 +284,14 @@ class StepView {
   patchStreams(step, model) {
     const running = step.status === "running";
     for (const { el, view, stream } of this.streamEls) {
-      if (stream.phase === "reasoning" && hasPlaceholders(stream.text)) {
+      if (isReAct(stream.text)) {
+        // ReAct: Thought / Action / Action Input / Answer as labelled blocks, redrawn as the text grows
+        if (el.dataset.shown !== stream.text) {
+          el.dataset.shown = stream.text;
+          el.classList.add("react-parts");
+          replaceChildren(el, reactBlocks(reactParts(stream.text)));
+        }
+      } else if (stream.phase === "reasoning" && hasPlaceholders(stream.text)) {
         const calls = chainCalls(model, model.turns.get(step.turnId));
         const sig = chainSignature(stream.text, calls);
         if (el.dataset.chain !== sig) {
@@ -290,7 +314,7 @@ function callMeta(call) {
 }
 
 /** A tool call that ran or is running. */
-export function callCard(step, call, withId = true) {
+export function callCard(step, call, withId = true, resultLabel = "Result") {
   const deps = call.dependsOn?.length ? `after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : null;
   const result =
     call.output == null
@@ -302,7 +326,7 @@ export function callCard(step, call, withId = true) {
       : h(
           "div",
           { class: `tool-result${call.isError ? " is-error" : ""}` },
-          h("span", { class: "field-label" }, call.isError ? "Error" : "Result"),
+          h("span", { class: "field-label" }, call.isError ? `${resultLabel} (error)` : resultLabel),
           toolResultBody(step.id, call),
         );
   return h(
@@ -325,6 +349,15 @@ export function callCard(step, call, withId = true) {
     ),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
     result,
+  );
+}
+
+/** A thumbnail of an image attached to a message; it opens the full image. */
+export function imageThumb(image) {
+  return h(
+    "a",
+    { class: "image-thumb", href: image.url, target: "_blank", rel: "noopener", title: image.name || "image" },
+    h("img", { src: image.url, alt: image.name ? `Attached image ${image.name}` : "Attached image", loading: "lazy" }),
   );
 }
 

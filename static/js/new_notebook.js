@@ -1,3 +1,5 @@
+import { ImagePicker } from "./image_picker.js";
+
 // The new-notebook form: Ctrl+Enter submits, example prompts fill it in, the preset's
 // description follows the picker. The form works without this script too.
 
@@ -5,6 +7,21 @@ const form = document.getElementById("new-notebook");
 const text = document.getElementById("new-text");
 const agent = document.getElementById("new-agent");
 const help = document.getElementById("agent-help");
+const images = document.getElementById("new-images");
+const picker = new ImagePicker(form.querySelector("[data-image-picker]"), form);
+
+function pickerFollowsAgent() {
+  picker.setEnabled(agent.selectedOptions[0]?.dataset.images === "true");
+}
+
+form.addEventListener("submit", (event) => {
+  if (picker.busy) {
+    event.preventDefault();
+    picker.showError("Wait for the images to finish uploading.");
+    return;
+  }
+  images.value = picker.enabled ? picker.ids().join(",") : "";
+});
 
 text.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
@@ -15,6 +32,7 @@ text.addEventListener("keydown", (event) => {
 
 agent.addEventListener("change", () => {
   help.textContent = agent.selectedOptions[0]?.dataset.help || "";
+  pickerFollowsAgent();
 });
 
 for (const example of form.querySelectorAll("[data-example]")) {
@@ -23,6 +41,10 @@ for (const example of form.querySelectorAll("[data-example]")) {
     if ([...agent.options].some((o) => o.value === example.dataset.preset)) {
       agent.value = example.dataset.preset;
       agent.dispatchEvent(new Event("change"));
+    }
+    if (example.dataset.image) {
+      picker.clear();
+      picker.addFromUrl(example.dataset.image, "sample-chart.png");
     }
     text.focus();
   });

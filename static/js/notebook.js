@@ -4,6 +4,7 @@
 // Every server message is folded into the model at once; drawing waits for the next frame, so a
 // replay of thousands of events, or a fast token stream, costs one DOM pass per frame.
 
+import { ImagePicker } from "./image_picker.js";
 import { CellsView } from "./cells.js";
 import { ActionBus } from "./actions.js";
 import { StepControls } from "./controls.js";
@@ -74,6 +75,7 @@ const toolbar = new NotebookControls(bus, {
   text: $("#composer-text"),
   send: $("#composer-send"),
   hint: $("#composer-hint"),
+  images: $("#composer [data-image-picker]") ? new ImagePicker($("#composer [data-image-picker]"), $("#composer")) : null,
 });
 
 function schedule() {

@@ -77,7 +77,7 @@ export function createModel() {
 // --- records ---------------------------------------------------------------------------------
 
 function newAttempt(at) {
-  return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), output: "", usage: null, error: null, errorType: null };
+  return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), reasoning: [], output: "", usage: null, error: null, errorType: null };
 }
 
 function newStream(phase, agent, announced = true) {
@@ -109,7 +109,7 @@ function newStep(event, turnId) {
 function ensureTurn(model, turnId, at) {
   let turn = model.turns.get(turnId);
   if (!turn) {
-    turn = { id: turnId, index: model.turns.size + 1, input: "", status: "active", stepIds: [], response: null, createdAt: at ?? 0, endedAt: null };
+    turn = { id: turnId, index: model.turns.size + 1, input: "", status: "active", stepIds: [], response: null, createdAt: at ?? 0, endedAt: null, images: [] };
     model.turns.set(turnId, turn);
   }
   model.dirty.turns.add(turnId);
@@ -185,6 +185,10 @@ const TURN_EVENTS = {
     turn.response = event.response;
     turn.endedAt = event.at;
   },
+  message_images(model, event) {
+    const turn = ensureTurn(model, event.task_id, event.at);
+    turn.images = [...(event.images || [])];
+  },
   task_deleted: abandonTurn,
   task_abandoned: abandonTurn,
   mode_changed(model, event) {
@@ -238,6 +242,10 @@ const STEP_EVENTS = {
     stream.toolSelections = event.tool_calls || [];
     if (event.usage) attempt.usage = addUsage(attempt.usage, event.usage);
     model.dirty.streams.add(step.id);
+  },
+  agent_reasoning(model, step, event) {
+    // ReAct's structured parts; the page shows the observations that no tool card carries
+    currentAttempt(step, event.at).reasoning.push(event.part);
   },
   tool_call(model, step, event) {
     const attempt = currentAttempt(step, event.at);
@@ -334,7 +342,7 @@ Object.assign(STEP_EVENTS, {
 });
 
 // Events that change only a step's text, not the graph or what may be done.
-const TEXT_ONLY = new Set(["agent_output"]);
+const TEXT_ONLY = new Set(["agent_output", "agent_reasoning"]);
 
 /** Reduce one stored engine (or server lifecycle) event. */
 export function applyEvent(model, event) {

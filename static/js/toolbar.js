@@ -39,8 +39,17 @@ export class NotebookControls {
       return;
     }
     if (this.els.send.disabled) return;
-    const ok = await this.bus.act("send", "send_message", { text }, this.els.send);
-    if (ok) this.els.text.value = "";
+    const picker = this.els.images;
+    if (picker?.busy) {
+      this.bus.setError("send", "Wait for the images to finish uploading.");
+      return;
+    }
+    const fields = picker?.ids().length ? { text, images: picker.ids() } : { text };
+    const ok = await this.bus.act("send", "send_message", fields, this.els.send);
+    if (ok) {
+      this.els.text.value = "";
+      picker?.clear();
+    }
   }
 
   update(model, perms) {
