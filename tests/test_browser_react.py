@@ -274,7 +274,8 @@ def test_vision_react_sends_the_attached_chart_in_each_mode(
 def test_vision_composer_refuses_non_images_and_oversized_files(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
-    load_demo(scripted_model)
+    hello = Rule(name="hello", reply=Reply(text="Thought: a greeting\nAnswer: Hello."))
+    scripted_model.load(Script(rules=[*vision_rules(), hello]), reset_log=True)
     start_notebook(page, live_app, "Hello", agent="vision_react", mode="auto")
     page.locator(".cell-answer").wait_for()
     picker = page.locator("#composer [data-image-picker]")
