@@ -11,7 +11,7 @@ import base64
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from runs.engine.workers.react.images import sniff_image_type
@@ -56,7 +56,7 @@ def check_image(name: str, data: bytes) -> str:
     return mime
 
 
-def store_upload(owner: AbstractBaseUser, name: str, data: bytes) -> Attachment:
+def store_upload(owner: User, name: str, data: bytes) -> Attachment:
     mime = check_image(name, data)
     return Attachment.objects.create(
         owner=owner, name=name[:255], mime=mime, size=len(data), data=data

@@ -2,7 +2,7 @@
 
 Each reply is computed from what the agent sent (the observations so far), so a person's edited
 or rejected tool call changes what the demo model says next. The Vision ReAct demo answers only
-when the request carries an image (the project's sample chart: runs.tools.chart).
+when the request carries an image (the project's sample chart: runs.tools.sample_chart).
 """
 
 from __future__ import annotations

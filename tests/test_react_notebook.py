@@ -14,7 +14,7 @@ from runs.demo_react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rul
 from runs.engine.testing import Fault, Match, Rule, Script
 from runs.models import Attachment, Event, Message, Task
 from runs.protocol import ProtocolError
-from runs.tools.chart import sample_chart_png
+from runs.tools.sample_chart import sample_chart_png
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
