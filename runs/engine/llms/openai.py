@@ -1,4 +1,11 @@
-"""The OpenAI LLM: any OpenAI-compatible server, through the official ``openai`` SDK's async client."""
+"""The OpenAI LLM: any OpenAI-compatible server, through the official ``openai`` SDK's async client.
+
+The SDK sends (transport, auth, retries, timeouts, error types) but does not build or parse:
+``client.post(..., cast_to=httpx2.Response)`` takes a body we assembled from each message's JSON,
+serialised once when the message first went out, and hands back the raw response, whose SSE
+bytes are decoded with orjson straight into our own types. Walking and validating a 400-message
+history on every call, and a pydantic model per streamed chunk, was most of a step's CPU.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +13,19 @@ import asyncio
 import json
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx2
 import openai
+import orjson
 
 from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
+from .sse import ServerEvent, SSEDecoder
 from .wire_cache import WireCache
 
 T = TypeVar("T")
@@ -118,18 +127,55 @@ class _StreamState:
     drafts: dict[int, _ToolCallDraft] = field(default_factory=dict)
     usage: TokenUsage | None = None
     finish_reason: str | None = None
+    started: bool = False  # a first event came
+    done: bool = False  # [DONE] came
 
-    def add_tool_delta(self, delta: Any, position: int) -> None:
-        index = delta.index if getattr(delta, "index", None) is not None else position
-        draft = self.drafts.setdefault(index, _ToolCallDraft())
-        if delta.id:
-            draft.tool_id = delta.id
-        function = delta.function
-        if function is not None:
-            if function.name:
-                draft.name += function.name if draft.name != function.name else ""
-            if function.arguments:
-                draft.arguments += function.arguments
+    def take(self, events: list[ServerEvent]) -> Iterator[str]:
+        """Fold each event into the reply; the text each adds, if any, in order."""
+        for event in events:
+            self.started = True
+            if event.data.startswith(b"[DONE]"):
+                self.done = True
+                return
+            chunk = _json_object(event.data, "a stream chunk")
+            error = chunk.get("error")
+            if error or event.event == "error":
+                raise LLMError(
+                    "the model server reported an error inside the stream: "
+                    f"{_error_text(error or chunk)}"
+                )
+            usage = chunk.get("usage")
+            if usage is not None:
+                self.usage = _usage(usage)
+            choices = chunk.get("choices")
+            if not choices:
+                continue
+            choice = choices[0]
+            delta = choice.get("delta") or {}
+            for position, tool_delta in enumerate(delta.get("tool_calls") or ()):
+                self.add_tool_delta(tool_delta, position)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            text = delta.get("content")
+            if text:
+                self.text += text
+                yield text
+
+    def add_tool_delta(self, delta: dict[str, Any], position: int) -> None:
+        index = delta.get("index")
+        draft = self.drafts.setdefault(
+            index if index is not None else position, _ToolCallDraft()
+        )
+        if delta.get("id"):
+            draft.tool_id = delta["id"]
+        function = delta.get("function")
+        if function:
+            name = function.get("name")
+            if name:
+                draft.name += name if draft.name != name else ""
+            arguments = function.get("arguments")
+            if arguments:
+                draft.arguments += arguments
 
     def tool_calls(self) -> tuple[ToolSelection, ...]:
         return tuple(self.drafts[i].finish() for i in sorted(self.drafts))
@@ -139,13 +185,35 @@ class _StreamState:
 
 
 def _usage(raw: Any) -> TokenUsage | None:
-    if raw is None:
+    if not isinstance(raw, dict):
         return None
     return TokenUsage(
-        prompt_tokens=raw.prompt_tokens or 0,
-        completion_tokens=raw.completion_tokens or 0,
-        total_tokens=raw.total_tokens or 0,
+        prompt_tokens=raw.get("prompt_tokens") or 0,
+        completion_tokens=raw.get("completion_tokens") or 0,
+        total_tokens=raw.get("total_tokens") or 0,
     )
+
+
+def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise LLMError(
+            f"the model server sent {what} that is not JSON ({exc}): {data[:200]!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise LLMError(f"the model server sent {what} that is not a JSON object")
+    return value
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return str(error)
+
+
+def _encode_message(message: ChatMessage) -> bytes:
+    return orjson.dumps(message_to_openai(message))
 
 
 def describe_llm_error(exc: BaseException) -> str:
@@ -167,7 +235,8 @@ async def _within(call: Awaitable[T], seconds: float | None, where: str) -> T:
     if seconds is None:
         return await call
     try:
-        return await asyncio.wait_for(call, seconds)
+        async with asyncio.timeout(seconds):  # no task per call, unlike wait_for
+            return await call
     except TimeoutError:
         raise LLMError(
             f"the model sent nothing for {seconds:g} s {where} (timeout)"
@@ -215,7 +284,8 @@ class OpenAI(LLM):
             is_function_calling_model=is_function_calling_model,
             context_window=context_window,
         )
-        self._wire = WireCache(_WIRE_CACHE_SIZE)
+        # each message's JSON, serialised the first time it is sent
+        self._wire: WireCache[bytes] = WireCache(_WIRE_CACHE_SIZE)
         # one client per event loop: its connection pool belongs to the loop that opened it
         self._clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, openai.AsyncOpenAI
@@ -245,26 +315,35 @@ class OpenAI(LLM):
         stop: Sequence[str] | None,
         tool_choice: ToolChoice | None = None,
         parallel_tool_calls: bool | None = None,
-    ) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": self._wire.get_all(messages, message_to_openai),
-            **self.additional_kwargs,
-        }
+    ) -> bytes:
+        """The request body: the cached JSON of each message joined, the rest encoded anew."""
+        fields: dict[str, Any] = {"model": self.model, **self.additional_kwargs}
+        fields.pop("messages", None)
         if self.streaming:
-            request["stream"] = True
-            request["stream_options"] = {"include_usage": True}
+            fields["stream"] = True
+            fields["stream_options"] = {"include_usage": True}
         if tools:
-            request["tools"] = [tool.metadata.openai_tool for tool in tools]
+            fields["tools"] = [tool.metadata.openai_tool for tool in tools]
             if tool_choice is not None:
-                request["tool_choice"] = openai_tool_choice(tool_choice)
+                fields["tool_choice"] = openai_tool_choice(tool_choice)
             if parallel_tool_calls is not None:
-                request["parallel_tool_calls"] = parallel_tool_calls
+                fields["parallel_tool_calls"] = parallel_tool_calls
         if stop:
-            request["stop"] = list(stop)
+            fields["stop"] = list(stop)
         if self.temperature is not None:
-            request["temperature"] = self.temperature
-        return request
+            fields["temperature"] = self.temperature
+        head = orjson.dumps(fields, option=orjson.OPT_NON_STR_KEYS)
+        pieces = self._wire.get_all(messages, _encode_message)
+        return b"".join((head[:-1], b',"messages":[', b",".join(pieces), b"]}"))
+
+    async def _post(self, body: bytes) -> httpx2.Response:
+        """Send through the SDK (its retries, timeouts and error types); the raw response back."""
+        return await self._client().post(
+            "/chat/completions",
+            cast_to=httpx2.Response,
+            content=body,
+            stream=self.streaming,
+        )
 
     async def astream_chat(
         self,
@@ -280,54 +359,44 @@ class OpenAI(LLM):
             yield await self._complete(request)
             return
         state = _StreamState()
-        started = False
         try:
-            stream = await _within(
-                self._client().chat.completions.create(**request),
-                self.first_byte_timeout,
-                "before its first byte",
+            response = await _within(
+                self._post(request), self.first_byte_timeout, "before its first byte"
             )
-            chunks = aiter(stream)
-            while True:
-                try:
-                    chunk = await _within(
-                        anext(chunks),
-                        self.chunk_timeout if started else self.first_byte_timeout,
-                        "between two chunks" if started else "before its first byte",
-                    )
-                except StopAsyncIteration:
-                    break
-                except LLMError:
-                    await stream.close()
-                    raise
-                started = True
-                error = (chunk.model_extra or {}).get("error")
-                if error:
-                    raise LLMError(
-                        f"the model server reported an error inside the stream: {error}"
-                    )
-                if chunk.usage is not None:
-                    state.usage = _usage(chunk.usage)
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta_text = choice.delta.content or ""
-                for position, tool_delta in enumerate(choice.delta.tool_calls or []):
-                    state.add_tool_delta(tool_delta, position)
-                if choice.finish_reason:
-                    state.finish_reason = choice.finish_reason
-                if delta_text:
-                    state.text += delta_text
-                    yield ChatResponse(
-                        message=ChatMessage.assistant(state.text), delta=delta_text
-                    )
+            try:
+                decoder = SSEDecoder()
+                pieces = aiter(response.aiter_bytes())
+                while not state.done:
+                    try:
+                        piece = await _within(
+                            anext(pieces),
+                            self.chunk_timeout
+                            if state.started
+                            else self.first_byte_timeout,
+                            "between two chunks"
+                            if state.started
+                            else "before its first byte",
+                        )
+                    except StopAsyncIteration:
+                        for text in state.take(decoder.close()):
+                            yield ChatResponse(
+                                message=ChatMessage.assistant(state.text), delta=text
+                            )
+                        break
+                    state.started = True
+                    for text in state.take(decoder.feed(piece)):
+                        yield ChatResponse(
+                            message=ChatMessage.assistant(state.text), delta=text
+                        )
+            finally:
+                await response.aclose()
         except LLMError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             connection_lost = isinstance(
                 exc, (openai.APIConnectionError, httpx2.HTTPError)
             )
-            if started and connection_lost:
+            if state.started and connection_lost:
                 raise LLMError(
                     f"the model's stream was cut off mid-way: {exc.__cause__ or exc}"
                 ) from exc
@@ -344,39 +413,38 @@ class OpenAI(LLM):
             finish_reason=state.finish_reason,
         )
 
-    async def _complete(self, request: dict[str, Any]) -> ChatResponse:
+    async def _complete(self, body: bytes) -> ChatResponse:
         try:
-            completion = await _within(
-                self._client().chat.completions.create(**request),
-                self.first_byte_timeout,
-                "before its reply",
+            response = await _within(
+                self._post(body), self.first_byte_timeout, "before its reply"
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
             raise LLMError(
                 describe_llm_error(exc), status_code=_status_of(exc)
             ) from exc
-        error = (completion.model_extra or {}).get("error")
-        if error or not completion.choices:
+        completion = _json_object(response.content, "a reply")
+        error = completion.get("error")
+        choices = completion.get("choices")
+        if error or not choices:
             raise LLMError(
-                f"the model server sent no reply: {error or 'empty choices'}"
+                f"the model server sent no reply: {_error_text(error) if error else 'empty choices'}"
             )
-        choice = completion.choices[0]
+        choice = choices[0]
+        reply = choice.get("message") or {}
         state = _StreamState(
-            text=choice.message.content or "", finish_reason=choice.finish_reason
+            text=reply.get("content") or "", finish_reason=choice.get("finish_reason")
         )
-        for index, call in enumerate(choice.message.tool_calls or []):
-            function = getattr(call, "function", None)
+        for index, call in enumerate(reply.get("tool_calls") or ()):
+            function = call.get("function") or {}
             state.drafts[index] = _ToolCallDraft(
-                tool_id=call.id or "",
-                name=(function.name or "") if function else "",
-                arguments=(function.arguments or "")
-                if function
-                else "",  # some providers send null
+                tool_id=call.get("id") or "",
+                name=function.get("name") or "",
+                arguments=function.get("arguments") or "",  # some providers send null
             )
         message = state.message()
         return ChatResponse(
             message=message,
             delta=message.text,
-            usage=_usage(completion.usage),
-            finish_reason=choice.finish_reason,
+            usage=_usage(completion.get("usage")),
+            finish_reason=choice.get("finish_reason"),
         )

@@ -1,7 +1,9 @@
 """Converted messages, cached by message identity, never keeping a message alive.
 
 The whole history is resent every turn; converting each (immutable) message once keeps a step's
-cost flat as the conversation grows. An entry holds only a weak reference to its message, so it
+cost flat as the conversation grows. The OpenAI client keeps each message's serialised JSON here,
+so a request body is the cached pieces joined. Messages are frozen: an edit makes a new message
+(a new entry) and undo drops messages (their entries go with them). An entry holds only a weak reference to its message, so it
 goes when the message does (a finished notebook's history, the copies a database-backed store
 loads each step, a data-URL image): the cache grows with the messages in use, never beyond, and
 at most ``size`` entries (the oldest go first).
@@ -12,14 +14,14 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Generic, TypeVar
 
 from ..messages import ChatMessage
 
-Wire = dict[str, Any]
+Wire = TypeVar("Wire")
 
 
-class WireCache:
+class WireCache(Generic[Wire]):
     """``get_all(messages, convert)``: ``convert(message)`` of each, computed once per live message."""
 
     def __init__(self, size: int) -> None:
