@@ -1,0 +1,112 @@
+"""The model client's hot path: messages encoded once, the body assembled from the pieces, SSE
+decoded off the bytes. The recorded provider exchanges (test_llm_realworld.py) cover the replies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from engine_helpers import arithmetic_tools, llm_for, serving
+
+from runs.engine import ChatMessage, ImagePart, LLMError
+from runs.engine.llms.openai import message_to_openai
+from runs.engine.llms.sse import SSEDecoder
+from runs.engine.testing import Reply, Rule
+
+DATA_URL = "data:image/png;base64," + "iVBORw0KGgo" * 20_000
+
+STREAM = (
+    b": keep-alive\r\n"
+    b'data: {"a": 1}\r\n\r\n'
+    b"event: error\n"
+    b'data: {"b":\n'
+    b"data: 2}\n"
+    b"\n"
+    b"id: 7\n"
+    b"data:[DONE]"  # no closing blank line: the stream just ends
+)
+
+
+def test_sse_events_are_the_same_however_the_bytes_are_split() -> None:
+    expected = [(None, b'{"a": 1}'), ("error", b'{"b":\n2}'), (None, b"[DONE]")]
+    for cut in range(len(STREAM) + 1):
+        for step in (1, 3, len(STREAM)):
+            decoder = SSEDecoder()
+            pieces = [STREAM[:cut]] + [
+                STREAM[i : i + step] for i in range(cut, len(STREAM), step)
+            ]
+            events = [e for piece in pieces for e in decoder.feed(piece)]
+            events += decoder.close()
+            assert [(e.event, e.data) for e in events] == expected, (cut, step)
+
+
+def test_the_body_is_each_message_as_the_api_expects_and_tools_as_given() -> None:
+    with serving(Rule(reply=Reply(text="ok"))) as server:
+        llm = llm_for(server)
+        history = [
+            ChatMessage.system("be brief"),
+            ChatMessage.user(
+                "what is this? ünïcode", images=(ImagePart(url=DATA_URL),)
+            ),
+        ]
+        llm.chat(history, tools=arithmetic_tools(), stop=["END"])
+        body = server.requests[-1].body
+        assert body["messages"] == [message_to_openai(m) for m in history]
+        assert [t["function"]["name"] for t in body["tools"]] == ["multiply", "add"]
+        assert body["stop"] == ["END"] and body["model"] == "scripted"
+        assert body["stream"] is True and body["stream_options"] == {
+            "include_usage": True
+        }
+
+
+def test_a_message_is_encoded_once_and_an_edit_is_a_new_piece() -> None:
+    with serving(Rule(reply=Reply(text="a cat"))) as server:
+        llm = llm_for(server)
+        image = ChatMessage.user("what is this?", images=(ImagePart(url=DATA_URL),))
+        history = [image]
+        for turn in range(3):
+            history += [llm.chat(history).message, ChatMessage.user(f"and {turn}?")]
+            if turn == 0:
+                piece = llm._wire.get(image, lambda m: b"not cached")
+        # the image's JSON (220 KB) is the very bytes object encoded on the first call
+        assert llm._wire.get(image, lambda m: b"not cached") is piece
+        assert json.loads(piece) == message_to_openai(image)
+        edited = history[1].model_copy(update={"content": "a dog"})
+        history[1] = edited
+        llm.chat(history)
+        sent = server.requests[-1].messages
+        assert sent[1]["content"] == "a dog" and len(sent) == len(history)
+        assert llm._wire.get(edited, lambda m: b"not cached") != b"not cached"
+
+
+@pytest.mark.parametrize(
+    ("sse", "says"),
+    [
+        ('data: {"choices": [\n\n', "not JSON"),
+        ("data: [1, 2]\n\n", "not a JSON object"),
+        (
+            'event: error\ndata: {"message": "overloaded"}\n\n',
+            "error inside the stream: overloaded",
+        ),
+        (
+            'data: {"error": {"message": "quota", "code": 429}}\n\n',
+            "error inside the stream: quota",
+        ),
+    ],
+)
+def test_a_broken_stream_is_an_llm_error_that_says_what_broke(
+    sse: str, says: str
+) -> None:
+    with serving(Rule(reply=Reply(raw_sse=sse))) as server:
+        with pytest.raises(LLMError) as info:
+            llm_for(server).chat([ChatMessage.user("hi")])
+        assert says in str(info.value)
+
+
+def test_a_reply_that_is_not_json_is_an_llm_error() -> None:
+    with serving(Rule(reply=Reply(raw_json=[1, 2]))) as server:
+        llm = llm_for(server)
+        llm.streaming = False
+        with pytest.raises(LLMError) as info:
+            llm.chat([ChatMessage.user("hi")])
+        assert "not a JSON object" in str(info.value)
