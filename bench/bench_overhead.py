@@ -102,26 +102,31 @@ SDK = _SdkClock()
 
 
 def patch_openai_sdk_timer() -> None:
-    """Accumulate the wall time spent inside the openai SDK: ``AsyncCompletions.create`` (request
-    build + transform, HTTP send, response headers) and each ``__anext__`` of the ``AsyncStream``
-    it returns (reading and decoding SSE, building the chunk models). The time our code spends
-    between two chunks is not counted. ``SDK.n`` counts create calls (LLM calls)."""
-    from openai._streaming import AsyncStream
-    from openai.resources.chat.completions import completions as cc
+    """Accumulate the wall time spent inside the openai SDK. Our client sends with
+    ``AsyncOpenAI.post`` (HTTP send with the SDK's retries, response headers) and reads the raw
+    response's ``aiter_bytes`` (transport); both are timed, the SSE decoding that follows is our
+    code. ``SDK.n`` counts LLM calls."""
+    import openai
 
-    original_create = cc.AsyncCompletions.create
-    original_aiter = AsyncStream.__aiter__
+    original_post = openai.AsyncOpenAI.post
 
-    async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def post(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return await original_create(self, *args, **kwargs)
+            response = await original_post(self, *args, **kwargs)
         finally:
             SDK.t += time.perf_counter() - started
             SDK.n += 1
+        if hasattr(response, "aiter_bytes"):
+            response.aiter_bytes = _timed_aiter(response.aiter_bytes)
+        return response
 
-    async def timed_aiter(self: Any) -> Any:
-        inner: Any = original_aiter(self)
+    openai.AsyncOpenAI.post = post  # type: ignore[method-assign,assignment]
+
+
+def _timed_aiter(make: Callable[[], Any]) -> Callable[[], Any]:
+    async def timed() -> Any:
+        inner: Any = make()
         try:
             while True:
                 started = time.perf_counter()
@@ -135,16 +140,14 @@ def patch_openai_sdk_timer() -> None:
         finally:
             await inner.aclose()
 
-    cc.AsyncCompletions.create = create  # type: ignore[method-assign]
-    AsyncStream.__aiter__ = timed_aiter  # type: ignore[method-assign]
+    return timed
 
 
 def stub_openai_sdk(loop_steps: int) -> None:
-    """Replace ``AsyncCompletions.create`` by a stub that returns prebuilt chunks at once (for
+    """Replace the SDK's send (``AsyncOpenAI.post``) by a stub that returns prebuilt chunks at once (for
     ``--profile``): the scenario's replies without request transform, HTTP or SSE parsing, so a
     profile (and the step time) shows only our own code. A user message tagged ``[mode=loop]`` or
     the long-loop tag gets ``loop_steps - 1`` tool calls, then text; any other turn gets text."""
-    from openai.resources.chat.completions import completions as cc
     from openai.types.chat import ChatCompletionChunk
 
     def chunk(
@@ -213,7 +216,30 @@ def stub_openai_sdk(loop_steps: int) -> None:
             )
         return StubStream(text)
 
-    cc.AsyncCompletions.create = create  # type: ignore[method-assign]
+    import openai
+
+    class StubResponse:
+        """What our client reads of a streamed reply: the chunks' SSE bytes at once."""
+
+        def __init__(self, chunks: list[Any]) -> None:
+            self.body = b"".join(
+                b"data: " + c.model_dump_json().encode() + b"\n\n" for c in chunks
+            )
+            self.body += b"data: [DONE]\n\n"
+
+        async def aiter_bytes(self) -> Any:
+            yield self.body
+
+        async def aclose(self) -> None:
+            pass
+
+    async def post(self: Any, path: str, **kwargs: Any) -> Any:
+        # our client puts the messages last, so the last one is found without parsing the body
+        body: bytes = kwargs["content"]
+        last = json.loads(body[body.rfind(b'{"role":') : -2])
+        return StubResponse((await create(None, messages=[last])).chunks)
+
+    openai.AsyncOpenAI.post = post  # type: ignore[method-assign,assignment]
 
 
 def profile_case(case: str, turns: int, steps: int, top: int) -> None:
