@@ -1,0 +1,253 @@
+"""The model client against the wire: ms per call and per streamed chunk, side by side.
+
+    .venv/bin/python -m bench.bench_client [--turns 200] [--reps 20] [--long-calls 5] [--skip-peer] [--json FILE]
+
+One server (the peer harness's ``fake_openai.py``, its own process, zero latency) and one
+conversation (bench/client_workload.py: 2 messages per turn, 401 messages and ~215 KB at turn 200)
+for every client, each call streamed and read to the end:
+
+- **raw**: httpx2 (the transport the openai SDK uses) POSTs the body's bytes, already encoded,
+  reads the SSE bytes and ``json.loads`` each ``data:`` line -- the floor for any client;
+- **ours**: ``runs.engine.OpenAI.achat`` on the growing list of ``ChatMessage`` (the SDK sends;
+  each message is encoded once; chunks are decoded with orjson);
+- **openai SDK**: ``AsyncOpenAI.chat.completions.create(stream=True)`` iterated, what ours did before;
+- **LlamaIndex**: its ``OpenAI`` LLM's ``astream_chat`` (bench/li_client_driver.py in the peer venv).
+
+Per turn of the curve the first three run interleaved, one call each, so they share the machine's
+load; ``--reps`` more calls on the full history give the "at 400 messages" medians. Per chunk:
+a reply of 2,000 word-sized chunks after a 2-message history, ms per chunk = call ms / chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+import httpx2
+import openai
+
+from bench._peer import PeerServer, ensure_li_venv, host_info, run_li_json
+from bench.client_workload import LONG_TAG, MODEL, history, scenario, turn_messages
+from runs.engine import ChatMessage, MessageRole, OpenAI
+
+
+def _message(d: dict[str, str]) -> ChatMessage:
+    return ChatMessage(role=MessageRole(d["role"]), content=d["content"])
+
+
+def _body(messages: list[dict[str, str]]) -> bytes:
+    request = {
+        "model": MODEL,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    return json.dumps(request).encode()
+
+
+class Clients:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.http = httpx2.AsyncClient(base_url=base_url, timeout=60)
+        self.ours = OpenAI(model=MODEL, api_base=base_url, max_retries=0, timeout=60)
+        self.sdk = openai.AsyncOpenAI(
+            base_url=base_url, api_key="sk-fake", max_retries=0, timeout=60
+        )
+
+    async def raw(self, body: bytes) -> tuple[float, int]:
+        started = time.perf_counter()
+        chunks = 0
+        async with self.http.stream(
+            "POST",
+            "/chat/completions",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        ) as response:
+            buffer = b""
+            async for piece in response.aiter_bytes():
+                buffer += piece
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data: {"):
+                        json.loads(line[6:])
+                        chunks += 1
+        return time.perf_counter() - started, chunks
+
+    async def our(self, messages: list[ChatMessage]) -> tuple[float, int]:
+        started = time.perf_counter()
+        chunks = 0
+        async for _ in self.ours.astream_chat(messages):
+            chunks += 1
+        return time.perf_counter() - started, chunks
+
+    async def sdk_call(self, messages: list[dict[str, str]]) -> tuple[float, int]:
+        started = time.perf_counter()
+        chunks = 0
+        stream = await self.sdk.chat.completions.create(
+            model=MODEL,
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async for _ in stream:
+            chunks += 1
+        return time.perf_counter() - started, chunks
+
+
+async def measure(
+    base_url: str, turns: int, reps: int, long_calls: int
+) -> dict[str, Any]:
+    clients = Clients(base_url)
+    dicts = history(0)
+    messages = [_message(d) for d in dicts]
+    for _ in range(3):  # warm-up: connections, the SDK's first-call platform probe
+        await clients.raw(_body(dicts))
+        await clients.our(messages)
+        await clients.sdk_call(dicts)
+    curve: list[dict[str, float]] = []
+    for turn in range(turns):
+        new = turn_messages(turn)
+        dicts += new
+        messages += [_message(d) for d in new]
+        body = _body(dicts)
+        raw, _ = await clients.raw(body)
+        ours, _ = await clients.our(messages)
+        sdk, _ = await clients.sdk_call(dicts)
+        curve.append(
+            {
+                "turn": turn + 1,
+                "messages": len(dicts),
+                "body_kb": len(body) / 1024,
+                "raw": raw * 1000,
+                "ours": ours * 1000,
+                "sdk": sdk * 1000,
+            }
+        )
+    full: dict[str, list[float]] = {"raw": [], "ours": [], "sdk": []}
+    body = _body(dicts)
+    for _ in range(reps):
+        full["raw"].append((await clients.raw(body))[0] * 1000)
+        full["ours"].append((await clients.our(messages))[0] * 1000)
+        full["sdk"].append((await clients.sdk_call(dicts))[0] * 1000)
+    long_dicts = history(0) + [
+        {"role": "user", "content": f"Tell me everything {LONG_TAG}"}
+    ]
+    long_messages = [_message(d) for d in long_dicts]
+    long_body = _body(long_dicts)
+    per_chunk: dict[str, list[float]] = {"raw": [], "ours": [], "sdk": []}
+    for _ in range(long_calls):
+        for name, run in (
+            ("raw", clients.raw(long_body)),
+            ("ours", clients.our(long_messages)),
+            ("sdk", clients.sdk_call(long_dicts)),
+        ):
+            seconds, chunks = await run
+            per_chunk[name].append(seconds * 1000 / chunks)
+    await clients.http.aclose()
+    await clients.sdk.close()
+    return {
+        "curve": curve,
+        "at_full": full,
+        "per_chunk": per_chunk,
+        "body_kb": len(body) / 1024,
+    }
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(ours: dict[str, Any], li: dict[str, Any] | None, turns: int) -> None:
+    names = ["raw", "ours", "sdk"] + (["llamaindex"] if li else [])
+    labels = {
+        "raw": "raw httpx2 POST + json.loads",
+        "ours": "ours (runs.engine.OpenAI)",
+        "sdk": "openai SDK create(stream=True)",
+        "llamaindex": "LlamaIndex OpenAI.astream_chat",
+    }
+    full = dict(ours["at_full"])
+    chunk = dict(ours["per_chunk"])
+    curve_of = {n: [row[n] for row in ours["curve"]] for n in ("raw", "ours", "sdk")}
+    if li:
+        full["llamaindex"] = li["at_full"]
+        chunk["llamaindex"] = li["per_chunk"]
+        curve_of["llamaindex"] = li["curve"]
+    raw_full, raw_chunk = _med(full["raw"]), _med(chunk["raw"])
+    messages = ours["curve"][-1]["messages"] if ours["curve"] else 0
+    print(
+        f"\nPer call at {messages} messages ({ours['body_kb']:.0f} KB body), median ms, and per streamed chunk"
+    )
+    print(
+        "| client | ms/call | × raw | turns 1–20 mean | turns 181–200 mean | ms/chunk | over raw ms/chunk |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        c = curve_of[name]
+        print(
+            f"| {labels[name]} | {_med(full[name]):.2f} | {_med(full[name]) / raw_full:.2f} "
+            f"| {statistics.fmean(c[:20]):.2f} | {statistics.fmean(c[-20:]):.2f} "
+            f"| {_med(chunk[name]):.4f} | {_med(chunk[name]) - raw_chunk:+.4f} |"
+        )
+    print(f"\nThe curve over {turns} turns: ms per call, median of each 20 turns")
+    print(
+        "| turns | messages | body KB | " + " | ".join(labels[n] for n in names) + " |"
+    )
+    print("|---" * (3 + len(names)) + "|")
+    for start in range(0, len(ours["curve"]), 20):
+        rows = ours["curve"][start : start + 20]
+        cells = [f"{_med(curve_of[n][start : start + 20]):.2f}" for n in names]
+        print(
+            f"| {start + 1}–{start + len(rows)} | {rows[-1]['messages']} | {rows[-1]['body_kb']:.0f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--long-calls", type=int, default=5)
+    parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--json", help="write every figure to this file")
+    args = parser.parse_args()
+    print(json.dumps(host_info()))
+    li: dict[str, Any] | None = None
+    with PeerServer() as server:
+        server.load(script=scenario())
+        ours = asyncio.run(
+            measure(server.base_url, args.turns, args.reps, args.long_calls)
+        )
+        if not args.skip_peer:
+            ok, note = ensure_li_venv()
+            print(f"[peer] {note}")
+            if ok:
+                li = run_li_json(
+                    [
+                        "-m",
+                        "bench.li_client_driver",
+                        "--base-url",
+                        server.base_url,
+                        "--turns",
+                        str(args.turns),
+                        "--reps",
+                        str(args.reps),
+                        "--long-calls",
+                        str(args.long_calls),
+                    ]
+                )
+                if "error" in li:
+                    print(f"[peer] LlamaIndex driver failed: {li['error']}")
+                    li = None
+    report(ours, li, args.turns)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"ours": ours, "llamaindex": li}, f)
+
+
+if __name__ == "__main__":
+    main()
