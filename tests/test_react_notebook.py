@@ -161,3 +161,15 @@ async def test_a_server_without_vision_names_the_setting(scripted_server: Any) -
         and "Set AGENTUI_MODEL to a model that accepts image input"
         in failed[0]["error"]
     )
+
+
+def test_start_page_offers_both_examples_the_vision_one_with_the_chart() -> None:
+    user = make_user()
+    client = Client()
+    client.force_login(user)
+    page = client.get("/new/").content.decode()
+    assert REACT_PROMPT in page and VISION_PROMPT in page
+    assert 'data-preset="vision_react" data-image="/demo/sample-chart.png"' in page
+    chart = client.get("/demo/sample-chart.png")
+    assert chart["Content-Type"] == "image/png" and chart.content == sample_chart_png()
+    assert chart.content.startswith(b"\x89PNG")
