@@ -1,6 +1,7 @@
 """The model client against the wire: ms per call and per streamed chunk, side by side.
 
     .venv/bin/python -m bench.bench_client [--turns 200] [--reps 20] [--long-calls 5] [--skip-peer] [--json FILE]
+    .venv/bin/python -m bench.bench_client --chunks-only    # per chunk, in process, no server (seconds)
 
 One server (the peer harness's ``fake_openai.py``, its own process, zero latency) and one
 conversation (bench/client_workload.py: 2 messages per turn, 401 messages and ~215 KB at turn 200)
@@ -157,6 +158,48 @@ async def measure(
     }
 
 
+class _MockStream(httpx2.AsyncByteStream):
+    """A 2,000-chunk reply, one network read per chunk, from memory."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    async def __aiter__(self) -> Any:
+        for piece in self.pieces:
+            yield piece
+
+
+async def chunks_in_process(calls: int = 7, chunks: int = 2000) -> dict[str, float]:
+    """ms per chunk of raw vs ours with httpx2's MockTransport under both: the client's own cost
+    per chunk without a server process competing for the CPU (the SDK sends as usual)."""
+
+    def sse(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "c", "object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    pieces = [sse({"content": f"word{i} "}) for i in range(chunks)]
+    pieces += [sse({}, "stop"), b"data: [DONE]\n\n"]
+    transport = httpx2.MockTransport(
+        lambda request: httpx2.Response(200, stream=_MockStream(pieces))
+    )
+    clients = Clients("http://mock/v1")
+    clients.http = httpx2.AsyncClient(transport=transport, base_url="http://mock/v1")
+    # our LLM keeps one SDK client per loop; give it one on the mock transport
+    clients.ours._clients[asyncio.get_running_loop()] = openai.AsyncOpenAI(
+        base_url="http://mock/v1",
+        api_key="sk-fake",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )
+    messages = [ChatMessage.user("hi")]
+    per: dict[str, list[float]] = {"raw": [], "ours": []}
+    for _ in range(calls):
+        per["raw"].append((await clients.raw(b"{}"))[0] * 1000 / chunks)
+        per["ours"].append((await clients.our(messages))[0] * 1000 / chunks)
+    return {name: statistics.median(values) for name, values in per.items()}
+
+
 def _med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -214,8 +257,18 @@ def main() -> None:
     parser.add_argument("--long-calls", type=int, default=5)
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument(
+        "--chunks-only", action="store_true", help="only the in-process per-chunk case"
+    )
     args = parser.parse_args()
     print(json.dumps(host_info()))
+    per = asyncio.run(chunks_in_process())
+    print(
+        f"per chunk, in process (MockTransport): raw {per['raw']:.4f} ms, ours {per['ours']:.4f} ms, "
+        f"over raw {per['ours'] - per['raw']:+.4f} ms"
+    )
+    if args.chunks_only:
+        return
     li: dict[str, Any] | None = None
     with PeerServer() as server:
         server.load(script=scenario())

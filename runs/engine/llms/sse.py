@@ -33,6 +33,9 @@ class SSEDecoder:
         for line in lines:
             if line.startswith(b"data: "):  # nearly every line: inline
                 self._data.append(line[6:-1] if line.endswith(b"\r") else line[6:])
+            elif not line and len(self._data) == 1:  # the usual end of an event
+                events.append(ServerEvent(self._event, self._data[0]))
+                self._event, self._data = None, []
             else:
                 self._line(line, events)
         return events
