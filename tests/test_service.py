@@ -180,7 +180,7 @@ async def test_a_run_that_loses_its_lease_stops(scripted_server: Any) -> None:
     assert not runtime.running_tasks()
 
 
-async def test_abandon_while_a_step_runs_takes_effect_after_it(
+async def test_abandon_while_a_step_runs_stops_it_and_abandons_the_turn(
     scripted_server: Any,
 ) -> None:
     rules = analyst_rules()
@@ -190,11 +190,18 @@ async def test_abandon_while_a_step_runs_takes_effect_after_it(
         task = await notebook()
         await service.send_message(task.pk, QUESTION)
         await asyncio.sleep(0.1)
-        await service.abandon(task.pk)  # accepted now, done after the running step
+        await service.abandon(task.pk)  # stops the model call in flight (issue 16)
         await service.wait_idle()
-    types = [e["type"] for e in await events(task)]
-    assert types[-3:] == ["step_created", "task_deleted", "task_abandoned"]
-    assert len(server.requests) == 1
+    stored = await events(task)
+    types = [e["type"] for e in stored]
+    assert types[-4:] == [
+        "agent_input",
+        "step_failed",
+        "task_deleted",
+        "task_abandoned",
+    ]
+    assert stored[-3]["error"] == "the step was interrupted"
+    assert len(server.requests) <= 1  # the call was cut off, not made again
     turn = await Turn.objects.aget(task=task)
     assert turn.status == "abandoned" and turn.deleted_at is not None
     refreshed = await Task.objects.aget(pk=task.pk)
