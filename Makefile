@@ -50,11 +50,13 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 run: $(RUN_STAMP)
 	@$(PY) manage.py migrate --noinput -v 0
 	@$(PY) manage.py preflight
+	@mkdir -p .local && echo "$(HOST) $(PORT)" > .local/served
 	@$(PY) manage.py ensure_user
 	@$(PY) manage.py recover_runs --force
 	@echo "Serving agentui on http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	@exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentui.asgi:application
 
+# HOST/PORT given here win; else the address the last `make run` noted in .local/served.
 login-link: $(RUN_STAMP)
 	@$(PY) manage.py login_link $(LINK_USER)
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -19,6 +20,7 @@ from django.test import Client
 from runs import demo
 from runs.engine.testing import Match, Reply, Rule, Script
 from runs.llm_config import DEMO_LABEL, llm_settings
+from runs.management.commands import login_link as login_link_command
 from runs.views import make_login_token
 
 
@@ -106,7 +108,7 @@ def test_ensure_user_creates_one_user_with_a_working_link(client: Client) -> Non
 
 @pytest.mark.db
 @pytest.mark.django_db
-def test_login_link_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_login_link_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no users"):
         call_command("login_link")
     User.objects.create_user("dan")
@@ -115,6 +117,22 @@ def test_login_link_command(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     call_command("login_link", stdout=out)
     assert out.getvalue().startswith("http://127.0.0.1:8123/login/")
+
+    # Without HOST/PORT, the address the last `make run` served on (noted in .local/served).
+    monkeypatch.delenv("HOST")
+    monkeypatch.delenv("PORT")
+    monkeypatch.setattr(login_link_command, "served_file", lambda: tmp_path / "served")
+    out = io.StringIO()
+    call_command("login_link", stdout=out)
+    assert out.getvalue().startswith("http://127.0.0.1:8000/login/")
+    (tmp_path / "served").write_text("localhost 8089\n")
+    out = io.StringIO()
+    call_command("login_link", stdout=out)
+    assert out.getvalue().startswith("http://localhost:8089/login/")
+    monkeypatch.setenv("PORT", "9001")  # given now: wins over the note
+    out = io.StringIO()
+    call_command("login_link", stdout=out)
+    assert out.getvalue().startswith("http://localhost:9001/login/")
 
     User.objects.create_user("eve")
     with pytest.raises(CommandError, match="several users"):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -13,15 +15,30 @@ from django.urls import reverse
 from runs.views import make_login_token
 
 
+def served_file() -> Path:
+    """Where `make run` notes the HOST and PORT it serves on (one line: `HOST PORT`)."""
+    return Path(settings.BASE_DIR) / ".local" / "served"
+
+
 def default_base_url() -> str:
-    """Where `make run` serves: http://HOST:PORT, with a wildcard HOST shown as 127.0.0.1."""
-    host = os.environ.get("HOST", "").strip() or "127.0.0.1"
+    """Where the server is: http://HOST:PORT, with a wildcard HOST shown as 127.0.0.1.
+
+    HOST and PORT from the environment win; otherwise the address the last `make run` served
+    on (so `make login-link` in another terminal matches `make run PORT=8080`); else the defaults.
+    """
+    host, port = os.environ.get("HOST", "").strip(), os.environ.get("PORT", "").strip()
+    try:
+        noted = served_file().read_text().split()
+    except OSError:
+        noted = []
+    if len(noted) == 2:
+        host, port = host or noted[0], port or noted[1]
+    host = host or "127.0.0.1"
     if host in {"0.0.0.0", "::", "[::]"}:
         host = "127.0.0.1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    port = os.environ.get("PORT", "").strip() or "8000"
-    return f"http://{host}:{port}"
+    return f"http://{host}:{port or '8000'}"
 
 
 def login_link(user: AbstractBaseUser, base_url: str | None = None) -> str:
