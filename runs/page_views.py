@@ -19,6 +19,7 @@ from runs.attachments import MAX_IMAGES_PER_MESSAGE, max_image_bytes, size_text
 from runs.demo import demo_example_prompts
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.presets import all_presets, get_preset
+from runs.protocol import MAX_TEXT_CHARS
 
 # How a notebook's summary status is coloured (the status-* classes of app.css).
 _STATUS_CLASS = {
@@ -104,6 +105,7 @@ def render_new_notebook(
         "initial_agent": agent,
         "initial_mode": mode,
         "initial_text": text,
+        "max_text_chars": MAX_TEXT_CHARS,
         "error": error,
         "new_task_url": reverse("runs:task_new"),
         "examples": demo_example_prompts(),
@@ -130,6 +132,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_label": _preset_label(task.agent),
         "modes": ApprovalMode.choices,
         "ws_path": f"/ws/tasks/{task.pk}/",
+        "max_text_chars": MAX_TEXT_CHARS,
         "export_url": _export_url(task),
         "accepts_images": bool(
             (preset := get_preset(task.agent)) and preset.accepts_images

@@ -7,6 +7,7 @@
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
+import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
@@ -75,7 +76,7 @@ export class CellsView {
   #turnView(model, turn) {
     let view = this.turnViews.get(turn.id);
     if (view) return view;
-    const message = h("div", { class: "cell-text" });
+    const message = h("div", { class: "foldable" });
     const images = h("div", { class: "message-images", hidden: true });
     const root = h(
       "section",
@@ -94,7 +95,7 @@ export class CellsView {
   #patchTurn(model, turn) {
     if (!turn) return;
     const view = this.#turnView(model, turn);
-    if (view.message.textContent !== turn.input) view.message.textContent = turn.input;
+    setFoldableText(view.message, turn.input, "message-text");
     const imageSig = (turn.images || []).map((i) => i.id).join(",");
     if (view.images.dataset.sig !== imageSig) {
       view.images.dataset.sig = imageSig;
@@ -129,7 +130,7 @@ export class CellsView {
           "article",
           { class: "cell cell-answer", "aria-label": "Answer" },
           h("header", { class: "cell-head" }, h("span", { class: "status-dot status status-completed", "aria-hidden": "true" }), h("h2", { class: "cell-title" }, "Answer")),
-          assistantText(turn.response || "", "answer-text"),
+          ...foldedAnswer(turn.response || ""),
         ),
       );
     } else if (turn.status === "abandoned") {
@@ -172,6 +173,12 @@ export class CellsView {
   find(target) {
     return document.getElementById(target);
   }
+}
+
+/** The rendered answer, folded with its toggle after it when it is long. */
+function foldedAnswer(text) {
+  const answer = assistantText(text, "answer-text");
+  return [answer, foldToggle(answer, text)];
 }
 
 /** One step's cell. */

@@ -1,7 +1,9 @@
 import { ImagePicker } from "./image_picker.js";
+import { watchLength } from "./length_limit.js";
 
 // The new-notebook form: Ctrl+Enter submits, example prompts fill it in, the preset's
-// description follows the picker. The form works without this script too.
+// description follows the picker, and the length limit is shown. The form works without this
+// script too (the server refuses an over-long message with the reason and keeps the text).
 
 const form = document.getElementById("new-notebook");
 const text = document.getElementById("new-text");
@@ -9,12 +11,18 @@ const agent = document.getElementById("new-agent");
 const help = document.getElementById("agent-help");
 const images = document.getElementById("new-images");
 const picker = new ImagePicker(form.querySelector("[data-image-picker]"), form);
+const length = watchLength(text, document.getElementById("new-count"));
 
 function pickerFollowsAgent() {
   picker.setEnabled(agent.selectedOptions[0]?.dataset.images === "true");
 }
 
 form.addEventListener("submit", (event) => {
+  if (length.tooLong()) {
+    event.preventDefault();
+    text.focus();
+    return;
+  }
   if (picker.busy) {
     event.preventDefault();
     picker.showError("Wait for the images to finish uploading.");

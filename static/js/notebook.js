@@ -76,6 +76,7 @@ const toolbar = new NotebookControls(bus, {
   send: $("#composer-send"),
   hint: $("#composer-hint"),
   images: $("#composer [data-image-picker]") ? new ImagePicker($("#composer [data-image-picker]"), $("#composer")) : null,
+  count: $("#composer-count"),
 });
 
 function schedule() {

@@ -2,6 +2,7 @@
 // comes from the template; greyed out as selectors.permissions says.
 
 import { isCtrlEnter } from "./actions.js";
+import { watchLength } from "./length_limit.js";
 
 /** The notebook's toolbar (mode, stop) and composer (send a message), from the template. */
 export class NotebookControls {
@@ -30,12 +31,17 @@ export class NotebookControls {
       }
     });
     els.text.addEventListener("input", () => bus.setError("send", null));
+    this.length = watchLength(els.text, els.count);
   }
 
   async #send() {
     const text = this.els.text.value.trim();
     if (!text) {
       this.bus.setError("send", "Type a message first.");
+      return;
+    }
+    if (this.length.tooLong()) {
+      this.els.text.focus(); // the counter under the box says why (once, not twice)
       return;
     }
     if (this.els.send.disabled) return;
