@@ -127,7 +127,12 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         if isinstance(message, Resume):
             await self._resume(message)
             return
-        origin = service.Origin(self.channel_name, message.request_id, message.action)
+        origin = service.Origin(
+            self.channel_name,
+            message.request_id,
+            message.action,
+            self.scope["user"].get_username(),
+        )
         try:
             await service.perform(self.task_pk, message, origin)
         except ProtocolError as exc:

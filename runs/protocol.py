@@ -256,8 +256,41 @@ class StepWaiting(_ServerEvent):
     type: Literal["step_waiting"] = "step_waiting"
 
 
+class HumanActionKind(StrEnum):
+    """What a person did to a turn (the `action` of a `human_action` event)."""
+
+    EDITED_INPUT = "edited_input"
+    EDITED_ARGUMENTS = "edited_arguments"
+    REJECTED_CALL = "rejected_call"
+    APPROVED = "approved"
+    STOPPED = "stopped"
+
+
+class HumanAction(_ServerEvent):
+    """A person's decision, with who and when: the audit trail next to the engine's events.
+
+    Edits carry the value before and after (a step's input text, or one call's arguments);
+    a rejection its reason; a stop the step that was running (the turn stops after it) or
+    the step that was waiting.
+    """
+
+    type: Literal["human_action"] = "human_action"
+    action: HumanActionKind
+    by: str
+    tool_id: str | None = None
+    before: Any = None
+    after: Any = None
+    reason: str | None = None
+    while_running: bool = False  # a stop that lets the running step finish first
+
+
 ServerEvent = (
-    StepInterrupted | ModeChanged | TaskAbandoned | StepWaiting | MessageImages
+    StepInterrupted
+    | ModeChanged
+    | TaskAbandoned
+    | StepWaiting
+    | MessageImages
+    | HumanAction
 )
 
 

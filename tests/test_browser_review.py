@@ -17,9 +17,11 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shot,
+    start_notebook,
+    step_cells,
 )
 
-from runs.engine.testing import Reply, Rule, Script, ScriptedServer
+from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
 from runs.protocol import MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.browser
@@ -89,4 +91,134 @@ def test_the_length_limit_is_shown_nothing_is_cut_and_long_messages_fold(
     assert page.locator("section.turn").count() == 1, "nothing was sent"
     assert len(scripted_model.requests) == 1
     shot(page, artifacts_dir, "review-03-composer-over-the-limit")
+    assert not page.console_errors, page.console_errors
+
+
+def compute_rules() -> list[Rule]:
+    calls = [
+        ToolCallSpec(name="add", arguments={"a": 2, "b": 3}, id="call_add"),
+        ToolCallSpec(name="multiply", arguments={"a": 4, "b": 5}, id="call_mul"),
+    ]
+    return [
+        Rule(
+            name="calls",
+            match=Match(tool_results_since_user=0, has_tools=True),
+            reply=Reply(text="Both at once.", tool_calls=calls),
+        ),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text="Done: 32."),
+        ),
+        Rule(name="chat", reply=Reply(text="Hello.")),
+    ]
+
+
+def test_an_edit_and_a_rejection_are_visible_in_the_trace_with_who_and_when(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=compute_rules()), reset_log=True)
+    task_id = start_notebook(
+        page,
+        live_app,
+        "Compute (2 + 3) and (4 * 5)",
+        agent="function_calling",
+        mode="tools",
+    )
+    calls_step = page.locator(
+        "article.cell-step[data-status='pending']",
+        has=page.locator(".tool-card.editable"),
+    )
+    calls_step.wait_for()
+    calls_step.get_by_label("Arguments for add (JSON)").fill('{"a": 2, "b": 30}')
+    calls_step.get_by_role("button", name="Save edits").click()
+    calls_step.locator(".human-action.action-edited_arguments").wait_for()
+    mul = calls_step.locator(".tool-card", has_text="multiply")
+    mul.get_by_label("Reason to reject").fill("not needed for this question")
+    mul.get_by_role("button", name="Reject call").click()
+    calls_step.locator(".human-action.action-rejected_call").wait_for()
+    calls_step.get_by_role("button", name="Approve and run").click()
+    page.locator(".cell-answer").wait_for()
+    live_step = step_cells(page).nth(1)
+    assert (
+        live_step.locator(".tool-card[data-tool-id='call_mul']")
+        .get_attribute("class")
+        .count("status-rejected")
+        == 1
+    )
+    shot(page, artifacts_dir, "review-04-live-human-actions")
+
+    page.goto(f"{live_app.url}/traces/{task_id}/")
+    page.wait_for_selector("#trace[data-ready='true']")
+    step = page.locator("article.cell-step.has-human")
+    assert step.count() == 1
+    edit = step.locator(".human-action.action-edited_arguments")
+    assert "analyst edited the arguments of add" in edit.inner_text()
+    assert '"b": 3' in edit.locator(".edit-before").inner_text()
+    assert '"b": 30' in edit.locator(".edit-after").inner_text()
+    assert edit.locator(".when").inner_text(), "when it happened"
+    reject = step.locator(".human-action.action-rejected_call")
+    assert "analyst rejected multiply" in reject.inner_text()
+    assert "not needed for this question" in reject.inner_text()
+    assert (
+        "analyst approved the step"
+        in step.locator(".human-action.action-approved").inner_text()
+    )
+    card = step.locator(".tool-card[data-tool-id='call_mul']")
+    assert "status-rejected" in (card.get_attribute("class") or "")
+    assert "status-failed" not in (card.get_attribute("class") or "")
+    assert "Rejected, not run" in card.inner_text() and "Error" not in card.inner_text()
+    assert page.locator("[data-total='human-actions']").inner_text() == "3"
+    shot(page, artifacts_dir, "review-05-trace-human-actions", full_page=True)
+
+    page.get_by_label("Only steps with human actions").check()
+    visible = page.locator("article.cell-step:visible")
+    assert visible.count() == 1 and "has-human" in (
+        visible.first.get_attribute("class") or ""
+    )
+    shot(page, artifacts_dir, "review-06-trace-only-human-actions")
+    assert not page.console_errors, page.console_errors
+
+
+def test_a_stopped_turn_says_who_stopped_it_where_and_its_unrun_step_says_so(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=compute_rules()), reset_log=True)
+    task_id = start_notebook(
+        page,
+        live_app,
+        "Compute (2 + 3) and (4 * 5)",
+        agent="function_calling",
+        mode="step",
+    )
+    first = step_cells(page).first
+    first.get_by_role("button", name="Approve and run").click()
+    second = step_cells(page).nth(1)
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')"
+    )
+    page.get_by_role("button", name="Stop").click()
+    note = page.locator(".turn-stopped")
+    note.wait_for()
+    assert note.inner_text().startswith("Stopped by analyst at step 2, before it ran")
+    assert second.locator(".badge.status").inner_text() == "not run: stopped"
+    assert "Not run: the turn was stopped." in second.inner_text()
+    assert "Waiting" not in second.inner_text()
+    shot(page, artifacts_dir, "review-07-live-stopped-turn")
+
+    page.goto(f"{live_app.url}/traces/{task_id}/")
+    page.wait_for_selector("#trace[data-ready='true']")
+    assert (
+        page.locator(".turn-stopped")
+        .inner_text()
+        .startswith("Stopped by analyst at step 2")
+    )
+    assert (
+        page.locator("article.cell-step").nth(1).locator(".badge.status").inner_text()
+        == "not run: stopped"
+    )
+    assert page.locator("[data-total='steps']").inner_text() == "1", (
+        "the unrun step is not counted"
+    )
+    shot(page, artifacts_dir, "review-08-trace-stopped-turn", full_page=True)
     assert not page.console_errors, page.console_errors

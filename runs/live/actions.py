@@ -26,6 +26,7 @@ from runs.engine import (
     UnknownTaskError,
 )
 from runs.live import queries
+from runs.live.audit import edit_actions, inputs_of, record
 from runs.live.driver import (
     Origin,
     abandon_turn,
@@ -47,6 +48,8 @@ from runs.protocol import (
     ClientMessage,
     EditInput,
     ErrorCode,
+    HumanAction,
+    HumanActionKind,
     MessageImages,
     ModeChanged,
     ProtocolError,
@@ -165,6 +168,23 @@ def check_undo(
 def check_abandon(task_pk: int) -> None:
     if queries.notebook_view(task_pk).active is None:
         raise _error(ErrorCode.NOT_ALLOWED, "there is no turn going on to abandon")
+
+
+def stop_action(task_pk: int, by: str) -> list[HumanAction]:
+    """The `stopped` action for the active turn: at its running step, else its waiting one."""
+    view = queries.notebook_view(task_pk)
+    if view.active is None:
+        return []  # it finished meanwhile
+    running = view.running[0] if view.running else None
+    waiting = view.active.queue[0].step_id if view.active.queue else None
+    stop = HumanAction(
+        task_id=view.active.engine_id,
+        step_id=running or waiting,
+        action=HumanActionKind.STOPPED,
+        by=by,
+        while_running=running is not None,
+    )
+    return [stop]
 
 
 def request_abandon(task_pk: int) -> None:
@@ -329,35 +349,67 @@ def _forget_run(task_pk: int, run: asyncio.Task[None]) -> None:
         del _runs[task_pk]
 
 
+def _by(origin: Origin | None) -> str:
+    return origin.by if origin is not None else ""
+
+
 async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
     """Run a waiting step exactly once (then go on as the mode says)."""
     runtime = await runtime_for(task_pk)
     lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
+    try:
+        with lease.fenced():
+            approval = HumanAction(
+                task_id=turn_id,
+                step_id=step,
+                action=HumanActionKind.APPROVED,
+                by=_by(origin),
+            )
+            await record(runtime, [approval])
+    except BaseException:
+        await finish(runtime, lease)
+        raise
     _start(runtime, lease, turn_id, step, origin)
 
 
-async def edit_input(task_pk: int, step_id: str, text: str) -> None:
+async def edit_input(
+    task_pk: int, step_id: str, text: str, origin: Origin | None = None
+) -> None:
     """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_edit, step_id)
-    await _engine_call(
-        runtime,
-        lease,
-        lambda: runtime.runner.aupdate_step_input(turn_id, step_id, text),
-    )
+
+    async def edit() -> None:
+        before = await inputs_of(step_id)
+        await runtime.runner.aupdate_step_input(turn_id, step_id, text)
+        after = await inputs_of(step_id)
+        await record(
+            runtime, edit_actions(turn_id, step_id, before, after, _by(origin))
+        )
+
+    await _engine_call(runtime, lease, edit)
 
 
 async def reject_tool_call(
-    task_pk: int, step_id: str, tool_id: str, reason: str
+    task_pk: int, step_id: str, tool_id: str, reason: str, origin: Origin | None = None
 ) -> None:
     """Reject one call of a waiting tool-call step; the model is told the reason instead."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
-    await _engine_call(
-        runtime,
-        lease,
-        lambda: runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason),
+    rejection = HumanAction(
+        task_id=turn_id,
+        step_id=step_id,
+        action=HumanActionKind.REJECTED_CALL,
+        by=_by(origin),
+        tool_id=tool_id,
+        reason=reason,
     )
+
+    async def reject() -> None:
+        await runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason)
+        await record(runtime, [rejection])
+
+    await _engine_call(runtime, lease, reject)
 
 
 async def undo(task_pk: int, step_id: str | None = None) -> None:
@@ -379,10 +431,12 @@ async def undo(task_pk: int, step_id: str | None = None) -> None:
         await finish(runtime, lease)
 
 
-async def abandon(task_pk: int) -> None:
+async def abandon(task_pk: int, origin: Origin | None = None) -> None:
     """Abandon the active turn now, or after the step that is running."""
     await _check(check_abandon, task_pk)
     await _check(request_abandon, task_pk)
+    runtime = await runtime_for(task_pk)
+    await record(runtime, await _check(stop_action, task_pk, _by(origin)))
     lease = await Lease.acquire(task_pk)
     if lease is None:
         # Whoever holds the lease abandons the turn when they release it. If that is a run in
@@ -392,7 +446,6 @@ async def abandon(task_pk: int) -> None:
         if run is not None:
             run.cancel()
         return
-    runtime = await runtime_for(task_pk)
     try:
         with lease.fenced():
             await interrupt_orphans(task_pk)
@@ -421,13 +474,13 @@ async def perform(
         case Approve(step_id=step_id):
             await approve(task_pk, step_id, origin)
         case EditInput(step_id=step_id, input=text):
-            await edit_input(task_pk, step_id, text)
+            await edit_input(task_pk, step_id, text, origin)
         case RejectToolCall(step_id=step_id, tool_id=tool_id, reason=reason):
-            await reject_tool_call(task_pk, step_id, tool_id, reason)
+            await reject_tool_call(task_pk, step_id, tool_id, reason, origin)
         case Undo(step_id=step_id):
             await undo(task_pk, step_id)
         case Abandon():
-            await abandon(task_pk)
+            await abandon(task_pk, origin)
         case SetMode(mode=mode):
             await set_mode(task_pk, mode)
         case _:

@@ -52,6 +52,7 @@ class Origin:
     channel: str | None = None
     request_id: str | None = None
     action: str | None = None
+    by: str = ""  # the person who asked (their username), for the audit trail
 
 
 def reply_error(

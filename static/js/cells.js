@@ -7,6 +7,7 @@
 
 import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
+import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
@@ -24,6 +25,7 @@ const STATUS_TEXT = {
   undone: "undone",
   interrupted: "interrupted",
   waiting: "waiting for you",
+  not_run: "not run: stopped",
 };
 
 export class CellsView {
@@ -120,7 +122,7 @@ export class CellsView {
       }
     }
     live.forEach((step, i) => this.stepViews.get(step.id).setIndex(i + 1));
-    const sig = `${turn.status}|${turn.response ?? ""}`;
+    const sig = `${turn.status}|${turn.response ?? ""}|${turn.stop?.at ?? ""}`;
     if (view.answer.dataset.sig === sig) return;
     view.answer.dataset.sig = sig;
     if (turn.status === "completed") {
@@ -134,7 +136,7 @@ export class CellsView {
         ),
       );
     } else if (turn.status === "abandoned") {
-      replaceChildren(view.answer, h("p", { class: "turn-note" }, "This turn was stopped before it finished."));
+      replaceChildren(view.answer, h("p", { class: "turn-note turn-stopped" }, stoppedText(model, turn)));
     } else {
       view.answer.replaceChildren();
     }
@@ -214,10 +216,11 @@ class StepView {
   }
 
   patch(model, step) {
-    const status = step.status === "pending" && step.waiting ? "waiting" : step.status;
+    const stopped = step.status === "pending" && model.turns.get(step.turnId)?.status === "abandoned";
+    const status = stopped ? "not_run" : step.status === "pending" && step.waiting ? "waiting" : step.status;
     const agentName = stepAgent(model, step);
     const colour = agentName ? agentClass(model, agentName) : "";
-    this.root.className = `cell cell-step status status-${step.status}${step.waiting ? " is-waiting" : ""}${colour ? ` agent-cell ${colour}` : ""}`;
+    this.root.className = `cell cell-step status status-${step.status}${step.waiting && !stopped ? " is-waiting" : ""}${step.humanActions.length ? " has-human" : ""}${colour ? ` agent-cell ${colour}` : ""}`;
     this.root.dataset.status = step.status;
     this.dot.className = `status-dot status status-${step.status}`;
     this.kind.textContent = KIND_TEXT[step.kind] || step.kind;
@@ -277,8 +280,12 @@ class StepView {
       body.push(h("div", { class: "tool-cards" }, step.pendingCalls.map((c) => pendingCard(step, c))));
     }
     if (!live && step.status === "pending" && !pending && !step.attempts.length && step.kind !== "human_input") {
-      body.push(h("p", { class: "cell-placeholder" }, step.waiting ? "Waiting for your approval." : "Not run yet."));
+      const stopped = turn?.status === "abandoned";
+      const note = stopped ? "Not run: the turn was stopped." : step.waiting ? "Waiting for your approval." : "Not run yet.";
+      body.push(h("p", { class: "cell-placeholder" }, note));
     }
+    const human = humanActionsBlock(step);
+    if (human) body.push(human);
     if (earlier.length) body.push(earlierRuns(step, earlier));
     replaceChildren(this.body, body);
     this.patchStreams(step, model);
@@ -336,6 +343,10 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
           h("span", { class: "field-label" }, call.isError ? `${resultLabel} (error)` : resultLabel),
           toolResultBody(step.id, call),
         );
+  const outcome =
+    call.status === "rejected"
+      ? h("p", { class: "tool-reason" }, `Rejected, not run. Reason: ${call.reason || "(none given)"}`)
+      : result;
   return h(
     "div",
     {
@@ -355,7 +366,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
       h("span", { class: `badge status status-${call.status}` }, call.status),
     ),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
-    result,
+    outcome,
   );
 }
 
@@ -371,7 +382,7 @@ export function imageThumb(image) {
 /** A tool call waiting for approval, read-only (the trace view, or when another turn is active). */
 export function pendingCard(step, call) {
   const decision = call.decision || "pending";
-  const status = decision === "rejected" ? "failed" : "pending";
+  const status = decision === "rejected" ? "rejected" : "pending";
   return h(
     "div",
     { class: `tool-card status status-${status}`, id: domId("call", `${step.id}-${call.tool_id}`), "data-tool-id": call.tool_id },

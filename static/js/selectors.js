@@ -94,10 +94,12 @@ export function totals(model) {
   let steps = 0;
   let calls = 0;
   let tokens = 0;
+  let human = 0;
   let first = Infinity;
   let last = -Infinity;
   for (const step of model.steps.values()) {
-    if (step.dropped) continue;
+    human += step.humanActions?.length || 0;
+    if (step.dropped || !step.attempts.length) continue; // a step that never ran is not counted
     steps++;
     for (const attempt of step.attempts) {
       calls += attempt.calls.size;
@@ -111,5 +113,5 @@ export function totals(model) {
     if (turn.createdAt) first = Math.min(first, turn.createdAt);
     if (turn.endedAt) last = Math.max(last, turn.endedAt);
   }
-  return { steps, calls, tokens, wallTime: last > first ? last - first : 0 };
+  return { steps, calls, tokens, humanActions: human, wallTime: last > first ? last - first : 0 };
 }

@@ -101,6 +101,8 @@ function newStep(event, turnId) {
     /** @type {Attempt[]} */
     attempts: [],
     undoCount: 0,
+    /** @type {object[]} human_action events on this step: who edited, rejected, approved, stopped */
+    humanActions: [],
     agent: null,
     inputVersion: 0,
   };
@@ -204,6 +206,7 @@ function abandonTurn(model, event) {
   if (turn && turn.status === "active") {
     turn.status = "abandoned";
     turn.endedAt = event.at;
+    for (const stepId of turn.stepIds) model.dirty.steps.add(stepId); // unrun steps now say so
     model.dirty.turns.add(turn.id);
     model.dirty.structure = true;
   }
@@ -259,6 +262,9 @@ const STEP_EVENTS = {
     call.rawOutput = out.raw_output ?? null; // what render/results.js draws as a table or chart
     call.isError = Boolean(out.is_error);
     call.status = call.isError ? "failed" : "completed";
+    // A call the person rejected did not fail: it was not run, and the model was told why.
+    const decided = step.pendingCalls?.find((c) => c.tool_id === event.tool_id);
+    if (decided?.decision === "rejected") Object.assign(call, { status: "rejected", isError: false, reason: decided.reason ?? null });
     call.startedAt = event.started_at ?? call.startedAt;
     call.endedAt = event.ended_at ?? event.at;
   },
@@ -270,6 +276,15 @@ const STEP_EVENTS = {
       if (event.tool_kwargs) call.tool_kwargs = event.tool_kwargs;
     }
     step.inputVersion++;
+  },
+  human_action(model, step, event) {
+    const action = {
+      action: event.action, by: event.by || "someone", at: event.at, toolId: event.tool_id ?? null,
+      before: event.before ?? null, after: event.after ?? null, reason: event.reason ?? null, whileRunning: Boolean(event.while_running),
+    };
+    step.humanActions.push(action);
+    const turn = model.turns.get(step.turnId);
+    if (turn && action.action === "stopped") turn.stop = { ...action, stepId: step.id };
   },
   step_input_edited(model, step, event) {
     step.input = event.input ?? null;

@@ -41,8 +41,9 @@ function renderTotals(model) {
     ["Tool calls", t.calls.toLocaleString("en")],
     ["Tokens", t.tokens.toLocaleString("en")],
     ["Wall time", formatDuration(t.wallTime) || "—"],
+    ["Human actions", t.humanActions.toLocaleString("en")],
   ];
-  $("#totals").replaceChildren(...items.map(([label, value]) => h("div", { class: "total" }, h("dt", {}, label), h("dd", { "data-total": label.toLowerCase().replace(" ", "-") }, value))));
+  $("#totals").replaceChildren(...items.map(([label, value]) => h("div", { class: "total" }, h("dt", {}, label), h("dd", { "data-total": label.toLowerCase().replaceAll(" ", "-") }, value))));
 }
 
 async function main() {
@@ -72,6 +73,8 @@ async function main() {
   new CellsView($("#cells")).update(model);
   renderTotals(model);
   clearDirty(model);
+  // Only human actions: hide the steps nobody edited, rejected, approved or stopped.
+  $("#only-human").addEventListener("change", (event) => root.classList.toggle("only-human", event.target.checked));
   const t5 = performance.now();
   Object.assign(metrics, {
     fetchMs: t1 - t0, reduceMs: t2 - t1, renderMs: t5 - t2,

@@ -1,0 +1,77 @@
+// What people did, drawn from `human_action` events (runs/live/audit.py): each edit as
+// before → after with who and when, rejections with their reason, approvals and stops.
+// Shared by the live notebook and the read-only trace (cells.js).
+
+import { h, prettyJson } from "./dom.js";
+
+const VERB = {
+  edited_input: "edited the input",
+  edited_arguments: "edited the arguments of",
+  rejected_call: "rejected",
+  approved: "approved the step",
+  stopped: "stopped the turn",
+};
+
+function clock(at) {
+  return at ? new Date(at * 1000).toLocaleTimeString("en-GB") : "";
+}
+
+function shown(value) {
+  return typeof value === "string" ? value : prettyJson(value ?? null);
+}
+
+function callName(step, toolId) {
+  const call = step.pendingCalls?.find((c) => c.tool_id === toolId);
+  return call ? call.output_name ? `${call.output_name} ${call.tool_name}` : call.tool_name : toolId;
+}
+
+function actionItem(step, action) {
+  const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
+  const detail = [];
+  if (action.action === "edited_input" || action.action === "edited_arguments") {
+    detail.push(
+      h(
+        "div",
+        { class: "edit-diff" },
+        h("div", { class: "edit-before" }, h("span", { class: "field-label" }, "Before"), h("pre", { class: "tool-pre" }, shown(action.before))),
+        h("span", { class: "edit-arrow", "aria-hidden": "true" }, "→"),
+        h("div", { class: "edit-after" }, h("span", { class: "field-label" }, "After"), h("pre", { class: "tool-pre" }, shown(action.after))),
+      ),
+    );
+  }
+  if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
+  if (action.action === "stopped" && action.whileRunning) {
+    detail.push(h("p", { class: "turn-note" }, "Stop was pressed while this step ran: the turn stops after it."));
+  }
+  return h(
+    "li",
+    { class: `human-action action-${action.action}`, "data-action": action.action },
+    h("span", { class: "who" }, action.by),
+    ` ${VERB[action.action] || action.action} `,
+    target,
+    h("time", { class: "when" }, clock(action.at)),
+    ...detail,
+  );
+}
+
+/** The step's human actions as a list, or null when nobody acted on it. */
+export function humanActionsBlock(step) {
+  if (!step.humanActions?.length) return null;
+  return h(
+    "section",
+    { class: "human-actions", "aria-label": "Human actions" },
+    h("span", { class: "field-label" }, "Human actions"),
+    h("ul", {}, step.humanActions.map((action) => actionItem(step, action))),
+  );
+}
+
+/** How a stopped turn ended, for its end-of-turn note. */
+export function stoppedText(model, turn) {
+  const stop = turn.stop;
+  if (!stop) return "This turn was stopped before it finished.";
+  const position = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped).indexOf(stop.stepId) + 1;
+  if (position <= 0) return `Stopped by ${stop.by} (${clock(stop.at)}).`;
+  return stop.whileRunning
+    ? `Stopped by ${stop.by} during step ${position} (${clock(stop.at)}): that step finished, nothing after it ran.`
+    : `Stopped by ${stop.by} at step ${position}, before it ran (${clock(stop.at)}).`;
+}
