@@ -30,6 +30,7 @@ from runs.presets import all_presets, get_preset
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.results import NotTabular, csv_text, find_result, full_table, result_items
 from runs.text_checks import storable_problem
+from runs.trace_summary import summaries
 
 PAGE_SIZE = 20
 EXPORT_BATCH = 500  # events read and sent at a time by the trace export
@@ -180,9 +181,12 @@ def task_list(request: HttpRequest) -> JsonResponse:
         page = paginator.page(number)
     except EmptyPage:
         page = paginator.page(paginator.num_pages)
+    sizes = summaries(page.object_list)
     return JsonResponse(
         {
-            "results": [_summary(task) for task in page.object_list],
+            "results": [
+                {**_summary(task), **sizes[task.pk]} for task in page.object_list
+            ],
             "page": page.number,
             "pages": paginator.num_pages,
             "count": paginator.count,

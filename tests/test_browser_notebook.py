@@ -455,8 +455,11 @@ def test_switch_mode_mid_turn_then_stop_a_turn(
     stop.click()
     page.locator("section.turn").nth(1).locator(".turn-note").wait_for()
     assert (
-        "stopped"
-        in page.locator("section.turn").nth(1).locator(".turn-note").inner_text()
+        page.locator("section.turn")
+        .nth(1)
+        .locator(".turn-note")
+        .inner_text()
+        .startswith("Stopped by analyst at step 1, before it ran")
     )
     page.wait_for_function("() => !document.getElementById('composer-send').disabled")
     assert stop.is_disabled()

@@ -177,6 +177,14 @@ def test_an_edit_and_a_rejection_are_visible_in_the_trace_with_who_and_when(
         visible.first.get_attribute("class") or ""
     )
     shot(page, artifacts_dir, "review-06-trace-only-human-actions")
+
+    page.goto(f"{live_app.url}/traces/")
+    row = page.locator(f"#trace-rows tr[data-task-id='{task_id}']")
+    row.wait_for()
+    assert row.locator(".trace-outcome").inner_text() == "answered"
+    assert row.locator(".trace-answer").inner_text() == "Done: 32."
+    assert row.locator("td[data-col='human-actions']").inner_text() == "3"
+    assert row.locator("td[data-col='steps']").inner_text() == "3"
     assert not page.console_errors, page.console_errors
 
 
@@ -221,4 +229,22 @@ def test_a_stopped_turn_says_who_stopped_it_where_and_its_unrun_step_says_so(
         "the unrun step is not counted"
     )
     shot(page, artifacts_dir, "review-08-trace-stopped-turn", full_page=True)
+
+    # The traces list tells this notebook apart: how its last turn ended, its size, who acted.
+    page.goto(f"{live_app.url}/traces/")
+    row = page.locator(f"#trace-rows tr[data-task-id='{task_id}']")
+    row.wait_for()
+    assert row.locator(".trace-outcome").inner_text() == "stopped by analyst at step 2"
+    cells = {
+        col: row.locator(f"td[data-col='{col}']").inner_text()
+        for col in ("steps", "tool-calls", "tokens", "human-actions")
+    }
+    assert cells == {
+        "steps": "1",
+        "tool-calls": "2",
+        "tokens": "120",
+        "human-actions": "2",
+    }
+    assert row.locator("td[data-col='wall-time']").inner_text() != "—"
+    shot(page, artifacts_dir, "review-09-traces-list-outcomes")
     assert not page.console_errors, page.console_errors

@@ -25,7 +25,7 @@ function callName(step, toolId) {
   return call ? call.output_name ? `${call.output_name} ${call.tool_name}` : call.tool_name : toolId;
 }
 
-function actionItem(step, action) {
+function actionItem(step, action, turn) {
   const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
   const detail = [];
   if (action.action === "edited_input" || action.action === "edited_arguments") {
@@ -41,7 +41,11 @@ function actionItem(step, action) {
   }
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
   if (action.action === "stopped" && action.whileRunning) {
-    detail.push(h("p", { class: "turn-note" }, "Stop was pressed while this step ran: the turn stops after it."));
+    const note =
+      turn?.status === "completed"
+        ? "Stop was pressed while this step ran, and this step gave the answer: the turn finished."
+        : "Stop was pressed while this step ran: the turn stops after it.";
+    detail.push(h("p", { class: "action-note" }, note));
   }
   return h(
     "li",
@@ -55,13 +59,14 @@ function actionItem(step, action) {
 }
 
 /** The step's human actions as a list, or null when nobody acted on it. */
-export function humanActionsBlock(step) {
+export function humanActionsBlock(model, step) {
+  const turn = model.turns.get(step.turnId);
   if (!step.humanActions?.length) return null;
   return h(
     "section",
     { class: "human-actions", "aria-label": "Human actions" },
     h("span", { class: "field-label" }, "Human actions"),
-    h("ul", {}, step.humanActions.map((action) => actionItem(step, action))),
+    h("ul", {}, step.humanActions.map((action) => actionItem(step, action, turn))),
   );
 }
 

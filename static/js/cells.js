@@ -284,7 +284,7 @@ class StepView {
       const note = stopped ? "Not run: the turn was stopped." : step.waiting ? "Waiting for your approval." : "Not run yet.";
       body.push(h("p", { class: "cell-placeholder" }, note));
     }
-    const human = humanActionsBlock(step);
+    const human = humanActionsBlock(model, step);
     if (human) body.push(human);
     if (earlier.length) body.push(earlierRuns(step, earlier));
     replaceChildren(this.body, body);

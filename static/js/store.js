@@ -186,6 +186,7 @@ const TURN_EVENTS = {
     turn.status = "completed";
     turn.response = event.response;
     turn.endedAt = event.at;
+    for (const stepId of turn.stepIds) if (model.steps.get(stepId)?.humanActions.length) model.dirty.steps.add(stepId);
   },
   message_images(model, event) {
     const turn = ensureTurn(model, event.task_id, event.at);

@@ -1,7 +1,7 @@
 // The trace list: search and filters over GET /api/tasks/, with paging. The filters live in the
 // page's query string, so a filtered list can be bookmarked and the back button works.
 
-import { formatTime, h } from "./dom.js";
+import { formatDuration, formatTime, h } from "./dom.js";
 
 const form = document.getElementById("trace-filters");
 const rows = document.getElementById("trace-rows");
@@ -43,17 +43,54 @@ function traceUrl(id) {
   return form.dataset.traceUrl.replace(/\/0\/$/, `/${id}/`);
 }
 
+/** How the notebook's last turn ended, as a badge: answered, stopped (by whom, where), failed… */
+export function outcomeOf(task) {
+  switch (task.outcome) {
+    case "answered":
+      return { text: "answered", cls: "completed" };
+    case "stopped": {
+      const where = task.step ? ` at step ${task.step}` : "";
+      return { text: `stopped${task.by ? ` by ${task.by}` : ""}${where}`, cls: "interrupted" };
+    }
+    case "max_iterations":
+      return { text: "max iterations", cls: "interrupted" };
+    case "failed":
+      return { text: "failed", cls: "failed" };
+    case "interrupted":
+      return { text: "interrupted", cls: "interrupted" };
+    case "waiting":
+      return { text: "waiting for you", cls: "pending" };
+    case "running":
+      return { text: "running", cls: "running" };
+    default:
+      return { text: "no turns", cls: "pending" };
+  }
+}
+
+const number = (n) => (n ?? 0).toLocaleString("en");
+
 function row(task) {
   const id = task.id ?? task.pk;
   const status = task.status || "";
   return h(
     "tr",
     { "data-task-id": id },
-    h("td", { class: "trace-title" }, h("a", { href: traceUrl(id) }, task.title || `Notebook ${id}`), h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook")),
-    h("td", {}, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || "")),
+    h(
+      "td",
+      { class: "trace-title" },
+      h("a", { href: traceUrl(id) }, task.title || `Notebook ${id}`),
+      h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
+      task.answer ? h("span", { class: "trace-answer", title: task.answer }, task.answer) : null,
+    ),
+    h("td", {}, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
     h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
-    h("td", {}, MODES[task.mode] || task.mode || ""),
+    h("td", { class: "trace-outcome" }, h("span", { class: `badge status status-${outcomeOf(task).cls}` }, outcomeOf(task).text)),
     h("td", { class: "num" }, task.turns ?? ""),
+    h("td", { class: "num", "data-col": "steps" }, number(task.steps)),
+    h("td", { class: "num", "data-col": "tool-calls" }, number(task.tool_calls)),
+    h("td", { class: "num", "data-col": "tokens" }, number(task.tokens)),
+    h("td", { class: "num", "data-col": "wall-time" }, task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
+    h("td", { class: "num", "data-col": "human-actions" }, number(task.human_actions)),
     h("td", {}, h("time", { datetime: task.updated_at || "" }, formatTime(task.updated_at || task.created_at))),
   );
 }

@@ -1,0 +1,125 @@
+"""How each notebook's last turn ended and how big it was, for the traces list.
+
+Derived from the stored rows and the event log in a few aggregate queries per page of notebooks:
+the outcome (answered / stopped, by whom and where / failed / max iterations / still going), the
+steps that ran, tool calls, tokens, wall time, the number of human actions and the first line of
+the answer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Count, Max, Min, Q, Sum
+
+from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
+
+# How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
+MAX_ITERATIONS_ANSWER = "Stopped: the agent reached max_iterations"
+CALL_LIMIT_RESULT = "Error: the limit of "
+ANSWER_LINE_CHARS = 160
+
+
+def first_line(text: str | None) -> str:
+    line = next(
+        (part.strip() for part in (text or "").splitlines() if part.strip()), ""
+    )
+    return (
+        line if len(line) <= ANSWER_LINE_CHARS else line[: ANSWER_LINE_CHARS - 1] + "…"
+    )
+
+
+def _stop_of(turn: Turn) -> dict[str, Any]:
+    """Who stopped the turn and at which of its steps (1-based among the steps shown)."""
+    stop = (
+        Event.objects.filter(turn=turn, type="human_action", payload__action="stopped")
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if stop is None:
+        return {"by": None, "step": None, "while_running": False}
+    ids = list(
+        Step.objects.filter(turn=turn)
+        .exclude(status=StepStatusChoices.UNDONE, runs=0)
+        .order_by("created_at", "pk")
+        .values_list("step_id", flat=True)
+    )
+    step_id = stop.get("step_id")
+    return {
+        "by": stop.get("by"),
+        "step": ids.index(step_id) + 1 if step_id in ids else None,
+        "while_running": bool(stop.get("while_running")),
+    }
+
+
+def _outcome(turn: Turn | None, status: str, hit_limit: bool) -> dict[str, Any]:
+    if turn is None:
+        return {"outcome": "empty"}
+    if turn.status == TurnStatus.COMPLETED:
+        limited = hit_limit or (turn.response or "").startswith(MAX_ITERATIONS_ANSWER)
+        return {"outcome": "max_iterations" if limited else "answered"}
+    if turn.status == TurnStatus.ABANDONED:
+        return {"outcome": "stopped", **_stop_of(turn)}
+    if status in (NotebookStatus.FAILED, NotebookStatus.INTERRUPTED):
+        return {
+            "outcome": "failed" if status == NotebookStatus.FAILED else "interrupted"
+        }
+    return {"outcome": "waiting" if status == NotebookStatus.WAITING else "running"}
+
+
+def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
+    """Per notebook pk: outcome, steps, tool_calls, tokens, wall_time_s, human_actions, answer."""
+    tasks = list(tasks)
+    pks = [t.pk for t in tasks]
+    steps = {
+        row["task_id"]: row
+        for row in Step.objects.filter(
+            task_id__in=pks, status=StepStatusChoices.COMPLETED
+        )
+        .values("task_id")
+        .annotate(n=Count("pk"), tokens=Sum("total_tokens"))
+    }
+    events = {
+        row["task_id"]: row
+        for row in Event.objects.filter(task_id__in=pks)
+        .values("task_id")
+        .annotate(
+            first=Min("at"),
+            last=Max("at"),
+            calls=Count("pk", filter=Q(type="tool_call_result")),
+            human=Count("pk", filter=Q(type="human_action")),
+        )
+    }
+    last_turns: dict[int, Turn] = {}
+    for turn in Turn.objects.filter(task_id__in=pks).order_by("task_id", "-index"):
+        last_turns.setdefault(turn.task_id, turn)
+    limited: defaultdict[int, bool] = defaultdict(bool)
+    for turn_id in (
+        Event.objects.filter(
+            turn__in=list(last_turns.values()),
+            type="tool_call_result",
+            payload__tool_output__content__startswith=CALL_LIMIT_RESULT,
+        )
+        .values_list("turn_id", flat=True)
+        .distinct()
+    ):
+        limited[turn_id] = True
+    result = {}
+    for task in tasks:
+        turn = last_turns.get(task.pk)
+        step_row = steps.get(task.pk, {})
+        event_row = events.get(task.pk, {})
+        wall = (event_row["last"] - event_row["first"]) if event_row else 0.0
+        result[task.pk] = {
+            **_outcome(turn, task.status, bool(turn and limited[turn.pk])),
+            "steps": step_row.get("n", 0),
+            "tokens": step_row.get("tokens") or 0,
+            "tool_calls": event_row.get("calls", 0),
+            "human_actions": event_row.get("human", 0),
+            "wall_time_s": round(wall, 3),
+            "answer": first_line(turn.response if turn else None),
+        }
+    return result
