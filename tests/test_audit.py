@@ -1,0 +1,132 @@
+"""The audit trail over the socket and in the traces list: who did what, and how turns ended.
+
+Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make test's services pass.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import Client as HttpClient
+
+from runs import service
+from runs.engine.testing import ScriptedServer
+from tests.live_support import (
+    QUESTION,
+    Client,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+)
+
+pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def server(scripted_server: Any) -> Any:
+    srv = scripted_server(analyst_script())
+    with llm_at(srv):
+        yield srv
+
+
+async def ok(client: Client, action: str, **fields: Any) -> None:
+    reply = await client.reply_to(await client.send(action, **fields))
+    assert reply["type"] == "ack", reply
+
+
+def listed(user: Any) -> dict[int, dict[str, Any]]:
+    http = HttpClient()
+    http.force_login(user)
+    data = json.loads(http.get("/api/tasks/").content)
+    return {row["id"]: row for row in data["results"]}
+
+
+async def test_edits_rejections_approvals_and_stops_are_stored_with_who_and_the_value_before(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    tools = await database_sync_to_async(make_notebook)(user, mode="tools")
+    client = await Client.open(user, tools.pk)
+    await client.send("resume", last_seq=0)
+    await ok(client, "send_message", text=QUESTION)
+    step_id = (await client.until_event("step_waiting"))["event"]["step_id"]
+    calls = [
+        {"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}},
+        {"tool_id": "call_mul", "tool_kwargs": {"a": 4, "b": 5}},
+    ]
+    await ok(client, "edit_input", step_id=step_id, input=json.dumps(calls))
+    await ok(
+        client,
+        "reject_tool_call",
+        step_id=step_id,
+        tool_id="call_mul",
+        reason="not needed",
+    )
+    await ok(client, "approve", step_id=step_id)
+    await client.until_event("task_completed")
+    await service.wait_idle()
+    actions = [
+        (
+            e["action"],
+            e["by"],
+            e.get("tool_id"),
+            e.get("before"),
+            e.get("after"),
+            e.get("reason"),
+        )
+        for e in client.events("human_action")
+    ]
+    assert actions == [
+        (
+            "edited_arguments",
+            "ana",
+            "call_add",
+            {"a": 2, "b": 3},
+            {"a": 2, "b": 30},
+            None,
+        ),
+        ("rejected_call", "ana", "call_mul", None, None, "not needed"),
+        ("approved", "ana", None, None, None, None),
+    ]
+    await client.close()
+
+    step = await database_sync_to_async(make_notebook)(user, mode="step")
+    client = await Client.open(user, step.pk)
+    await client.send("resume", last_seq=0)
+    await ok(client, "send_message", text=QUESTION)
+    first = (await client.until_event("step_waiting"))["event"]["step_id"]
+    await ok(client, "approve", step_id=first)
+    second = (await client.until_event("step_waiting", timeout=15))["event"]["step_id"]
+    assert second != first
+    await ok(client, "abandon")
+    await client.until_event("task_abandoned")
+    await service.wait_idle()
+    stop = client.events("human_action")[-1]
+    assert (stop["action"], stop["by"], stop["step_id"], stop["while_running"]) == (
+        "stopped",
+        "ana",
+        second,
+        False,
+    )
+    await client.close()
+
+    rows = await database_sync_to_async(listed)(user)
+    answered, stopped = rows[tools.pk], rows[step.pk]
+    assert answered["outcome"] == "answered" and answered["human_actions"] == 3
+    assert (
+        answered["steps"] == 3
+        and answered["tool_calls"] == 2
+        and answered["tokens"] > 0
+    )
+    assert answered["answer"] and answered["wall_time_s"] > 0
+    assert (stopped["outcome"], stopped["by"], stopped["step"]) == ("stopped", "ana", 2)
+    assert (
+        stopped["steps"] == 1
+        and stopped["human_actions"] == 2
+        and stopped["answer"] == ""
+    )
