@@ -24,7 +24,17 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import service
-from runs.models import ApprovalMode, Event, Message, NotebookStatus, Step, Task, Turn
+from runs.annotations import annotations_of
+from runs.models import (
+    Annotation,
+    ApprovalMode,
+    Event,
+    Message,
+    NotebookStatus,
+    Step,
+    Task,
+    Turn,
+)
 from runs.page_views import render_new_notebook
 from runs.presets import all_presets, get_preset
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
@@ -119,8 +129,12 @@ def _filtered(user: AbstractBaseUser, params: dict[str, str]) -> QuerySet[Task]:
     if q:
         in_messages = Message.objects.filter(task=OuterRef("pk"), content__icontains=q)
         in_turns = Turn.objects.filter(task=OuterRef("pk"), input__icontains=q)
+        in_notes = Annotation.objects.filter(task=OuterRef("pk"), comment__icontains=q)
         tasks = tasks.filter(
-            Q(title__icontains=q) | Exists(in_messages) | Exists(in_turns)
+            Q(title__icontains=q)
+            | Exists(in_messages)
+            | Exists(in_turns)
+            | Exists(in_notes)
         )
     if params.get("agent"):
         tasks = tasks.filter(agent=params["agent"])
@@ -309,6 +323,7 @@ def trace_head(task: Task) -> dict[str, Any]:
         "task": {**_summary(task), "last_seq": task.last_seq},
         "turns": turns,
         "messages": messages,
+        "annotations": annotations_of(task),
         "usage": _usage([s for s in steps if s.status == "completed"]),
     }
 
@@ -329,6 +344,7 @@ def trace_json(task: Task) -> dict[str, Any]:
         "task": head["task"],
         "turns": head["turns"],
         "messages": head["messages"],
+        "annotations": head["annotations"],
         "events": events,
         "results": result_items(events),
         "usage": head["usage"],
@@ -356,7 +372,8 @@ async def trace_stream(task: Task, head: dict[str, Any]) -> AsyncIterator[str]:
     never all held at once (a notebook's trace can be far larger than the server's memory)."""
     yield (
         f'{{"task":{_dump(head["task"])},"turns":{_dump(head["turns"])},'
-        f'"messages":{_dump(head["messages"])},"events":['
+        f'"messages":{_dump(head["messages"])},'
+        f'"annotations":{_dump(head["annotations"])},"events":['
     )
     separator = ""
     async for batch in _event_batches(task):

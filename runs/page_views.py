@@ -168,5 +168,6 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_label": _preset_label(task.agent),
         "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
         "export_url": _export_url(task),
+        "annotations_url": reverse("runs:api_task_annotations", args=[task.pk]),
     }
     return render(request, "runs/trace.html", context)

@@ -130,3 +130,32 @@ async def test_edits_rejections_approvals_and_stops_are_stored_with_who_and_the_
         and stopped["human_actions"] == 2
         and stopped["answer"] == ""
     )
+
+
+def test_an_annotation_must_name_something_in_the_notebook_and_say_something() -> None:
+    from runs.models import Annotation
+
+    owner, other = make_user("ana"), make_user("bo")
+    notebook = make_notebook(owner)
+    http = HttpClient()
+    http.force_login(owner)
+    url = f"/api/tasks/{notebook.pk}/annotations/"
+
+    def post(body: Any) -> Any:
+        return http.post(url, data=json.dumps(body), content_type="application/json")
+
+    for body, reason in [
+        ({"target": "step", "step_id": "nope", "rating": 1}, "no step"),
+        ({"target": "answer", "turn_id": "nope", "comment": "x"}, "no answer"),
+        ({"target": "step", "step_id": "x", "rating": 2}, "rating"),
+        ({"target": "step", "step_id": "x", "extra": 1}, "extra"),
+        ("not an object", "dictionary"),
+    ]:
+        response = post(body)
+        assert (
+            response.status_code == 400 and reason in response.json()["error"].lower()
+        ), (body, response.json())
+    assert Annotation.objects.count() == 0, "nothing stored"
+    outsider = HttpClient()
+    outsider.force_login(other)
+    assert outsider.get(url).status_code == 404

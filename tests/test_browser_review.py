@@ -248,3 +248,77 @@ def test_a_stopped_turn_says_who_stopped_it_where_and_its_unrun_step_says_so(
     assert row.locator("td[data-col='wall-time']").inner_text() != "—"
     shot(page, artifacts_dir, "review-09-traces-list-outcomes")
     assert not page.console_errors, page.console_errors
+
+
+def test_annotations_on_a_step_a_call_and_the_answer_are_stored_shown_searchable_and_exported(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=compute_rules()), reset_log=True)
+    task_id = start_notebook(
+        page,
+        live_app,
+        "Compute the totals for the audit",
+        agent="function_calling",
+        mode="auto",
+    )
+    page.locator(".cell-answer").wait_for()
+    page.goto(f"{live_app.url}/traces/{task_id}/")
+    page.wait_for_selector("#trace[data-ready='true']")
+
+    first = page.locator("article.cell-step").first
+    add_card = first.locator(".tool-card[data-tool-id='call_add']")
+    add_card.get_by_role("button", name="Annotate the add call").click()
+    add_card.get_by_role("button", name="Thumbs up: the add call").click()
+    add_card.locator(".annotation.rating-1").wait_for()
+
+    first.get_by_role("button", name="Annotate this step").click()
+    step_slot = first.locator(".cell-body > .annotations .annotate")
+    step_slot.get_by_label("Comment on this step").fill(
+        "the model called both tools at once: zebra-check"
+    )
+    step_slot.get_by_role("button", name="Thumbs down: this step").click()
+    first.locator(".cell-body > .annotations .annotation.rating--1").wait_for()
+
+    answer = page.locator(".cell-answer")
+    answer.get_by_role("button", name="Annotate the answer").click()
+    answer.get_by_role("button", name="Save comment: the answer").click()
+    error = answer.locator(".control-error")
+    error.wait_for()
+    assert "Write a comment first" in error.inner_text(), (
+        "an empty annotation is refused with the reason"
+    )
+    answer.get_by_label("Comment on the answer").fill("Correct total.")
+    answer.get_by_role("button", name="Save comment: the answer").click()
+    answer.locator(".annotation-comment", has_text="Correct total.").wait_for()
+    shot(page, artifacts_dir, "review-10-annotations-added", full_page=True)
+
+    page.reload()
+    page.wait_for_selector("#trace[data-ready='true']")
+    assert page.locator(".annotation").count() == 3, (
+        "stored, shown again after a reload"
+    )
+    assert (
+        "zebra-check"
+        in page.locator("article.cell-step")
+        .first.locator(".annotation.rating--1")
+        .inner_text()
+    )
+    assert "analyst" in page.locator(".cell-answer .annotation").inner_text()
+
+    exported = page.evaluate(
+        f"async () => (await (await fetch('/api/tasks/{task_id}/trace.json')).json()).annotations"
+    )
+    assert sorted(
+        (n["target"], n["rating"], n["comment"], n["by"]) for n in exported
+    ) == [
+        ("answer", 0, "Correct total.", "analyst"),
+        ("call", 1, "", "analyst"),
+        ("step", -1, "the model called both tools at once: zebra-check", "analyst"),
+    ]
+    assert {n["tool_id"] for n in exported if n["target"] == "call"} == {"call_add"}
+
+    page.goto(f"{live_app.url}/traces/?q=zebra-check")
+    page.locator(f"#trace-rows tr[data-task-id='{task_id}']").wait_for()
+    assert page.locator("#trace-rows tr").count() == 1, "searchable in the traces list"
+    shot(page, artifacts_dir, "review-11-annotation-search")
+    assert not page.console_errors, page.console_errors

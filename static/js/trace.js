@@ -1,6 +1,7 @@
 // Entry point of the read-only trace view: load the stored log once, reduce it in one pass,
 // then draw the cells, the DAG, the timeline and the totals.
 
+import { attachAnnotations } from "./annotations.js";
 import { CellsView } from "./cells.js";
 import { DagView } from "./dag.js";
 import { formatDuration, h } from "./dom.js";
@@ -71,6 +72,7 @@ async function main() {
   const t4 = performance.now();
   drawLazily(); // 500 cells' tables, charts and Markdown: drawn as they come near the viewport
   new CellsView($("#cells")).update(model);
+  attachAnnotations(model, data.annotations, root.dataset.annotationsUrl);
   renderTotals(model);
   clearDirty(model);
   // Only human actions: hide the steps nobody edited, rejected, approved or stopped.
