@@ -281,7 +281,7 @@ class HumanAction(_ServerEvent):
     before: Any = None
     after: Any = None
     reason: str | None = None
-    while_running: bool = False  # a stop that lets the running step finish first
+    while_running: bool = False  # Stop was pressed while the step ran
 
 
 ServerEvent = (

@@ -41,10 +41,13 @@ function actionItem(step, action, turn) {
   }
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
   if (action.action === "stopped" && action.whileRunning) {
+    // A stop cancels a step running in the same server; one running elsewhere finishes first.
     const note =
       turn?.status === "completed"
         ? "Stop was pressed while this step ran, and this step gave the answer: the turn finished."
-        : "Stop was pressed while this step ran: the turn stops after it.";
+        : step.status === "completed"
+          ? "Stop was pressed while this step ran: it finished, and nothing after it ran."
+          : "Stop was pressed while this step ran: it was cancelled and did not complete.";
     detail.push(h("p", { class: "action-note" }, note));
   }
   return h(
@@ -77,6 +80,6 @@ export function stoppedText(model, turn) {
   const position = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped).indexOf(stop.stepId) + 1;
   if (position <= 0) return `Stopped by ${stop.by} (${clock(stop.at)}).`;
   return stop.whileRunning
-    ? `Stopped by ${stop.by} during step ${position} (${clock(stop.at)}): that step finished, nothing after it ran.`
+    ? `Stopped by ${stop.by} during step ${position} (${clock(stop.at)}).`
     : `Stopped by ${stop.by} at step ${position}, before it ran (${clock(stop.at)}).`;
 }
