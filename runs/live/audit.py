@@ -32,12 +32,13 @@ def edit_actions(
     by: str,
 ) -> list[HumanAction]:
     """One action per thing an edit changed: the input text, or each call's arguments."""
-    ids = {"task_id": turn_id, "step_id": step_id, "by": by}
     if after[1] is not None:
         old = {c["tool_id"]: c.get("tool_kwargs") for c in before[1] or []}
         return [
             HumanAction(
-                **ids,
+                task_id=turn_id,
+                step_id=step_id,
+                by=by,
                 action=HumanActionKind.EDITED_ARGUMENTS,
                 tool_id=call["tool_id"],
                 before=old.get(call["tool_id"]),
@@ -48,11 +49,15 @@ def edit_actions(
         ]
     if before[0] == after[0]:
         return []
-    return [
-        HumanAction(
-            **ids, action=HumanActionKind.EDITED_INPUT, before=before[0], after=after[0]
-        )
-    ]
+    edit = HumanAction(
+        task_id=turn_id,
+        step_id=step_id,
+        by=by,
+        action=HumanActionKind.EDITED_INPUT,
+        before=before[0],
+        after=after[0],
+    )
+    return [edit]
 
 
 async def record(runtime: NotebookRuntime, actions: list[HumanAction]) -> None:
