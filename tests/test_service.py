@@ -192,7 +192,10 @@ async def test_abandon_while_a_step_runs_stops_it_and_abandons_the_turn(
         await asyncio.sleep(0.1)
         await service.abandon(task.pk)  # stops the model call in flight (issue 16)
         await service.wait_idle()
-    stored = await events(task)
+    everything = await events(task)
+    stops = [e for e in everything if e["type"] == "human_action"]
+    assert [(e["action"], e["while_running"]) for e in stops] == [("stopped", True)]
+    stored = [e for e in everything if e["type"] != "human_action"]
     types = [e["type"] for e in stored]
     assert types[-4:] == [
         "agent_input",
