@@ -61,6 +61,7 @@ export function hasPlaceholders(text) {
 function chipState(call) {
   if (!call) return "pending";
   if (call.status === "running" || call.output == null) return "running";
+  if (call.status === "rejected") return "rejected"; // the reducer's own state for a person's rejection
   if (!call.isError) return "done";
   return /^rejected by user/.test(call.output) ? "rejected" : "failed";
 }
