@@ -88,11 +88,11 @@ def test_trace_list_finds_a_notebook_and_its_timeline_shows_parallel_calls(
     page.locator(".cell-answer").wait_for()
 
     page.goto(f"{live_app.url}/traces/")
-    page.get_by_label("Search").fill("zebra crossings")
+    # exact: "Parallel research" among the agent filter's options also holds "search"
+    page.get_by_label("Search", exact=True).fill("zebra check")
     rows = page.locator("#trace-rows tr[data-task-id]")
-    page.wait_for_function(
-        "() => document.querySelectorAll('#trace-rows tr[data-task-id]').length === 1"
-    )
+    page.wait_for_selector("#trace-rows[data-query='q=zebra+check']", state="attached")
+    assert rows.count() == 1
     assert rows.first.get_attribute("data-task-id") == str(notebook_id)
     assert (
         "search" not in page.url or "q=zebra" in page.url
