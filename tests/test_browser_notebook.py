@@ -106,7 +106,7 @@ def status_of(cell: Any) -> str:
 def test_tokens_stream_into_the_cell_and_the_dag_grows(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
-    scripted_model.load(Script(rules=compute_rules(delay=0.06)), reset_log=True)
+    scripted_model.load(Script(rules=compute_rules(delay=0.15)), reset_log=True)
     start_notebook(
         page,
         live_app,
