@@ -56,15 +56,31 @@ def record_call_starts(clock: Any) -> list[tuple[float, float]]:
     the SDK time within it is the difference of ``clock.t``. The same on both sides, and
     independent of when a consumer reads the event stream."""
     import time
+    from contextvars import ContextVar
 
+    import openai
     from openai.resources.chat.completions import completions as cc
 
     starts: list[tuple[float, float]] = []
+    in_create: ContextVar[bool] = ContextVar("in_create", default=False)
     timed_create = cc.AsyncCompletions.create
+    timed_post = openai.AsyncOpenAI.post
 
     async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         starts.append((time.perf_counter(), clock.t))
-        return await timed_create(self, *args, **kwargs)
+        token = in_create.set(True)
+        try:
+            return await timed_create(self, *args, **kwargs)
+        finally:
+            in_create.reset(token)
+
+    # agentui's client sends chat completions with the SDK's raw ``post`` (no ``create``):
+    # note those starts too, but not the ``post`` that a ``create`` makes itself.
+    async def post(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith("/chat/completions") and not in_create.get():
+            starts.append((time.perf_counter(), clock.t))
+        return await timed_post(self, path, *args, **kwargs)
 
     cc.AsyncCompletions.create = create  # type: ignore[method-assign]
+    openai.AsyncOpenAI.post = post  # type: ignore[method-assign,assignment]
     return starts
