@@ -149,9 +149,11 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
     assert shot_taken
     node_counts = [nodes for _, _, nodes in samples]
     assert node_counts == sorted(node_counts), "the DAG lost nodes while running"
-    assert len(set(node_counts)) >= 3, (
-        f"the DAG did not grow as steps started: {sorted(set(node_counts))}"
-    )
+    # message + step 1 while it streams, then its two calls and step 2 (the instant tools may
+    # put those three in one frame, so the counts seen are at least 2 -> 5)
+    assert (
+        len(set(node_counts)) >= 2 and node_counts[0] <= 2 and node_counts[-1] == 5
+    ), f"the DAG did not grow as steps started: {sorted(set(node_counts))}"
 
     page.locator(".cell-answer").wait_for()
     assert ANSWER in page.locator(".cell-answer").inner_text()
