@@ -83,7 +83,8 @@ async def new_task(request: HttpRequest) -> HttpResponse:
         preset = get_preset(agent)
         if images and not (preset and preset.accepts_images):
             raise ProtocolError(
-                ErrorCode.INVALID, "This agent does not take images; pick Vision ReAct."
+                ErrorCode.INVALID_INPUT,
+                "This agent does not take images; pick Vision ReAct.",
             )
         task = await service.create_notebook(user, text, agent, mode, images)
     except ProtocolError as exc:

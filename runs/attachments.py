@@ -86,12 +86,12 @@ def claim_for_message(
         return []
     if not accepts_images:
         raise ProtocolError(
-            ErrorCode.INVALID,
+            ErrorCode.INVALID_INPUT,
             "this notebook's agent does not take images; pick Vision ReAct",
         )
     if len(image_ids) > MAX_IMAGES_PER_MESSAGE:
         raise ProtocolError(
-            ErrorCode.INVALID,
+            ErrorCode.INVALID_INPUT,
             f"a message may carry at most {MAX_IMAGES_PER_MESSAGE} images",
         )
     found = {

@@ -159,7 +159,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         current = await database_sync_to_async(queries.last_seq)(self.task_pk)
         if message.last_seq > current:
             error = ProtocolError(
-                ErrorCode.INVALID,
+                ErrorCode.INVALID_INPUT,
                 f"last_seq {message.last_seq} is ahead of the notebook's last event ({current})",
                 request_id=message.request_id,
                 action=message.action,

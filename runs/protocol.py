@@ -53,7 +53,7 @@ class ErrorCode(StrEnum):
 
     BAD_JSON = "bad_json"
     TOO_LARGE = "too_large"
-    INVALID = "invalid"
+    INVALID_INPUT = "invalid_input"
     UNKNOWN_ACTION = "unknown_action"
     NOT_FOUND = "not_found"
     NOT_ALLOWED = "not_allowed"
@@ -213,7 +213,10 @@ def parse_client_message(raw: str | bytes | None) -> ClientMessage:
         return _CLIENT_ADAPTER.validate_python(data)
     except ValidationError as exc:
         raise ProtocolError(
-            ErrorCode.INVALID, _describe(exc), request_id=request_id, action=action
+            ErrorCode.INVALID_INPUT,
+            _describe(exc),
+            request_id=request_id,
+            action=action,
         ) from None
 
 

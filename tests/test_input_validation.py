@@ -62,6 +62,6 @@ async def test_the_service_refuses_unstorable_text_and_leaves_no_notebook(
     user = await database_sync_to_async(make_user)()
     with pytest.raises(ProtocolError) as refused:
         await service.create_notebook(user, text, "function_calling", "auto")
-    assert refused.value.code is ErrorCode.INVALID
+    assert refused.value.code is ErrorCode.INVALID_INPUT
     assert refused.value.reason.startswith("text: contains")
     assert await Task.objects.acount() == 0

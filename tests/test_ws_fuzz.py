@@ -17,7 +17,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from runs import service
-from runs.protocol import MAX_MESSAGE_BYTES, MAX_TEXT_CHARS
+from runs.protocol import MAX_MESSAGE_BYTES, MAX_TEXT_CHARS, ErrorCode
 from runs.text_checks import storable_problem
 from tests.live_support import (
     QUESTION,
@@ -32,6 +32,7 @@ from tests.live_support import (
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
+INVALID = ErrorCode.INVALID_INPUT.value
 SEED = 20_251_122
 COUNT = 1_000
 
@@ -168,7 +169,7 @@ class Hostile:
             {"action": "resume"},
             {"action": "abandon", "request_id": self.rng.choice([7, ["r"], "r" * 129])},
         ]
-        return json.dumps({**self.rid(), **self.rng.choice(choices)}), {"invalid"}
+        return json.dumps({**self.rid(), **self.rng.choice(choices)}), {INVALID}
 
     def extra_fields(self) -> Frame:
         message = self.rng.choice(
@@ -179,7 +180,7 @@ class Hostile:
                 {"action": "set_mode", "mode": "auto", "task": 1},
             ]
         )
-        return json.dumps({**self.rid(), **message}), {"invalid"}
+        return json.dumps({**self.rid(), **message}), {INVALID}
 
     def too_large(self) -> Frame:
         size = MAX_MESSAGE_BYTES + self.rng.randrange(1, 200_000)
@@ -233,7 +234,7 @@ class Hostile:
                         **self.rid(),
                     }
                 ),
-                {"invalid"},
+                {INVALID},
             ),
             (
                 json.dumps(
@@ -297,7 +298,7 @@ class Hostile:
                 {"action": "abandon", "request_id": bad},
             ]
         )
-        return json.dumps({**self.rid(), **message}), {"invalid"}
+        return json.dumps({**self.rid(), **message}), {INVALID}
 
     def deeply_nested_input(self) -> Frame:
         depth = self.rng.choice([33, 100, 1_000, 10_000])
@@ -313,8 +314,8 @@ class Hostile:
             **self.rid(),
         }
         frame = json.dumps(message)
-        return frame, {"invalid", "too_large"} if len(frame) > MAX_MESSAGE_BYTES else {
-            "invalid"
+        return frame, {INVALID, "too_large"} if len(frame) > MAX_MESSAGE_BYTES else {
+            INVALID
         }
 
     def odd_tool_ids(self) -> Frame:
@@ -371,7 +372,7 @@ async def test_hostile_messages_change_nothing(scripted_server: Any) -> None:
         assert seen_codes >= {
             "bad_json",
             "too_large",
-            "invalid",
+            INVALID,
             "unknown_action",
             "not_found",
             "not_allowed",

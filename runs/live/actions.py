@@ -275,7 +275,7 @@ async def send_message(
     """Start a turn for `text` (and uploaded `images`, by id); its first step runs at once unless the mode is `step`."""
     problem = storable_problem(text)
     if problem is not None:
-        raise _error(ErrorCode.INVALID, f"text: {problem}")
+        raise _error(ErrorCode.INVALID_INPUT, f"text: {problem}")
     runtime = await runtime_for(task_pk)
     accepts_images, attachments = await _check(
         _message_images, task_pk, list(images or [])
@@ -496,10 +496,10 @@ async def perform(
 def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
     """A new, empty notebook; ProtocolError for an unknown preset or mode."""
     if get_preset(agent) is None:
-        raise _error(ErrorCode.INVALID, f"there is no agent preset {agent!r}")
+        raise _error(ErrorCode.INVALID_INPUT, f"there is no agent preset {agent!r}")
     if mode not in ApprovalMode.values:
         raise _error(
-            ErrorCode.INVALID,
+            ErrorCode.INVALID_INPUT,
             f"the mode must be one of {', '.join(ApprovalMode.values)}",
         )
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
