@@ -319,6 +319,7 @@ AGENTUI_NAV = [
     ("Home", "runs:index"),
     ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
+    ("API tokens", "runs:api_tokens"),
 ]
 
 LANGUAGE_CODE = "en-us"

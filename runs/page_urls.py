@@ -2,11 +2,17 @@
 
 from django.urls import path
 
-from runs import page_views
+from runs import page_views, token_views
 
 urlpatterns = [
     path("new/", page_views.new_notebook, name="notebook_new"),
     path("tasks/<int:pk>/", page_views.notebook, name="notebook"),
     path("traces/", page_views.trace_list, name="traces"),
     path("traces/<int:pk>/", page_views.trace, name="trace"),
+    path("settings/tokens/", token_views.api_tokens, name="api_tokens"),
+    path(
+        "settings/tokens/<int:pk>/revoke",
+        token_views.revoke,
+        name="api_token_revoke",
+    ),
 ]
