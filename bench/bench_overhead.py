@@ -182,16 +182,39 @@ def stub_openai_sdk(loop_steps: int) -> None:
     ]
     state = {"loop": False, "calls": 0, "n": 0}
 
-    class StubStream:
-        def __init__(self, chunks: list[Any]) -> None:
-            self.chunks = chunks
+    def sse(chunks: list[Any]) -> bytes:
+        return b"".join(
+            [b"data: " + c.model_dump_json().encode() + b"\n\n" for c in chunks]
+            + [b"data: [DONE]\n\n"]
+        )
 
-        async def __aiter__(self) -> Any:
-            for item in self.chunks:
-                yield item
+    # the replies' bytes are built once: the stub's own work must not count as our step time
+    text_body = sse(text)
+    call_body = sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_@ID@",
+                            "type": "function",
+                            "function": {
+                                "name": "noop_tool",
+                                "arguments": '{"x": "ping"}',
+                            },
+                        }
+                    ],
+                }
+            ),
+            chunk({}, "tool_calls"),
+            chunk(None, usage=True),
+        ]
+    )
 
-    async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        last = kwargs["messages"][-1]
+    def reply(last: dict[str, Any]) -> bytes:
         state["n"] += 1
         if last["role"] == "user":
             content = last.get("content") or ""
@@ -199,33 +222,16 @@ def stub_openai_sdk(loop_steps: int) -> None:
             state["calls"] = 0
         if state["loop"] and state["calls"] < loop_steps - 1:
             state["calls"] += 1
-            delta = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": f"call_{state['n']}",
-                        "type": "function",
-                        "function": {"name": "noop_tool", "arguments": '{"x": "ping"}'},
-                    }
-                ],
-            }
-            return StubStream(
-                [chunk(delta), chunk({}, "tool_calls"), chunk(None, usage=True)]
-            )
-        return StubStream(text)
+            return call_body.replace(b"@ID@", str(state["n"]).encode())
+        return text_body
 
     import openai
 
     class StubResponse:
         """What our client reads of a streamed reply: the chunks' SSE bytes at once."""
 
-        def __init__(self, chunks: list[Any]) -> None:
-            self.body = b"".join(
-                b"data: " + c.model_dump_json().encode() + b"\n\n" for c in chunks
-            )
-            self.body += b"data: [DONE]\n\n"
+        def __init__(self, body: bytes) -> None:
+            self.body = body
 
         async def aiter_bytes(self) -> Any:
             yield self.body
@@ -237,7 +243,7 @@ def stub_openai_sdk(loop_steps: int) -> None:
         # our client puts the messages last, so the last one is found without parsing the body
         body: bytes = kwargs["content"]
         last = json.loads(body[body.rfind(b'{"role":') : -2])
-        return StubResponse((await create(None, messages=[last])).chunks)
+        return StubResponse(reply(last))
 
     openai.AsyncOpenAI.post = post  # type: ignore[method-assign,assignment]
 

@@ -118,8 +118,8 @@ class ChatMemoryBuffer(BaseModel):
 
     def copy_buffer(self) -> ChatMemoryBuffer:
         """An independent buffer with the same messages (which are immutable, so shared)."""
-        copy = ChatMemoryBuffer.model_construct(
-            token_limit=self.token_limit, messages=list(self.messages)
-        )
+        # model_copy, not model_construct: that would recount every message (model_post_init),
+        # a cost that grows with the history at every task created
+        copy = self.model_copy(update={"messages": list(self.messages)})
         copy._cumulative = list(self._cumulative)
         return copy
