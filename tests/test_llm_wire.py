@@ -11,6 +11,7 @@ from engine_helpers import arithmetic_tools, llm_for, serving
 from runs.engine import ChatMessage, ImagePart, LLMError
 from runs.engine.llms.openai import message_to_openai
 from runs.engine.llms.sse import SSEDecoder
+from runs.engine.llms.wire_cache import WireCache
 from runs.engine.testing import Reply, Rule
 
 DATA_URL = "data:image/png;base64," + "iVBORw0KGgo" * 20_000
@@ -77,6 +78,36 @@ def test_a_message_is_encoded_once_and_an_edit_is_a_new_piece() -> None:
         sent = server.requests[-1].messages
         assert sent[1]["content"] == "a dog" and len(sent) == len(history)
         assert llm._wire.get(edited, lambda m: b"not cached") != b"not cached"
+
+
+def test_histories_that_grow_shrink_fork_and_interleave_convert_like_fresh_ones() -> (
+    None
+):
+    """The recent-history shortcut must give exactly the pieces a fresh conversion gives."""
+    cache: WireCache[str] = WireCache(size=1_000, recent=2)
+    converted: list[str] = []
+
+    def convert(message: ChatMessage) -> str:
+        converted.append(message.content or "")
+        return f"<{message.content}>"
+
+    def expect(history: list[ChatMessage]) -> list[str]:
+        return [f"<{m.content}>" for m in history]
+
+    a = [ChatMessage.user(f"a{i}") for i in range(5)]
+    b = [ChatMessage.user(f"b{i}") for i in range(3)]
+    assert cache.get_all(a[:3], convert) == expect(a[:3])
+    assert cache.get_all(a, convert) == expect(a)  # grows: only the tail is new
+    assert converted == ["a0", "a1", "a2", "a3", "a4"]
+    assert cache.get_all(b, convert) == expect(b)  # another conversation between
+    assert cache.get_all(a[:2], convert) == expect(a[:2])  # undo: shorter
+    edited = [a[0], ChatMessage.user("a1 edited"), *a[2:]]
+    assert cache.get_all(edited, convert) == expect(edited)  # a new object mid-history
+    assert converted[-1] == "a1 edited" and converted.count("a1") == 1
+    returned = cache.get_all(a, convert)
+    returned.append("caller's own")  # the caller's list is a copy
+    assert cache.get_all(a, convert) == expect(a)
+    assert cache.get_all(b + [ChatMessage.user("b3")], convert)[-1] == "<b3>"
 
 
 @pytest.mark.parametrize(
