@@ -3,7 +3,9 @@ decoded off the bytes. The recorded provider exchanges (test_llm_realworld.py) c
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import pytest
 from engine_helpers import arithmetic_tools, llm_for, serving
@@ -108,6 +110,20 @@ def test_histories_that_grow_shrink_fork_and_interleave_convert_like_fresh_ones(
     returned.append("caller's own")  # the caller's list is a copy
     assert cache.get_all(a, convert) == expect(a)
     assert cache.get_all(b + [ChatMessage.user("b3")], convert)[-1] == "<b3>"
+
+
+def test_remembered_histories_keep_no_message_alive() -> None:
+    """A finished conversation (a data-URL image, a long tool output) is freed at once."""
+    cache: WireCache[bytes] = WireCache(size=1_000)
+    history = [ChatMessage.user("look", images=(ImagePart(url=DATA_URL),))]
+    history.append(ChatMessage.assistant("a cat"))
+    image = weakref.ref(history[0])
+    cache.get_all(history, lambda m: m.model_dump_json().encode())
+    del history
+    gc.collect()
+    assert image() is None and len(cache) == 0
+    after = [ChatMessage.user("new")]  # may reuse a dead message's id: converted anew
+    assert cache.get_all(after, lambda m: b"new piece") == [b"new piece"]
 
 
 @pytest.mark.parametrize(

@@ -3,21 +3,23 @@
 The whole history is resent every turn; converting each (immutable) message once keeps a step's
 cost flat as the conversation grows. The OpenAI client keeps each message's serialised JSON here,
 so a request body is the cached pieces joined. Messages are frozen: an edit makes a new message
-(a new entry) and undo drops messages (their entries go with them). An entry holds only a weak reference to its message, so it
-goes when the message does (a finished notebook's history, the copies a database-backed store
-loads each step, a data-URL image): the cache grows with the messages in use, never beyond, and
-at most ``size`` entries (the oldest go first).
+(a new entry) and undo drops messages (their entries go with them). An entry holds only a weak
+reference to its message, so it goes when the message does (a finished notebook's history, the
+copies a database-backed store loads each step, a data-URL image): the cache grows with the
+messages in use, never beyond, and at most ``size`` entries (the oldest go first).
 
 A conversation resends the same messages plus a few new ones, so the last few histories sent are
-remembered whole (``recent`` of them, held strongly: one conversation each): a history that starts
-with one of them reuses its converted list after an identity check that runs in C, and only the
-new tail goes through the per-message lookup. That keeps a step's cost flat at thousands of
-messages, where a Python loop over the history would grow by about half a microsecond a message.
+remembered as the ids of their messages (``recent`` of them, one slot a conversation): a history
+whose ids start with one of them reuses its converted list after a comparison that runs in C, and
+only the new tail goes through the per-message lookup. That keeps a step's cost flat at thousands
+of messages, where a Python loop over the history grows by about half a microsecond a message.
+An id names a message only while it lives, so the remembered histories are forgotten as soon as
+any cached message dies or is evicted (every message of a remembered history has an entry, whose
+weak reference reports its death).
 """
 
 from __future__ import annotations
 
-import operator
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -33,16 +35,14 @@ class WireCache(Generic[Wire]):
 
     def __init__(self, size: int, recent: int = 8) -> None:
         self.size = size
-        # the last histories converted, newest first: (messages, their wires)
-        self._recent: deque[tuple[tuple[ChatMessage, ...], list[Wire]]] = deque(
-            maxlen=recent
-        )
         self._entries: OrderedDict[int, tuple[weakref.ref[ChatMessage], Wire]] = (
             OrderedDict()
         )
         # weakref callbacks may fire in the middle of a dict operation (at any allocation), so they
         # only note the dead entry; it is removed on the next call
         self._dead: list[tuple[int, weakref.ref[ChatMessage]]] = []
+        # the last histories converted, newest first: (ids of their messages, their wires)
+        self._recent: deque[tuple[list[int], list[Wire]]] = deque(maxlen=recent)
 
     def __len__(self) -> int:
         self._purge()
@@ -56,36 +56,29 @@ class WireCache(Generic[Wire]):
         self, messages: Sequence[ChatMessage], convert: Callable[[ChatMessage], Wire]
     ) -> list[Wire]:
         """Each message converted; the whole history goes through here every turn: a history
-        that extends a recent one costs an identity check of the shared part, each other
+        that extends a recent one costs a comparison of ids for the shared part, each other
         message one dict lookup and one dereference (no reordering: the oldest go first)."""
         self._purge()
-        history = tuple(messages)
-        extended = self._longest_recent_prefix(history)
-        if extended is None:
-            wires = self._lookup(history, convert)
+        ids = list(map(id, messages))
+        slot = self._longest_recent_prefix(ids)
+        if slot is None:
+            wires = self._lookup(messages, convert)
         else:
-            sent, known = extended
-            if len(sent) == len(history):
+            known_ids, known = self._recent[slot]
+            if len(known_ids) == len(ids):
                 return list(known)
-            wires = known + self._lookup(history[len(sent) :], convert)
-            # one slot a conversation: its latest history (found by identity: tuples of
-            # messages compare by value, which is slow and may match another conversation)
-            del self._recent[
-                next(i for i, e in enumerate(self._recent) if e is extended)
-            ]
-        if history:
-            self._recent.appendleft((history, wires))
+            wires = known + self._lookup(messages[len(known_ids) :], convert)
+            del self._recent[slot]  # one slot a conversation: its latest history
+        if ids:
+            self._recent.appendleft((ids, wires))
         return list(wires)
 
-    def _longest_recent_prefix(
-        self, history: tuple[ChatMessage, ...]
-    ) -> tuple[tuple[ChatMessage, ...], list[Wire]] | None:
-        best = None
-        for entry in self._recent:
-            n = len(entry[0])
-            if (best is None or len(best[0]) < n) and n <= len(history):
-                if all(map(operator.is_, entry[0], history[:n])):
-                    best = entry
+    def _longest_recent_prefix(self, ids: list[int]) -> int | None:
+        best, best_length = None, 0
+        for slot, (known_ids, _) in enumerate(self._recent):
+            n = len(known_ids)
+            if best_length < n <= len(ids) and ids[:n] == known_ids:
+                best, best_length = slot, n
         return best
 
     def _lookup(
@@ -99,8 +92,10 @@ class WireCache(Generic[Wire]):
                 wires.append(entry[1])
             else:
                 wires.append(self._add(message, convert(message)))
-        while len(entries) > self.size:
-            entries.popitem(last=False)
+        if len(entries) > self.size:
+            self._recent.clear()  # an evicted message's death would go unreported
+            while len(entries) > self.size:
+                entries.popitem(last=False)
         return wires
 
     def _add(self, message: ChatMessage, wire: Wire) -> Wire:
@@ -113,6 +108,8 @@ class WireCache(Generic[Wire]):
         return wire
 
     def _purge(self) -> None:
+        if self._dead:
+            self._recent.clear()  # their ids may now name other messages
         while self._dead:
             key, ref = self._dead.pop()
             entry = self._entries.get(key)
