@@ -101,6 +101,8 @@ class Task(models.Model):
     lease_at = models.DateTimeField(null=True, blank=True)
     # Set by `abandon` while a step runs: the driver abandons the turn after that step.
     abandon_requested = models.BooleanField(default=False)
+    # The AG-UI threadId of a notebook started over AG-UI (runs.agui); its runs continue it.
+    agui_thread = models.CharField(max_length=200, null=True, blank=True, unique=True)
 
     class Meta:
         verbose_name = "notebook"

@@ -17,6 +17,7 @@ from runs.live.actions import (
     send_message,
     set_mode,
     undo,
+    wait_run,
 )
 from runs.live.driver import Origin
 from runs.live.recovery import ensure_recovered, recover_interrupted, recover_notebook
@@ -38,4 +39,5 @@ __all__ = [
     "set_mode",
     "undo",
     "wait_idle",
+    "wait_run",
 ]

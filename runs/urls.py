@@ -10,4 +10,5 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("", include("runs.api_urls")),
     path("", include("runs.page_urls")),
+    path("", include("runs.agui.urls")),
 ]

@@ -208,6 +208,11 @@ class Client:
             timeout,
         )
 
+    async def ok(self, action: str, **fields: Any) -> None:
+        """Send an action and check that it is acked."""
+        reply = await self.reply_to(await self.send(action, **fields))
+        assert reply["type"] == "ack", reply
+
     def events(self, event_type: str | None = None) -> list[dict[str, Any]]:
         return [
             m["event"]

@@ -34,11 +34,6 @@ def server(scripted_server: Any) -> Any:
         yield srv
 
 
-async def ok(client: Client, action: str, **fields: Any) -> None:
-    reply = await client.reply_to(await client.send(action, **fields))
-    assert reply["type"] == "ack", reply
-
-
 def listed(user: Any) -> dict[int, dict[str, Any]]:
     http = HttpClient()
     http.force_login(user)
@@ -53,21 +48,20 @@ async def test_edits_rejections_approvals_and_stops_are_stored_with_who_and_the_
     tools = await database_sync_to_async(make_notebook)(user, mode="tools")
     client = await Client.open(user, tools.pk)
     await client.send("resume", last_seq=0)
-    await ok(client, "send_message", text=QUESTION)
+    await client.ok("send_message", text=QUESTION)
     step_id = (await client.until_event("step_waiting"))["event"]["step_id"]
     calls = [
         {"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}},
         {"tool_id": "call_mul", "tool_kwargs": {"a": 4, "b": 5}},
     ]
-    await ok(client, "edit_input", step_id=step_id, input=json.dumps(calls))
-    await ok(
-        client,
+    await client.ok("edit_input", step_id=step_id, input=json.dumps(calls))
+    await client.ok(
         "reject_tool_call",
         step_id=step_id,
         tool_id="call_mul",
         reason="not needed",
     )
-    await ok(client, "approve", step_id=step_id)
+    await client.ok("approve", step_id=step_id)
     await client.until_event("task_completed")
     await service.wait_idle()
     actions = [
@@ -98,12 +92,12 @@ async def test_edits_rejections_approvals_and_stops_are_stored_with_who_and_the_
     step = await database_sync_to_async(make_notebook)(user, mode="step")
     client = await Client.open(user, step.pk)
     await client.send("resume", last_seq=0)
-    await ok(client, "send_message", text=QUESTION)
+    await client.ok("send_message", text=QUESTION)
     first = (await client.until_event("step_waiting"))["event"]["step_id"]
-    await ok(client, "approve", step_id=first)
+    await client.ok("approve", step_id=first)
     second = (await client.until_event("step_waiting", timeout=15))["event"]["step_id"]
     assert second != first
-    await ok(client, "abandon")
+    await client.ok("abandon")
     await client.until_event("task_abandoned")
     await service.wait_idle()
     stop = client.events("human_action")[-1]

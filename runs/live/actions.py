@@ -344,6 +344,13 @@ def _start(
 _runs: dict[int, asyncio.Task[None]] = {}
 
 
+async def wait_run(task_pk: int) -> None:
+    """Return once the run this process has going for the notebook (if any) has ended."""
+    run = _runs.get(task_pk)
+    if run is not None:
+        await asyncio.wait({run})  # a cancelled run (Stop) has ended too
+
+
 def _forget_run(task_pk: int, run: asyncio.Task[None]) -> None:
     if _runs.get(task_pk) is run:
         del _runs[task_pk]

@@ -1,0 +1,295 @@
+"""What a paused run waits for, as AG-UI interrupts, and how `resume` entries answer them.
+
+A notebook's active turn waits for the person at the steps the driver would run next. Each
+becomes one or more `Interrupt`s: a step waiting for approval (`step_approval`), each pending
+call of a tool-call step in `tools` mode (`tool_call_approval`, with the call's id), or each open
+question of a Team notebook (`input_required`). Ids say what they answer:
+`step:<step>`, `call:<step>:<tool call>`, `question:<step>:<waiter>`.
+
+`plan_resume` checks a run's `resume` entries against the interrupts pending now, all of them
+before anything changes, and gives the service calls that carry them out (`carry_out`): the
+same calls, with the same stored events, as the buttons of the notebook page.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import Interrupt, ResumeEntry
+from channels.db import database_sync_to_async
+
+from runs import service
+from runs.engine import StepKind, TaskStep
+from runs.engine.workflow.run_state import WorkflowRunState
+from runs.live import queries
+from runs.live.driver import runnable_steps
+from runs.live.runtime import runtime_for
+from runs.models import ApprovalMode
+from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
+from runs.text_checks import storable_problem
+
+STEP_APPROVAL = "step_approval"
+TOOL_CALL_APPROVAL = "tool_call_approval"
+INPUT_REQUIRED = "input_required"
+
+_STEP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": ["approve", "edit"]},
+        "input": {"type": "string", "description": "the step's new input (edit)"},
+    },
+}
+_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": ["approve", "edit", "reject"]},
+        "arguments": {
+            "type": "object",
+            "description": "the call's new arguments (edit)",
+        },
+        "reason": {"type": "string", "description": "told to the model (reject)"},
+    },
+}
+_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One interrupt and what it points at."""
+
+    interrupt: Interrupt
+    step_id: str
+    tool_id: str | None = None
+    waiter_id: str | None = None
+
+
+@dataclass
+class StepDecision:
+    """What to do to one waiting step: edit it (input text), reject calls, then approve it."""
+
+    step_id: str
+    edit: str | None = None
+    call_edits: list[dict[str, Any]] = field(default_factory=list)
+    rejections: list[tuple[str, str]] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ResumePlan:
+    steps: list[StepDecision] = field(default_factory=list)
+    stop: bool = False  # an interrupt was cancelled: stop the turn
+
+
+def _invalid(reason: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.INVALID_INPUT, reason)
+
+
+# --- what is pending ---------------------------------------------------------------------------
+
+
+async def pending(task_pk: int) -> list[Pending]:
+    """The interrupts of the notebook's active turn, in the order its steps would run."""
+    view = await database_sync_to_async(queries.notebook_view)(task_pk)
+    if view.active is None or view.running:
+        return []
+    runtime = await runtime_for(task_pk)
+    turn_id = view.active.engine_id
+    state = await runtime.runner.aget_task_state(turn_id)
+    found: list[Pending] = []
+    for step in await runnable_steps(runtime, turn_id):
+        queued = view.step(step.step_id)
+        if queued is None or queued.status not in queries.RUNNABLE:
+            continue
+        if step.kind is StepKind.HUMAN_INPUT and not step.input:
+            found += _questions(step, WorkflowRunState.of(state.task))
+        elif step.kind is StepKind.TOOL_CALLS and view.mode == ApprovalMode.TOOLS:
+            found += _calls(step)
+        if not any(p.step_id == step.step_id for p in found):
+            found.append(
+                _step(step)
+            )  # also a tool-call step whose calls are all decided
+    return found
+
+
+def _step(step: TaskStep) -> Pending:
+    shown = (step.input or "").strip()
+    return Pending(
+        Interrupt(
+            id=f"step:{step.step_id}",
+            reason=STEP_APPROVAL,
+            message=f"Run the {step.kind.value.replace('_', ' ')} step"
+            + (f": {shown[:500]}" if shown else ""),
+            response_schema=_STEP_SCHEMA,
+            metadata={"step_id": step.step_id, "kind": step.kind.value},
+        ),
+        step.step_id,
+    )
+
+
+def _calls(step: TaskStep) -> list[Pending]:
+    return [
+        Pending(
+            Interrupt(
+                id=f"call:{step.step_id}:{call.tool_id}",
+                reason=TOOL_CALL_APPROVAL,
+                message=f"Run {call.tool_name}({json.dumps(call.tool_kwargs)})",
+                tool_call_id=call.tool_id,
+                response_schema=_CALL_SCHEMA,
+                metadata={
+                    "step_id": step.step_id,
+                    "tool_name": call.tool_name,
+                    "arguments": call.tool_kwargs,
+                },
+            ),
+            step.step_id,
+            tool_id=call.tool_id,
+        )
+        for call in step.tool_calls or []
+        if call.decision.value == "pending"
+    ]
+
+
+def _questions(step: TaskStep, run: WorkflowRunState) -> list[Pending]:
+    waiters = [str(w) for w in step.step_state.get("questions", [])]
+    found = []
+    for waiter in waiters:
+        question = run.questions.get(waiter)
+        found.append(
+            Pending(
+                Interrupt(
+                    id=f"question:{step.step_id}:{waiter}",
+                    reason=INPUT_REQUIRED,
+                    message=question.prefix if question else "a question from a tool",
+                    tool_call_id=question.tool_id if question else None,
+                    response_schema=_ANSWER_SCHEMA,
+                    metadata={
+                        "step_id": step.step_id,
+                        "agent": question.agent if question else None,
+                    },
+                ),
+                step.step_id,
+                waiter_id=waiter,
+            )
+        )
+    return found
+
+
+# --- answering them ----------------------------------------------------------------------------
+
+
+def _payload(entry: ResumeEntry) -> dict[str, Any]:
+    raw = entry.payload
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        return {"answer": raw}
+    if not isinstance(raw, dict):
+        raise _invalid(f"resume {entry.interrupt_id}: payload must be an object")
+    return raw
+
+
+def _text(value: Any, what: str, *, limit: int = MAX_TEXT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise _invalid(f"{what} must be a string")
+    if len(value) > limit:
+        raise _invalid(f"{what} may be at most {limit} characters")
+    problem = storable_problem(value)
+    if problem is not None:
+        raise _invalid(f"{what}: {problem}")
+    return value
+
+
+def plan_resume(entries: list[ResumeEntry], waiting: list[Pending]) -> ResumePlan:
+    """Check `entries` against the pending interrupts; ProtocolError (nothing done) if they don't fit."""
+    by_id = {p.interrupt.id: p for p in waiting}
+    seen: set[str] = set()
+    plan = ResumePlan()
+    decisions: dict[str, StepDecision] = {}
+    for entry in entries:
+        target = by_id.get(entry.interrupt_id)
+        if target is None:
+            raise ProtocolError(
+                ErrorCode.NOT_ALLOWED,
+                f"interrupt {entry.interrupt_id!r} is not pending (answered, undone or "
+                "stopped meanwhile?); pending: " + (", ".join(by_id) or "none"),
+            )
+        if entry.interrupt_id in seen:
+            raise _invalid(f"interrupt {entry.interrupt_id!r} is answered twice")
+        seen.add(entry.interrupt_id)
+        if entry.status == "cancelled":
+            plan.stop = True
+            continue
+        decision = decisions.setdefault(target.step_id, StepDecision(target.step_id))
+        _decide(decision, target, _payload(entry))
+    missing = [i for i in by_id if i not in seen]
+    if missing:
+        raise _invalid(
+            "resume must answer every pending interrupt; missing: " + ", ".join(missing)
+        )
+    plan.steps = [decisions[p.step_id] for p in waiting if p.step_id in decisions]
+    plan.steps = list({d.step_id: d for d in plan.steps}.values())
+    return plan
+
+
+def _decide(decision: StepDecision, target: Pending, payload: dict[str, Any]) -> None:
+    where = f"resume {target.interrupt.id}"
+    action = payload.get("action", "approve")
+    if target.waiter_id is not None:
+        decision.answers[target.waiter_id] = _text(
+            payload.get("answer"), f"{where}: answer"
+        )
+        return
+    if target.tool_id is not None:
+        if action == "edit":
+            arguments = payload.get("arguments")
+            if not isinstance(arguments, dict):
+                raise _invalid(f"{where}: an edit needs arguments (an object)")
+            decision.call_edits.append(
+                {"tool_id": target.tool_id, "tool_kwargs": arguments}
+            )
+        elif action == "reject":
+            reason = _text(payload.get("reason", ""), f"{where}: reason", limit=2000)
+            decision.rejections.append((target.tool_id, reason))
+        elif action != "approve":
+            raise _invalid(f"{where}: action must be approve, edit or reject")
+        return
+    if action == "edit":
+        decision.edit = _text(payload.get("input"), f"{where}: input")
+    elif action != "approve":
+        raise _invalid(
+            f"{where}: action must be approve or edit (a step has no reject)"
+        )
+
+
+async def carry_out(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
+    """The service calls of `plan`, step by step, each approval's run ended before the next."""
+    if plan.stop:
+        await service.abandon(task_pk, origin)
+        await service.wait_run(task_pk)
+        return
+    for decision in plan.steps:
+        sid = decision.step_id
+        if decision.answers:
+            answers = decision.answers
+            text = (
+                next(iter(answers.values()))
+                if len(answers) == 1
+                else json.dumps(answers)
+            )
+            await service.edit_input(task_pk, sid, text, origin)
+        if decision.edit is not None:
+            await service.edit_input(task_pk, sid, decision.edit, origin)
+        if decision.call_edits:
+            await service.edit_input(
+                task_pk, sid, json.dumps(decision.call_edits), origin
+            )
+        for tool_id, reason in decision.rejections:
+            await service.reject_tool_call(task_pk, sid, tool_id, reason, origin)
+        await service.approve(task_pk, sid, origin)
+        await service.wait_run(task_pk)

@@ -1,0 +1,306 @@
+"""`POST /agui/`: run a notebook as an AG-UI agent, streamed as server-sent events.
+
+The body is an AG-UI `RunAgentInput`. Its thread is a notebook (runs.agui.threads). Without
+`resume`, the last message, if it is the user's, starts a turn; with `resume`, the entries answer
+the interrupts the previous run ended with (runs.agui.interrupts). Either way the work is done by
+the notebook service, as from the page, and the response streams what the notebook does
+(runs.agui.feed, translated by runs.agui.translate) until the turn finishes, waits for a person,
+is stopped, or fails. Refusals before the stream starts are JSON: 400 bad input, 401 no
+credentials, 403 CSRF, 404 someone else's thread, 409 not possible now (nothing changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ag_ui.core import BaseEvent, RunAgentInput, TextPart, UserMessage
+from ag_ui.encoder import EventEncoder
+from channels.db import database_sync_to_async
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from pydantic import ValidationError
+
+from runs import service
+from runs.agui.feed import NotebookFeed
+from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
+from runs.agui.threads import Thread, ThreadNotFound, find_thread, start_thread
+from runs.agui.translate import RunTranslator
+from runs.engine.workflow.run_state import WorkflowRunState
+from runs.engine.workflow.worker import AgentWorkflowWorker
+from runs.live import queries
+from runs.live.actions import check_send
+from runs.live.runtime import runtime_for, spawn
+from runs.models import ApprovalMode
+from runs.presets import all_presets
+from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
+from runs.text_checks import storable_problem
+
+logger = logging.getLogger(__name__)
+
+KEEPALIVE_S = 15.0
+_STATUS = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.NOT_ALLOWED: 409,
+    ErrorCode.ALREADY_RUNNING: 409,
+}
+
+
+def _refusal(status: int, code: str, reason: str) -> JsonResponse:
+    return JsonResponse({"error": code, "reason": reason}, status=status)
+
+
+def _from_error(exc: ProtocolError) -> JsonResponse:
+    return _refusal(_STATUS.get(exc.code, 400), exc.code.value, exc.reason)
+
+
+# --- who is asking --------------------------------------------------------------------------
+
+
+async def request_user(request: HttpRequest) -> tuple[AbstractBaseUser | None, bool]:
+    """The user making the request, and whether that is by session cookie (CSRF applies)."""
+    user = await request.auser()
+    if user.is_authenticated:
+        return user, True
+    return None, False
+
+
+def _csrf_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The CSRF check a session-authenticated POST gets anywhere else in the app."""
+    check = CsrfViewMiddleware(lambda r: HttpResponse())
+    return check.process_view(request, lambda r: HttpResponse(), (), {})
+
+
+# --- the request ----------------------------------------------------------------------------
+
+
+def _parse(request: HttpRequest) -> RunAgentInput:
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, "the request body is too large"
+        ) from None
+    try:
+        given = RunAgentInput.model_validate_json(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT, f"not a RunAgentInput: {problems}"
+        ) from None
+    for name, value in (("threadId", given.thread_id), ("runId", given.run_id)):
+        if not value or len(value) > 200 or storable_problem(value) is not None:
+            raise ProtocolError(
+                ErrorCode.INVALID_INPUT, f"{name} must be 1 to 200 plain characters"
+            )
+    return given
+
+
+def _user_text(given: RunAgentInput) -> str | None:
+    """The text of the last message if it is the user's (a new message to send), else None."""
+    if not given.messages:
+        return None
+    last = given.messages[-1]
+    if not isinstance(last, UserMessage):
+        return None
+    content = last.content
+    if isinstance(content, str):
+        text = content
+    else:
+        if not all(isinstance(part, TextPart) for part in content):
+            raise ProtocolError(
+                ErrorCode.INVALID_INPUT,
+                "only text parts can be sent over AG-UI (no images or files)",
+            )
+        text = "\n".join(part.text for part in content if isinstance(part, TextPart))
+    text = text.strip()
+    if not text or len(text) > MAX_TEXT_CHARS:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            f"the user message must be 1 to {MAX_TEXT_CHARS} characters",
+        )
+    problem = storable_problem(text)
+    if problem is not None:
+        raise ProtocolError(ErrorCode.INVALID_INPUT, f"the user message: {problem}")
+    return text
+
+
+def _new_notebook_settings(given: RunAgentInput) -> tuple[str, str]:
+    """The agent preset and approval mode for a new thread (`forwardedProps.agent`/`.mode`)."""
+    props = given.forwarded_props if isinstance(given.forwarded_props, dict) else {}
+    presets = all_presets()
+    agent = props.get("agent") or (presets[0].name if presets else "")
+    mode = props.get("mode") or ApprovalMode.AUTO.value
+    if not isinstance(agent, str) or not isinstance(mode, str):
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT, "forwardedProps.agent and .mode must be strings"
+        )
+    return agent, mode
+
+
+@login_not_required
+@csrf_exempt  # checked below for session-authenticated requests only
+@require_POST
+async def run_agent(request: HttpRequest) -> HttpResponseBase:
+    user, by_session = await request_user(request)
+    if user is None:
+        return _refusal(
+            401, "unauthenticated", "log in, or send Authorization: Bearer <token>"
+        )
+    if by_session:
+        refused = _csrf_refusal(request)
+        if refused is not None:
+            return _refusal(
+                403, "csrf", "a session-authenticated POST needs the CSRF token"
+            )
+    try:
+        given = _parse(request)
+        text = None if given.resume else _user_text(given)
+        thread = await database_sync_to_async(find_thread)(user, given.thread_id)
+        if thread is None:
+            if text is None:
+                raise ProtocolError(
+                    ErrorCode.INVALID_INPUT,
+                    "a new thread needs a user message to start with",
+                )
+            agent, mode = _new_notebook_settings(given)
+            thread = await database_sync_to_async(start_thread)(
+                user, given.thread_id, agent, mode
+            )
+        plan: ResumePlan | None = None
+        if given.resume:
+            plan = plan_resume(list(given.resume), await pending(thread.task_pk))
+        elif text is not None:
+            await database_sync_to_async(check_send)(thread.task_pk)
+    except ThreadNotFound:
+        return _refusal(404, "not_found", f"there is no thread {given.thread_id!r}")
+    except ProtocolError as exc:
+        return _from_error(exc)
+    run = AgentRun(thread, given, user.get_username(), text, plan)
+    response = StreamingHttpResponse(run.stream(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+class AgentRun:
+    """One AG-UI run: the service calls it makes and the events it streams."""
+
+    def __init__(
+        self,
+        thread: Thread,
+        given: RunAgentInput,
+        username: str,
+        text: str | None,
+        plan: ResumePlan | None,
+    ) -> None:
+        self.thread = thread
+        self.given = given
+        self.username = username
+        self.text = text
+        self.plan = plan
+        self.translator = RunTranslator(given.thread_id, given.run_id)
+        self.encoder = EventEncoder()
+
+    def _encode(self, events: list[BaseEvent]) -> str:
+        return "".join(self.encoder.encode(e) for e in events)
+
+    async def _conduct(self, origin: service.Origin) -> None:
+        task_pk = self.thread.task_pk
+        if self.plan is not None:
+            await carry_out(task_pk, self.plan, origin)
+        elif self.text is not None:
+            await service.send_message(task_pk, self.text, origin)
+            await service.wait_run(task_pk)
+
+    async def stream(self) -> AsyncIterator[str]:
+        feed = NotebookFeed(self.thread.task_pk)
+        channel = await feed.open()
+        origin = service.Origin(
+            channel or None, self.given.run_id, "agui_run", self.username
+        )
+        conductor = spawn(self._conduct(origin), name=f"agui-{self.thread.task_pk}")
+        try:
+            yield self._encode(self.translator.run_started(self.given))
+            state = await self._shared_state()
+            if state is not None:
+                yield self._encode(self.translator.snapshot(state))
+            while not conductor.done():
+                receiving = feed.receiving()
+                done, _ = await asyncio.wait(
+                    {receiving, conductor},
+                    timeout=KEEPALIVE_S,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if not done:
+                    yield ": keepalive\n\n"
+                elif receiving in done:
+                    yield self._encode(self._translate(await feed.take()))
+            if feed.receiving().done():
+                yield self._encode(self._translate(await feed.take()))
+            yield self._encode(self._translate(await feed.stored_until()))
+            yield self._encode(await self._end(conductor))
+        finally:
+            await feed.close()
+
+    def _translate(self, items: list[Any]) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        for item in items:
+            if item.kind == "event":
+                out += self.translator.stored(item.payload)
+            elif item.kind == "delta":
+                out += self.translator.streamed(item.payload)
+        return out
+
+    async def _shared_state(self) -> dict[str, Any] | None:
+        """A Team notebook's shared state as its last turn left it (None for other agents)."""
+        runtime = await runtime_for(self.thread.task_pk)
+        if not isinstance(runtime.runner.agent_worker, AgentWorkflowWorker):
+            return None
+        view = await database_sync_to_async(queries.notebook_view)(self.thread.task_pk)
+        if view.latest is None:
+            return {}
+        state = await runtime.runner.aget_task_state(view.latest.engine_id)
+        return dict(WorkflowRunState.of(state.task).state)
+
+    async def _end(self, conductor: asyncio.Task[None]) -> list[BaseEvent]:
+        failure = conductor.exception()
+        if isinstance(failure, ProtocolError):
+            return self.translator.error(failure.reason, failure.code.value)
+        if failure is not None:
+            logger.error(
+                "AG-UI run on notebook %s failed", self.thread.task_pk, exc_info=failure
+            )
+            return self.translator.error(
+                "the server failed to carry out the run", "internal"
+            )
+        if self.translator.abandoned:
+            return self.translator.finished()
+        if self.translator.failure is not None:
+            return self.translator.error(
+                self.translator.failure, ErrorCode.STEP_FAILED.value
+            )
+        waiting = await pending(self.thread.task_pk)
+        if waiting:
+            return self.translator.finished([p.interrupt for p in waiting])
+        view = await database_sync_to_async(queries.notebook_view)(self.thread.task_pk)
+        if view.active is None:
+            return self.translator.finished()
+        return self.translator.error(
+            "the turn stopped with no step waiting (it may be running elsewhere)",
+            "internal",
+        )

@@ -1,0 +1,306 @@
+"""The AG-UI endpoint (`POST /agui/`): streams, conformance, interrupts and resume, access.
+
+Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make test's services pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import AsyncClient
+
+from runs import service
+from runs.engine.testing import ScriptedServer
+from runs.models import Event, Step, Task
+from tests.agui_support import (
+    outcome,
+    post_run,
+    run_events,
+    run_input,
+    types,
+    validate_recorded,
+)
+from tests.live_support import (
+    ANSWER,
+    QUESTION,
+    Client,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+)
+
+pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def server(scripted_server: Any) -> Any:
+    srv = scripted_server(analyst_script())
+    with llm_at(srv):
+        yield srv
+
+
+async def logged_in(name: str = "ana") -> tuple[Any, AsyncClient]:
+    user = await database_sync_to_async(make_user)(name)
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return user, client
+
+
+def text_of(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def calls_of(events: list[dict[str, Any]]) -> dict[str, tuple[str, Any]]:
+    names = {
+        e["toolCallId"]: e["toolCallName"]
+        for e in events
+        if e["type"] == "TOOL_CALL_START"
+    }
+    args: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "TOOL_CALL_ARGS":
+            args[e["toolCallId"]] = args.get(e["toolCallId"], "") + e["delta"]
+    return {i: (names[i], json.loads(args[i])) for i in names}
+
+
+def results_of(events: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        e["toolCallId"]: e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"
+    }
+
+
+def conforms(raw: str, artifacts_dir: Path, name: str) -> None:
+    """The recorded stream passes the ag-ui-validate CLI with no errors and no warnings."""
+    code, report = validate_recorded(raw, artifacts_dir / f"agui-{name}.sse")
+    assert code == 0, report["diagnostics"]
+    assert report["summary"]["errors"] == 0 and report["summary"]["warnings"] == 0
+
+
+async def test_an_auto_run_streams_steps_text_and_tool_calls_and_conforms(
+    server: ScriptedServer, artifacts_dir: Path
+) -> None:
+    user, client = await logged_in()
+    raw, events = await run_events(client, run_input("thread-auto", QUESTION))
+    conforms(raw, artifacts_dir, "auto")
+    assert events[0]["type"] == "RUN_STARTED" and events[0]["threadId"] == "thread-auto"
+    assert outcome(events) == {"type": "success"}
+    assert events[-1]["result"] == ANSWER
+    assert ANSWER in text_of(events) and "Let me compute both." in text_of(events)
+    assert calls_of(events) == {
+        "call_add": ("add", {"a": 2, "b": 3}),
+        "call_mul": ("multiply", {"a": 4, "b": 5}),
+    }
+    assert results_of(events) == {"call_add": "5", "call_mul": "20"}
+    started = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+    finished = [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
+    assert len(started) == 2 and sorted(started) == sorted(
+        finished
+    )  # model+tools, answer
+    # an ordinary notebook of the caller's, with the run's events stored as usual
+    task = await Task.objects.aget(agui_thread="thread-auto")
+    assert task.owner_id == user.pk and task.mode == "auto"
+    assert await Event.objects.filter(task=task, type="task_completed").acount() == 1
+
+
+def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    result = outcome(events)
+    assert result["type"] == "interrupt", result
+    return list(result["interrupts"])
+
+
+async def test_step_mode_ends_each_run_with_a_step_interrupt_that_resume_approves(
+    server: ScriptedServer, artifacts_dir: Path
+) -> None:
+    _, client = await logged_in()
+    first = run_input("thread-step", QUESTION, mode="step")
+    raw, events = await run_events(client, first)
+    recorded = [raw]
+    waiting = interrupts_of(events)
+    assert [i["reason"] for i in waiting] == ["step_approval"]
+    assert "STEP_STARTED" not in types(events), "nothing runs before the approval"
+    rounds = 0
+    while outcome(events)["type"] == "interrupt":
+        rounds += 1
+        edit = {
+            "action": "edit",
+            "input": "Compute (2 + 3) and (4 * 5) please, carefully",
+        }
+        resume = [
+            {
+                "interruptId": i["id"],
+                "status": "resolved",
+                "payload": edit if rounds == 1 else None,
+            }
+            for i in interrupts_of(events)
+        ]
+        raw, events = await run_events(client, run_input("thread-step", resume=resume))
+        recorded.append(raw)
+        assert types(events).count("STEP_STARTED") == 1, "one approved step per run"
+    assert rounds == 2 and events[-1]["result"] == ANSWER  # model + tools, answer
+    conforms("".join(recorded), artifacts_dir, "step")
+    task = await Task.objects.aget(agui_thread="thread-step")
+    first_step = await Step.objects.filter(task=task).order_by("pk").afirst()
+    assert first_step is not None and first_step.input.endswith("carefully")
+    actions = [
+        e["action"]
+        async for e in Event.objects.filter(task=task, type="human_action")
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    ]
+    assert actions == ["edited_input", "approved", "approved"]
+
+
+async def test_refusals_before_the_stream_change_nothing(
+    server: ScriptedServer,
+) -> None:
+    anonymous = AsyncClient()
+    status, body = await post_run(anonymous, run_input("thread-x", QUESTION))
+    assert status == 401 and json.loads(body)["error"] == "unauthenticated"
+    assert not await Task.objects.aexists()
+
+    owner, client = await logged_in("ana")
+    await run_events(client, run_input("thread-ana", QUESTION))
+    _, intruder = await logged_in("bob")
+    status, body = await post_run(intruder, run_input("thread-ana", "Compute 1 + 1"))
+    assert status == 404, body
+    task = await Task.objects.aget(agui_thread="thread-ana")
+    status, _ = await post_run(intruder, run_input(str(task.pk), "Compute 1 + 1"))
+    assert status == 404, "a notebook's number is a thread id too, and still not bob's"
+    assert await Task.objects.acount() == 1
+
+    status, body = await post_run(client, {"threadId": "t"})
+    assert status == 400 and "messages" in json.loads(body)["reason"]
+    status, body = await post_run(
+        client,
+        run_input(
+            "thread-ana", resume=[{"interruptId": "step:nope", "status": "resolved"}]
+        ),
+    )
+    assert status == 409 and "not pending" in json.loads(body)["reason"]
+    status, body = await post_run(
+        client, run_input("thread-new", "hi", mode="sometimes")
+    )
+    assert status == 400 and "mode" in json.loads(body)["reason"]
+    assert not await Task.objects.filter(agui_thread="thread-new").aexists()
+
+
+async def test_a_session_post_needs_the_csrf_token(server: ScriptedServer) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(user)
+    status, body = await post_run(client, run_input("thread-csrf", QUESTION))
+    assert status == 403 and json.loads(body)["error"] == "csrf"
+    assert not await Task.objects.aexists()
+    await client.get("/")  # sets the csrftoken cookie
+    token = client.cookies["csrftoken"].value
+    response = await client.post(
+        "/agui/",
+        data=json.dumps(run_input("thread-csrf", QUESTION)),
+        content_type="application/json",
+        headers={"X-CSRFToken": token},
+    )
+    assert response.status_code == 200
+    async for _ in response.streaming_content:
+        pass
+    await service.wait_idle()
+
+
+def comparable(payloads: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """A notebook's stored events without ids and times: what happened, in order."""
+    kept = []
+    for e in payloads:
+        output = e.get("tool_output") or {}
+        kept.append(
+            (
+                e["type"],
+                e.get("action"),
+                e.get("by"),
+                e.get("tool_id"),
+                json.dumps(e.get("before"), sort_keys=True),
+                json.dumps(e.get("after"), sort_keys=True),
+                e.get("reason"),
+                e.get("decision"),
+                json.dumps(e.get("tool_kwargs"), sort_keys=True),
+                output.get("content"),
+            )
+        )
+    return kept
+
+
+async def stored(task_pk: int) -> list[dict[str, Any]]:
+    return [
+        p
+        async for p in Event.objects.filter(task_id=task_pk)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    ]
+
+
+async def test_tools_mode_resume_edits_rejects_and_approves_like_the_page(
+    server: ScriptedServer, artifacts_dir: Path
+) -> None:
+    user, client = await logged_in()
+    raw, events = await run_events(
+        client, run_input("thread-tools", QUESTION, mode="tools")
+    )
+    waiting = interrupts_of(events)
+    assert [(i["reason"], i["toolCallId"]) for i in waiting] == [
+        ("tool_call_approval", "call_add"),
+        ("tool_call_approval", "call_mul"),
+    ]
+    assert set(calls_of(events)) == {"call_add", "call_mul"}, "proposed calls are shown"
+    assert not results_of(events), "nothing ran"
+    by_call = {i["toolCallId"]: i["id"] for i in waiting}
+    resume = [
+        {
+            "interruptId": by_call["call_add"],
+            "status": "resolved",
+            "payload": {"action": "edit", "arguments": {"a": 2, "b": 30}},
+        },
+        {
+            "interruptId": by_call["call_mul"],
+            "status": "resolved",
+            "payload": {"action": "reject", "reason": "not needed"},
+        },
+    ]
+    raw2, events2 = await run_events(client, run_input("thread-tools", resume=resume))
+    conforms(raw + raw2, artifacts_dir, "tools")
+    assert outcome(events2) == {"type": "success"}
+    assert calls_of(events2)["call_add"] == ("add", {"a": 2, "b": 30}), (
+        "the edited call ran"
+    )
+    assert results_of(events2)["call_add"] == "32"
+    assert "not needed" in results_of(events2)["call_mul"]
+    agui = await Task.objects.aget(agui_thread="thread-tools")
+
+    # the same decisions made in the page, over its websocket
+    page = await database_sync_to_async(make_notebook)(user, mode="tools")
+    socket = await Client.open(user, page.pk)
+    await socket.send("resume", last_seq=0)
+    await socket.ok("send_message", text=QUESTION)
+    step_id = (await socket.until_event("step_waiting"))["event"]["step_id"]
+    edit = [{"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}}]
+    await socket.ok("edit_input", step_id=step_id, input=json.dumps(edit))
+    await socket.ok(
+        "reject_tool_call",
+        step_id=step_id,
+        tool_id="call_mul",
+        reason="not needed",
+    )
+    await socket.ok("approve", step_id=step_id)
+    await socket.until_event("task_completed")
+    await socket.close()
+    await service.wait_idle()
+    assert comparable(await stored(agui.pk)) == comparable(await stored(page.pk))
+    decided = [e for e in await stored(agui.pk) if e["type"] == "human_action"]
+    assert [(e["action"], e["by"]) for e in decided] == [
+        ("edited_arguments", "ana"),
+        ("rejected_call", "ana"),
+        ("approved", "ana"),
+    ]
