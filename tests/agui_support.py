@@ -47,10 +47,12 @@ def sse_events(raw: str) -> list[dict[str, Any]]:
     ]
 
 
-async def post_run(client: AsyncClient, body: dict[str, Any]) -> tuple[int, str]:
+async def post_run(
+    client: AsyncClient, body: dict[str, Any], **kwargs: Any
+) -> tuple[int, str]:
     """POST a RunAgentInput; the status and the whole body (the stream, read to its end)."""
     response = await client.post(
-        URL, data=json.dumps(body), content_type="application/json"
+        URL, data=json.dumps(body), content_type="application/json", **kwargs
     )
     if not response.streaming:
         return response.status_code, response.content.decode()
@@ -62,10 +64,10 @@ async def post_run(client: AsyncClient, body: dict[str, Any]) -> tuple[int, str]
 
 
 async def run_events(
-    client: AsyncClient, body: dict[str, Any]
+    client: AsyncClient, body: dict[str, Any], **kwargs: Any
 ) -> tuple[str, list[dict[str, Any]]]:
     """POST a RunAgentInput that must stream; the raw SSE text and its events."""
-    status, raw = await post_run(client, body)
+    status, raw = await post_run(client, body, **kwargs)
     assert status == 200, raw
     return raw, sse_events(raw)
 

@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
 from runs import service
+from runs.api_auth import create_token
 from runs.engine.testing import ScriptedServer
 from runs.models import Event, Step, Task
 from tests.agui_support import (
@@ -161,7 +162,7 @@ async def test_refusals_before_the_stream_change_nothing(
 ) -> None:
     anonymous = AsyncClient()
     status, body = await post_run(anonymous, run_input("thread-x", QUESTION))
-    assert status == 401 and json.loads(body)["error"] == "unauthenticated"
+    assert status == 401 and "Not logged in" in json.loads(body)["detail"]
     assert not await Task.objects.aexists()
 
     owner, client = await logged_in("ana")
@@ -175,18 +176,18 @@ async def test_refusals_before_the_stream_change_nothing(
     assert await Task.objects.acount() == 1
 
     status, body = await post_run(client, {"threadId": "t"})
-    assert status == 400 and "messages" in json.loads(body)["reason"]
+    assert status == 400 and "messages" in json.loads(body)["detail"]
     status, body = await post_run(
         client,
         run_input(
             "thread-ana", resume=[{"interruptId": "step:nope", "status": "resolved"}]
         ),
     )
-    assert status == 409 and "not pending" in json.loads(body)["reason"]
+    assert status == 409 and "not pending" in json.loads(body)["detail"]
     status, body = await post_run(
         client, run_input("thread-new", "hi", mode="sometimes")
     )
-    assert status == 400 and "mode" in json.loads(body)["reason"]
+    assert status == 400 and "mode" in json.loads(body)["detail"]
     assert not await Task.objects.filter(agui_thread="thread-new").aexists()
 
 
@@ -195,7 +196,7 @@ async def test_a_session_post_needs_the_csrf_token(server: ScriptedServer) -> No
     client = AsyncClient(enforce_csrf_checks=True)
     await client.aforce_login(user)
     status, body = await post_run(client, run_input("thread-csrf", QUESTION))
-    assert status == 403 and json.loads(body)["error"] == "csrf"
+    assert status == 403 and "CSRF" in json.loads(body)["detail"]
     assert not await Task.objects.aexists()
     await client.get("/")  # sets the csrftoken cookie
     token = client.cookies["csrftoken"].value
@@ -304,3 +305,26 @@ async def test_tools_mode_resume_edits_rejects_and_approves_like_the_page(
         ("rejected_call", "ana"),
         ("approved", "ana"),
     ]
+
+
+async def test_an_api_token_works_without_csrf_and_a_bad_one_is_refused(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    _, token = await database_sync_to_async(create_token)(user, "agui script")
+    script = AsyncClient(enforce_csrf_checks=True)
+    status, body = await post_run(
+        script,
+        run_input("thread-token", QUESTION),
+        headers={"Authorization": "Bearer agentui_wrong"},
+    )
+    assert status == 401, body
+    assert not await Task.objects.aexists()
+    raw, events = await run_events(
+        script,
+        run_input("thread-token", QUESTION),
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert outcome(events) == {"type": "success"}
+    task = await Task.objects.aget(agui_thread="thread-token")
+    assert task.owner_id == user.pk

@@ -5,8 +5,9 @@ The body is an AG-UI `RunAgentInput`. Its thread is a notebook (runs.agui.thread
 the interrupts the previous run ended with (runs.agui.interrupts). Either way the work is done by
 the notebook service, as from the page, and the response streams what the notebook does
 (runs.agui.feed, translated by runs.agui.translate) until the turn finishes, waits for a person,
-is stopped, or fails. Refusals before the stream starts are JSON: 400 bad input, 401 no
-credentials, 403 CSRF, 404 someone else's thread, 409 not possible now (nothing changed).
+is stopped, or fails. Refusals before the stream starts are JSON (`detail`, `code`) and change
+nothing: 400 bad input, 401 no or bad credentials (an API token or the session:
+runs.api_auth), 403 CSRF (session only), 404 someone else's thread, 409 not possible now.
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from ag_ui.core import BaseEvent, RunAgentInput, TextPart, UserMessage
 from ag_ui.encoder import EventEncoder
 from channels.db import database_sync_to_async
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
@@ -34,6 +33,12 @@ from runs.agui.feed import NotebookFeed
 from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
 from runs.agui.threads import Thread, ThreadNotFound, find_thread, start_thread
 from runs.agui.translate import RunTranslator
+from runs.api_auth import (
+    AuthFailed,
+    arequest_user,
+    auth_failed_response,
+    unauthenticated_response,
+)
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.engine.workflow.worker import AgentWorkflowWorker
 from runs.live import queries
@@ -55,28 +60,11 @@ _STATUS = {
 
 
 def _refusal(status: int, code: str, reason: str) -> JsonResponse:
-    return JsonResponse({"error": code, "reason": reason}, status=status)
+    return JsonResponse({"detail": reason, "code": code}, status=status)
 
 
 def _from_error(exc: ProtocolError) -> JsonResponse:
     return _refusal(_STATUS.get(exc.code, 400), exc.code.value, exc.reason)
-
-
-# --- who is asking --------------------------------------------------------------------------
-
-
-async def request_user(request: HttpRequest) -> tuple[AbstractBaseUser | None, bool]:
-    """The user making the request, and whether that is by session cookie (CSRF applies)."""
-    user = await request.auser()
-    if user.is_authenticated:
-        return user, True
-    return None, False
-
-
-def _csrf_refusal(request: HttpRequest) -> HttpResponse | None:
-    """The CSRF check a session-authenticated POST gets anywhere else in the app."""
-    check = CsrfViewMiddleware(lambda r: HttpResponse())
-    return check.process_view(request, lambda r: HttpResponse(), (), {})
 
 
 # --- the request ----------------------------------------------------------------------------
@@ -150,20 +138,17 @@ def _new_notebook_settings(given: RunAgentInput) -> tuple[str, str]:
 
 
 @login_not_required
-@csrf_exempt  # checked below for session-authenticated requests only
+@csrf_exempt  # arequest_user checks CSRF for session-authenticated requests
 @require_POST
 async def run_agent(request: HttpRequest) -> HttpResponseBase:
-    user, by_session = await request_user(request)
+    try:
+        user = await arequest_user(
+            request
+        )  # a Bearer token, or the session (with CSRF)
+    except AuthFailed as exc:
+        return auth_failed_response(exc)
     if user is None:
-        return _refusal(
-            401, "unauthenticated", "log in, or send Authorization: Bearer <token>"
-        )
-    if by_session:
-        refused = _csrf_refusal(request)
-        if refused is not None:
-            return _refusal(
-                403, "csrf", "a session-authenticated POST needs the CSRF token"
-            )
+        return unauthenticated_response()
     try:
         given = _parse(request)
         text = None if given.resume else _user_text(given)

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0003_annotation"),
+        ("runs", "0004_api_token"),
     ]
 
     operations = [
