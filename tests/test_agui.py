@@ -5,17 +5,20 @@ Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make te
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.test import AsyncClient
+from django.test import AsyncClient, override_settings
 
 from runs import service
 from runs.api_auth import create_token
-from runs.engine.testing import ScriptedServer
+from runs.demo_team import QUESTION as TEAM_QUESTION
+from runs.demo_team import TEAM_PROMPT, team_rules
+from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
 from runs.models import Event, Step, Task
 from tests.agui_support import (
     outcome,
@@ -328,3 +331,105 @@ async def test_an_api_token_works_without_csrf_and_a_bad_one_is_refused(
     assert outcome(events) == {"type": "success"}
     task = await Task.objects.aget(agui_thread="thread-token")
     assert task.owner_id == user.pk
+
+
+async def test_a_team_question_is_an_interrupt_answered_by_resume_and_state_streams(
+    scripted_server: Any, artifacts_dir: Path, tmp_path: Path
+) -> None:
+    srv = scripted_server(Script(rules=team_rules()))
+    with llm_at(srv), override_settings(AGENTUI_DATA_DIR=str(tmp_path)):
+        _, client = await logged_in()
+        raw, events = await run_events(
+            client, run_input("thread-team", TEAM_PROMPT, agent="team")
+        )
+        (question,) = interrupts_of(events)
+        assert question["reason"] == "input_required"
+        assert question["message"] == TEAM_QUESTION
+        assert events[1]["type"] == "STATE_SNAPSHOT", "the shared state, before deltas"
+        answer = {"interruptId": question["id"], "status": "resolved"}
+        raw2, events2 = await run_events(
+            client,
+            run_input(
+                "thread-team",
+                resume=[{**answer, "payload": {"answer": "Europe please"}}],
+            ),
+        )
+        await service.wait_idle()
+    conforms(raw + raw2, artifacts_dir, "team")
+    assert outcome(events2) == {"type": "success"}
+    assert "grew most" in events2[-1]["result"]
+    state: dict[str, Any] = {}
+    for e in events + events2:  # the client's view of the shared state, rebuilt
+        if e["type"] == "STATE_SNAPSHOT":
+            state = dict(e["snapshot"])
+        elif e["type"] == "STATE_DELTA":
+            for op in e["delta"]:
+                key = op["path"][1:]
+                if op["op"] == "remove":
+                    state.pop(key)
+                else:
+                    state[key] = op["value"]
+    task = await Task.objects.aget(agui_thread="thread-team")
+    (changed,) = [
+        p
+        async for p in Event.objects.filter(task=task, type="state_changed")
+        .order_by("-seq")
+        .values_list("payload", flat=True)[:1]
+    ]
+    assert state == changed["state"] and state, "deltas add up to the stored state"
+    handoffs = [
+        e["value"]["to_agent"]
+        for e in events2
+        if e["type"] == "CUSTOM" and e["name"] == "agentui.agent_handoff"
+    ]
+    assert handoffs == ["analyst", "reviewer"]
+
+
+def test_the_validator_fails_a_deliberately_broken_stream(artifacts_dir: Path) -> None:
+    good = "".join(
+        f"data: {json.dumps(e)}\n\n"
+        for e in [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        ]
+    )
+    assert validate_recorded(good, artifacts_dir / "agui-good.sse")[0] == 0
+    # a message that never ends, and a result for a call that never started
+    broken = good.replace(
+        'data: {"type": "TEXT_MESSAGE_END", "messageId": "m"}\n\n', ""
+    )
+    broken = broken.replace(
+        'data: {"type": "RUN_FINISHED"',
+        'data: {"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": "nope", '
+        '"content": "?"}\n\ndata: {"type": "RUN_FINISHED"',
+    )
+    code, report = validate_recorded(broken, artifacts_dir / "agui-broken.sse")
+    assert code == 1
+    rules = {d["rule"] for d in report["diagnostics"]}
+    assert {"AGUI103", "AGUI207"} <= rules, rules
+
+
+async def test_a_run_stopped_by_the_person_ends_cancelled(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    slow = Rule(reply=Reply(text="word " * 400), timing=Timing(token_delay_s=0.01))
+    srv = scripted_server(Script(rules=[slow]))
+    with llm_at(srv):
+        user, client = await logged_in()
+        running = asyncio.ensure_future(
+            run_events(client, run_input("thread-stop", "Talk for a while"))
+        )
+        while not await Step.objects.filter(status="running").aexists():
+            await asyncio.sleep(0.05)
+        task = await Task.objects.aget(agui_thread="thread-stop")
+        await service.abandon(task.pk, service.Origin(by="ana"))
+        raw, events = await running
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "stopped")
+    assert outcome(events) == {"type": "cancelled"}
+    assert "result" not in events[-1]
+    stops = [e for e in events if e["type"] == "CUSTOM"]
+    assert [e["value"]["action"] for e in stops] == ["stopped"]
