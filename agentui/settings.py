@@ -226,6 +226,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # the REST API's docs page with its own Swagger UI files (no CDN)
     "runs",
 ]
 

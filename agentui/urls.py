@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from runs.rest.api import urls as rest_api_urls
 from runs.views import login_with_link
 
 urlpatterns = [
@@ -11,5 +12,7 @@ urlpatterns = [
     path("login/<str:token>/", login_with_link, name="login_link"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # the REST API for scripts (docs/api.md); the page's own JSON endpoints stay under /api/
+    path("api/v1/", rest_api_urls),
     path("", include("runs.urls")),
 ]

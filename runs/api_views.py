@@ -124,7 +124,11 @@ def _day_bound(raw: str, end: bool) -> dt.datetime | None:
     return moment
 
 
-def _filtered(user: AbstractBaseUser, params: dict[str, str]) -> QuerySet[Task]:
+def filtered_notebooks(
+    user: AbstractBaseUser, params: dict[str, str]
+) -> QuerySet[Task]:
+    """`user`'s notebooks matching the traces page's filters, newest first; ValueError names
+    a malformed filter. Shared by /api/tasks/ and the REST API."""
     tasks = Task.objects.filter(owner=user)
     q = params.get("q", "").strip()
     if q:
@@ -157,7 +161,8 @@ def _filtered(user: AbstractBaseUser, params: dict[str, str]) -> QuerySet[Task]:
     return tasks.order_by("-updated_at", "-pk")
 
 
-def _summary(task: Task) -> dict[str, Any]:
+def notebook_summary(task: Task) -> dict[str, Any]:
+    """A notebook as the lists show it (the trace export's `task`)."""
     return {
         "id": task.pk,
         "title": str(task),
@@ -188,7 +193,7 @@ def task_list(request: HttpRequest) -> JsonResponse:
     try:
         size = _int(params.get("page_size"), PAGE_SIZE, 1, MAX_PAGE_SIZE)
         number = _int(params.get("page"), 1, 1, 10**6)
-        tasks = _filtered(request.user, params)
+        tasks = filtered_notebooks(request.user, params)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     paginator = Paginator(tasks.annotate(turn_count=Count("turns")), size)
@@ -200,7 +205,8 @@ def task_list(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {
             "results": [
-                {**_summary(task), **sizes[task.pk]} for task in page.object_list
+                {**notebook_summary(task), **sizes[task.pk]}
+                for task in page.object_list
             ],
             "page": page.number,
             "pages": paginator.num_pages,
@@ -247,7 +253,8 @@ def _usage(steps: list[Step]) -> dict[str, int]:
     return totals
 
 
-def _step_json(step: Step) -> dict[str, Any]:
+def step_json(step: Step) -> dict[str, Any]:
+    """A step as the trace export and the REST API show it (edges prefetched)."""
     return {
         "step_id": step.step_id,
         "kind": step.kind,
@@ -276,6 +283,20 @@ def _step_json(step: Step) -> dict[str, Any]:
     }
 
 
+def turn_json(turn: Turn) -> dict[str, Any]:
+    """A turn as the trace export and the REST API show it (without its steps)."""
+    return {
+        "id": turn.engine_id,
+        "index": turn.index,
+        "input": turn.input,
+        "status": turn.status,
+        "response": turn.response,
+        "abandoned": turn.deleted_at is not None,
+        "created_at": turn.created_at.isoformat(),
+        "finished_at": turn.finished_at.isoformat() if turn.finished_at else None,
+    }
+
+
 def trace_head(task: Task) -> dict[str, Any]:
     """The export without its events and results: the notebook, its turns and steps, messages."""
     steps = list(
@@ -291,18 +312,9 @@ def trace_head(task: Task) -> dict[str, Any]:
         turn_steps = by_turn.get(turn.pk, [])
         turns.append(
             {
-                "id": turn.engine_id,
-                "index": turn.index,
-                "input": turn.input,
-                "status": turn.status,
-                "response": turn.response,
-                "abandoned": turn.deleted_at is not None,
-                "created_at": turn.created_at.isoformat(),
-                "finished_at": turn.finished_at.isoformat()
-                if turn.finished_at
-                else None,
+                **turn_json(turn),
                 "usage": _usage([s for s in turn_steps if s.status == "completed"]),
-                "steps": [_step_json(s) for s in turn_steps],
+                "steps": [step_json(s) for s in turn_steps],
             }
         )
     messages = [
@@ -321,7 +333,7 @@ def trace_head(task: Task) -> dict[str, Any]:
         .order_by("position", "pk")
     ]
     return {
-        "task": {**_summary(task), "last_seq": task.last_seq},
+        "task": {**notebook_summary(task), "last_seq": task.last_seq},
         "turns": turns,
         "messages": messages,
         "annotations": annotations_of(task),

@@ -209,6 +209,14 @@ def parse_client_message(raw: str | bytes | None) -> ClientMessage:
             f"unknown action {shown}; expected one of {', '.join(sorted(ACTIONS))}",
             request_id=request_id,
         )
+    return validate_action(data, request_id=request_id)
+
+
+def validate_action(
+    data: dict[str, Any], *, request_id: str | None = None
+) -> ClientMessage:
+    """An action as a dict (with its `action` key) checked as the websocket checks it; the
+    REST API builds its actions with this. ProtocolError(invalid_input) names the fields."""
     try:
         return _CLIENT_ADAPTER.validate_python(data)
     except ValidationError as exc:
@@ -216,7 +224,7 @@ def parse_client_message(raw: str | bytes | None) -> ClientMessage:
             ErrorCode.INVALID_INPUT,
             _describe(exc),
             request_id=request_id,
-            action=action,
+            action=str(data.get("action")),
         ) from None
 
 

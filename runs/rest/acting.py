@@ -1,0 +1,149 @@
+"""Action endpoints: start a notebook, send a message, approve / edit / reject / undo / stop.
+
+Each action is built as the websocket's client message and checked by the same rules
+(`runs.protocol.validate_action`), then carried out by `runs.service.perform`, as the socket's
+consumer does: the same lease makes it happen once (a second approval of the same step is a
+409), the same events are stored and reach every open page live. Actions answer 202 once
+taken; the steps they start run in this server process, like a page's. `GET
+/notebooks/{id}/wait` answers when they have finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Status
+
+from runs import service
+from runs.protocol import validate_action
+from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
+from runs.rest.router import router
+from runs.rest.schemas import (
+    Accepted,
+    EditIn,
+    ErrorOut,
+    MessageIn,
+    ModeIn,
+    NotebookDetail,
+    NotebookIn,
+    RejectIn,
+    UndoIn,
+)
+
+REFUSALS: dict[int | tuple[int, ...], Any] = {
+    **NOT_FOUND,
+    409: ErrorOut,
+    422: ErrorOut,
+}
+
+
+async def _act(
+    request: HttpRequest, pk: int, action: str, **fields: Any
+) -> Status[dict[str, Any]]:
+    """Check ownership, validate `action` as the socket would, perform it; 202 Accepted."""
+    await sync_to_async(own_notebook)(request, pk)
+    message = validate_action({"action": action, **fields})
+    by = request.auth.get_username()  # type: ignore[attr-defined]
+    origin = service.Origin(action=action, by=by)
+    await service.perform(pk, message, origin)
+    return Status(202, {"action": action, "notebook": pk})
+
+
+@router.post("/notebooks/", tags=["act"], response={201: NotebookDetail, 422: ErrorOut})
+async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]:
+    """Start a notebook with its first message; in auto and tools mode its steps start now."""
+    first = validate_action(
+        {"action": "send_message", "text": body.text, "images": body.images}
+    )
+    task = await service.create_notebook(
+        request.auth,  # type: ignore[attr-defined]
+        first.text,  # type: ignore[union-attr]
+        body.agent,
+        body.mode,
+        list(body.images),
+    )
+    return Status(201, await sync_to_async(notebook_detail)(task))
+
+
+@router.post(
+    "/notebooks/{int:pk}/messages", tags=["act"], response={202: Accepted, **REFUSALS}
+)
+async def send_message(
+    request: HttpRequest, pk: int, body: MessageIn
+) -> Status[dict[str, Any]]:
+    """Send the next message (when no turn is going on): it starts a new turn."""
+    status, accepted = await _act(
+        request, pk, "send_message", text=body.text, images=list(body.images)
+    )
+    detail = await sync_to_async(notebook_detail)(
+        await sync_to_async(own_notebook)(request, pk)
+    )
+    return status, {**accepted, "turn": detail["active_turn"]}
+
+
+@router.post(
+    "/notebooks/{int:pk}/steps/{step_id}/approve",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def approve(request: HttpRequest, pk: int, step_id: str) -> Status[Any]:
+    """Run a waiting step, exactly once (a second approval is a 409)."""
+    return await _act(request, pk, "approve", step_id=step_id)
+
+
+@router.post(
+    "/notebooks/{int:pk}/steps/{step_id}/edit",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def edit(
+    request: HttpRequest, pk: int, step_id: str, body: EditIn
+) -> Status[Any]:
+    """Change a waiting step's input; it reaches the model as your message."""
+    return await _act(request, pk, "edit_input", step_id=step_id, input=body.input)
+
+
+@router.post(
+    "/notebooks/{int:pk}/steps/{step_id}/tool-calls/{tool_id}/reject",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def reject(
+    request: HttpRequest, pk: int, step_id: str, tool_id: str, body: RejectIn
+) -> Status[Any]:
+    """Reject one tool call of a waiting step; the model is told the reason."""
+    return await _act(
+        request,
+        pk,
+        "reject_tool_call",
+        step_id=step_id,
+        tool_id=tool_id,
+        reason=body.reason,
+    )
+
+
+@router.post(
+    "/notebooks/{int:pk}/undo", tags=["act"], response={202: Accepted, **REFUSALS}
+)
+async def undo(request: HttpRequest, pk: int, body: UndoIn) -> Status[Any]:
+    """Undo the last completed step (name it, and a doubled request undoes it once)."""
+    fields = {"step_id": body.step_id} if body.step_id is not None else {}
+    return await _act(request, pk, "undo", **fields)
+
+
+@router.post(
+    "/notebooks/{int:pk}/stop", tags=["act"], response={202: Accepted, **REFUSALS}
+)
+async def stop(request: HttpRequest, pk: int) -> Status[Any]:
+    """Stop the turn: now if a step waits, after the running step otherwise."""
+    return await _act(request, pk, "abandon")
+
+
+@router.post(
+    "/notebooks/{int:pk}/mode", tags=["act"], response={202: Accepted, **REFUSALS}
+)
+async def set_mode(request: HttpRequest, pk: int, body: ModeIn) -> Status[Any]:
+    """Change the approval mode; it applies from the next step."""
+    return await _act(request, pk, "set_mode", mode=body.mode)

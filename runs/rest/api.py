@@ -1,0 +1,142 @@
+"""The NinjaAPI behind `/api/v1/`: who may call (runs.api_auth), how refusals look, the docs.
+
+Every refusal is JSON `{"code": ..., "detail": ...}` (ErrorOut): 401 for no or bad credentials,
+404 for a notebook or step that is not the caller's (as for one that does not exist), 422 for
+input that does not fit (naming the field), 409 for an action the notebook's state does not
+allow now (a step already run, a turn still going, a double approval).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, URLResolver
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security.base import AuthBase
+
+from runs.api_auth import AuthFailed, request_user
+from runs.protocol import ErrorCode, ProtocolError
+from runs.rest import acting, reading  # noqa: F401  (they add their operations)
+from runs.rest.router import router
+
+# How each refusal of the service (runs.protocol.ErrorCode) answers over HTTP.
+HTTP_STATUS = {
+    ErrorCode.BAD_JSON: 400,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.INVALID_INPUT: 422,
+    ErrorCode.UNKNOWN_ACTION: 400,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.NOT_ALLOWED: 409,
+    ErrorCode.ALREADY_RUNNING: 409,
+    ErrorCode.INVALID_TOOL_ARGUMENTS: 422,
+    ErrorCode.LLM_ERROR: 502,
+    ErrorCode.STEP_FAILED: 500,
+    ErrorCode.INTERNAL: 500,
+}
+
+
+class TokenOrSession(AuthBase):
+    """`Authorization: Bearer <API token>`, or the browser's session (with its CSRF token)."""
+
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+    openapi_description = "An API token from the API tokens page (/settings/tokens/)."
+
+    def __call__(self, request: HttpRequest) -> AbstractBaseUser | None:
+        return request_user(request)
+
+
+api = NinjaAPI(
+    title="agentui REST API",
+    version="1",
+    description="Start notebooks, approve, edit, reject, undo and stop steps, and read "
+    "traces from scripts. Guide: docs/api.md.",
+    auth=TokenOrSession(),
+    urls_namespace="api-v1",
+)
+
+
+def _error(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse:
+    response = api.create_response(
+        request, {"code": code, "detail": detail}, status=status
+    )
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="agentui"'
+    return response
+
+
+@api.exception_handler(AuthFailed)
+def _auth_failed(request: HttpRequest, exc: AuthFailed) -> HttpResponse:
+    code = "unauthenticated" if exc.status == 401 else "forbidden"
+    return _error(request, exc.status, code, exc.reason)
+
+
+@api.exception_handler(AuthenticationError)
+def _no_credentials(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(
+        request,
+        401,
+        "unauthenticated",
+        "Not logged in: send 'Authorization: Bearer <API token>' "
+        "(create one on /settings/tokens/).",
+    )
+
+
+@api.exception_handler(ProtocolError)
+def _refused(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
+    return _error(request, HTTP_STATUS.get(exc.code, 400), exc.code.value, exc.reason)
+
+
+def _where(loc: list[Any]) -> str:
+    # ninja's locations start with where the value came from and the parameter's own name
+    parts = [str(p) for p in loc]
+    if parts[:1] == ["body"] and len(parts) > 2:
+        parts = parts[2:]
+    elif parts[:1] in (["query"], ["path"]) and len(parts) > 1:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    problems = [
+        f"{_where(err.get('loc', []))}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
+        for err in exc.errors[:5]
+    ]
+    return _error(
+        request, 422, ErrorCode.INVALID_INPUT.value, "; ".join(problems) or "invalid"
+    )
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    # the same words for someone else's notebook as for one that does not exist
+    return _error(request, 404, ErrorCode.NOT_FOUND.value, "No such notebook or step.")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    code = "not_found" if exc.status_code == 404 else "bad_request"
+    return _error(request, exc.status_code, code, str(exc.message))
+
+
+def _open_to_the_middleware(
+    patterns: list[URLPattern | URLResolver],
+) -> list[URLPattern | URLResolver]:
+    """Mark the API's views as not needing a login page: LoginRequiredMiddleware would send a
+    script to the login form; the API answers 401 JSON itself (and the docs are public)."""
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            _open_to_the_middleware(list(pattern.url_patterns))
+        else:
+            pattern.callback.login_required = False  # type: ignore[attr-defined]
+    return patterns
+
+
+api.add_router("", router)
+_patterns, _app_name, _namespace = api.urls
+# What `path("api/v1/", ...)` includes.
+urls = (_open_to_the_middleware(_patterns), _app_name, _namespace)

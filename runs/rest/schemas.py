@@ -1,0 +1,159 @@
+"""What the REST API takes and returns, as pydantic models (they make the OpenAPI schema).
+
+Request bodies only name and type their fields; the limits on them (lengths, storable text,
+JSON nesting) are the websocket protocol's, applied by `runs.protocol.validate_action`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+Mode = Literal["auto", "step", "tools"]
+
+
+class ErrorOut(Schema):
+    """Every refusal: a machine-readable code and a sentence naming what was wrong."""
+
+    code: str = Field(examples=["invalid_input"])
+    detail: str = Field(examples=["text: String should have at least 1 character"])
+
+
+class Usage(Schema):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class NotebookOut(Schema):
+    id: int
+    title: str
+    agent: str
+    mode: str
+    status: str = Field(description="idle, running, waiting, failed or interrupted")
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    turns: int | None = None
+    url: str = Field(description="the notebook's page")
+    trace_url: str = Field(description="the whole trace as JSON")
+    outcome: str = Field(
+        description="how the last turn ended: answered, stopped, failed, max_iterations, "
+        "waiting, running, interrupted or empty"
+    )
+    steps: int
+    tool_calls: int
+    tokens: int
+    human_actions: int
+    wall_time_s: float
+    answer: str = Field(description="first line of the last turn's answer")
+
+
+class WaitingStep(Schema):
+    step_id: str
+    kind: str
+    status: str
+    input: str | None
+    tool_calls: list[dict[str, Any]] | None
+
+
+class NotebookDetail(NotebookOut):
+    last_seq: int = Field(description="seq of the newest stored event")
+    settled: bool = Field(
+        description="nothing runs or is being changed: the next action can be sent"
+    )
+    active_turn: str | None = Field(description="engine id of the unfinished turn")
+    waiting: list[WaitingStep] = Field(
+        description="the active turn's queued steps, the first one next"
+    )
+    response: str | None = Field(description="the latest finished turn's answer")
+
+
+class TurnOut(Schema):
+    id: str = Field(description="the engine's task id")
+    index: int
+    input: str
+    status: str
+    response: str | None
+    abandoned: bool
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class StepOut(Schema):
+    step_id: str
+    turn: str
+    kind: str
+    status: str
+    original_input: str | None
+    input: str | None
+    tool_calls: list[dict[str, Any]] | None
+    output: str
+    sources: list[Any]
+    is_last: bool
+    error: str | None
+    next_steps: list[str]
+    prev_steps: list[str]
+    usage: Usage
+    runs: int
+    queued: bool
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+
+
+class EventOut(Schema):
+    seq: int
+    type: str
+    step_id: str | None
+    turn: str | None
+    at: float
+    event: dict[str, Any] = Field(description="the stored event (docs/protocol.md)")
+
+
+class PresetOut(Schema):
+    name: str
+    label: str
+    description: str
+    accepts_images: bool
+
+
+class NotebookIn(Schema):
+    text: str = Field(description="the first message")
+    agent: str = Field(examples=["function_calling"], description="a preset name")
+    mode: Mode = "auto"
+    images: list[int] = Field(default=[], description="ids from POST /api/images/")
+
+
+class MessageIn(Schema):
+    text: str
+    images: list[int] = []
+
+
+class EditIn(Schema):
+    input: str = Field(
+        description="the step's new input; for a tool-call step, its calls as JSON"
+    )
+
+
+class RejectIn(Schema):
+    reason: str = ""
+
+
+class UndoIn(Schema):
+    step_id: str | None = Field(
+        None, description="the completed step you mean to undo (safe against doubles)"
+    )
+
+
+class ModeIn(Schema):
+    mode: Mode
+
+
+class Accepted(Schema):
+    """An action was taken; its effects arrive as events (and in the notebook's status)."""
+
+    action: str
+    notebook: int
+    turn: str | None = Field(None, description="the turn a message started")
