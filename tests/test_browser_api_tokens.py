@@ -1,13 +1,16 @@
 """The API tokens page in Chromium: reached from the header, a token created and shown once,
-then revoked. Screenshots: api-tokens-*.png."""
+then revoked; and a run driven over the REST API with a token, watched live in the page.
+Screenshots: api-tokens-*.png, rest-run-*.png."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
+    USERNAME,
     LiveApp,
     _browser_module,
     live_app,
@@ -16,6 +19,9 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     scripted_model,
     shot,
 )
+
+from runs.engine.testing import ScriptedServer
+from tests.live_support import ANSWER, QUESTION, analyst_script
 
 pytestmark = pytest.mark.browser
 
@@ -54,4 +60,64 @@ def test_create_show_once_and_revoke_a_token(
         "button", name="Create token"
     ).click()  # empty name: the browser refuses
     assert page.locator("tr[data-token-id]").count() == 1
+    assert page.console_errors == []
+
+
+def test_a_run_driven_over_rest_shows_live_in_the_page(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = live_app.shell(
+        "from django.contrib.auth import get_user_model; "
+        "from runs.api_auth import create_token; "
+        f"user = get_user_model().objects.get(username={USERNAME!r}); "
+        "print(create_token(user, 'browser test')[1])"
+    ).split()[-1]
+    api = httpx.Client(
+        base_url=f"{live_app.url}/api/v1",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    created = api.post(
+        "/notebooks/",
+        json={"text": QUESTION, "agent": "function_calling", "mode": "step"},
+    )
+    assert created.status_code == 201, created.text
+    pk = created.json()["id"]
+    first = api.get(f"/notebooks/{pk}/wait").json()["waiting"][0]["step_id"]
+
+    page.goto(f"{live_app.url}/tasks/{pk}/")
+    waiting = page.locator("article.cell-step[data-status='pending']")
+    waiting.get_by_role("button", name="Approve and run").wait_for()
+    shot(page, artifacts_dir, "rest-run-waiting")
+
+    # approved by the script: the page, left alone, shows the step run and the next one wait
+    assert api.post(f"/notebooks/{pk}/steps/{first}/approve").status_code == 202
+    page.locator(".tool-card.status-completed", has_text="multiply").wait_for()
+    second = api.get(f"/notebooks/{pk}/wait").json()["waiting"][0]["step_id"]
+    page.locator(
+        f"article.cell-step[data-step-id='{second}'][data-status='pending']"
+    ).wait_for()
+    assert api.post(f"/notebooks/{pk}/steps/{second}/approve").status_code == 202
+    page.locator(".cell-answer").wait_for()
+    assert ANSWER in page.locator(".cell-answer").inner_text()
+    shot(page, artifacts_dir, "rest-run-answered")
+    assert page.console_errors == []
+    api.close()
+
+
+def test_the_api_docs_page_renders_offline(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
+    outside: list[str] = []
+    page.on(
+        "request",
+        lambda r: outside.append(r.url) if not r.url.startswith(live_app.url) else None,
+    )
+    page.goto(f"{live_app.url}/api/v1/docs")
+    page.locator(".opblock-summary-path", has_text="/approve").first.wait_for()
+    assert "agentui REST API" in page.locator(".info .title").inner_text()
+    assert page.locator(".opblock").count() >= 16
+    shot(page, artifacts_dir, "rest-api-docs")
+    assert outside == []  # everything from this server: no CDN
     assert page.console_errors == []

@@ -1,0 +1,79 @@
+"""docs/examples/rest_client.py, run as a user would against agentui served by daphne, so the
+example in the docs keeps working: it starts a run, approves its tool calls, reads the trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from browser_helpers import USERNAME, LiveApp
+
+from runs.engine.testing import ScriptedServer
+from tests.live_support import ANSWER, QUESTION, analyst_script
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "docs" / "examples" / "rest_client.py"
+
+
+@pytest.fixture
+def app(subprocess_env: Callable[..., dict[str, str]]) -> Iterator[LiveApp]:
+    model = ScriptedServer(analyst_script()).start()
+    with tempfile.TemporaryDirectory(prefix="agentui-rest-") as workdir:
+        live = LiveApp(Path(workdir), model, subprocess_env()).start()
+        try:
+            yield live
+        finally:
+            live.stop()
+            model.stop()
+
+
+def test_the_example_script_drives_a_run_to_the_end(app: LiveApp) -> None:
+    token = app.shell(
+        "from django.contrib.auth import get_user_model; "
+        "from runs.api_auth import create_token; "
+        f"user = get_user_model().objects.get(username={USERNAME!r}); "
+        "print(create_token(user, 'example')[1])"
+    ).split()[-1]
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--url", app.url, "--question", QUESTION],
+        env={**app.env, "AGENTUI_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr + app.log()
+    lines = result.stdout.splitlines()
+    assert "  approving add({'a': 2, 'b': 3})" in lines
+    assert "  approving multiply({'a': 4, 'b': 5})" in lines
+    assert lines[-1] == f"answer: {ANSWER}"
+
+    stored = json.loads(
+        app.shell(
+            "import json; from runs.models import Event, Task, Turn; "
+            "task = Task.objects.get(); turn = Turn.objects.get(task=task); "
+            "print(json.dumps({'status': task.status, 'mode': task.mode, "
+            "'turn': [turn.status, turn.response], 'approved_by': list("
+            "Event.objects.filter(type='human_action').values_list('payload__by', flat=True))}))"
+        ).splitlines()[-1]
+    )
+    assert stored == {
+        "status": "idle",
+        "mode": "tools",
+        "turn": ["completed", ANSWER],
+        "approved_by": [USERNAME],
+    }
+
+    revoked = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--url", app.url, "--token", "agentui_nope"],
+        env=app.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert revoked.returncode != 0
+    assert "refused: 401 Unknown API token." in revoked.stderr
