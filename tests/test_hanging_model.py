@@ -6,6 +6,7 @@ Stop (abandon) cancels a call in flight at once instead of waiting for the model
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -89,6 +90,11 @@ async def test_stop_cancels_a_model_call_in_flight(scripted_server: Any) -> None
         await client.until_event("task_abandoned", timeout=10)
         await service.wait_idle(timeout=10)
     assert len(server.requests) == 1
+    for _ in range(100):  # the model server notices the client hanging up
+        if server.requests[0].error is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert server.requests[0].error == "client disconnected"
     task = await Task.objects.aget(pk=notebook.pk)
     assert task.status == "idle" and task.lease_owner == ""
     assert await Step.objects.filter(task=notebook, status="running").acount() == 0

@@ -25,7 +25,7 @@ from runs.engine import (
     ToolArgumentsError,
     UnknownTaskError,
 )
-from runs.live import queries
+from runs.live import queries, stops
 from runs.live.audit import edit_actions, inputs_of, record
 from runs.live.driver import (
     Origin,
@@ -336,24 +336,14 @@ def _start(
         name=f"notebook-{runtime.task_pk}-{step_id[:8]}",
     )
     lease.keep_alive(run)
-    _runs[runtime.task_pk] = run
-    run.add_done_callback(lambda done: _forget_run(runtime.task_pk, done))
-
-
-# The run of each notebook whose steps this process is running: Stop cancels it.
-_runs: dict[int, asyncio.Task[None]] = {}
+    stops.track(runtime.task_pk, run)
 
 
 async def wait_run(task_pk: int) -> None:
     """Return once the run this process has going for the notebook (if any) has ended."""
-    run = _runs.get(task_pk)
+    run = stops.run_of(task_pk)
     if run is not None:
         await asyncio.wait({run})  # a cancelled run (Stop) has ended too
-
-
-def _forget_run(task_pk: int, run: asyncio.Task[None]) -> None:
-    if _runs.get(task_pk) is run:
-        del _runs[task_pk]
 
 
 def _by(origin: Origin | None) -> str:
@@ -448,10 +438,9 @@ async def abandon(task_pk: int, origin: Origin | None = None) -> None:
     if lease is None:
         # Whoever holds the lease abandons the turn when they release it. If that is a run in
         # this process, stop it now (e.g. a model call that hangs): the engine puts the task
-        # back as before the step, and the run's end abandons the turn.
-        run = _runs.get(task_pk)
-        if run is not None:
-            run.cancel()
+        # back as before the step, and the run's end abandons the turn. A run in another
+        # process sees the request within runs.live.stops.STOP_POLL_S and does the same.
+        stops.stop(task_pk)
         return
     try:
         with lease.fenced():

@@ -87,6 +87,10 @@ def _status_line(status: int) -> str:
     return f"HTTP/1.1 {status} {reason}"
 
 
+# Waits at least this long also watch for the client hanging up (see Exchange.sleep_until).
+WATCH_HANGUP_FROM_S = 1.0
+
+
 class Exchange:
     """One response on a connection: its timeline, its bytes, and the record it stamps.
 
@@ -94,8 +98,14 @@ class Exchange:
     absolute offsets keeps 50 concurrent streams from drifting as per-chunk work adds up.
     """
 
-    def __init__(self, writer: asyncio.StreamWriter, keep_alive: bool) -> None:
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
+        reader: asyncio.StreamReader | None = None,
+    ) -> None:
         self._writer = writer
+        self._reader = reader
         self._loop = asyncio.get_running_loop()
         self.start = self._loop.time()
         self.keep_alive = keep_alive
@@ -104,8 +114,20 @@ class Exchange:
     async def sleep_until(self, offset_s: float) -> None:
         """Sleep until `offset_s` seconds after the request arrived."""
         delay = self.start + offset_s - self._loop.time()
-        if delay > 0:
+        if delay <= 0:
+            return
+        if self._reader is None or delay < WATCH_HANGUP_FROM_S:
             await asyncio.sleep(delay)
+            return
+        # A long wait (a hang) notices the client leaving, as a real server's would: the
+        # client sends nothing while it waits for this response, so a read ends only at EOF.
+        hangup = self._loop.create_task(self._reader.read(1))
+        try:
+            await asyncio.wait({hangup}, timeout=delay)
+        finally:
+            hangup.cancel()
+        if hangup.done() and not hangup.cancelled() and hangup.result() == b"":
+            raise ConnectionResetError("client disconnected")
 
     def _head(self, status: int, headers: dict[str, str]) -> bytes:
         lines = [_status_line(status), "Server: agentui-scripted-openai"]

@@ -204,7 +204,7 @@ class ScriptedServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             while (request := await read_request(reader, writer)) is not None:
-                if not await self._route(request, writer):
+                if not await self._route(request, reader, writer):
                     break
         except (
             ConnectionError,
@@ -221,9 +221,14 @@ class ScriptedServer:
                 self._connections.discard(task)
             writer.close()
 
-    async def _route(self, request: HttpRequest, writer: asyncio.StreamWriter) -> bool:
+    async def _route(
+        self,
+        request: HttpRequest,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
         """Answer one request; returns whether the connection may carry another."""
-        exchange = Exchange(writer, request.keep_alive)
+        exchange = Exchange(writer, request.keep_alive, reader)
         path = request.path.rstrip("/")
         if request.method == "POST" and path in _CHAT_PATHS:
             await self._chat(request, exchange)
