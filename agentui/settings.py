@@ -302,6 +302,11 @@ AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
 # What one sql_query tool call hands the model, at most (the rest is counted, not sent).
 AGENTUI_SQL_MAX_ROWS = int(_env_seconds("AGENTUI_SQL_MAX_ROWS", 200))
 AGENTUI_SQL_MAX_BYTES = int(_env_seconds("AGENTUI_SQL_MAX_BYTES", 256 * 1024))
+# The most characters of one tool output a model call is given (the rest is left out, and the
+# model told so; 0: no limit). As large as a capped SQL result, so that one is never cut again.
+AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
+    _env_seconds("AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024)
+)
 
 AUTH_PASSWORD_VALIDATORS = [
     {

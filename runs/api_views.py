@@ -7,6 +7,7 @@ loop like those started from a websocket.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs import service
 from runs.annotations import annotations_of
+from runs.live.wire import bounded
 from runs.models import (
     Annotation,
     ApprovalMode,
@@ -380,9 +382,18 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, cls=DjangoJSONEncoder)
 
 
-async def trace_stream(task: Task, head: dict[str, Any]) -> AsyncIterator[str]:
+def _cut_batch(task_pk: int, batch: list[Any]) -> list[tuple[int, Any]]:
+    return [(seq, bounded(payload, task_pk, seq)) for seq, payload in batch]
+
+
+async def trace_stream(
+    task: Task, head: dict[str, Any], cut: bool = False
+) -> AsyncIterator[str]:
     """`trace_json` as text, produced piece by piece: the events are read in batches and
-    never all held at once (a notebook's trace can be far larger than the server's memory)."""
+    never all held at once (a notebook's trace can be far larger than the server's memory).
+
+    With `cut`, each event is as a socket carries it (runs.live.wire): what the trace page
+    reads, so a huge tool output is a preview with a download link there too."""
     yield (
         f'{{"task":{_dump(head["task"])},"turns":{_dump(head["turns"])},'
         f'"messages":{_dump(head["messages"])},'
@@ -390,6 +401,8 @@ async def trace_stream(task: Task, head: dict[str, Any]) -> AsyncIterator[str]:
     )
     separator = ""
     async for batch in _event_batches(task):
+        if cut:
+            batch = await asyncio.to_thread(_cut_batch, task.pk, batch)
         yield separator + ",".join(_dump({"seq": s, "event": p}) for s, p in batch)
         separator = ","
     yield '],"results":['
@@ -404,10 +417,12 @@ async def trace_stream(task: Task, head: dict[str, Any]) -> AsyncIterator[str]:
 
 @require_GET
 def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks (streamed)."""
+    """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks (streamed);
+    `?cut=1` cuts large values to previews with download links, as the trace page reads it."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
     response = StreamingHttpResponse(
-        trace_stream(task, trace_head(task)), content_type="application/json"
+        trace_stream(task, trace_head(task), cut=request.GET.get("cut") == "1"),
+        content_type="application/json",
     )
     response["Content-Disposition"] = (
         f'inline; filename="notebook-{task.pk}-trace.json"'

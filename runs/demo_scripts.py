@@ -283,3 +283,8 @@ def register_demo_scripts(available: Any = None) -> None:
             "function_calling",
             key="function_calling-chart",
         )
+        from runs.demo_logs import LOG_PROMPT, log_rules
+
+        register_demo(
+            log_rules(), LOG_PROMPT, "function_calling", key="function_calling-log"
+        )

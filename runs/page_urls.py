@@ -2,11 +2,16 @@
 
 from django.urls import path
 
-from runs import page_views, token_views
+from runs import event_values, page_views, token_views
 
 urlpatterns = [
     path("new/", page_views.new_notebook, name="notebook_new"),
     path("tasks/<int:pk>/", page_views.notebook, name="notebook"),
+    path(
+        "tasks/<int:pk>/events/<int:seq>/value",
+        event_values.event_value,
+        name="event_value",
+    ),
     path("traces/", page_views.trace_list, name="traces"),
     path("traces/<int:pk>/", page_views.trace, name="trace"),
     path("settings/tokens/", token_views.api_tokens, name="api_tokens"),

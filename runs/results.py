@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from runs.live.stored_once import raw_output_of
 from runs.models import Event, Task
 from runs.tools.sql import SQLError, sql_export
 
@@ -55,7 +56,7 @@ def _names(value: Any) -> bool:
 def chart_spec(payload: dict[str, Any]) -> dict[str, Any] | None:
     """The Vega-Lite spec a successful `chart` call drew, from its ToolCallResult payload."""
     output = payload.get("tool_output") or {}
-    raw = output.get("raw_output")
+    raw = raw_output_of(output)
     if (
         payload.get("tool_name") != "chart"
         or output.get("is_error")
@@ -94,7 +95,7 @@ def full_table(payload: dict[str, Any]) -> Table:
         except SQLError as exc:
             raise NotTabular(f"the query cannot be run again: {exc}") from None
         return Table(columns, rows)
-    table = as_table(output.get("raw_output"))
+    table = as_table(raw_output_of(output))
     if table is None:
         raise NotTabular("this call's result is not a table")
     return table
@@ -126,9 +127,9 @@ def result_items(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             items.append({**where, "kind": "chart", "spec": spec})
             continue
         output = payload.get("tool_output") or {}
-        table = None if output.get("is_error") else as_table(output.get("raw_output"))
+        table = None if output.get("is_error") else as_table(raw_output_of(output))
         if table is not None:
-            raw = output.get("raw_output")
+            raw = raw_output_of(output)
             total = raw.get("total_rows") if isinstance(raw, dict) else None
             items.append(
                 {

@@ -153,6 +153,7 @@ class Client:
     def __init__(self, communicator: WebsocketCommunicator) -> None:
         self.ws = communicator
         self.messages: list[dict[str, Any]] = []
+        self.frame_sizes: list[int] = []  # bytes of every text frame received, in order
         self._counter = 0
 
     @classmethod
@@ -174,7 +175,9 @@ class Client:
         await self.ws.send_to(text_data=text)
 
     async def receive(self, timeout: float = 10) -> dict[str, Any]:
-        message = json.loads(await self.ws.receive_from(timeout=timeout))
+        text = await self.ws.receive_from(timeout=timeout)
+        self.frame_sizes.append(len(text.encode()))
+        message = json.loads(text)
         self.messages.append(message)
         return message
 

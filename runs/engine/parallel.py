@@ -124,7 +124,7 @@ class ParallelAgentRunner(AgentRunner):
                     call.decision = ToolCallDecision.APPROVED
             before = step.model_copy(deep=True)
             work = _task_copy(state.task)
-            work.set_event_sink(self._emit)
+            self._attach(work)
             state.step_status[step.step_id] = StepStatus.RUNNING
             try:
                 await self.state_store.save_task(state)

@@ -41,7 +41,7 @@ from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, TokenUsage
 from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
 from .streaming import StreamingAgentChatResponse
-from .tools import BaseTool
+from .tools import DEFAULT_MODEL_OUTPUT_CHARS, BaseTool
 from .types import (
     AgentChatResponse,
     PendingToolCall,
@@ -94,6 +94,7 @@ class AgentRunner:
         state_store: StateStore | None = None,
         on_event: EventHandler | None = None,
         approve_tool_calls: bool = False,
+        tool_output_chars: int | None = DEFAULT_MODEL_OUTPUT_CHARS,
     ) -> None:
         if state is not None and state_store is not None and state is not state_store:
             raise ValueError(
@@ -119,6 +120,8 @@ class AgentRunner:
         self.verbose = verbose
         self.on_event = on_event
         self.approve_tool_calls = approve_tool_calls
+        # the most of one tool output a model call gets (None or 0: all of it)
+        self.tool_output_chars = tool_output_chars or None
         self._listeners: dict[str, list[Listener]] = {}
         self._memory_synced = False
         # a task's lock lives while someone holds or awaits it, so finished tasks leave nothing behind
@@ -211,8 +214,13 @@ class AgentRunner:
 
     async def _load(self, task_id: str) -> TaskState:
         state = await self.state_store.load_task(task_id)
-        state.task.set_event_sink(self._emit)
+        self._attach(state.task)
         return state
+
+    def _attach(self, task: Task) -> None:
+        """Give a task loaded or made here its event sink and its tool output limit."""
+        task.set_event_sink(self._emit)
+        task.set_tool_output_chars(self.tool_output_chars)
 
     async def _agent_memory(self) -> ChatMemoryBuffer:
         stored = await self.state_store.load_memory()
@@ -248,7 +256,7 @@ class AgentRunner:
             history_length=len(agent_memory),
             **kwargs,
         )
-        task.set_event_sink(self._emit)
+        self._attach(task)
         first = self.agent_worker.initialize_step(task)
         state = TaskState(task=task, step_queue=[first])
         await self.state_store.save_task(state)

@@ -48,6 +48,29 @@ class ToolOutput(BaseModel):
         return self.content
 
 
+# How much of one tool output a model call gets by default (runners take their own limit).
+DEFAULT_MODEL_OUTPUT_CHARS = 262_144
+
+
+def for_model(output: ToolOutput, limit: int | None) -> ToolOutput:
+    """``output`` as the model is given it: at most ``limit`` characters, saying so when cut.
+
+    The whole output still travels in its ``ToolCallResult`` event; what the agent's memory,
+    the step's sources and every later model call hold is bounded: a cut output keeps no
+    ``raw_output`` (a plan's ``$N`` then passes on the slice).
+    """
+    total = len(output.content)
+    if not limit or total <= limit:
+        return output
+    note = (
+        f"\n\n[tool output cut: these are the first {limit:,} of {total:,} characters; "
+        f"the other {total - limit:,} were left out]"
+    )
+    return output.model_copy(
+        update={"content": output.content[:limit] + note, "raw_output": None}
+    )
+
+
 class ToolMetadata(BaseModel):
     # frozen: the spec sent with every model call is built once (``openai_tool``)
     model_config = ConfigDict(

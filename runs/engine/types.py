@@ -157,6 +157,8 @@ class Task(BaseModel):
     approve_tool_calls: bool = False
     history_length: int = 0
     _sink: EventSink | None = PrivateAttr(default=None)
+    # the most characters of one tool output the model is given (None: all); set by the runner
+    _tool_output_chars: int | None = PrivateAttr(default=None)
 
     async def emit(self, event: AgentEvent) -> None:
         """Send an event to whoever watches this task (the runner sets the sink)."""
@@ -165,3 +167,11 @@ class Task(BaseModel):
 
     def set_event_sink(self, sink: EventSink) -> None:
         self._sink = sink
+
+    @property
+    def tool_output_chars(self) -> int | None:
+        """How many characters of one tool output the model may be given (None: all)."""
+        return self._tool_output_chars
+
+    def set_tool_output_chars(self, limit: int | None) -> None:
+        self._tool_output_chars = limit

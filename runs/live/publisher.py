@@ -21,7 +21,9 @@ from pydantic import BaseModel
 
 from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
 from runs.live import broadcast
+from runs.live.stored_once import store_once
 from runs.live.streams import StreamRelay
+from runs.live.wire import bounded
 from runs.models import Event, Step, Task, Turn, group_name
 from runs.store.fence import check as check_fence
 from runs.store.fence import fence_token
@@ -111,6 +113,12 @@ def _image_data_left_out(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "images": shown}
 
 
+async def _bounded(payload: dict[str, Any], task_pk: int, seq: int) -> dict[str, Any]:
+    """The event as the channel layer and sockets carry it (runs.live.wire), measured and cut
+    in a worker thread: a large one would hold up the loop every socket shares."""
+    return await asyncio.to_thread(bounded, payload, task_pk, seq)
+
+
 def _turn_pk(task_pk: int, engine_id: str) -> int | None:
     return (
         Turn.objects.filter(task_id=task_pk, engine_id=engine_id)
@@ -166,6 +174,7 @@ class Publisher:
         payload = event.model_dump(mode="json")
         if payload.get("type") == "agent_input":
             payload = compact_agent_input(payload)
+        payload = store_once(payload)
         loop = asyncio.get_running_loop()
         stored: asyncio.Future[int] = loop.create_future()
         # a caller cancelled meanwhile cannot read a failure; don't report it as never retrieved
@@ -239,7 +248,8 @@ class Publisher:
                 seq = await asyncio.shield(target)
             except Exception:  # noqa: BLE001 - not stored: nothing to send
                 continue
-            event = {"type": EVENT_MESSAGE, "seq": seq, "event": payload}
+            shown = await _bounded(payload, self.task_pk, seq)
+            event = {"type": EVENT_MESSAGE, "seq": seq, "event": shown}
             sent = await broadcast.group_send(self.group, event)
             self.last_seq = seq  # deltas name the last event sent before them
             if not sent and (self._healer is None or self._healer.done()):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.engine import StepStatus
+from runs.live.wire import bounded
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
 
 RUNNABLE = frozenset(
@@ -163,11 +164,13 @@ def summary(task_pk: int) -> tuple[dict[str, Any], int]:
 def events_after(
     task_pk: int, after: int, upto: int | None = None, limit: int = 500
 ) -> list[tuple[int, Any]]:
-    """Stored events with seq in (after, upto], oldest first, at most `limit`."""
+    """Stored events with seq in (after, upto], oldest first, at most `limit`, as sockets carry
+    them (runs.live.wire: a large one cut, with where to download it whole)."""
     rows = Event.objects.filter(task_id=task_pk, seq__gt=after)
     if upto is not None:
         rows = rows.filter(seq__lte=upto)
-    return list(rows.order_by("seq").values_list("seq", "payload")[:limit])
+    stored = rows.order_by("seq").values_list("seq", "payload")[:limit]
+    return [(seq, bounded(payload, task_pk, seq)) for seq, payload in stored]
 
 
 def last_seq(task_pk: int) -> int:

@@ -103,7 +103,8 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     loop = asyncio.get_running_loop()
     agent = await database_sync_to_async(_agent_of)(task_pk)
     llm, llm_key = make_llm()
-    key = (agent, *llm_key)
+    model_chars = int(getattr(settings, "AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024))
+    key = (agent, str(model_chars), *llm_key)
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:
         _runtimes.move_to_end(task_pk)
@@ -119,6 +120,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         preset.make_worker(llm),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
+        tool_output_chars=model_chars,
     )
     runtime = _runtimes[task_pk] = NotebookRuntime(
         task_pk, runner, publisher, loop, key

@@ -1,4 +1,5 @@
-"""The analysts' built-in tools: safe arithmetic, read-only SQL over a sample dataset, charts.
+"""The analysts' built-in tools: safe arithmetic, read-only SQL over a sample dataset, charts,
+and the sample web server's access log (an output as large as asked for).
 
 Presets name tools by dotted path (`runs.tools.arithmetic.add`); `ANALYST_TOOLS` is the default
 set. Every function here is a plain typed function with a docstring: the engine's FunctionTool
@@ -19,4 +20,5 @@ SQL_TOOLS = (
     "runs.tools.sql.sql_value",
 )
 CHART_TOOLS = ("runs.tools.chart.CHART_TOOL",)
-ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + CHART_TOOLS
+LOG_TOOLS = ("runs.tools.logs.server_log",)
+ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + CHART_TOOLS + LOG_TOOLS

@@ -11,6 +11,7 @@ import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
+import { cutNotice } from "./cut.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
@@ -342,6 +343,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
           { class: `tool-result${call.isError ? " is-error" : ""}` },
           h("span", { class: "field-label" }, call.isError ? `${resultLabel} (error)` : resultLabel),
           toolResultBody(step.id, call),
+          call.outputCut ? cutNotice(call.outputCut) : null,
         );
   const outcome =
     call.status === "rejected"

@@ -5,6 +5,8 @@
 // animation frame. The trace view feeds the same reducer a whole stored log in one pass.
 // What the page may do with the model (permissions, totals) is derived in selectors.js.
 
+import { cutAt } from "./cut.js";
+
 /** @typedef {"pending"|"running"|"completed"|"failed"|"undone"|"interrupted"} StepStatus */
 
 /**
@@ -261,6 +263,7 @@ const STEP_EVENTS = {
     const out = event.tool_output || {};
     call.output = out.content ?? "";
     call.rawOutput = out.raw_output ?? null; // what render/results.js draws as a table or chart
+    call.outputCut = cutAt(event, ["tool_output", "content"]); // a preview: the rest downloads
     call.isError = Boolean(out.is_error);
     call.status = call.isError ? "failed" : "completed";
     // A call the person rejected did not fail: it was not run, and the model was told why.

@@ -11,7 +11,7 @@ import time
 from ..events import ToolCall, ToolCallResult
 from ..messages import ChatMessage
 from ..tool_context import running_for
-from ..tools import BaseTool, ToolOutput, call_tool_by_name
+from ..tools import BaseTool, ToolOutput, call_tool_by_name, for_model
 from ..types import PendingToolCall, Task, TaskStep, ToolCallDecision
 
 REJECTION_PREFIX = "rejected by user"
@@ -32,6 +32,9 @@ async def run_one_call(
     depends_on_names: list[str] | None = None,
 ) -> ToolOutput:
     """Run one call, emitting ToolCall then ToolCallResult. Never raises for a tool's failure.
+
+    The event carries the whole output; what is returned (for the model) is cut to the task's
+    ``tool_output_chars``, with a note saying so.
 
     ``plan_index``/``depends_on`` place the call in a plan's DAG; ``output_name`` and
     ``depends_on_names`` name its result and the results it uses (a chain of abstraction's yN).
@@ -85,7 +88,7 @@ async def run_one_call(
             output_name=output_name,
         )
     )
-    return output
+    return for_model(output, task.tool_output_chars)
 
 
 async def run_calls(
