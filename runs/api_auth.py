@@ -20,8 +20,8 @@ import hashlib
 import secrets
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.http import HttpRequest, JsonResponse
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
@@ -48,7 +48,7 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+def create_token(user: User, name: str) -> tuple[ApiToken, str]:
     """A new token for `user`: the row and the token itself, which is never stored."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
@@ -60,7 +60,7 @@ def create_token(user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
     return row, token
 
 
-def revoke_token(user: AbstractBaseUser, pk: int) -> bool:
+def revoke_token(user: User, pk: int) -> bool:
     """Revoke one of `user`'s tokens; False when they have no such active token."""
     updated = ApiToken.objects.filter(user=user, pk=pk, revoked_at=None).update(
         revoked_at=timezone.now()
@@ -80,7 +80,7 @@ def bearer_token(request: HttpRequest) -> str | None:
     return token
 
 
-def user_for_token(token: str) -> AbstractBaseUser:
+def user_for_token(token: str) -> User:
     """The active user whose live token this is; AuthFailed(401) otherwise."""
     row = (
         ApiToken.objects.select_related("user")
@@ -94,33 +94,36 @@ def user_for_token(token: str) -> AbstractBaseUser:
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
-    user: AbstractBaseUser = row.user
-    return user
+    return row.user
+
+
+def _no_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()  # never called: only the CSRF middleware's verdict is wanted
 
 
 def _passes_csrf(request: HttpRequest) -> bool:
-    check = CsrfViewMiddleware(lambda r: None)  # type: ignore[arg-type,return-value]
+    check = CsrfViewMiddleware(_no_view)
     check.process_request(request)
-    return check.process_view(request, lambda r: None, (), {}) is None  # type: ignore[arg-type]
+    return check.process_view(request, _no_view, (), {}) is None
 
 
-def request_user(request: HttpRequest) -> AbstractBaseUser | None:
+def request_user(request: HttpRequest) -> User | None:
     """The user calling: by API token if the request has one, else by session; None if
     neither. Raises AuthFailed for a bad or revoked token (401) or a failed CSRF check (403)."""
     token = bearer_token(request)
     if token is not None:
         return user_for_token(token)
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
+    if not isinstance(user, User) or not user.is_authenticated:
+        return None  # no session (AnonymousUser), or no auth middleware
     if request.method not in _SAFE_METHODS and not _passes_csrf(request):
         raise AuthFailed(
             403, "CSRF check failed: send the csrftoken cookie's value as X-CSRFToken."
         )
-    return user  # type: ignore[return-value]
+    return user
 
 
-async def arequest_user(request: HttpRequest) -> AbstractBaseUser | None:
+async def arequest_user(request: HttpRequest) -> User | None:
     """`request_user` for async views."""
     return await sync_to_async(request_user)(request)
 

@@ -459,3 +459,49 @@ async def test_openapi_schema_and_offline_docs_page() -> None:
     assert "https://" not in html and "cdn" not in html.lower()  # works offline
     bundle = await client.get("/static/ninja/swagger-ui-bundle.js")
     assert bundle.status_code == 200
+
+
+async def test_messages_mode_and_stop(server: Any) -> None:
+    _, token = await user_with_token("alice")
+    api = Api(token)
+    created = await api.post(
+        "/notebooks/", {"text": QUESTION, "agent": "function_calling", "mode": "auto"}
+    )
+    pk = created.json()["id"]
+    await api.wait(pk)
+
+    sent = await api.post(f"/notebooks/{pk}/messages", {"text": "hello again"})
+    assert sent.status_code == 202, sent.content
+    detail = await api.wait(pk)
+    turns = (await api.get(f"/notebooks/{pk}/turns/")).json()["items"]
+    assert sent.json()["turn"] == turns[1]["id"]
+    assert detail["response"] == "Hello there, I am a scripted model."
+
+    assert (
+        await api.post(f"/notebooks/{pk}/mode", {"mode": "step"})
+    ).status_code == 202
+    assert (
+        await api.post(f"/notebooks/{pk}/messages", {"text": "third"})
+    ).status_code == 202
+    detail = await api.wait(pk)
+    assert (detail["status"], detail["mode"]) == ("waiting", "step")
+    stopped = await api.post(f"/notebooks/{pk}/stop")
+    assert stopped.status_code == 202, stopped.content
+    detail = await api.wait(pk)
+    assert (detail["status"], detail["outcome"], detail["waiting"]) == (
+        "idle",
+        "stopped",
+        [],
+    )
+    turns = (await api.get(f"/notebooks/{pk}/turns/")).json()["items"]
+    assert [(t["status"], t["abandoned"]) for t in turns] == [
+        ("completed", False),
+        ("completed", False),
+        ("abandoned", True),
+    ]
+    stops = (await api.get(f"/notebooks/{pk}/events/", type="human_action")).json()
+    assert [(e["event"]["action"], e["event"]["by"]) for e in stops["items"]] == [
+        ("stopped", "alice")
+    ]
+    again = await api.post(f"/notebooks/{pk}/stop")
+    assert again.status_code == 409, again.content

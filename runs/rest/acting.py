@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from ninja import Status
 
 from runs import service
-from runs.protocol import validate_action
+from runs.protocol import ClientMessage, SendMessage, validate_action
 from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
 from runs.rest.router import router
 from runs.rest.schemas import (
@@ -39,14 +39,21 @@ REFUSALS: dict[int | tuple[int, ...], Any] = {
 }
 
 
-async def _act(
+async def _checked(
     request: HttpRequest, pk: int, action: str, **fields: Any
-) -> Status[dict[str, Any]]:
-    """Check ownership, validate `action` as the socket would, perform it; 202 Accepted."""
+) -> tuple[ClientMessage, service.Origin]:
+    """The caller's action on their notebook `pk`, validated as the socket validates it."""
     await sync_to_async(own_notebook)(request, pk)
     message = validate_action({"action": action, **fields})
     by = request.auth.get_username()  # type: ignore[attr-defined]
-    origin = service.Origin(action=action, by=by)
+    return message, service.Origin(action=action, by=by)
+
+
+async def _act(
+    request: HttpRequest, pk: int, action: str, **fields: Any
+) -> Status[dict[str, Any]]:
+    """Check, then perform the action as the websocket consumer does; 202 Accepted."""
+    message, origin = await _checked(request, pk, action, **fields)
     await service.perform(pk, message, origin)
     return Status(202, {"action": action, "notebook": pk})
 
@@ -57,12 +64,13 @@ async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]
     first = validate_action(
         {"action": "send_message", "text": body.text, "images": body.images}
     )
+    assert isinstance(first, SendMessage)
     task = await service.create_notebook(
         request.auth,  # type: ignore[attr-defined]
-        first.text,  # type: ignore[union-attr]
+        first.text,
         body.agent,
         body.mode,
-        list(body.images),
+        first.images,
     )
     return Status(201, await sync_to_async(notebook_detail)(task))
 
@@ -74,13 +82,13 @@ async def send_message(
     request: HttpRequest, pk: int, body: MessageIn
 ) -> Status[dict[str, Any]]:
     """Send the next message (when no turn is going on): it starts a new turn."""
-    status, accepted = await _act(
+    message, origin = await _checked(
         request, pk, "send_message", text=body.text, images=list(body.images)
     )
-    detail = await sync_to_async(notebook_detail)(
-        await sync_to_async(own_notebook)(request, pk)
-    )
-    return status, {**accepted, "turn": detail["active_turn"]}
+    assert isinstance(message, SendMessage)
+    # service.send_message is what perform() calls for it; called here for the turn's id
+    turn = await service.send_message(pk, message.text, origin, message.images)
+    return Status(202, {"action": "send_message", "notebook": pk, "turn": turn})
 
 
 @router.post(
