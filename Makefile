@@ -17,19 +17,24 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 req_hash = $(shell cat $(1) | sha256sum | cut -c1-12)
 RUN_STAMP := $(VENV)/.installed-run-$(call req_hash,requirements.txt)
 TEST_STAMP := $(VENV)/.installed-test-$(call req_hash,requirements.txt requirements-test.txt)
+# Arize Phoenix, a trace store the telemetry tests export to, lives in a venv of its own.
+PHOENIX_VENV ?= .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-$(call req_hash,requirements-phoenix.txt)
 
-# Tests never see a developer's own database, Redis or LLM settings.
-CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL
+# Tests never see a developer's own database, Redis, LLM or trace collector settings.
+CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL \
+  -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test lint login-link clean vendor
+.PHONY: help run test lint login-link clean vendor phoenix
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
 	@echo "make lint        ruff: lint and format check of the whole tree"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
-	@echo "make clean       remove caches and test artifacts (keeps .venv and db.sqlite3)"
+	@echo "make clean       remove caches and test artifacts (keeps .venv, .venv-phoenix and db.sqlite3)"
+	@echo "make phoenix     install Arize Phoenix into .venv-phoenix for the telemetry tests (make test does it)"
 	@echo "make vendor      re-copy the pinned JavaScript libraries from npm into static/vendor/ (needs npm)"
 
 $(PY):
@@ -46,6 +51,16 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	@echo "Installing requirements-test.txt into $(VENV)"
 	@$(PY) -m pip install --disable-pip-version-check -q -r requirements-test.txt
 	@rm -f $(VENV)/.installed-test-* && touch $@
+
+$(PHOENIX_STAMP): requirements-phoenix.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Phoenix needs Python 3.11+")'
+	@[ -x $(PHOENIX_VENV)/bin/python ] || { echo "Creating $(PHOENIX_VENV) (Arize Phoenix, for the telemetry tests)"; $(PYTHON) -m venv $(PHOENIX_VENV); }
+	@echo "Installing requirements-phoenix.txt into $(PHOENIX_VENV) (once; about 850 MB)"
+	@$(PHOENIX_VENV)/bin/python -m pip install --disable-pip-version-check -q -r requirements-phoenix.txt
+	@rm -f $(PHOENIX_VENV)/.installed-* && touch $@
+
+# the telemetry tests' trace store (make test does this itself)
+phoenix: $(PHOENIX_STAMP)
 
 run: $(RUN_STAMP)
 	@$(PY) manage.py migrate --noinput -v 0
@@ -68,7 +83,7 @@ lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 
-test: $(TEST_STAMP) lint
+test: $(TEST_STAMP) $(PHOENIX_STAMP) lint
 	@set -u; \
 	services_ok=1; \
 	problems=$$($(SERVICES_ENV) $(PY) manage.py preflight --no-llm --quiet 2>&1) || services_ok=0; \
@@ -101,4 +116,4 @@ vendor:
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .hypothesis test-artifacts
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	find . \( -path ./$(VENV) -o -path ./$(PHOENIX_VENV) \) -prune -o -name __pycache__ -type d -exec rm -rf {} +

@@ -17,6 +17,9 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from runs.telemetry.config import TelemetryConfigError
+from runs.telemetry.config import from_environ as _telemetry_from_environ
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -299,6 +302,11 @@ AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S = _env_seconds(
 AGENTUI_LLM_CHUNK_TIMEOUT_S = _env_seconds("AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0)
 # The longest one send to the channel layer (Redis) may take before it counts as failed.
 AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
+# OpenTelemetry export of runs as OpenInference spans: None (off) unless an OTLP endpoint is set.
+try:
+    AGENTUI_TELEMETRY = _telemetry_from_environ(os.environ)
+except TelemetryConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # What one sql_query tool call hands the model, at most (the rest is counted, not sent).
 AGENTUI_SQL_MAX_ROWS = int(_env_seconds("AGENTUI_SQL_MAX_ROWS", 200))
 AGENTUI_SQL_MAX_BYTES = int(_env_seconds("AGENTUI_SQL_MAX_BYTES", 256 * 1024))

@@ -90,3 +90,20 @@ class ChatMessage(BaseModel):
     @property
     def text(self) -> str:
         return self.content or ""
+
+
+def new_in_call(roles: list[str]) -> list[int]:
+    """Which of a model call's messages are new: its system messages and all after the last reply.
+
+    Every call resends the whole conversation; what came before its last assistant message was
+    already seen by an earlier call. Given the messages' roles, returns the indices to keep.
+    """
+    last_reply = max(
+        (i for i, role in enumerate(roles) if role == MessageRole.ASSISTANT),
+        default=-1,
+    )
+    return [
+        i
+        for i, role in enumerate(roles)
+        if i > last_reply or role == MessageRole.SYSTEM
+    ]

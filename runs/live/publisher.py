@@ -20,6 +20,7 @@ from django.db import transaction
 from pydantic import BaseModel
 
 from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
+from runs.engine.messages import new_in_call
 from runs.live import broadcast
 from runs.live.stored_once import store_once
 from runs.live.streams import StreamRelay
@@ -27,6 +28,7 @@ from runs.live.wire import bounded
 from runs.models import Event, Step, Task, Turn, group_name
 from runs.store.fence import check as check_fence
 from runs.store.fence import fence_token
+from runs.telemetry import recorder as telemetry
 
 EVENT_MESSAGE = "notebook.event"
 CATCH_UP_MESSAGE = "notebook.catch_up"
@@ -84,14 +86,10 @@ def compact_agent_input(payload: dict[str, Any]) -> dict[str, Any]:
         _image_data_left_out(m) for m in payload.get("input") or []
     ]
     payload = {**payload, "input": messages}
-    last_reply = max(
-        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
-    )
-    if last_reply < 0:
+    keep = new_in_call([str(m.get("role")) for m in messages])
+    if len(keep) == len(messages):
         return payload
-    kept = [
-        m for m in messages[: last_reply + 1] if m.get("role") == "system"
-    ] + messages[last_reply + 1 :]
+    kept = [messages[i] for i in keep]
     return {**payload, "input": kept, "input_omitted": len(messages) - len(kept)}
 
 
@@ -171,6 +169,7 @@ class Publisher:
 
     async def publish(self, event: BaseModel) -> int:
         """Store `event` with the next seq and send it to every socket watching the notebook."""
+        telemetry.observe(self.task_pk, event)  # a no-op unless spans are exported
         payload = event.model_dump(mode="json")
         if payload.get("type") == "agent_input":
             payload = compact_agent_input(payload)

@@ -27,6 +27,7 @@ from runs.models import Task
 from runs.presets import get_preset
 from runs.protocol import ErrorCode, ProtocolError
 from runs.store import DjangoStateStore
+from runs.telemetry import recorder as telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
             f"the agent preset {agent!r} is not available on this server",
         )
     publisher = publisher_for(task_pk)
+    telemetry.describe(task_pk, agent, llm.model)
     runner = preset.runner(
         preset.make_worker(llm),
         state_store=DjangoStateStore(task_pk),

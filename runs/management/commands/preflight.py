@@ -8,19 +8,21 @@ Redis or LLM server is reported in one line naming its setting, e.g.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from runs.llm_config import LLMSettings, llm_settings
+from runs.telemetry.config import TelemetryConfig
 
 TIMEOUT_S = 5.0
 
@@ -152,15 +154,71 @@ def check_llm() -> Finding:
     return Finding("ok", f"LLM: {llm.label}")
 
 
+def _otlp_headers() -> dict[str, str]:
+    """OTEL_EXPORTER_OTLP_(TRACES_)HEADERS as the exporter sends them (``k=v,k2=v2``, URL-encoded)."""
+    raw = settings_env("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or settings_env(
+        "OTEL_EXPORTER_OTLP_HEADERS"
+    )
+    headers = {}
+    for pair in raw.split(","):
+        name, _, value = pair.partition("=")
+        if name.strip() and value:
+            headers[unquote(name.strip())] = unquote(value.strip())
+    return headers
+
+
+def settings_env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def check_telemetry() -> Finding:
+    """POST an empty OTLP request: a wrong URL or credentials stop `make run`; a collector that is
+    down is only a warning (spans are then dropped and counted; steps never wait for it)."""
+    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    if config is None:
+        return Finding("ok", "telemetry: off (no OTEL_EXPORTER_OTLP_ENDPOINT)")
+    request = urllib.request.Request(
+        config.endpoint,
+        data=b"",  # an ExportTraceServiceRequest with no spans
+        headers={"Content-Type": "application/x-protobuf", **_otlp_headers()},
+        method="POST",
+    )
+    shown = _without_password(config.endpoint)
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S):
+            pass
+    except urllib.error.HTTPError as exc:
+        hint = (
+            " (is the path right? OTLP/HTTP takes traces at /v1/traces)"
+            if exc.code in (404, 405)
+            else " (check OTEL_EXPORTER_OTLP_HEADERS)"
+            if exc.code in (401, 403)
+            else ""
+        )
+        return Finding(
+            "error",
+            f"{config.setting}: POST {shown} answered {exc.code} {exc.reason}{hint}",
+        )
+    except OSError as exc:
+        return Finding(
+            "warning",
+            f"{config.setting}: cannot connect to {shown} ({_reason(exc)}); "
+            "runs go on, their spans are dropped and counted until it answers",
+        )
+    return Finding(
+        "ok", f"telemetry: OTLP/HTTP to {shown} (project {config.project!r})"
+    )
+
+
 class Command(BaseCommand):
-    help = "Check that the database, Redis and the LLM server from the settings answer."
+    help = "Check that the database, Redis, the LLM server and the trace collector from the settings answer."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-llm", action="store_true", help="skip the LLM check")
         parser.add_argument("--quiet", action="store_true", help="print only problems")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        findings = [check_database(), check_redis()]
+        findings = [check_database(), check_redis(), check_telemetry()]
         if not options["no_llm"]:
             findings.append(check_llm())
         for finding in findings:
