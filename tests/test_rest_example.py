@@ -1,5 +1,7 @@
 """docs/examples/rest_client.py, run as a user would against agentui served by daphne, so the
-example in the docs keeps working: it starts a run, approves its tool calls, reads the trace."""
+example in the docs keeps working: it starts a run, approves its tool calls, reads the trace.
+Then, against the same server, duplicate approvals sent at once over separate connections run
+the step once."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from browser_helpers import USERNAME, LiveApp
 
@@ -77,3 +81,32 @@ def test_the_example_script_drives_a_run_to_the_end(app: LiveApp) -> None:
     )
     assert revoked.returncode != 0
     assert "refused: 401 Unknown API token." in revoked.stderr
+
+    # twelve clients approve the same waiting step at the same moment: one is taken
+    api = httpx.Client(
+        base_url=f"{app.url}/api/v1",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    created = api.post(
+        "/notebooks/",
+        json={"text": QUESTION, "agent": "function_calling", "mode": "step"},
+    )
+    pk = created.json()["id"]
+    step_id = api.get(f"/notebooks/{pk}/wait").json()["waiting"][0]["step_id"]
+    requests_before = len(app.model.requests)
+
+    def approve(_: int) -> int:
+        with httpx.Client(headers=api.headers, timeout=60) as client:
+            url = f"{app.url}/api/v1/notebooks/{pk}/steps/{step_id}/approve"
+            return client.post(url).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = sorted(pool.map(approve, range(12)))
+    assert codes == [202] + [409] * 11
+    detail = api.get(f"/notebooks/{pk}/wait").json()
+    assert detail["settled"] and detail["status"] == "waiting"
+    assert len(app.model.requests) == requests_before + 1
+    started = api.get(f"/notebooks/{pk}/events/", params={"type": "step_started"})
+    assert [e["step_id"] for e in started.json()["items"]] == [step_id]
+    api.close()
