@@ -20,6 +20,9 @@ TEST_STAMP := $(VENV)/.installed-test-$(call req_hash,requirements.txt requireme
 # Arize Phoenix, a trace store the telemetry tests export to, lives in a venv of its own.
 PHOENIX_VENV ?= .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed-$(call req_hash,requirements-phoenix.txt)
+# The official AG-UI client that tests/test_agui_live.py runs in node, pinned by its lock file.
+AGUI_CLIENT := tests/agui_client
+AGUI_STAMP := $(AGUI_CLIENT)/node_modules/.installed-$(call req_hash,$(AGUI_CLIENT)/package-lock.json)
 
 # Tests never see a developer's own database, Redis, LLM or trace collector settings.
 CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL \
@@ -62,6 +65,16 @@ $(PHOENIX_STAMP): requirements-phoenix.txt
 # the telemetry tests' trace store (make test does this itself)
 phoenix: $(PHOENIX_STAMP)
 
+# Without npm the AG-UI client tests skip (and fail under AGENTUI_REQUIRE_SERVICES=1, as in CI,
+# where .ci/run installs nodejs and npm first).
+$(AGUI_STAMP): $(AGUI_CLIENT)/package.json $(AGUI_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null; then \
+	  echo "Installing $(AGUI_CLIENT) (npm ci)"; \
+	  (cd $(AGUI_CLIENT) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) && touch $@; \
+	else \
+	  echo "npm not found: the AG-UI client tests will skip (apt-get install -y nodejs npm)"; \
+	fi
+
 run: $(RUN_STAMP)
 	@$(PY) manage.py migrate --noinput -v 0
 	@$(PY) manage.py preflight
@@ -83,7 +96,7 @@ lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 
-test: $(TEST_STAMP) $(PHOENIX_STAMP) lint
+test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	@set -u; \
 	services_ok=1; \
 	problems=$$($(SERVICES_ENV) $(PY) manage.py preflight --no-llm --quiet 2>&1) || services_ok=0; \

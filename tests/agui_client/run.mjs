@@ -1,0 +1,52 @@
+// Drives an agentui notebook with the official AG-UI client (@ag-ui/client's HttpAgent).
+//
+//   node run.mjs <endpoint url> <API token> <thread id> <message> [approval mode]
+//
+// Runs the agent with the message (a new thread gets the approval mode, default auto) and
+// answers every interrupt a run ends with by approving it (resume) until the run finishes. Prints one JSON object: the text, tool calls and
+// results the client received, each run's outcome, and the client's own message list.
+import { HttpAgent, buildResumeArray } from "@ag-ui/client";
+
+const [url, token, threadId, message, mode = "auto"] = process.argv.slice(2);
+const agent = new HttpAgent({
+  url,
+  threadId,
+  headers: { Authorization: `Bearer ${token}` },
+});
+agent.addMessage({ id: `user-${Date.now()}`, role: "user", content: message });
+
+const seen = { text: "", toolCalls: {}, results: {}, outcomes: [], errors: [], steps: 0 };
+const subscriber = {
+  onTextMessageContentEvent({ event }) {
+    seen.text += event.delta;
+  },
+  onToolCallEndEvent({ event, toolCallName, toolCallArgs }) {
+    seen.toolCalls[event.toolCallId] = { name: toolCallName, args: toolCallArgs };
+  },
+  onToolCallResultEvent({ event }) {
+    seen.results[event.toolCallId] = event.content;
+  },
+  onStepStartedEvent() {
+    seen.steps += 1;
+  },
+  onRunFinishedEvent(params) {
+    seen.outcomes.push(params.outcome);
+    if (params.outcome === "success") seen.result = params.event.result;
+  },
+  onRunErrorEvent({ event }) {
+    seen.errors.push(event.message);
+  },
+  onRunFailed({ error }) {
+    seen.errors.push(String(error));
+  },
+};
+
+await agent.runAgent({ forwardedProps: { mode } }, subscriber);
+for (let rounds = 0; agent.pendingInterrupts.length && rounds < 10; rounds++) {
+  const answers = Object.fromEntries(
+    agent.pendingInterrupts.map((i) => [i.id, { status: "resolved", payload: { action: "approve" } }]),
+  );
+  await agent.runAgent({ resume: buildResumeArray(agent.pendingInterrupts, answers) }, subscriber);
+}
+seen.messages = agent.messages.map((m) => ({ role: m.role, content: m.content ?? null, toolCalls: m.toolCalls ?? null }));
+process.stdout.write(JSON.stringify(seen));

@@ -1,0 +1,165 @@
+"""AG-UI against a served agentui (daphne): the official client in node, and the page.
+
+`@ag-ui/client` (pinned in tests/agui_client/, installed there by `make test` with `npm ci`) runs
+as a node script that drives a live run; the browser test starts a run over AG-UI and approves
+it in the notebook page. Screenshots go to test-artifacts/agui-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    ROOT,
+    USERNAME,
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    step_cells,
+    wait_until,
+)
+
+from runs.engine.testing import ScriptedServer
+from tests.agui_support import outcome, run_input, sse_events
+from tests.live_support import ANSWER, QUESTION, analyst_script
+
+CLIENT_DIR = ROOT / "tests" / "agui_client"
+NODE_TIMEOUT_S = 120
+
+
+def api_token(app: LiveApp) -> str:
+    """A new API token of the live app's user."""
+    return app.shell(
+        "from django.contrib.auth import get_user_model; "
+        "from runs.api_auth import create_token; "
+        f"print(create_token(get_user_model().objects.get(username={USERNAME!r}), 'agui')[1])"
+    ).split()[-1]
+
+
+def node_client(require_service: Any) -> str:
+    node = shutil.which("node")
+    if node is None:
+        require_service(
+            "node", "no node on PATH (make test installs nodejs where absent)"
+        )
+    if not (CLIENT_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
+        require_service("npm", f"run `npm ci` in {CLIENT_DIR} (make test does)")
+    return str(node)
+
+
+def run_node(node: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [node, "run.mjs", *args],
+        cwd=CLIENT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=NODE_TIMEOUT_S,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+@pytest.mark.browser
+def test_the_official_client_receives_a_whole_run_text_and_tool_calls(
+    live_app: LiveApp, scripted_model: ScriptedServer, require_service: Any
+) -> None:
+    node = node_client(require_service)
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = api_token(live_app)
+    seen = run_node(node, f"{live_app.url}/agui/", token, "node-auto", QUESTION)
+    assert seen["errors"] == [] and seen["outcomes"] == ["success"]
+    assert seen["result"] == ANSWER
+    assert "Let me compute both." in seen["text"] and ANSWER in seen["text"]
+    assert seen["toolCalls"] == {
+        "call_add": {"name": "add", "args": {"a": 2, "b": 3}},
+        "call_mul": {"name": "multiply", "args": {"a": 4, "b": 5}},
+    }
+    assert seen["results"] == {"call_add": "5", "call_mul": "20"}
+    # the client built the conversation from the events: the calls sit on an assistant message
+    calls = [m for m in seen["messages"] if m["role"] == "assistant" and m["toolCalls"]]
+    assert [c["id"] for c in calls[0]["toolCalls"]] == ["call_add", "call_mul"]
+
+
+@pytest.mark.browser
+def test_the_official_client_resumes_tool_call_interrupts(
+    live_app: LiveApp, scripted_model: ScriptedServer, require_service: Any
+) -> None:
+    node = node_client(require_service)
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = api_token(live_app)
+    seen = run_node(
+        node, f"{live_app.url}/agui/", token, "node-tools", QUESTION, "tools"
+    )
+    assert seen["errors"] == []
+    assert seen["outcomes"] == ["interrupt", "success"], "approved by resume, then done"
+    assert seen["results"] == {"call_add": "5", "call_mul": "20"}
+    assert seen["result"] == ANSWER
+
+
+def post_agui(app: LiveApp, token: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    request = urllib.request.Request(
+        f"{app.url}/agui/",
+        data=json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return sse_events(response.read().decode())
+
+
+@pytest.mark.browser
+def test_a_run_started_over_agui_is_a_notebook_approved_in_the_page(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    artifacts_dir: Path,
+) -> None:
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = api_token(live_app)
+    events = post_agui(live_app, token, run_input("page-step", QUESTION, mode="step"))
+    (waiting,) = outcome(events)["interrupts"]
+    assert waiting["reason"] == "step_approval"
+    task_id = next(
+        r["id"] for r in live_app.task_rows() if r["title"].startswith("Compute")
+    )
+
+    page.goto(f"{live_app.url}/tasks/{task_id}/")
+    page.wait_for_selector("#connection[data-state='open']")
+    approve = page.get_by_role("button", name="Approve and run")
+    approve.first.wait_for()
+    shot(page, artifacts_dir, "agui-01-started-over-agui-waits-in-the-page")
+    approve.first.click()
+    second = step_cells(page).nth(1)
+    second.get_by_text("waiting for you", exact=True).wait_for()
+    second.get_by_role("button", name="Approve and run").click()
+    page.get_by_text(ANSWER).last.wait_for()
+    wait_until(lambda: step_cells(page).count() == 2, message="both steps shown")
+    shot(page, artifacts_dir, "agui-02-approved-in-the-page")
+    assert page.console_errors == []
+
+    # the AG-UI side sees the page's decisions: nothing is pending on the thread any more
+    after = post_agui(live_app, token, run_input("page-step"))
+    assert outcome(after) == {"type": "success"}
+    approvals = live_app.shell(
+        "from runs.models import Event; "
+        f"print(sorted(e.payload['by'] for e in Event.objects.filter(task_id={task_id}, "
+        "type='human_action')))"
+    )
+    assert approvals.strip().splitlines()[-1] == str([USERNAME, USERNAME]), (
+        "the page's two"
+    )
