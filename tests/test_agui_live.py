@@ -134,8 +134,11 @@ def test_a_run_started_over_agui_is_a_notebook_approved_in_the_page(
     events = post_agui(live_app, token, run_input("page-step", QUESTION, mode="step"))
     (waiting,) = outcome(events)["interrupts"]
     assert waiting["reason"] == "step_approval"
-    task_id = next(
-        r["id"] for r in live_app.task_rows() if r["title"].startswith("Compute")
+    task_id = int(
+        live_app.shell(
+            "from runs.models import Task; "
+            "print(Task.objects.get(agui_thread='page-step').pk)"
+        ).split()[-1]
     )
 
     page.goto(f"{live_app.url}/tasks/{task_id}/")
