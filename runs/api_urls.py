@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs import annotations, api_views, image_views
+from runs import annotations, api_views, fork_views, image_views
 
 urlpatterns = [
     path("tasks/new", api_views.new_task, name="task_new"),
@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/images/", image_views.upload_image, name="api_images"),
     path("images/<int:pk>/", image_views.image, name="image"),
     path("demo/sample-chart.png", image_views.sample_chart, name="sample_chart"),
+    path("api/tasks/<int:pk>/fork/", fork_views.fork_task, name="api_task_fork"),
     path(
         "api/tasks/<int:pk>/annotations/",
         annotations.task_annotations,

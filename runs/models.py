@@ -103,6 +103,14 @@ class Task(models.Model):
     abandon_requested = models.BooleanField(default=False)
     # The AG-UI threadId of a notebook started over AG-UI (runs.agui); its runs continue it.
     agui_thread = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # A fork (runs.store.fork) starts as `forked_from` stood right after one of its steps:
+    # the step's id there, its turn's index and its number among that turn's steps.
+    forked_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks"
+    )
+    fork_step_id = models.CharField(max_length=64, blank=True, default="")
+    fork_turn_index = models.PositiveIntegerField(null=True, blank=True)
+    fork_step_number = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name = "notebook"

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs import event_values, page_views, token_views
+from runs import event_values, fork_views, page_views, token_views
 
 urlpatterns = [
     path("new/", page_views.new_notebook, name="notebook_new"),
@@ -13,6 +13,7 @@ urlpatterns = [
         name="event_value",
     ),
     path("traces/", page_views.trace_list, name="traces"),
+    path("traces/compare/", fork_views.compare, name="compare"),
     path("traces/<int:pk>/", page_views.trace, name="trace"),
     path("settings/tokens/", token_views.api_tokens, name="api_tokens"),
     path(

@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Count, Max, Min, Q, Sum
 
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
+from runs.store.load import shown_step_ids
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
 MAX_ITERATIONS_ANSWER = "Stopped: the agent reached max_iterations"
@@ -41,12 +42,7 @@ def _stop_of(turn: Turn) -> dict[str, Any]:
     )
     if stop is None:
         return {"by": None, "step": None, "while_running": False}
-    ids = list(
-        Step.objects.filter(turn=turn)
-        .exclude(status=StepStatusChoices.UNDONE, runs=0)
-        .order_by("created_at", "pk")
-        .values_list("step_id", flat=True)
-    )
+    ids = shown_step_ids(turn)
     step_id = stop.get("step_id")
     return {
         "by": stop.get("by"),

@@ -62,6 +62,36 @@ def analyst_rules() -> list[Rule]:
     ]
 
 
+FOUR_STEP_QUESTION = "Total the 2024 sales, then double it"
+# (what the model says, the tool it calls, the arguments) of each step but the last
+FOUR_STEP_ROUNDS = [
+    ("First the total.", "add", {"a": 2024, "b": 1}),
+    ("Now double it.", "multiply", {"a": 2025, "b": 2}),
+    ("And add the 10 returns.", "add", {"a": 4050, "b": 10}),
+]
+
+
+def four_step_rules() -> list[Rule]:
+    """Four model steps: three each call one tool on the last result, the fourth answers."""
+    rounds = [
+        Rule(
+            name=f"round {n}",
+            match=Match(tool_results_since_user=n),
+            reply=Reply(
+                text=text,
+                tool_calls=[ToolCallSpec(name=tool, arguments=args, id=f"call_{n}")],
+            ),
+        )
+        for n, (text, tool, args) in enumerate(FOUR_STEP_ROUNDS)
+    ]
+    answer = Rule(
+        name="answer",
+        match=Match(tool_results_since_user=3),
+        reply=Reply(text="It is 4060."),
+    )
+    return [*rounds, answer]
+
+
 def analyst_script(**kwargs: Any) -> Script:
     return Script(rules=analyst_rules(), **kwargs)
 

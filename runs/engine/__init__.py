@@ -58,6 +58,7 @@ from .reasoning import (
     ReasoningStep,
     ResponseReasoningStep,
 )
+from .rewind import rewind_to
 from .runner import AgentRunner
 from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
 from .streaming import StreamingAgentChatResponse
@@ -163,6 +164,7 @@ __all__ = [
     "TaskFinishedError",
     "TaskNotDoneError",
     "TaskState",
+    "rewind_to",
     "TaskStatus",
     "TaskStep",
     "TaskStepOutput",

@@ -30,7 +30,8 @@ from .errors import (
 )
 from .events import StepCompleted, StepFailed, StepStarted, StepUndone
 from .llms.base import ToolChoice
-from .runner import AgentRunner, TaskRef, _own_messages, _task_id, _without_block
+from .rewind import take_back, without_block
+from .runner import AgentRunner, TaskRef, _own_messages, _task_id
 from .state import Checkpoint, TaskState, TaskStatus
 from .types import (
     StepStatus,
@@ -313,12 +314,12 @@ class ParallelAgentRunner(AgentRunner):
             if state.status is TaskStatus.COMPLETED:
                 agent_memory = await self._agent_memory()
                 agent_memory.set(
-                    _without_block(agent_memory.get_all(), _own_messages(state.task))
+                    without_block(agent_memory.get_all(), _own_messages(state.task))
                 )
                 await self.state_store.save_memory(agent_memory.get_all())
                 state.status = TaskStatus.ACTIVE
                 state.response = None
-            dropped = self._take_back(state, checkpoint, queued)
+            dropped = take_back(state, checkpoint, queued)
             del state.completed_steps[index]
             del state.checkpoints[index]
             await self.state_store.save_task(state)
@@ -328,28 +329,6 @@ class ParallelAgentRunner(AgentRunner):
             )
         )
         return checkpoint.step
-
-    def _take_back(
-        self, state: TaskState, checkpoint: Checkpoint, queued: set[str]
-    ) -> list[str]:
-        """Remove one step's changes from ``state``; the ids of the queued steps dropped."""
-        task = state.task
-        if checkpoint.branch:
-            task.memory.set(
-                _without_block(task.memory.get_all(), checkpoint.added_messages)
-            )
-            for key in checkpoint.state_added:
-                task.extra_state.pop(key, None)
-            task.extra_state.update(copy.deepcopy(checkpoint.state_before))
-        else:
-            task.memory.truncate(checkpoint.memory_length)
-            task.extra_state = checkpoint.extra_state
-        dropped = [s.step_id for s in state.step_queue if s.step_id in queued]
-        rest = [s for s in state.step_queue if s.step_id not in queued]
-        state.restore_queue([checkpoint.step.model_copy(deep=True), *rest])
-        for sid in [*dropped, checkpoint.step.step_id]:
-            state.step_status.pop(sid, None)
-        return dropped
 
     def undo_step(
         self, task_id: str, step_id: str | None = None, **kwargs: Any

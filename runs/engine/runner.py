@@ -39,6 +39,7 @@ from .events import (
 from .llms.base import LLM, ToolChoice
 from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, TokenUsage
+from .rewind import restore, without_block
 from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
 from .streaming import StreamingAgentChatResponse
 from .tools import DEFAULT_MODEL_OUTPUT_CHARS, BaseTool
@@ -772,14 +773,14 @@ class AgentRunner:
                 # other tasks added to it since
                 agent_memory = await self._agent_memory()
                 agent_memory.set(
-                    _without_block(agent_memory.get_all(), _own_messages(state.task))
+                    without_block(agent_memory.get_all(), _own_messages(state.task))
                 )
                 await self.state_store.save_memory(agent_memory.get_all())
                 state.status = TaskStatus.ACTIVE
                 state.response = None
             checkpoint = state.checkpoints.pop()
             state.completed_steps.pop()
-            dropped = self._restore(state, checkpoint)
+            dropped = restore(state, checkpoint)
             await self.state_store.save_task(state)
         await self._emit(
             StepUndone(
@@ -787,19 +788,6 @@ class AgentRunner:
             )
         )
         return checkpoint.step
-
-    def _restore(self, state: TaskState, checkpoint: Checkpoint) -> list[str]:
-        """Put memory, extra_state and queue back as ``checkpoint`` saw them; the ids of dropped steps."""
-        kept = {s.step_id for s in checkpoint.queue}
-        dropped = [s.step_id for s in state.step_queue if s.step_id not in kept]
-        task = state.task
-        task.memory.truncate(checkpoint.memory_length)
-        task.extra_state = checkpoint.extra_state
-        state.restore_queue(checkpoint.queue)
-        for step_id in dropped:
-            state.step_status.pop(step_id, None)
-        state.step_status.pop(checkpoint.step.step_id, None)
-        return dropped
 
     def undo_step(self, task_id: str, **kwargs: Any) -> TaskStep:
         return run_sync(self.aundo_step(task_id))
@@ -995,19 +983,6 @@ def _token_limit(llm: LLM | None) -> int | None:
 def _own_messages(task: Task) -> list[ChatMessage]:
     """The messages a task added after the history it started from."""
     return task.memory.get_all()[task.history_length :]
-
-
-def _without_block(
-    messages: list[ChatMessage], block: list[ChatMessage]
-) -> list[ChatMessage]:
-    """``messages`` less the last run of consecutive messages equal to ``block``."""
-    if not block:
-        return messages
-    size = len(block)
-    for start in range(len(messages) - size, -1, -1):
-        if messages[start : start + size] == block:
-            return messages[:start] + messages[start + size :]
-    return messages
 
 
 def _total_usage(steps: list[TaskStepOutput]) -> TokenUsage | None:

@@ -21,7 +21,7 @@ from runs.engine import (
     UnknownTaskError,
 )
 from runs.engine import Task as EngineTask
-from runs.models import Step, StepEdge, Turn
+from runs.models import Step, StepEdge, StepStatusChoices, Turn
 from runs.store.messages import conversation, message_from_row, own_messages
 from runs.store.save import QUEUED_STATUSES
 
@@ -97,6 +97,11 @@ def load_state(task_pk: int, task_id: str) -> TaskState:
     ).first()
     if turn is None:
         raise UnknownTaskError(task_id)
+    return turn_state(turn)
+
+
+def turn_state(turn: Turn) -> TaskState:
+    """The TaskState stored for `turn`, whether or not the turn was abandoned since."""
     rows = list(
         turn.steps.filter(
             Q(queue_position__isnull=False) | Q(completion_index__isnull=False)
@@ -166,4 +171,14 @@ def list_turn_ids(task_pk: int) -> list[str]:
         Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True)
         .order_by("index")
         .values_list("engine_id", flat=True)
+    )
+
+
+def shown_step_ids(turn: Turn) -> list[str]:
+    """The turn's steps as its cells number them: in creation order, less those undone unrun."""
+    return list(
+        Step.objects.filter(turn=turn)
+        .exclude(status=StepStatusChoices.UNDONE, runs=0)
+        .order_by("created_at", "pk")
+        .values_list("step_id", flat=True)
     )

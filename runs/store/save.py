@@ -188,6 +188,7 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
             "from_step", "to_step"
         )
     }
+    created: list[StepEdge] = []
     for key in next_order.keys() | prev_order.keys() | existing.keys():
         frm, to = key
         if frm not in rows or to not in rows:
@@ -199,16 +200,19 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
         edge = existing.get(key)
         if edge is None:
             if orders != (None, None):
-                StepEdge.objects.create(
-                    from_step=rows[frm],
-                    to_step=rows[to],
-                    next_order=orders[0],
-                    prev_order=orders[1],
+                created.append(
+                    StepEdge(
+                        from_step=rows[frm],
+                        to_step=rows[to],
+                        next_order=orders[0],
+                        prev_order=orders[1],
+                    )
                 )
         elif (edge.next_order, edge.prev_order) != orders:
             StepEdge.objects.filter(pk=edge.pk).update(
                 next_order=orders[0], prev_order=orders[1]
             )
+    StepEdge.objects.bulk_create(created)  # one insert, however many steps a save adds
 
 
 def save_state(task_pk: int, state: TaskState) -> None:

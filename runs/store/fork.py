@@ -1,0 +1,313 @@
+"""Forking a notebook at one of its completed steps, from what is stored (nothing is run again).
+
+The fork is a new notebook whose rows are the source's as they stood right after that step:
+
+- every earlier turn as stored (an abandoned one stays abandoned);
+- the step's turn rewound with the engine's undo semantics (`runs.engine.rewind_to`): the
+  steps completed after it are taken back with their checkpoints, so the steps it queued wait
+  again, with any edits a person made to them before they ran;
+- the event log up to that moment (where the next step's counted run began), so the page and
+  the trace draw the fork as they drew the source then.
+
+Turn and step ids are new (they are unique across notebooks); everything else is equal. The
+whole fork is written in one transaction: a bad step id or a failure leaves nothing behind.
+A fork whose turn still has steps to run starts in step mode, so nothing runs until the person
+has looked at (and perhaps edited) the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Min
+
+from runs.engine import StepStatus, TaskState, TaskStatus, rewind_to
+from runs.live.queries import refresh_status
+from runs.models import ApprovalMode, Event, Message, Step, Task, Turn
+from runs.store.load import shown_step_ids, turn_state
+from runs.store.messages import own_messages, save_agent_memory
+from runs.store.save import delete_turn, save_state
+
+_COMPLETED = StepStatus.COMPLETED.value
+# Fields of a step row that say how its run went: copied from the source for steps that ran.
+_RUN_FIELDS = (
+    "created_at",
+    "started_at",
+    "ended_at",
+    "runs",
+    "error",
+    "original_input",
+)
+_RUN_END = frozenset(
+    {"step_completed", "step_failed", "step_interrupted", "step_undone"}
+)
+
+
+class ForkError(Exception):
+    """The step cannot be forked at; the message says why (nothing was created)."""
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a fork starts: a completed step of a turn of the source notebook."""
+
+    turn: Turn
+    step: Step
+    number: int  # among the turn's steps as its cells number them
+
+
+def fork_point(source: Task, step_id: str) -> ForkPoint:
+    """The completed step `step_id` of `source`, or ForkError saying why it cannot be forked."""
+    step = (
+        Step.objects.filter(task=source, step_id=step_id).select_related("turn").first()
+    )
+    if step is None:
+        raise ForkError(f"notebook {source.pk} has no step {step_id!r}")
+    if step.status != _COMPLETED or step.completion_index is None:
+        raise ForkError(
+            f"step {step_id!r} is {step.status}, not completed: fork from a completed step"
+        )
+    shown = shown_step_ids(step.turn)
+    return ForkPoint(step.turn, step, shown.index(step_id) + 1)
+
+
+class _Renamer:
+    """New ids for the source's turns and steps, substituted wherever the old ones appear."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+
+    def add(self, old_ids: list[str]) -> None:
+        for old in old_ids:
+            self.ids.setdefault(old, str(uuid.uuid4()))
+        self._pattern = None
+
+    def text(self, value: str) -> str:
+        if not self.ids:
+            return value
+        if self._pattern is None:
+            self._pattern = re.compile(
+                "|".join(
+                    re.escape(old) for old in sorted(self.ids, key=len, reverse=True)
+                )
+            )
+        return self._pattern.sub(lambda m: self.ids[m.group(0)], value)
+
+    def json(self, value: Any) -> Any:
+        return json.loads(self.text(json.dumps(value)))
+
+    def state(self, state: TaskState) -> TaskState:
+        return TaskState.model_validate_json(self.text(state.model_dump_json()))
+
+
+def _state_ids(state: TaskState) -> list[str]:
+    ids = [state.task.task_id]
+    ids += [done.task_step.step_id for done in state.completed_steps]
+    ids += [step.step_id for step in state.step_queue]
+    for checkpoint in state.checkpoints:
+        ids += [checkpoint.step.step_id, *(s.step_id for s in checkpoint.queue)]
+    return ids
+
+
+def _store_turn(fork_pk: int, turn: Turn, state: TaskState, renamer: _Renamer) -> None:
+    """Write one (renamed) turn into the fork as the engine's store would have."""
+    renamer.add(_state_ids(state) + list(turn.steps.values_list("step_id", flat=True)))
+    renamed = renamer.state(state)
+    memory = renamed.task.memory.get_all()
+    save_agent_memory(fork_pk, memory[: renamed.task.history_length])
+    save_state(fork_pk, renamed)
+    if renamed.status is TaskStatus.COMPLETED:
+        save_agent_memory(fork_pk, memory)
+    if turn.deleted_at is not None:
+        delete_turn(fork_pk, renamed.task.task_id)
+    _copy_run_fields(turn, renamer, state)
+    _copy_producers(turn, renamer)
+    Turn.objects.filter(engine_id=renamed.task.task_id).update(
+        created_at=turn.created_at,
+        finished_at=turn.finished_at
+        if renamed.status is TaskStatus.COMPLETED
+        else None,
+    )
+
+
+def _copy_run_fields(turn: Turn, renamer: _Renamer, state: TaskState) -> None:
+    """Timings and attempts of the steps that ran, as the source recorded them."""
+    completed = {done.task_step.step_id for done in state.completed_steps}
+    sources = {row.step_id: row for row in turn.steps.all()}
+    rows = list(Step.objects.filter(step_id__in=[renamer.ids[i] for i in sources]))
+    back = {new: old for old, new in renamer.ids.items()}
+    for row in rows:
+        source = sources[back[row.step_id]]
+        if row.step_id in {renamer.ids[i] for i in completed}:
+            for name in _RUN_FIELDS:
+                setattr(row, name, getattr(source, name))
+        else:  # waiting in the fork: it has not run there
+            row.created_at, row.original_input = (
+                source.created_at,
+                source.original_input,
+            )
+    Step.objects.bulk_update(rows, list(_RUN_FIELDS), batch_size=500)
+
+
+def _copy_producers(turn: Turn, renamer: _Renamer) -> None:
+    """Which step each of the turn's messages came from, as in the source (by position)."""
+    fork_turn = Turn.objects.get(engine_id=renamer.ids[turn.engine_id])
+    made_by = dict(own_messages(turn).values_list("position", "step__step_id"))
+    steps = dict(Step.objects.filter(turn=fork_turn).values_list("step_id", "pk"))
+    rows = list(own_messages(fork_turn))
+    for row in rows:
+        source_step = made_by.get(row.position)
+        row.step_id = steps.get(renamer.ids.get(source_step or "", ""))
+    Message.objects.bulk_update(rows, ["step"], batch_size=500)
+
+
+def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[Event]:
+    """The source's events up to the moment the fork starts from (see the module docstring)."""
+    events = Event.objects.filter(task=source)
+    done_at = (
+        events.filter(step_id=point.step.step_id, type="step_completed")
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    ) or 0
+    ends = [source.last_seq + 1]
+    later_turns = events.filter(turn__index__gt=point.turn.index).aggregate(
+        s=Min("seq")
+    )
+    if later_turns["s"] is not None:
+        ends.append(later_turns["s"])
+    rows = {r.step_id: r for r in point.turn.steps.all()}
+    following = [
+        r
+        for r in rows.values()
+        if r.completion_index is not None
+        and r.completion_index > (point.step.completion_index or 0)
+        and r.status == _COMPLETED
+    ]
+    if following:
+        nearest = min(following, key=lambda r: r.completion_index or 0)
+        counted_start = (
+            events.filter(
+                step_id=nearest.step_id, type="step_started", seq__lt=_done_seq(nearest)
+            )
+            .order_by("-seq")
+            .values_list("seq", flat=True)
+            .first()
+        )
+        if counted_start is not None:
+            ends.append(counted_start)
+    boundary = max(min(ends), done_at + 1)
+    kept = list(events.filter(seq__lt=boundary).order_by("seq"))
+    # A step that waits in the fork may have been started before the boundary (a branch running
+    # beside the fork's step): its unfinished run is not part of the fork.
+    waiting = {step.step_id for step in state.step_queue}
+    cut: dict[str, int] = {}
+    for event in kept:
+        if event.step_id in waiting:
+            if event.type == "step_started":
+                cut[event.step_id] = event.seq
+            elif event.type in _RUN_END:
+                cut.pop(event.step_id, None)
+    return [e for e in kept if not (e.step_id in cut and e.seq >= cut[e.step_id])]
+
+
+def _done_seq(row: Step) -> int:
+    seq = (
+        Event.objects.filter(
+            task_id=row.task_id, step_id=row.step_id, type="step_completed"
+        )
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return seq or 0
+
+
+def _copy_events(fork: Task, events: list[Event], renamer: _Renamer) -> int:
+    turns = dict(Turn.objects.filter(task=fork).values_list("engine_id", "pk"))
+    old_turns = {
+        pk: engine
+        for pk, engine in Turn.objects.filter(
+            pk__in={e.turn_id for e in events if e.turn_id}
+        ).values_list("pk", "engine_id")
+    }
+    payloads = renamer.json([e.payload for e in events])
+    Event.objects.bulk_create(
+        [
+            Event(
+                task=fork,
+                seq=seq,
+                turn_id=turns.get(
+                    renamer.ids.get(old_turns.get(e.turn_id or 0, ""), "")
+                )
+                if e.turn_id
+                else None,
+                step_id=renamer.ids.get(e.step_id, e.step_id) if e.step_id else None,
+                type=e.type,
+                payload=payload,
+                at=e.at,
+            )
+            for seq, (e, payload) in enumerate(zip(events, payloads), start=1)
+        ],
+        batch_size=1000,
+    )
+    return len(events)
+
+
+def fork_notebook(source_pk: int, step_id: str) -> Task:
+    """A new notebook of the same owner: `source_pk` as it stood right after step `step_id`.
+
+    Raises ForkError (having created nothing) when the step is not a completed step there.
+    """
+    with transaction.atomic():
+        # The source's row lock orders the fork after any write in flight there.
+        source = Task.objects.select_for_update().get(pk=source_pk)
+        point = fork_point(source, step_id)
+        state = turn_state(point.turn)
+        for (
+            queued
+        ) in state.step_queue:  # nothing runs in a fork until the person says so
+            if state.step_status.get(queued.step_id) is StepStatus.RUNNING:
+                state.step_status.pop(queued.step_id)
+        rewind_to(state, step_id)
+        if state.status is TaskStatus.ABANDONED:
+            state.status = TaskStatus.ACTIVE
+        goes_on = state.status is TaskStatus.ACTIVE
+        fork = Task.objects.create(
+            owner_id=source.owner_id,
+            title=f"{source}, forked at step {point.number}"[:200],
+            agent=source.agent,
+            mode=ApprovalMode.STEP if goes_on else source.mode,
+            forked_from=source,
+            fork_step_id=step_id,
+            fork_turn_index=point.turn.index,
+            fork_step_number=point.number,
+        )
+        renamer = _Renamer()
+        for turn in source.turns.filter(index__lt=point.turn.index).order_by("index"):
+            _store_turn(fork.pk, turn, turn_state(turn), renamer)
+        _store_turn_point(fork.pk, point, state, renamer)
+        last_seq = _copy_events(fork, _event_rows(source, point, state), renamer)
+        Task.objects.filter(pk=fork.pk).update(last_seq=last_seq)
+        refresh_status(fork.pk)
+        fork.refresh_from_db()
+        return fork
+
+
+def _store_turn_point(
+    fork_pk: int, point: ForkPoint, state: TaskState, renamer: _Renamer
+) -> None:
+    """The fork's own turn: stored as rewound, never abandoned (it is where the person goes on)."""
+    turn = point.turn
+    if turn.deleted_at is not None:
+        turn = Turn(
+            **{f.attname: getattr(turn, f.attname) for f in Turn._meta.concrete_fields}
+        )
+        turn.deleted_at = None
+    _store_turn(fork_pk, turn, state, renamer)

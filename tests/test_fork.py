@@ -1,0 +1,293 @@
+"""Fork here: a new notebook whose stored state is the source's right after one of its steps.
+
+Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make test's services pass.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import Client as HttpClient
+
+from runs import service
+from runs.engine.testing import Script, ScriptedServer
+from runs.models import Event, Message, Step, Task, Turn
+from runs.store import load_state
+from runs.store.fork import ForkError, fork_notebook
+from tests.live_support import (
+    FOUR_STEP_QUESTION,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    db_snapshot,
+    four_step_rules,
+    llm_at,
+    make_notebook,
+    make_user,
+)
+
+pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def server(scripted_server: Any) -> Any:
+    srv = scripted_server(Script(rules=four_step_rules()))
+    with llm_at(srv):
+        yield srv
+
+
+async def ran_notebook(user: Any) -> Task:
+    """A finished notebook of four model steps (three with a tool call), in auto mode."""
+    task = await database_sync_to_async(make_notebook)(user, mode="auto")
+    await service.send_message(task.pk, FOUR_STEP_QUESTION)
+    await service.wait_idle()
+    return task
+
+
+def step_ids(task: Task) -> list[str]:
+    return list(
+        Step.objects.filter(task_id=task.pk)
+        .order_by("created_at", "pk")
+        .values_list("step_id", flat=True)
+    )
+
+
+def turn_ids(task: Task) -> list[str]:
+    return list(
+        Turn.objects.filter(task_id=task.pk)
+        .order_by("index")
+        .values_list("engine_id", flat=True)
+    )
+
+
+def normal(value: Any, ids: list[str]) -> Any:
+    """`value` with the given ids replaced by their position: a fork's ids are new, nothing else."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    for n, old in enumerate(ids):
+        text = text.replace(old, f"<id{n}>")
+    return json.loads(text)
+
+
+STEP_FIELDS = (
+    "kind",
+    "status",
+    "original_input",
+    "input",
+    "tool_calls",
+    "output",
+    "sources",
+    "is_last",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "checkpoint",
+    "error",
+    "runs",
+    "started_at",
+    "ended_at",
+    "queue_position",
+    "completion_index",
+    "step_state",
+)
+MESSAGE_FIELDS = (
+    "position",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "status",
+)
+
+
+def stored(task: Task, steps: list[str]) -> dict[str, Any]:
+    """What the database holds for `task` (its steps among `steps`), ids made positional."""
+    ids = turn_ids(task) + step_ids(task)
+    rows = {
+        r["step_id"]: r
+        for r in Step.objects.filter(task_id=task.pk).values("step_id", *STEP_FIELDS)
+    }
+    messages = Message.objects.filter(task_id=task.pk).order_by("position", "pk")
+    return normal(
+        {
+            "steps": [rows[s] for s in steps],
+            "messages": [
+                {k: v for k, v in m.items() if k != "step__step_id"}
+                | {
+                    "step": ids.index(m["step__step_id"])
+                    if m["step__step_id"]
+                    else None
+                }
+                for m in messages.values(*MESSAGE_FIELDS, "step__step_id")
+            ],
+        },
+        ids,
+    )
+
+
+def events_of(task: Task, upto_seq: int | None = None) -> list[Any]:
+    ids = turn_ids(task) + step_ids(task)
+    rows = Event.objects.filter(task_id=task.pk).order_by("seq")
+    if upto_seq is not None:
+        rows = rows.filter(seq__lt=upto_seq)
+    return normal([(e.seq, e.type, e.payload, e.at) for e in rows], ids)
+
+
+def state_of(task: Task) -> Any:
+    turn = turn_ids(task)[0]
+    return normal(
+        load_state(task.pk, turn).model_dump(mode="json"),
+        turn_ids(task) + step_ids(task),
+    )
+
+
+async def test_a_fork_at_step_2_stores_the_source_up_to_step_2_then_goes_its_own_way(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    source = await ran_notebook(user)
+    ids = await database_sync_to_async(step_ids)(source)
+    assert len(ids) == 4
+    before = await database_sync_to_async(db_snapshot)(source.pk)
+
+    fork = await database_sync_to_async(fork_notebook)(source.pk, ids[1])
+
+    assert (
+        fork.forked_from_id,
+        fork.fork_step_id,
+        fork.fork_turn_index,
+        fork.fork_step_number,
+    ) == (
+        source.pk,
+        ids[1],
+        1,
+        2,
+    )
+    assert (fork.owner_id, fork.agent, fork.mode, fork.status) == (
+        user.pk,
+        "function_calling",
+        "step",
+        "waiting",
+    )
+    fork_ids = await database_sync_to_async(step_ids)(fork)
+    assert len(fork_ids) == 3  # steps 1 and 2 as they ran, step 3 waiting
+
+    def compare() -> None:
+        src, dst = stored(source, ids[:2]), stored(fork, fork_ids[:2])
+        assert dst["steps"] == src["steps"]
+        # the conversation up to step 2: the question, then what steps 1 and 2 said and got
+        upto_2 = [m for m in src["messages"] if m["step"] is None or m["step"] <= 2]
+        assert dst["messages"] == upto_2
+        waiting = Step.objects.get(step_id=fork_ids[2])
+        original = Step.objects.get(step_id=ids[2])
+        assert (
+            waiting.status,
+            waiting.runs,
+            waiting.output,
+            waiting.queue_position,
+        ) == ("pending", 0, "", 0)
+        assert waiting.input == original.original_input
+        # the engine's view: the source rewound to step 2, with step 3 queued again
+        from runs.engine import rewind_to
+
+        src_state = load_state(source.pk, turn_ids(source)[0])
+        rewound = normal(
+            rewind_to(src_state, ids[1]).model_dump(mode="json"),
+            turn_ids(source) + step_ids(source),
+        )
+        assert state_of(fork) == rewound
+        # the event log up to where step 3 began
+        step_3_start = Event.objects.get(
+            task_id=source.pk, step_id=ids[2], type="step_started"
+        ).seq
+        assert events_of(fork) == events_of(source, step_3_start)
+        assert Task.objects.get(pk=fork.pk).last_seq == step_3_start - 1
+
+    await database_sync_to_async(compare)()
+    assert (
+        await database_sync_to_async(db_snapshot)(source.pk) == before
+    )  # the source is untouched
+
+    # The person edits the waiting step and goes on: the fork diverges, the source does not move.
+    await service.edit_input(fork.pk, fork_ids[2], "Instead add the 99 returns.")
+    await service.set_mode(fork.pk, "auto")
+    await service.approve(fork.pk, fork_ids[2])
+    await service.wait_idle()
+
+    def diverged() -> None:
+        fork_rows = step_ids(fork)
+        assert Turn.objects.get(task_id=fork.pk).status == "completed"
+        assert (
+            Step.objects.get(step_id=fork_rows[2]).input
+            == "Instead add the 99 returns."
+        )
+        assert stored(fork, fork_rows[:2])["steps"] == stored(source, ids[:2])["steps"]
+        assert (
+            stored(fork, fork_rows[2:3])["steps"] != stored(source, ids[2:3])["steps"]
+        )
+
+    await database_sync_to_async(diverged)()
+    assert await database_sync_to_async(db_snapshot)(source.pk) == before
+    assert "Instead add the 99 returns." in server.requests[-1].last_user_text or any(
+        "Instead add the 99 returns." in r.last_user_text for r in server.requests
+    )
+
+
+async def test_a_fork_at_the_last_step_is_the_finished_notebook(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    source = await ran_notebook(user)
+    ids = await database_sync_to_async(step_ids)(source)
+    fork = await database_sync_to_async(fork_notebook)(source.pk, ids[3])
+    assert (fork.mode, fork.status, fork.fork_step_number) == ("auto", "idle", 4)
+
+    def compare() -> None:
+        fork_ids = step_ids(fork)
+        assert stored(fork, fork_ids) == stored(source, ids)
+        assert events_of(fork) == events_of(source)
+        assert (
+            Task.objects.get(pk=fork.pk).memory_length
+            == Task.objects.get(pk=source.pk).memory_length
+        )
+
+    await database_sync_to_async(compare)()
+
+
+async def test_bad_fork_points_are_refused_and_create_nothing(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    source = await ran_notebook(user)
+    ids = await database_sync_to_async(step_ids)(source)
+    fork = await database_sync_to_async(fork_notebook)(source.pk, ids[1])
+    waiting = (await database_sync_to_async(step_ids)(fork))[2]
+    everything = await database_sync_to_async(db_snapshot)()
+    with pytest.raises(ForkError, match="has no step 'nope'"):
+        await database_sync_to_async(fork_notebook)(source.pk, "nope")
+    with pytest.raises(ForkError, match="pending, not completed"):
+        await database_sync_to_async(fork_notebook)(fork.pk, waiting)
+    with pytest.raises(ForkError, match="has no step"):  # another notebook's step
+        await database_sync_to_async(fork_notebook)(source.pk, waiting)
+    assert await database_sync_to_async(db_snapshot)() == everything
+
+
+def test_fork_over_http_is_owner_only_and_explains_refusals() -> None:
+    ana, bob = make_user("ana"), make_user("bob")
+    source = make_notebook(ana)
+    http = HttpClient()
+    http.force_login(bob)
+    url = f"/api/tasks/{source.pk}/fork/"
+    assert (
+        http.post(url, {"step_id": "x"}, content_type="application/json").status_code
+        == 404
+    )
+    http.force_login(ana)
+    refused = http.post(url, {"step_id": "x"}, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json() == {"error": f"notebook {source.pk} has no step 'x'"}
+    assert (
+        http.post(url, "not json", content_type="application/json").status_code == 400
+    )
+    assert Task.objects.count() == 1
