@@ -176,6 +176,21 @@ def notebook_summary(task: Task) -> dict[str, Any]:
         "turns": getattr(task, "turn_count", None),
         "url": reverse("runs:notebook", args=[task.pk]),
         "trace_url": reverse("runs:api_task_trace", args=[task.pk]),
+        "forked_from": _fork_origin(task),
+    }
+
+
+def _fork_origin(task: Task) -> dict[str, Any] | None:
+    """Where a fork came from: the source notebook (None if it is gone), turn and step."""
+    if task.fork_turn_index is None:
+        return None
+    source = task.forked_from
+    return {
+        "id": source.pk if source else None,
+        "title": str(source) if source else None,
+        "url": reverse("runs:trace", args=[source.pk]) if source else None,
+        "turn": task.fork_turn_index,
+        "step": task.fork_step_number,
     }
 
 
@@ -198,7 +213,9 @@ def task_list(request: HttpRequest) -> JsonResponse:
         tasks = filtered_notebooks(request.user, params)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    paginator = Paginator(tasks.annotate(turn_count=Count("turns")), size)
+    paginator = Paginator(
+        tasks.annotate(turn_count=Count("turns")).select_related("forked_from"), size
+    )
     try:
         page = paginator.page(number)
     except EmptyPage:

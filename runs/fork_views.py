@@ -9,6 +9,7 @@ script (static/js/compare.js) reads both trace exports and aligns their steps.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -51,6 +52,25 @@ def fork_task(request: HttpRequest, pk: int) -> JsonResponse:
 
 def compare_url(a: int, b: int) -> str:
     return f"{reverse('runs:compare')}?a={a}&b={b}"
+
+
+def review_context(task: Task) -> dict[str, Any]:
+    """What the notebook and trace pages need for Fork here, annotations and a fork's origin."""
+    origin = None
+    if task.fork_turn_index is not None:
+        source = task.forked_from
+        origin = {
+            "title": str(source) if source else "",
+            "url": reverse("runs:notebook", args=[source.pk]) if source else "",
+            "compare_url": compare_url(source.pk, task.pk) if source else "",
+            "turn": task.fork_turn_index,
+            "step": task.fork_step_number,
+        }
+    return {
+        "fork_origin": origin,
+        "fork_url": reverse("runs:api_task_fork", args=[task.pk]),
+        "annotations_url": reverse("runs:api_task_annotations", args=[task.pk]),
+    }
 
 
 def _pick(request: HttpRequest, name: str) -> Task | str:

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from runs.attachments import MAX_IMAGES_PER_MESSAGE, max_image_bytes, size_text
 from runs.demo import demo_example_prompts
+from runs.fork_views import review_context
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.presets import all_presets, get_preset
 from runs.protocol import MAX_TEXT_CHARS
@@ -138,6 +139,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
             (preset := get_preset(task.agent)) and preset.accepts_images
         ),
         **image_context(),
+        **review_context(task),
     }
     return render(request, "runs/notebook.html", context)
 
@@ -168,6 +170,6 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_label": _preset_label(task.agent),
         "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
         "export_url": _export_url(task),
-        "annotations_url": reverse("runs:api_task_annotations", args=[task.pk]),
+        **review_context(task),
     }
     return render(request, "runs/trace.html", context)

@@ -272,12 +272,12 @@ def test_annotations_on_a_step_a_call_and_the_answer_are_stored_shown_searchable
     add_card.locator(".annotation.rating-1").wait_for()
 
     first.get_by_role("button", name="Annotate this step").click()
-    step_slot = first.locator(".cell-body > .annotations .annotate")
+    step_slot = first.locator(".annotations[data-target=step] .annotate")
     step_slot.get_by_label("Comment on this step").fill(
         "the model called both tools at once: zebra-check"
     )
     step_slot.get_by_role("button", name="Thumbs down: this step").click()
-    first.locator(".cell-body > .annotations .annotation.rating--1").wait_for()
+    first.locator(".annotations[data-target=step] .annotation.rating--1").wait_for()
 
     answer = page.locator(".cell-answer")
     answer.get_by_role("button", name="Annotate the answer").click()

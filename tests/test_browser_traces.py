@@ -184,7 +184,7 @@ def test_trace_list_filters_and_pages(
     assert count >= 23
     assert all(
         "LLMCompiler" in t
-        for t in page.locator("#trace-rows td:nth-child(2)").all_inner_texts()
+        for t in page.locator("#trace-rows td.trace-agent").all_inner_texts()
     )
 
     page.get_by_label("Agent").select_option("")

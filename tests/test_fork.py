@@ -5,7 +5,6 @@ Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make te
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -14,9 +13,18 @@ from django.test import Client as HttpClient
 
 from runs import service
 from runs.engine.testing import Script, ScriptedServer
-from runs.models import Event, Message, Step, Task, Turn
+from runs.models import Event, Step, Task, Turn
 from runs.store import load_state
 from runs.store.fork import ForkError, fork_notebook
+from tests.fork_checks import (
+    differences_up_to,
+    events_of,
+    normal,
+    state_of,
+    step_ids,
+    stored,
+    turn_ids,
+)
 from tests.live_support import (
     FOUR_STEP_QUESTION,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
@@ -43,103 +51,6 @@ async def ran_notebook(user: Any) -> Task:
     await service.send_message(task.pk, FOUR_STEP_QUESTION)
     await service.wait_idle()
     return task
-
-
-def step_ids(task: Task) -> list[str]:
-    return list(
-        Step.objects.filter(task_id=task.pk)
-        .order_by("created_at", "pk")
-        .values_list("step_id", flat=True)
-    )
-
-
-def turn_ids(task: Task) -> list[str]:
-    return list(
-        Turn.objects.filter(task_id=task.pk)
-        .order_by("index")
-        .values_list("engine_id", flat=True)
-    )
-
-
-def normal(value: Any, ids: list[str]) -> Any:
-    """`value` with the given ids replaced by their position: a fork's ids are new, nothing else."""
-    text = json.dumps(value, sort_keys=True, default=str)
-    for n, old in enumerate(ids):
-        text = text.replace(old, f"<id{n}>")
-    return json.loads(text)
-
-
-STEP_FIELDS = (
-    "kind",
-    "status",
-    "original_input",
-    "input",
-    "tool_calls",
-    "output",
-    "sources",
-    "is_last",
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "checkpoint",
-    "error",
-    "runs",
-    "started_at",
-    "ended_at",
-    "queue_position",
-    "completion_index",
-    "step_state",
-)
-MESSAGE_FIELDS = (
-    "position",
-    "role",
-    "content",
-    "tool_calls",
-    "tool_call_id",
-    "name",
-    "status",
-)
-
-
-def stored(task: Task, steps: list[str]) -> dict[str, Any]:
-    """What the database holds for `task` (its steps among `steps`), ids made positional."""
-    ids = turn_ids(task) + step_ids(task)
-    rows = {
-        r["step_id"]: r
-        for r in Step.objects.filter(task_id=task.pk).values("step_id", *STEP_FIELDS)
-    }
-    messages = Message.objects.filter(task_id=task.pk).order_by("position", "pk")
-    return normal(
-        {
-            "steps": [rows[s] for s in steps],
-            "messages": [
-                {k: v for k, v in m.items() if k != "step__step_id"}
-                | {
-                    "step": ids.index(m["step__step_id"])
-                    if m["step__step_id"]
-                    else None
-                }
-                for m in messages.values(*MESSAGE_FIELDS, "step__step_id")
-            ],
-        },
-        ids,
-    )
-
-
-def events_of(task: Task, upto_seq: int | None = None) -> list[Any]:
-    ids = turn_ids(task) + step_ids(task)
-    rows = Event.objects.filter(task_id=task.pk).order_by("seq")
-    if upto_seq is not None:
-        rows = rows.filter(seq__lt=upto_seq)
-    return normal([(e.seq, e.type, e.payload, e.at) for e in rows], ids)
-
-
-def state_of(task: Task) -> Any:
-    turn = turn_ids(task)[0]
-    return normal(
-        load_state(task.pk, turn).model_dump(mode="json"),
-        turn_ids(task) + step_ids(task),
-    )
 
 
 async def test_a_fork_at_step_2_stores_the_source_up_to_step_2_then_goes_its_own_way(
@@ -174,6 +85,7 @@ async def test_a_fork_at_step_2_stores_the_source_up_to_step_2_then_goes_its_own
     assert len(fork_ids) == 3  # steps 1 and 2 as they ran, step 3 waiting
 
     def compare() -> None:
+        assert differences_up_to(source.pk, fork.pk, 2) == []
         src, dst = stored(source, ids[:2]), stored(fork, fork_ids[:2])
         assert dst["steps"] == src["steps"]
         # the conversation up to step 2: the question, then what steps 1 and 2 said and got

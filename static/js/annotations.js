@@ -1,8 +1,8 @@
-// Reviewers' annotations in the trace: a comment and a thumbs up/down on any step, tool call
-// or answer, stored through /api/tasks/<id>/annotations/ (runs/annotations.py) and shown under
-// what they are about.
+// Reviewers' annotations in the trace and the live notebook: a comment and a thumbs up/down on
+// any step, tool call or answer, stored through /api/tasks/<id>/annotations/
+// (runs/annotations.py) and shown under what they are about.
 
-import { domId, h } from "./dom.js";
+import { domId, h, postJson } from "./dom.js";
 
 const RATING = { 1: "▲ good", [-1]: "▼ bad", 0: "" };
 
@@ -73,43 +73,82 @@ class AnnotationSlot {
   }
 }
 
+function keyOfNote(note) {
+  return keyOf(note.target, { turnId: note.turn_id || "", stepId: note.step_id || "", toolId: note.tool_id || "" });
+}
+
 /**
- * Put an annotation slot under every step, tool call and answer drawn for `model`.
- * @returns {Map<string, AnnotationSlot>} by target key
+ * Annotation slots under the steps, tool calls and answers drawn for a model. The trace places
+ * them once; the live notebook calls `sync` after each render for what it redrew, which puts
+ * the same slots (notes, and any comment being typed) back where a redraw took them out.
  */
-export function attachAnnotations(model, notes, url) {
-  const csrf = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
-  const post = async (body) => {
-    try {
-      const response = await fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json", "X-CSRFToken": csrf }, body: JSON.stringify(body) });
-      const data = await response.json();
-      return response.ok ? data : { error: data.error || `the server answered ${response.status}` };
-    } catch (err) {
-      return { error: `Could not save: ${err.message}` };
-    }
-  };
-  const slots = new Map();
-  const place = (target, ids, label, parent) => {
+export class Annotations {
+  constructor(url) {
+    this.url = url;
+    /** @type {Map<string, AnnotationSlot>} by target key */
+    this.slots = new Map();
+    this.unplaced = [];
+    this.post = (body) => postJson(url, body);
+  }
+
+  #place(target, ids, label, parent) {
     if (!parent) return;
-    const slot = new AnnotationSlot(target, ids, label, post);
-    parent.append(slot.box);
-    slots.set(keyOf(target, ids), slot);
-  };
-  for (const step of model.steps.values()) {
-    const cell = document.getElementById(domId("step", step.id));
-    if (!cell) continue;
-    for (const card of cell.querySelectorAll(".tool-card[id][data-tool-id]")) {
-      const name = card.querySelector(".tool-name")?.textContent || "call";
-      place("call", { stepId: step.id, toolId: card.dataset.toolId }, `the ${name} call`, card);
+    const key = keyOf(target, ids);
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = new AnnotationSlot(target, ids, label, this.post);
+      this.slots.set(key, slot);
+      const waiting = this.unplaced.filter((note) => keyOfNote(note) === key);
+      if (waiting.length) {
+        this.unplaced = this.unplaced.filter((note) => keyOfNote(note) !== key);
+        waiting.forEach((note) => slot.add(note));
+      }
     }
-    place("step", { stepId: step.id }, "this step", cell.querySelector(".cell-body"));
+    if (slot.box.parentNode !== parent) parent.append(slot.box);
   }
-  for (const turn of model.turns.values()) {
-    const answer = document.getElementById(domId("turn", turn.id))?.querySelector(".cell-answer");
-    place("answer", { turnId: turn.id }, "the answer", answer);
+
+  /** Put slots on the given steps (their cells and run tool calls) and the given turns' answers. */
+  sync(model, stepIds, turnIds) {
+    for (const stepId of stepIds) {
+      const step = model.steps.get(stepId);
+      const cell = step && !step.dropped ? document.getElementById(domId("step", step.id)) : null;
+      if (!cell) continue;
+      for (const card of cell.querySelectorAll(".cell-body .tool-card[id][data-tool-id]")) {
+        const name = card.querySelector(".tool-name")?.textContent || "call";
+        this.#place("call", { stepId: step.id, toolId: card.dataset.toolId }, `the ${name} call`, card);
+      }
+      this.#place("step", { stepId: step.id }, "this step", cell);
+    }
+    for (const turnId of turnIds) {
+      const answer = document.getElementById(domId("turn", turnId))?.querySelector(".cell-answer");
+      this.#place("answer", { turnId }, "the answer", answer);
+    }
   }
-  for (const note of notes || []) {
-    slots.get(keyOf(note.target, { turnId: note.turn_id || "", stepId: note.step_id || "", toolId: note.tool_id || "" }))?.add(note);
+
+  /** Show stored notes under what they are about (or once it is drawn). */
+  show(notes) {
+    for (const note of notes || []) {
+      const slot = this.slots.get(keyOfNote(note));
+      if (slot) slot.add(note);
+      else this.unplaced.push(note);
+    }
   }
-  return slots;
+
+  /** Fetch the notebook's stored notes and show them. */
+  async load() {
+    try {
+      const response = await fetch(this.url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (response.ok) this.show((await response.json()).annotations);
+    } catch {
+      // the notes stay in the database; the next page load shows them
+    }
+  }
+}
+
+/** The trace: a slot under every step, tool call and answer drawn for `model`, with `notes`. */
+export function attachAnnotations(model, notes, url) {
+  const annotations = new Annotations(url);
+  annotations.sync(model, model.steps.keys(), model.turns.keys());
+  annotations.show(notes);
+  return annotations;
 }

@@ -82,3 +82,20 @@ export function replaceChildren(el, ...children) {
   el.replaceChildren();
   append(el, children);
 }
+
+/** POST `body` as JSON with the page's CSRF token: the answer's JSON, or `{error}` saying why not. */
+export async function postJson(url, body) {
+  const csrf = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => ({}));
+    return response.ok ? data : { error: data.error || `the server answered ${response.status}` };
+  } catch (err) {
+    return { error: `Could not reach the server: ${err.message}` };
+  }
+}

@@ -4,6 +4,8 @@
 // Every server message is folded into the model at once; drawing waits for the next frame, so a
 // replay of thousands of events, or a fast token stream, costs one DOM pass per frame.
 
+import { Annotations } from "./annotations.js";
+import { ForkButtons } from "./fork.js";
 import { ImagePicker } from "./image_picker.js";
 import { CellsView } from "./cells.js";
 import { ActionBus } from "./actions.js";
@@ -68,6 +70,10 @@ const stepControls = new StepControls(bus);
 const cells = new CellsView($("#cells"), { controls: stepControls });
 const dag = new DagView($("#dag"), { onSelect: (target, nodeId) => reveal(target, nodeId) });
 const team = new TeamHeader($("#team-status"));
+// Review from the live page too: notes on steps, calls and answers, and Fork here on completed steps.
+const annotations = new Annotations(root.dataset.annotationsUrl);
+const forks = new ForkButtons(root.dataset.forkUrl);
+let drawnOnce = false;
 const toolbar = new NotebookControls(bus, {
   mode: $("#mode-select"),
   abandon: $("#abandon-button"),
@@ -96,6 +102,7 @@ function render() {
   const follow = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
   const perms = permissions(model, connection.state === "open" && !resyncing);
   cells.update(model, perms);
+  syncReview(perms);
   if (model.dirty.structure) dag.update(model);
   toolbar.update(model, perms);
   if (model.dirty.structure) team.update(model);
@@ -106,6 +113,19 @@ function render() {
   metrics.frames++;
   metrics.renderMs += spent;
   metrics.maxRenderMs = Math.max(metrics.maxRenderMs, spent);
+}
+
+/** Put annotation slots and Fork here back on what this frame redrew (everything the first time). */
+function syncReview(perms) {
+  const all = !drawnOnce && model.turns.size > 0;
+  const stepIds = all ? [...model.steps.keys()] : [...model.dirty.steps, perms.nextStepId, ...perms.undoStepIds].filter(Boolean);
+  const turnIds = all ? [...model.turns.keys()] : [...model.dirty.turns];
+  annotations.sync(model, stepIds, turnIds);
+  forks.sync(model, stepIds);
+  if (all) {
+    drawnOnce = true;
+    annotations.load();
+  }
 }
 
 const STATE_TEXT = {

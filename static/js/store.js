@@ -454,6 +454,16 @@ export function applyMessage(model, message) {
 }
 
 /** Reduce a whole stored log, `[{seq, event}]` (trace view, tests), in one pass. */
+/** The events of an export: `{events: [{seq, ...event}|{seq, event}]}` or a bare list. */
+export function eventsOf(data) {
+  const list = Array.isArray(data) ? data : data.events || [];
+  return list.map((item) => {
+    if (item.event) return { seq: item.seq, event: item.event };
+    if (item.payload) return { seq: item.seq, event: item.payload };
+    return { seq: item.seq, event: item };
+  });
+}
+
 export function reduceEvents(events, model = createModel()) {
   for (const item of events) {
     if (item.seq != null) model.lastSeq = item.seq;

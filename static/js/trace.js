@@ -3,27 +3,18 @@
 
 import { attachAnnotations } from "./annotations.js";
 import { CellsView } from "./cells.js";
+import { ForkButtons } from "./fork.js";
 import { DagView } from "./dag.js";
 import { formatDuration, h } from "./dom.js";
 import { drawLazily } from "./render/lazy.js";
 import { totals } from "./selectors.js";
-import { clearDirty, reduceEvents } from "./store.js";
+import { clearDirty, eventsOf, reduceEvents } from "./store.js";
 import { renderTimeline } from "./timeline.js";
 
 const root = document.getElementById("trace");
 const $ = (selector) => root.querySelector(selector);
 const metrics = { fetchMs: 0, reduceMs: 0, renderMs: 0, events: 0, readyAt: 0 };
 window.agentui = { metrics };
-
-/** The events of an export: `{events: [{seq, ...event}|{seq, event}]}` or a bare list. */
-export function eventsOf(data) {
-  const list = Array.isArray(data) ? data : data.events || [];
-  return list.map((item) => {
-    if (item.event) return { seq: item.seq, event: item.event };
-    if (item.payload) return { seq: item.seq, event: item.payload };
-    return { seq: item.seq, event: item };
-  });
-}
 
 function reveal(target) {
   const el = document.getElementById(target);
@@ -73,6 +64,7 @@ async function main() {
   drawLazily(); // 500 cells' tables, charts and Markdown: drawn as they come near the viewport
   new CellsView($("#cells")).update(model);
   attachAnnotations(model, data.annotations, root.dataset.annotationsUrl);
+  new ForkButtons(root.dataset.forkUrl).sync(model, model.steps.keys());
   renderTotals(model);
   clearDirty(model);
   // Only human actions: hide the steps nobody edited, rejected, approved or stopped.

@@ -18,6 +18,9 @@ const AGENTS = optionLabels("agent");
 const STATUSES = optionLabels("status");
 const STATUS_CLASS = { idle: "completed", running: "running", waiting: "pending", failed: "failed", interrupted: "interrupted" };
 
+const compareButton = document.getElementById("compare-picked");
+/** Notebooks picked for Compare (kept across pages and searches), in the order picked. */
+const picked = new Map();
 let page = Number(new URLSearchParams(location.search).get("page")) || 1;
 let controller = null;
 let debounce = 0;
@@ -69,20 +72,57 @@ export function outcomeOf(task) {
 
 const number = (n) => (n ?? 0).toLocaleString("en");
 
+function showPicked() {
+  const names = [...picked.values()];
+  compareButton.disabled = names.length !== 2;
+  const ask = ["Compare: pick two notebooks", "Compare: pick one more"][names.length] || "Compare: pick only two";
+  compareButton.textContent = names.length === 2 ? `Compare ${names[0]} with ${names[1]}` : ask;
+}
+
+function pickBox(id, title) {
+  const box = h("input", { type: "checkbox", class: "pick", "aria-label": `Pick ${title} to compare`, checked: picked.has(id) });
+  box.addEventListener("change", () => {
+    if (box.checked) picked.set(id, title);
+    else picked.delete(id);
+    showPicked();
+  });
+  return box;
+}
+
+compareButton.addEventListener("click", () => {
+  const [a, b] = picked.keys();
+  window.location.assign(`${compareButton.dataset.compareUrl}?a=${a}&b=${b}`);
+});
+
+function forkNote(origin) {
+  if (!origin) return null;
+  const where = `turn ${origin.turn}, step ${origin.step}`;
+  return h(
+    "span",
+    { class: "trace-fork" },
+    "fork of ",
+    origin.url ? h("a", { href: origin.url }, origin.title) : "a deleted notebook",
+    ` at ${where}`,
+  );
+}
+
 function row(task) {
   const id = task.id ?? task.pk;
   const status = task.status || "";
+  const title = task.title || `Notebook ${id}`;
   return h(
     "tr",
     { "data-task-id": id },
+    h("td", {}, pickBox(id, title)),
     h(
       "td",
       { class: "trace-title" },
-      h("a", { href: traceUrl(id) }, task.title || `Notebook ${id}`),
+      h("a", { href: traceUrl(id) }, title),
       h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
+      forkNote(task.forked_from),
       task.answer ? h("span", { class: "trace-answer", title: task.answer }, task.answer) : null,
     ),
-    h("td", {}, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
+    h("td", { class: "trace-agent" }, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
     h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
     h("td", { class: "trace-outcome" }, h("span", { class: `badge status status-${outcomeOf(task).cls}` }, outcomeOf(task).text)),
     h("td", { class: "num" }, task.turns ?? ""),
@@ -121,7 +161,7 @@ async function load({ push = false } = {}) {
   const result = pageOf(data);
   rows.replaceChildren(...result.items.map(row));
   rows.dataset.query = query;  // which filters the rows shown answer (tests wait on it)
-  if (!result.items.length) rows.append(h("tr", {}, h("td", { colspan: "6", class: "muted" }, params.toString() ? "No notebook matches these filters." : "No notebooks yet.")));
+  if (!result.items.length) rows.append(h("tr", {}, h("td", { colspan: "12", class: "muted" }, params.toString() ? "No notebook matches these filters." : "No notebooks yet.")));
   count.textContent = `${result.total.toLocaleString("en")} notebook${result.total === 1 ? "" : "s"}`;
   info.textContent = result.pages > 1 ? `Page ${result.current} of ${result.pages}` : "";
   info.parentElement.hidden = result.pages <= 1;
@@ -153,7 +193,9 @@ window.addEventListener("popstate", () => {
   const params = new URLSearchParams(location.search);
   for (const name of FIELDS) form.elements[name].value = params.get(name) || "";
   page = Number(params.get("page")) || 1;
-  load();
+  showPicked();
+load();
 });
 
+showPicked();
 load();
