@@ -214,7 +214,15 @@ LAYER_VARIANTS = {
 }
 
 
-def prepare(kind: str, llm_url: str, workdir: Path) -> Setup:
+def prepare(
+    kind: str,
+    llm_url: str,
+    workdir: Path,
+    *,
+    redis_url: str = REDIS_URL,
+    database: str | None = None,
+) -> Setup:
+    """A fresh database and the daphne processes of `kind`; `database` names the PostgreSQL one."""
     drop = None
     if kind == "sqlite":
         setup = Setup(
@@ -225,17 +233,18 @@ def prepare(kind: str, llm_url: str, workdir: Path) -> Setup:
     else:
         import psycopg
 
-        name = f"agentui_bench_{uuid.uuid4().hex[:8]}"
+        name = database or f"agentui_bench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(**PG_ADMIN, autocommit=True) as admin:  # type: ignore[arg-type]
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.execute(f'CREATE DATABASE "{name}"')
         drop = name
         import redis
 
-        redis.Redis.from_url(REDIS_URL).flushdb()
+        redis.Redis.from_url(redis_url).flushdb()
         url = f"postgres://postgres@127.0.0.1:5432/{name}"
         setup = Setup(
             "PostgreSQL + Redis, 2 daphne",
-            base_env(url, REDIS_URL, llm_url),
+            base_env(url, redis_url, llm_url),
             [free_port(), free_port()],
         )
         if kind in LAYER_VARIANTS:

@@ -1,0 +1,468 @@
+"""Many notebooks at once: turns/s, turn and token latency, server CPU per token, nothing lost.
+
+    .venv/bin/python -m bench.bench_load                          # both setups, 50/200/500 notebooks
+    .venv/bin/python -m bench.bench_load --setup sqlite --notebooks 500
+    .venv/bin/python -m bench.bench_load --workload stream        # issue 15: 400 tokens at 50 tokens/s
+    .venv/bin/python -m bench.bench_load --json out.json          # every row, for the docs
+
+Real servers, real sockets, only 127.0.0.1: daphne serving agentui.asgi on a fresh database
+(SQLite + the in-memory channel layer in one process; or PostgreSQL + Redis with two daphne
+processes, the notebooks' sockets spread over both as a load balancer would), the project's
+scripted OpenAI-compatible server in its own process stamping every chunk as it leaves, and
+here one websocket client per notebook doing what the page does: `resume`, then per turn a
+`send_message`, reading every frame until the turn's `task_completed`, then the next turn.
+
+Per run: turns/s (turns finished / wall time from the first send to the last `task_completed`),
+turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
+→ the frame carrying that token was read; same host clock), server CPU per token (user + system
+CPU time of the daphne processes over the run, from /proc, divided by the tokens streamed), and
+what was lost or duplicated: stored events must arrive per notebook as seq 1..n exactly once up
+to the notebook's last seq in the database, and every streamed token exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.bench_ws_latency import (
+    PROMPT,
+    PY,
+    ROOT,
+    Setup,
+    Socket,
+    make_notebooks,
+    pct,
+    prepare,
+    script_file,
+    services_up,
+    teardown,
+)
+
+# Our own Redis database and PostgreSQL database: tests and other benches use others.
+REDIS_URL = "redis://127.0.0.1:6379/8?socket_timeout=30"
+DATABASE = "agentui_load"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# (tokens per reply, seconds between tokens, turns per notebook) of each workload
+WORKLOADS = {
+    # issue 16: several short turns per notebook, one after another
+    "turns": (40, 0.02, 3),
+    # issue 15: one 400-token reply at 50 tokens/s per notebook
+    "stream": (400, 0.02, 1),
+}
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+# --- one notebook's client ---------------------------------------------------------------------
+
+
+@dataclass
+class Client:
+    pk: int
+    sock: Socket
+    frames: list[tuple[float, bytes]] = field(default_factory=list)
+    signals: asyncio.Queue[tuple[str, float, bytes]] = field(
+        default_factory=asyncio.Queue
+    )
+    sent: list[tuple[str, float]] = field(default_factory=list)  # (prompt, when)
+    completed: list[float] = field(default_factory=list)
+    retries: int = 0
+    failure: str | None = None
+
+
+async def read_frames(client: Client) -> None:
+    """Keep every frame with the time it was read; tell the driver about turn ends and errors."""
+    while True:
+        stamp, raw = await client.sock.recv()
+        client.frames.append((stamp, raw))
+        if raw.startswith(b'{"type":"event"') and b'"type":"task_completed"' in raw:
+            client.signals.put_nowait(("done", stamp, raw))
+        elif raw.startswith(b'{"type":"error"'):
+            client.signals.put_nowait(("error", stamp, raw))
+
+
+async def drive(client: Client, turns: int, due: list[float] | None = None) -> None:
+    """Send a message per turn and wait for its `task_completed`, as a person at the page would.
+
+    `due`: when each turn is due (epoch seconds; a turn also waits for the one before);
+    None: each turn right after the last one ended.
+    """
+    for turn in range(turns):
+        if due is not None:
+            await asyncio.sleep(max(0.0, due[turn] - time.time()))
+        prompt = f"{PROMPT} {client.pk} {turn}"
+        while True:
+            client.sent.append((prompt, time.time()))
+            await client.sock.send(
+                {"action": "send_message", "text": prompt, "request_id": f"r{turn}"}
+            )
+            kind, stamp, raw = await client.signals.get()
+            if kind == "done":
+                client.completed.append(stamp)
+                break
+            if b"already_running" in raw or b"not_allowed" in raw:
+                # the previous turn's last writes are still landing: the page would retry too
+                client.sent.pop()
+                client.retries += 1
+                await asyncio.sleep(0.05)
+                continue
+            client.failure = raw.decode(errors="replace")
+            return
+
+
+async def connect(port: int, pk: int, cookie: str) -> Client:
+    sock = await Socket.open(port, f"/ws/tasks/{pk}/", cookie)
+    await sock.send({"action": "resume", "last_seq": 0})
+    while b"replay_done" not in (await sock.recv())[1]:
+        pass
+    return Client(pk, sock)
+
+
+def spy(pid: int, directory: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling a daphne process (its stacks, collapsed, one line per distinct stack)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            "200",
+            "--output",
+            str(directory / f"daphne-{pid}.txt"),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+# --- the database's view, to check that nothing stored was missed ------------------------------
+
+
+def last_seqs(setup: Setup, ids: list[int]) -> dict[int, int]:
+    code = (
+        "import django, json; django.setup()\n"
+        "from runs.models import Task\n"
+        f"ids = {ids!r}\n"
+        "print(json.dumps(dict(Task.objects.filter(pk__in=ids).values_list('pk', 'last_seq'))))\n"
+    )
+    out = subprocess.run(
+        [PY, "-c", code],
+        cwd=ROOT,
+        env=setup.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {int(k): int(v) for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+
+
+async def wait_for_tail(
+    clients: list[Client], expected: dict[int, int], timeout: float
+) -> None:
+    """Give each socket up to `timeout` s to read the events stored after its last turn ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(max_seq(c) >= expected.get(c.pk, 0) for c in clients):
+            return
+        await asyncio.sleep(0.1)
+
+
+def max_seq(client: Client) -> int:
+    for _, raw in reversed(client.frames):
+        if raw.startswith(b'{"type":"event"'):
+            return int(json.loads(raw)["seq"])
+    return 0
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+
+async def run(
+    setup: Setup,
+    notebooks: int,
+    turns: int,
+    timeout: float,
+    rate: float | None = None,
+    profile: Path | None = None,
+) -> tuple[list[Client], dict[str, Any]]:
+    """A socket per notebook, then the turns; `rate`: turns/s offered in all, spread evenly."""
+    cookie, ids = make_notebooks(setup, notebooks)
+    clients: list[Client] = []
+    # connect in batches, as pages opening over a moment would
+    for start in range(0, len(ids), 50):
+        clients += await asyncio.gather(
+            *(
+                connect(setup.ports[n % len(setup.ports)], pk, cookie)
+                for n, pk in enumerate(ids[start : start + 50], start)
+            )
+        )
+    readers = [asyncio.create_task(read_frames(c)) for c in clients]
+    pids = [p.pid for p in setup.processes]
+    spies = [spy(pid, profile) for pid in pids] if profile else []
+    cpu_before = [cpu_seconds(pid) for pid in pids]
+    client_cpu_before = time.process_time()
+    load_before = load_average()
+    started = time.time()
+    try:
+        # paced: notebook n's turn k is due (n + k * notebooks) / rate seconds after the start
+        schedule = [
+            [started + (n + k * notebooks) / rate for k in range(turns)]
+            if rate
+            else None
+            for n in range(notebooks)
+        ]
+        drivers = [
+            asyncio.create_task(drive(c, turns, due))
+            for c, due in zip(clients, schedule)
+        ]
+        _, late = await asyncio.wait(drivers, timeout=timeout)
+        for client, driver in zip(clients, drivers):
+            if driver in late:  # reported as failed: the run is bounded in time
+                driver.cancel()
+                client.failure = f"not done after {timeout:.0f} s"
+        finished = time.time()
+        cpu_after = [cpu_seconds(pid) for pid in pids]
+        client_cpu = time.process_time() - client_cpu_before
+        expected = last_seqs(setup, ids)
+        await wait_for_tail(clients, expected, 10)
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for client in clients:
+            client.sock.close()
+        for process in spies:
+            process.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+            process.wait(timeout=60)
+    return clients, {
+        "started": started,
+        "wall_s": finished - started,
+        "server_cpu_s": sum(cpu_after) - sum(cpu_before),
+        "client_cpu_s": client_cpu,
+        "expected_seq": expected,
+        "load_before": load_before,
+        "load_after": load_average(),
+    }
+
+
+def analyse(
+    clients: list[Client], timing: dict[str, Any], chunks: dict[str, Any], tokens: int
+) -> dict[str, Any]:
+    sent_at = {v["user"]: v["times"] for v in chunks.values()}
+    token_latency: list[float] = []
+    turn_latency: list[float] = []
+    lost_tokens = dup_tokens = lost_events = dup_events = failed = 0
+    frames = 0
+    for client in clients:
+        if client.failure:
+            failed += 1
+        for (_, sent), done in zip(client.sent, client.completed):
+            turn_latency.append(done - sent)
+        seqs: list[int] = []
+        received: dict[str, Counter[int]] = {}
+        step_prompt: dict[str, str] = {}  # engine task id (the turn) → its prompt
+        for stamp, raw in client.frames:
+            message = json.loads(raw)
+            kind = message["type"]
+            if kind == "event":
+                seqs.append(message["seq"])
+                event = message["event"]
+                if event["type"] == "task_created":
+                    step_prompt[event["task_id"]] = event["input"]
+            elif kind == "delta":
+                frames += 1
+                event = message["event"]
+                prompt = step_prompt.get(event["task_id"], "")
+                times = sent_at.get(prompt)
+                counts = received.setdefault(prompt, Counter())
+                for token in event["delta"].split():
+                    index = int(token[1:])
+                    counts[index] += 1
+                    if times is not None and counts[index] == 1:
+                        token_latency.append(stamp - times[index])
+        counted = Counter(seqs)
+        last = timing["expected_seq"].get(client.pk, 0)
+        dup_events += sum(n - 1 for n in counted.values() if n > 1)
+        lost_events += sum(1 for s in range(1, last + 1) if s not in counted)
+        for prompt, _ in client.sent[: len(client.completed)]:
+            counts = received.get(prompt, Counter())
+            lost_tokens += sum(1 for i in range(tokens) if i not in counts)
+            dup_tokens += sum(n - 1 for n in counts.values() if n > 1)
+    turns = len(turn_latency)
+    streamed = len(token_latency)
+    return {
+        "turns": turns,
+        "turns_per_s": round(turns / timing["wall_s"], 2),
+        "turn_p50_ms": round(pct(turn_latency, 50), 1) if turns else None,
+        "turn_p99_ms": round(pct(turn_latency, 99), 1) if turns else None,
+        "token_p50_ms": round(pct(token_latency, 50), 1) if streamed else None,
+        "token_p99_ms": round(pct(token_latency, 99), 1) if streamed else None,
+        "tokens": streamed,
+        "tokens_per_frame": round(streamed / frames, 2) if frames else None,
+        "server_cpu_s": round(timing["server_cpu_s"], 2),
+        "server_cpu_ms_per_token": round(timing["server_cpu_s"] / streamed * 1000, 4)
+        if streamed
+        else None,
+        "client_cpu_s": round(timing["client_cpu_s"], 2),
+        "wall_s": round(timing["wall_s"], 2),
+        "lost_events": lost_events,
+        "dup_events": dup_events,
+        "lost_tokens": lost_tokens,
+        "dup_tokens": dup_tokens,
+        "failed_notebooks": failed,
+        "retries": sum(c.retries for c in clients),
+        "load_before": timing["load_before"],
+        "load_after": timing["load_after"],
+    }
+
+
+async def measure(
+    kind: str,
+    notebooks: int,
+    tokens: int,
+    delay: float,
+    turns: int,
+    workdir: Path,
+    rate: float | None = None,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    dump = workdir / f"chunks-{kind}-{notebooks}.json"
+    llm = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "bench.bench_ws_latency",
+            "serve",
+            str(script_file(tokens, delay, workdir)),
+            str(dump),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert llm.stdout is not None
+    llm_url = llm.stdout.readline().strip()
+    setup = prepare(kind, llm_url, workdir, redis_url=REDIS_URL, database=DATABASE)
+    try:
+        timeout = 120 + turns * (tokens * delay * 4 + 10) + notebooks * 0.2
+        if rate:
+            timeout += turns * notebooks / rate
+        clients, timing = await run(setup, notebooks, turns, timeout, rate, profile)
+    finally:
+        teardown(setup)
+        llm.send_signal(signal.SIGTERM)
+        llm.wait(timeout=60)
+    stats = analyse(clients, timing, json.loads(dump.read_text()), tokens)
+    return {
+        "setup": setup.name,
+        "notebooks": notebooks,
+        "turns_each": turns,
+        "offered": f"{rate:g} turns/s" if rate else "closed loop",
+        "reply": f"{tokens} × {delay * 1000:g} ms",
+        **stats,
+    }
+
+
+HEADER = (
+    "| setup | notebooks | turns each | offered | reply (tokens × gap) | turns/s | turn p50 / p99 ms "
+    "| token p50 / p99 ms | tokens/frame | server CPU ms/token | lost / dup events "
+    "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table_row(r: dict[str, Any]) -> str:
+    return (
+        f"| {r['setup']} | {r['notebooks']} | {r['turns_each']} | {r['offered']} | {r['reply']} "
+        f"| {r['turns_per_s']} "
+        f"| {r['turn_p50_ms']} / {r['turn_p99_ms']} | {r['token_p50_ms']} / {r['token_p99_ms']} "
+        f"| {r['tokens_per_frame']} | {r['server_cpu_ms_per_token']} | {r['lost_events']} / {r['dup_events']} "
+        f"| {r['lost_tokens']} / {r['dup_tokens']} | {r['load_before']} → {r['load_after']} |"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    kinds = ["sqlite", "redis"] if args.setup == "both" else [args.setup]
+    if "redis" in kinds and not services_up():
+        print("PostgreSQL/Redis not reachable: skipping that setup", file=sys.stderr)
+        kinds.remove("redis")
+    tokens, delay, turns = WORKLOADS[args.workload]
+    tokens = args.tokens or tokens
+    delay = args.delay if args.delay is not None else delay
+    turns = args.turns or turns
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="agentui-load-") as tmp:
+        for kind in kinds:
+            for notebooks in args.notebooks:
+                profile = (
+                    Path(args.profile) / f"{kind}-{notebooks}" if args.profile else None
+                )
+                row = await measure(
+                    kind, notebooks, tokens, delay, turns, Path(tmp), args.rate, profile
+                )
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    print("\n" + HEADER)
+    for row in rows:
+        print(table_row(row))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--setup", choices=["sqlite", "redis", "both"], default="both")
+    parser.add_argument(
+        "--notebooks",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[50, 200, 500],
+        help="comma-separated counts, one run each (default 50,200,500)",
+    )
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="turns")
+    parser.add_argument(
+        "--tokens", type=int, help="tokens per reply (workload's default)"
+    )
+    parser.add_argument(
+        "--delay", type=float, help="seconds between tokens (workload's default)"
+    )
+    parser.add_argument(
+        "--turns", type=int, help="turns per notebook (workload's default)"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="offer this many turns/s in all, spread evenly over the notebooks (a paced run); "
+        "default: closed loop, each notebook's next turn right after its last (the capacity)",
+    )
+    parser.add_argument("--json", help="write every row to this file")
+    parser.add_argument(
+        "--profile",
+        help="sample each daphne process with py-spy (on PATH) into this directory, "
+        "as collapsed stacks (flamegraph.pl or speedscope read them); slows the server",
+    )
+    asyncio.run(main(parser.parse_args()))
