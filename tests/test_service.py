@@ -156,6 +156,48 @@ async def test_a_live_lease_is_not_recovered(scripted_server: Any) -> None:
         )  # a lone server starting up
 
 
+async def test_a_fresh_lease_of_an_ended_process_on_this_machine_is_taken_over(
+    scripted_server: Any,
+) -> None:
+    """A restart: the old process's lease is seconds old, but its process is gone."""
+    import subprocess
+    import sys
+
+    from runs.live.lease import PROCESS_ID
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its pid names no process now
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    machine = PROCESS_ID.rsplit(":", 1)[0]
+    server = scripted_server(analyst_script())
+    try:
+        with llm_at(server):
+            task = await notebook(mode="step")
+            await service.send_message(task.pk, QUESTION)
+            step_id = await waiting_step(task)
+            await Step.objects.filter(step_id=step_id).aupdate(status="running")
+            fresh = {"lease_at": timezone.now()}
+            await Task.objects.filter(pk=task.pk).aupdate(
+                lease_owner=f"{machine}:{alive.pid}:live", **fresh
+            )
+            assert await service.recover_interrupted() == 0  # its process still runs
+            with pytest.raises(ProtocolError) as refused:
+                await service.approve(task.pk, step_id)
+            assert refused.value.code == ErrorCode.ALREADY_RUNNING
+
+            await Task.objects.filter(pk=task.pk).aupdate(
+                lease_owner=f"{machine}:{child.pid}:gone", **fresh
+            )
+            assert await service.recover_interrupted() == 1  # no waiting for staleness
+            assert (await Step.objects.aget(step_id=step_id)).status == "interrupted"
+            await service.approve(task.pk, step_id)
+            await service.wait_idle()
+        assert (await Step.objects.aget(step_id=step_id)).status == "completed"
+    finally:
+        alive.kill()
+        alive.wait()
+
+
 async def test_a_run_that_loses_its_lease_stops(scripted_server: Any) -> None:
     rules = [
         Rule(

@@ -5,6 +5,11 @@ not renewed for `stale_after()` seconds), so two tabs, or two server processes, 
 same notebook at the same moment cannot both win. A step run holds its lease until the turn
 stops and renews it meanwhile; if renewing fails (the lease went stale and someone took it
 over), the holder cancels its work rather than keep writing.
+
+A token names the process that holds it (host, pid namespace, pid). A lease held by a process
+of this machine that no longer runs (the server was restarted) is taken over at once instead of
+after `stale_after()` seconds, so a tab left open across a restart is not refused with
+`already_running` meanwhile; a holder on another machine is judged by staleness alone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 import os
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -28,8 +33,48 @@ from runs.store.fence import fenced
 
 logger = logging.getLogger(__name__)
 
-# Identifies this server process in lease tokens (for people reading the database).
-PROCESS_ID = f"{socket.gethostname()[:20]}:{os.getpid()}"
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:  # not Linux: no namespace to compare, so no holder is judged gone
+        return ""
+
+
+_HOST = socket.gethostname()[:20].replace(":", "_")
+_PID_NS = _pid_namespace()
+# Identifies this server process in lease tokens (host:pid namespace:pid).
+PROCESS_ID = f"{_HOST}:{_PID_NS}:{os.getpid()}"
+
+
+def holder_is_gone(token: str) -> bool:
+    """Whether `token` was taken by a process of this machine (same pid namespace) that has
+    ended; False when that cannot be told (another machine, an older token, this process)."""
+    parts = token.split(":")
+    if len(parts) != 4 or not _PID_NS or parts[:2] != [_HOST, _PID_NS]:
+        return False
+    try:
+        pid = int(parts[2])
+    except ValueError:
+        return False
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists (e.g. another user's process)
+        return False
+    return False
+
+
+def lease_is_dead(owner: str, at: datetime | None) -> bool:
+    """Whether a notebook's lease (its `lease_owner`, `lease_at`) protects nothing any more."""
+    if not owner or at is None:
+        return True
+    return at < timezone.now() - timedelta(seconds=stale_after()) or holder_is_gone(
+        owner
+    )
 
 
 def stale_after() -> float:
@@ -51,7 +96,22 @@ def try_acquire(task_pk: int) -> str | None:
         .filter(Q(lease_owner="") | Q(lease_at__lt=stale) | Q(lease_at__isnull=True))
         .update(lease_owner=token, lease_at=now)
     )
-    return token if taken else None
+    if taken:
+        return token
+    holder = (
+        Task.objects.filter(pk=task_pk).values_list("lease_owner", flat=True).first()
+    )
+    if holder and holder_is_gone(holder):
+        # its process ended (a restart) without giving the lease back
+        taken = Task.objects.filter(pk=task_pk, lease_owner=holder).update(
+            lease_owner=token, lease_at=now
+        )
+        if taken:
+            logger.warning(
+                "notebook %s: took over the lease of ended process %s", task_pk, holder
+            )
+            return token
+    return None
 
 
 def renew(task_pk: int, token: str) -> bool:
@@ -73,14 +133,9 @@ def release(task_pk: int, token: str) -> bool:
 
 
 def is_held(task_pk: int) -> bool:
-    """Whether someone holds a live (not stale) lease on the notebook."""
-    stale = timezone.now() - timedelta(seconds=stale_after())
-    return (
-        Task.objects.filter(pk=task_pk)
-        .exclude(lease_owner="")
-        .filter(lease_at__gte=stale)
-        .exists()
-    )
+    """Whether someone holds a live lease on the notebook (not stale, its process running)."""
+    row = Task.objects.filter(pk=task_pk).values_list("lease_owner", "lease_at").first()
+    return row is not None and not lease_is_dead(*row)
 
 
 class Lease:

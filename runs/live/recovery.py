@@ -11,14 +11,12 @@ notebooks, and from `manage.py recover_runs` before a server starts.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from channels.db import database_sync_to_async
-from django.db.models import Q
 from django.utils import timezone
 
 from runs.engine import StepStatus
-from runs.live.lease import Lease, stale_after
+from runs.live.lease import Lease, lease_is_dead
 from runs.live.queries import refresh_status
 from runs.live.runtime import publisher_for
 from runs.models import Step, Task
@@ -30,27 +28,20 @@ _RUNNING = StepStatus.RUNNING.value
 _done_once = False
 
 
-def _unleased() -> Q:
-    stale = timezone.now() - timedelta(seconds=stale_after())
-    return Q(lease_owner="") | Q(lease_at__lt=stale) | Q(lease_at__isnull=True)
-
-
 def needs_recovery(task_pk: int) -> bool:
     """Steps running in the notebook while no live lease covers them."""
-    return (
-        Step.objects.filter(task_id=task_pk, status=_RUNNING).exists()
-        and Task.objects.filter(_unleased(), pk=task_pk).exists()
-    )
+    return bool(candidates([task_pk]))
 
 
-def candidates() -> list[int]:
-    """Notebooks with steps left running."""
-    with_running = Step.objects.filter(status=_RUNNING).values("task_id")
-    return list(
-        Task.objects.filter(_unleased(), pk__in=with_running).values_list(
-            "pk", flat=True
-        )
+def candidates(among: list[int] | None = None) -> list[int]:
+    """Notebooks (of `among`, or all) with steps left running under a dead lease."""
+    running = Step.objects.filter(status=_RUNNING)
+    if among is not None:
+        running = running.filter(task_id__in=among)
+    rows = Task.objects.filter(pk__in=running.values("task_id")).values_list(
+        "pk", "lease_owner", "lease_at"
     )
+    return [pk for pk, owner, at in rows if lease_is_dead(owner, at)]
 
 
 def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:

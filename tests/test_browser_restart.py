@@ -1,0 +1,79 @@
+"""The server restarts under an open tab (issue 16, item 6): the page recovers by itself.
+
+A step is running when daphne is stopped and started again on the same port and database. The
+tab reconnects on its own, sees the step interrupted (its lease belonged to the stopped
+process) and can run it again at once; no action is refused with `already_running`.
+Screenshots: restart-*.png.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    start_notebook,
+    step_cells,
+)
+
+from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, Timing
+
+pytestmark = pytest.mark.browser
+
+STORY = "Tell me a long story"
+THE_END = "And they all lived happily. The end."
+
+
+def test_a_tab_open_across_a_restart_recovers_by_itself(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    slow = Rule(
+        name="slow",
+        match=Match(last_user_contains=STORY),
+        reply=Reply(text="Once upon a time " * 200),
+        timing=Timing(token_delay_s=0.2),
+        max_uses=1,
+    )
+    fast = Rule(
+        name="fast", match=Match(last_user_contains=STORY), reply=Reply(text=THE_END)
+    )
+    scripted_model.load(Script(rules=[slow, fast]), reset_log=True)
+    start_notebook(page, live_app, STORY, agent="function_calling", mode="step")
+    step = step_cells(page).first
+    approve = step.get_by_role("button", name="Approve and run")
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled"
+    )
+    approve.click()
+    page.locator(".stream-text").first.wait_for()
+    shot(page, artifacts_dir, "restart-1-running")
+
+    live_app.stop()  # SIGTERM, as a deploy or `systemctl restart` does
+    # the stopped process's lease must not simply go stale meanwhile (30 s; a slow restart)
+    live_app.env["AGENTUI_LEASE_STALE_S"] = "600"
+    live_app.start()
+
+    # the tab reconnects by itself and shows the step as interrupted, ready to run again
+    page.wait_for_selector("#connection[data-state='open']", timeout=30_000)
+    step.locator(".status-interrupted, [data-status='interrupted']").first.wait_for(
+        timeout=15_000
+    )
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled",
+        timeout=15_000,
+    )
+    shot(page, artifacts_dir, "restart-2-interrupted")
+    step.get_by_role("button", name="Run again").click()
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    assert THE_END in page.locator(".cell-answer").inner_text()
+    assert "already_running" not in page.content()
+    shot(page, artifacts_dir, "restart-3-answered")
+    assert len(scripted_model.requests) == 2
