@@ -433,3 +433,23 @@ async def test_a_run_stopped_by_the_person_ends_cancelled(
     assert "result" not in events[-1]
     stops = [e for e in events if e["type"] == "CUSTOM"]
     assert [e["value"]["action"] for e in stops] == ["stopped"]
+
+
+async def test_a_run_without_news_follows_a_step_running_elsewhere_to_its_end(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    words = "word " * 150
+    slow = Rule(reply=Reply(text=words), timing=Timing(token_delay_s=0.01))
+    srv = scripted_server(Script(rules=[slow]))
+    with llm_at(srv):
+        user, client = await logged_in()
+        task = await database_sync_to_async(make_notebook)(user)
+        await service.send_message(task.pk, "Talk for a while")  # as from the page
+        while not await Step.objects.filter(status="running").aexists():
+            await asyncio.sleep(0.05)
+        raw, events = await run_events(client, run_input(str(task.pk)))
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "followed")
+    assert outcome(events) == {"type": "success"}
+    assert events[-1]["result"] == words
+    assert "STEP_FINISHED" in types(events)

@@ -166,3 +166,18 @@ def test_a_run_started_over_agui_is_a_notebook_approved_in_the_page(
     assert approvals.strip().splitlines()[-1] == str([USERNAME, USERNAME]), (
         "the page's two"
     )
+
+    # undone in the page, the step is an interrupt again; approved over AG-UI, the page shows it
+    page.get_by_role("button", name="Undo this step").click()
+    second.get_by_text("waiting for you", exact=True).wait_for()
+    shot(page, artifacts_dir, "agui-03-undone-in-the-page")
+    again = post_agui(live_app, token, run_input("page-step"))
+    (undone,) = outcome(again)["interrupts"]
+    assert undone["reason"] == "step_approval"
+    resume = [{"interruptId": undone["id"], "status": "resolved"}]
+    done = post_agui(live_app, token, run_input("page-step", resume=resume))
+    assert outcome(done) == {"type": "success"} and done[-1]["result"] == ANSWER
+    second.get_by_text("completed", exact=True).wait_for()
+    page.get_by_text(ANSWER).last.wait_for()
+    shot(page, artifacts_dir, "agui-04-approved-again-over-agui")
+    assert page.console_errors == []

@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
 from runs import service
-from runs.agui.feed import NotebookFeed
+from runs.agui.feed import Item, NotebookFeed
 from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
 from runs.agui.threads import Thread, ThreadNotFound, find_thread, start_thread
 from runs.agui.translate import RunTranslator
@@ -44,7 +44,7 @@ from runs.engine.workflow.worker import AgentWorkflowWorker
 from runs.live import queries
 from runs.live.actions import check_send
 from runs.live.runtime import runtime_for, spawn
-from runs.models import ApprovalMode
+from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.text_checks import storable_problem
@@ -52,6 +52,7 @@ from runs.text_checks import storable_problem
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15.0
+CHECK_S = 1.0  # how often a run whose own calls are done asks whether a step still runs
 _STATUS = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.NOT_ALLOWED: 409,
@@ -163,6 +164,9 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
             thread = await database_sync_to_async(start_thread)(
                 user, given.thread_id, agent, mode
             )
+        # as a socket does on connect: steps left running by a server that died are interrupted
+        await service.ensure_recovered()
+        await service.recover_notebook(thread.task_pk)
         plan: ResumePlan | None = None
         if given.resume:
             plan = plan_resume(list(given.resume), await pending(thread.task_pk))
@@ -177,6 +181,10 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+def _running(task_pk: int) -> bool:
+    return Task.objects.filter(pk=task_pk, status=NotebookStatus.RUNNING).exists()
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -224,17 +232,17 @@ class AgentRun:
             state = await self._shared_state()
             if state is not None:
                 yield self._encode(self.translator.snapshot(state))
-            while not conductor.done():
-                receiving = feed.receiving()
-                done, _ = await asyncio.wait(
-                    {receiving, conductor},
-                    timeout=KEEPALIVE_S,
-                    return_when=asyncio.FIRST_COMPLETED,
+            view = await database_sync_to_async(queries.notebook_view)(
+                self.thread.task_pk
+            )
+            for step_id in view.running:  # joined mid-step: its tokens come from now on
+                yield self._encode(
+                    self.translator.stored({"type": "step_started", "step_id": step_id})
                 )
-                if not done:
-                    yield ": keepalive\n\n"
-                elif receiving in done:
-                    yield self._encode(self._translate(await feed.take()))
+            async for items in self._follow(feed, conductor):
+                yield (
+                    self._encode(self._translate(items)) if items else ": keepalive\n\n"
+                )
             if feed.receiving().done():
                 yield self._encode(self._translate(await feed.take()))
             yield self._encode(self._translate(await feed.stored_until()))
@@ -242,7 +250,32 @@ class AgentRun:
         finally:
             await feed.close()
 
-    def _translate(self, items: list[Any]) -> list[BaseEvent]:
+    async def _follow(
+        self, feed: NotebookFeed, conductor: asyncio.Task[None]
+    ) -> AsyncIterator[list[Item]]:
+        """What the notebook does until our service calls are done and no step runs (here or
+        in another server process); an empty list when it is time for a keepalive."""
+        loop = asyncio.get_running_loop()
+        quiet_since, checked_at = loop.time(), float("-inf")
+        while True:
+            now = loop.time()
+            if conductor.done() and now - checked_at >= CHECK_S:
+                checked_at = now
+                if not await database_sync_to_async(_running)(self.thread.task_pk):
+                    return
+            receiving = feed.receiving()
+            waiting = {receiving} if conductor.done() else {receiving, conductor}
+            done, _ = await asyncio.wait(
+                waiting, timeout=CHECK_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            if receiving in done:
+                quiet_since = loop.time()
+                yield await feed.take()
+            elif loop.time() - quiet_since >= KEEPALIVE_S:
+                quiet_since = loop.time()
+                yield []
+
+    def _translate(self, items: list[Item]) -> list[BaseEvent]:
         out: list[BaseEvent] = []
         for item in items:
             if item.kind == "event":

@@ -1,0 +1,99 @@
+"""runs.agui.translate on its own: tokens that go missing or come late, calls shown once, state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui_validate.pytest_plugin import assert_valid_agui
+
+from runs.agui.translate import RunTranslator, state_patch
+
+
+def wire(events: list[Any]) -> list[dict[str, Any]]:
+    return [e.model_dump(mode="json", by_alias=True) for e in events]
+
+
+def text(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def token(delta: str) -> dict[str, Any]:
+    return {"type": "agent_stream", "step_id": "s1", "delta": delta}
+
+
+def test_tokens_the_layer_lost_come_with_the_reply_and_late_ones_are_dropped() -> None:
+    run = RunTranslator("t", "r")
+    out = run.run_started()
+    out += run.stored({"type": "step_started", "step_id": "s1"})
+    out += run.stored({"type": "agent_input", "step_id": "s1"})
+    out += run.streamed(token("Hel"))  # "lo, " never arrived
+    reply = {"role": "assistant", "content": "Hello, world"}
+    out += run.stored({"type": "agent_output", "step_id": "s1", "response": reply})
+    out += run.streamed(token("lo, "))  # a late copy, after the message ended
+    out += run.stored({"type": "step_completed", "step_id": "s1"})
+    out += run.finished()
+    events = wire(out)
+    assert text(events) == "Hello, world", "each character once, in order"
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_a_reply_whose_streamed_text_differs_is_not_patched_up_with_a_wrong_suffix() -> (
+    None
+):
+    run = RunTranslator("t", "r")
+    out = run.run_started()
+    out += run.stored({"type": "agent_input", "step_id": "s1"})
+    out += run.streamed(token("Hi"))
+    reply = {"role": "assistant", "content": "Hello"}
+    out += run.stored({"type": "agent_output", "step_id": "s1", "response": reply})
+    out += run.finished()
+    events = wire(out)
+    assert text(events) == "Hi", "no suffix can make 'Hi' into 'Hello'"
+    assert [e["type"] for e in events].count("TEXT_MESSAGE_END") == 1
+
+
+def test_a_call_is_started_once_with_its_proposal_and_its_result_follows() -> None:
+    run = RunTranslator("t", "r")
+    call = {"tool_id": "c1", "tool_name": "add", "tool_kwargs": {"a": 1}}
+    reply = {"role": "assistant", "content": ""}
+    out = run.run_started()
+    out += run.stored(
+        {
+            "type": "agent_output",
+            "step_id": "s1",
+            "response": reply,
+            "tool_calls": [call],
+        }
+    )
+    out += run.stored({"type": "tool_call", "step_id": "s2", **call})
+    out += run.stored(
+        {
+            "type": "tool_call_result",
+            "step_id": "s2",
+            **call,
+            "tool_output": {"content": "2", "tool_name": "add"},
+        }
+    )
+    out += run.finished()
+    events = wire(out)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("TOOL_CALL_START") == 1 and "TEXT_MESSAGE_START" not in kinds
+    assert events[-2]["type"] == "TOOL_CALL_RESULT" and events[-2]["content"] == "2"
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_state_deltas_are_patches_from_what_the_client_has() -> None:
+    assert state_patch({"a": 1, "b/c": 2}, {"a": 1, "d": [1]}) == [
+        {"op": "remove", "path": "/b~1c"},
+        {"op": "add", "path": "/d", "value": [1]},
+    ]
+    run = RunTranslator("t", "r")
+    out = run.run_started()
+    out += run.stored({"type": "state_changed", "state": {"plan": "x"}})
+    out += run.stored({"type": "state_changed", "state": {"plan": "x", "n": 2}})
+    out += run.stored({"type": "state_changed", "state": {"plan": "x", "n": 2}})
+    events = wire(out + run.finished())
+    assert [e["type"] for e in events[1:3]] == ["STATE_SNAPSHOT", "STATE_DELTA"]
+    assert events[2]["delta"] == [{"op": "add", "path": "/n", "value": 2}]
+    assert "STATE_DELTA" not in [e["type"] for e in events[3:]], "no empty patches"
+    assert_valid_agui(events, max_warnings=0)
