@@ -129,8 +129,9 @@ async def arequest_user(request: HttpRequest) -> User | None:
 
 
 def auth_failed_response(exc: AuthFailed) -> JsonResponse:
-    """The JSON answer to a request whose credentials do not hold."""
-    response = JsonResponse({"detail": exc.reason}, status=exc.status)
+    """The JSON answer to a request whose credentials do not hold: `{code, detail}`."""
+    code = "unauthenticated" if exc.status == 401 else "forbidden"
+    response = JsonResponse({"code": code, "detail": exc.reason}, status=exc.status)
     if exc.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="agentui"'
     return response
@@ -139,5 +140,9 @@ def auth_failed_response(exc: AuthFailed) -> JsonResponse:
 def unauthenticated_response() -> JsonResponse:
     """The JSON answer to a request with neither a token nor a session."""
     return auth_failed_response(
-        AuthFailed(401, "Not logged in: send 'Authorization: Bearer <API token>'.")
+        AuthFailed(
+            401,
+            "Not logged in: send 'Authorization: Bearer <API token>' "
+            "(create one on /settings/tokens/).",
+        )
     )

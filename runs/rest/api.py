@@ -17,7 +17,12 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security.base import AuthBase
 
-from runs.api_auth import AuthFailed, request_user
+from runs.api_auth import (
+    AuthFailed,
+    auth_failed_response,
+    request_user,
+    unauthenticated_response,
+)
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest import acting, reading  # noqa: F401  (they add their operations)
 from runs.rest.router import router
@@ -60,29 +65,17 @@ api = NinjaAPI(
 
 
 def _error(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse:
-    response = api.create_response(
-        request, {"code": code, "detail": detail}, status=status
-    )
-    if status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="agentui"'
-    return response
+    return api.create_response(request, {"code": code, "detail": detail}, status=status)
 
 
 @api.exception_handler(AuthFailed)
 def _auth_failed(request: HttpRequest, exc: AuthFailed) -> HttpResponse:
-    code = "unauthenticated" if exc.status == 401 else "forbidden"
-    return _error(request, exc.status, code, exc.reason)
+    return auth_failed_response(exc)
 
 
 @api.exception_handler(AuthenticationError)
 def _no_credentials(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return _error(
-        request,
-        401,
-        "unauthenticated",
-        "Not logged in: send 'Authorization: Bearer <API token>' "
-        "(create one on /settings/tokens/).",
-    )
+    return unauthenticated_response()
 
 
 @api.exception_handler(ProtocolError)
