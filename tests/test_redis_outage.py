@@ -146,3 +146,10 @@ async def test_a_run_survives_redis_going_away_and_the_page_catches_up(
             client.seqs() == stored == list(range(1, len(stored) + 1))
         )  # each event once, none lost
         await client.close()
+
+        # a socket opened after Redis came back is served (it was closed with 1011 once)
+        fresh = await Client.open(user, notebook.pk)
+        await fresh.send("resume", last_seq=0)
+        done = await fresh.until(lambda m: m["type"] == "replay_done", timeout=15)
+        assert fresh.seqs() == stored and done["last_seq"] == stored[-1]
+        await fresh.close()
