@@ -32,6 +32,7 @@ from tests.live_support import (
     ANSWER,
     QUESTION,
     Client,
+    analyst_rules,
     analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
@@ -453,3 +454,81 @@ async def test_a_run_without_news_follows_a_step_running_elsewhere_to_its_end(
     assert outcome(events) == {"type": "success"}
     assert events[-1]["result"] == words
     assert "STEP_FINISHED" in types(events)
+
+
+async def test_a_failing_step_ends_the_run_with_run_error_and_can_be_run_again(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    broken = Rule(
+        name="down",
+        reply=Reply(raw_status=500, raw_json={"error": {"message": "model down"}}),
+        max_uses=1,
+    )
+    srv = scripted_server(Script(rules=[broken, *analyst_rules()]))
+    with llm_at(srv), override_settings(AGENTUI_LLM_MAX_RETRIES=0):
+        _, client = await logged_in()
+        raw, events = await run_events(client, run_input("thread-fail", QUESTION))
+        conforms(raw, artifacts_dir, "failed")
+        assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "step_failed"
+        assert "STEP_FINISHED" in types(events), "the failed step is closed"
+        # the failed step waits to be run again: the thread's next run says so, resume runs it
+        _, report = await run_events(client, run_input("thread-fail"))
+        (retry,) = interrupts_of(report)
+        assert retry["reason"] == "step_approval"
+        resume = [{"interruptId": retry["id"], "status": "resolved"}]
+        _, events = await run_events(client, run_input("thread-fail", resume=resume))
+        await service.wait_idle()
+    assert outcome(events) == {"type": "success"} and events[-1]["result"] == ANSWER
+
+
+async def test_a_cancelled_resume_entry_stops_the_turn(server: ScriptedServer) -> None:
+    _, client = await logged_in()
+    _, events = await run_events(
+        client, run_input("thread-cancel", QUESTION, mode="tools")
+    )
+    resume = [
+        {"interruptId": i["id"], "status": "cancelled"} for i in interrupts_of(events)
+    ]
+    _, events = await run_events(client, run_input("thread-cancel", resume=resume))
+    await service.wait_idle()
+    assert outcome(events) == {"type": "cancelled"}
+    task = await Task.objects.aget(agui_thread="thread-cancel")
+    kinds = [e["type"] for e in await stored(task.pk)]
+    assert kinds[-1] == "task_abandoned" and "tool_call_result" not in kinds
+    # the thread takes a new message afterwards, as the page would
+    _, events = await run_events(client, run_input("thread-cancel", "Hello"))
+    assert outcome(events) == {"type": "success"}
+    assert events[-1]["result"] == "Hello there, I am a scripted model."
+
+
+async def test_step_mode_edit_and_approvals_store_what_the_page_stores(
+    server: ScriptedServer,
+) -> None:
+    user, client = await logged_in()
+    edited = "Compute (2 + 3) and (4 * 5) please, carefully"
+    _, events = await run_events(
+        client, run_input("thread-same", QUESTION, mode="step")
+    )
+    payload: dict[str, Any] | None = {"action": "edit", "input": edited}
+    while outcome(events)["type"] == "interrupt":
+        resume = [
+            {"interruptId": i["id"], "status": "resolved", "payload": payload}
+            for i in interrupts_of(events)
+        ]
+        payload = None
+        _, events = await run_events(client, run_input("thread-same", resume=resume))
+    agui = await Task.objects.aget(agui_thread="thread-same")
+
+    page = await database_sync_to_async(make_notebook)(user, mode="step")
+    socket = await Client.open(user, page.pk)
+    await socket.send("resume", last_seq=0)
+    await socket.ok("send_message", text=QUESTION)
+    first = (await socket.until_event("step_waiting"))["event"]["step_id"]
+    await socket.ok("edit_input", step_id=first, input=edited)
+    await socket.ok("approve", step_id=first)
+    second = (await socket.until_event("step_waiting", timeout=20))["event"]["step_id"]
+    await socket.ok("approve", step_id=second)
+    await socket.until_event("task_completed")
+    await socket.close()
+    await service.wait_idle()
+    assert comparable(await stored(agui.pk)) == comparable(await stored(page.pk))
