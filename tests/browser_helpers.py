@@ -328,11 +328,15 @@ def last_user_texts(model: ScriptedServer) -> list[str]:
 # --- seeding the live app's database (run inside it with LiveApp.shell) ---------------------------
 
 
-def seed_long_trace(username: str, steps: int, calls_per_step: int = 2) -> int:
+def seed_long_trace(
+    username: str, steps: int, calls_per_step: int = 2, rows: bool = False
+) -> int:
     """A finished notebook of `steps` steps, each a model turn with parallel tool calls.
 
     Built from the engine's own event classes and stored as Event rows, as the publisher stores
-    them; returns the notebook's id. Runs inside the app's process (`manage.py shell -c`).
+    them; with `rows`, the engine's state too (steps with their undo checkpoints, the
+    conversation), as the state store keeps it, so the notebook can be undone or forked.
+    Returns the notebook's id. Runs inside the app's process (`manage.py shell -c`).
     """
     import uuid
 
@@ -478,7 +482,94 @@ def seed_long_trace(username: str, steps: int, calls_per_step: int = 2) -> int:
         batch_size=1000,
     )
     Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
+    if rows:
+        _store_long_trace_state(task.pk, turn_id, question, payloads)
     return int(task.pk)
+
+
+def _store_long_trace_state(
+    task_pk: int, turn_id: str, question: str, payloads: list[dict[str, Any]]
+) -> None:
+    """The engine state a run would have left for the events of `seed_long_trace`."""
+    from runs.engine import (
+        AgentChatResponse,
+        ChatMemoryBuffer,
+        ChatMessage,
+        Checkpoint,
+        TaskState,
+        TaskStatus,
+        TaskStep,
+        TaskStepOutput,
+        TokenUsage,
+        ToolSelection,
+    )
+    from runs.engine import Task as EngineTask
+    from runs.store import save_state
+    from runs.store.messages import save_agent_memory
+
+    done = [p for p in payloads if p["type"] == "step_completed"]
+    outputs = {p["step_id"]: p for p in payloads if p["type"] == "agent_output"}
+    results: dict[str, list[dict[str, Any]]] = {}
+    for p in payloads:
+        if p["type"] == "tool_call_result":
+            results.setdefault(p["step_id"], []).append(p)
+    ids = [p["step_id"] for p in done]
+    steps = [
+        TaskStep(
+            task_id=turn_id,
+            step_id=step_id,
+            input=question if i == 0 else None,
+            prev_steps=ids[i - 1 : i],
+            next_steps=ids[i + 1 : i + 2],
+        )
+        for i, step_id in enumerate(ids)
+    ]
+    memory = [ChatMessage.user(question)]
+    completed, checkpoints = [], []
+    for i, (step, event) in enumerate(zip(steps, done)):
+        checkpoints.append(
+            Checkpoint(
+                step=step.model_copy(deep=True),
+                queue=[step.model_copy(deep=True)],
+                memory_length=len(memory),
+                extra_state={},
+            )
+        )
+        calls = [
+            ToolSelection.model_validate(c) for c in outputs[step.step_id]["tool_calls"]
+        ]
+        memory.append(ChatMessage.assistant(event["output"], tool_calls=tuple(calls)))
+        for result in results.get(step.step_id, []):
+            memory.append(
+                ChatMessage.tool(
+                    result["tool_output"]["content"],
+                    result["tool_id"],
+                    result["tool_name"],
+                )
+            )
+        completed.append(
+            TaskStepOutput(
+                output=AgentChatResponse(
+                    response=event["output"], usage=TokenUsage(**event["usage"])
+                ),
+                task_step=step,
+                next_steps=steps[i + 1 : i + 2],
+                is_last=event["is_last"],
+            )
+        )
+    state = TaskState(
+        task=EngineTask(
+            task_id=turn_id,
+            input=question,
+            memory=ChatMemoryBuffer(token_limit=100_000, messages=memory),
+        ),
+        status=TaskStatus.COMPLETED,
+        completed_steps=completed,
+        checkpoints=checkpoints,
+        response="Done.",
+    )
+    save_state(task_pk, state)
+    save_agent_memory(task_pk, memory)
 
 
 def seed_filler_notebooks(username: str, count: int, agent: str) -> None:

@@ -77,16 +77,41 @@ def rewind_to(state: TaskState, step_id: str) -> TaskState:
             f"task {state.task.task_id!r}: its completed steps and checkpoints differ in number"
         )
     index = ids.index(step_id)
-    for position in range(len(ids) - 1, index, -1):
-        checkpoint = state.checkpoints[position]
-        output = state.completed_steps[position]
-        if checkpoint.branch:
-            take_back(state, checkpoint, {s.step_id for s in output.next_steps})
-        else:
-            restore(state, checkpoint)
-        del state.completed_steps[position]
-        del state.checkpoints[position]
+    later = range(index + 1, len(ids))
+    if not any(state.checkpoints[p].branch for p in later):
+        _rewind_alone(state, index)
+    else:
+        for position in reversed(later):
+            checkpoint = state.checkpoints[position]
+            output = state.completed_steps[position]
+            if checkpoint.branch:
+                take_back(state, checkpoint, {s.step_id for s in output.next_steps})
+            else:
+                restore(state, checkpoint)
+            del state.completed_steps[position]
+            del state.checkpoints[position]
     if len(ids) - 1 > index and state.status is TaskStatus.COMPLETED:
         state.status = TaskStatus.ACTIVE
         state.response = None
     return state
+
+
+def _rewind_alone(state: TaskState, index: int) -> None:
+    """`rewind_to` when every later step ran alone: restoring each newest first ends exactly at
+    the oldest one's checkpoint (memory as short as the shortest), so restore that one once."""
+    later = state.checkpoints[index + 1 :]
+    if not later:
+        return
+    first = later[0]
+    undone = {checkpoint.step.step_id for checkpoint in later}
+    state.task.memory.truncate(min(checkpoint.memory_length for checkpoint in later))
+    state.task.extra_state = first.extra_state
+    del state.completed_steps[index + 1 :]
+    del state.checkpoints[index + 1 :]
+    state.restore_queue(first.queue)
+    kept = {step.step_id for step in first.queue}
+    state.step_status = {
+        step_id: status
+        for step_id, status in state.step_status.items()
+        if step_id in kept and step_id not in undone
+    }

@@ -23,26 +23,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Min
+from django.db import connection, transaction
+from django.db.models import Min, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
 
 from runs.engine import StepStatus, TaskState, TaskStatus, rewind_to
 from runs.live.queries import refresh_status
-from runs.models import ApprovalMode, Event, Message, Step, Task, Turn
+from runs.models import ApprovalMode, Event, Step, Task, Turn
 from runs.store.load import shown_step_ids, turn_state
 from runs.store.messages import own_messages, save_agent_memory
-from runs.store.save import delete_turn, save_state
+from runs.store.save import CopiedRun, delete_turn, save_state
 
 _COMPLETED = StepStatus.COMPLETED.value
 # Fields of a step row that say how its run went: copied from the source for steps that ran.
-_RUN_FIELDS = (
-    "created_at",
-    "started_at",
-    "ended_at",
-    "runs",
-    "error",
-    "original_input",
-)
+_RUN_FIELDS = ("started_at", "ended_at", "runs", "error")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _RUN_END = frozenset(
     {"step_completed", "step_failed", "step_interrupted", "step_undone"}
 )
@@ -92,12 +88,13 @@ class _Renamer:
         if not self.ids:
             return value
         if self._pattern is None:
-            self._pattern = re.compile(
-                "|".join(
-                    re.escape(old) for old in sorted(self.ids, key=len, reverse=True)
-                )
-            )
-        return self._pattern.sub(lambda m: self.ids[m.group(0)], value)
+            # Ids are uuid4s: one pattern for their shape, looked up, is linear in the text;
+            # any other id is listed in the pattern as it is.
+            others = sorted((i for i in self.ids if not _UUID.fullmatch(i)), key=len)
+            alternatives = [re.escape(i) for i in reversed(others)] + [_UUID.pattern]
+            self._pattern = re.compile("|".join(alternatives))
+        ids = self.ids
+        return self._pattern.sub(lambda m: ids.get(m.group(0), m.group(0)), value)
 
     def json(self, value: Any) -> Any:
         return json.loads(self.text(json.dumps(value)))
@@ -115,19 +112,36 @@ def _state_ids(state: TaskState) -> list[str]:
     return ids
 
 
+def _copied_run(turn: Turn, renamer: _Renamer, state: TaskState) -> CopiedRun:
+    """The source rows' timings, attempts and message producers, under the fork's ids."""
+    completed = {done.task_step.step_id for done in state.completed_steps}
+    steps: dict[str, dict[str, Any]] = {}
+    for row in turn.steps.all():
+        fields = {"original_input": row.original_input}
+        if row.step_id in completed:
+            fields |= {name: getattr(row, name) for name in _RUN_FIELDS}
+        # a step waiting in the fork has not run there: it keeps only how it was created
+        steps[renamer.ids[row.step_id]] = fields
+    producers = {
+        position: renamer.ids[step_id] if step_id else None
+        for position, step_id in own_messages(turn).values_list(
+            "position", "step__step_id"
+        )
+    }
+    return CopiedRun(steps=steps, producers=producers)
+
+
 def _store_turn(fork_pk: int, turn: Turn, state: TaskState, renamer: _Renamer) -> None:
     """Write one (renamed) turn into the fork as the engine's store would have."""
     renamer.add(_state_ids(state) + list(turn.steps.values_list("step_id", flat=True)))
     renamed = renamer.state(state)
     memory = renamed.task.memory.get_all()
     save_agent_memory(fork_pk, memory[: renamed.task.history_length])
-    save_state(fork_pk, renamed)
+    save_state(fork_pk, renamed, _copied_run(turn, renamer, state))
     if renamed.status is TaskStatus.COMPLETED:
         save_agent_memory(fork_pk, memory)
     if turn.deleted_at is not None:
         delete_turn(fork_pk, renamed.task.task_id)
-    _copy_run_fields(turn, renamer, state)
-    _copy_producers(turn, renamer)
     Turn.objects.filter(engine_id=renamed.task.task_id).update(
         created_at=turn.created_at,
         finished_at=turn.finished_at
@@ -136,38 +150,11 @@ def _store_turn(fork_pk: int, turn: Turn, state: TaskState, renamer: _Renamer) -
     )
 
 
-def _copy_run_fields(turn: Turn, renamer: _Renamer, state: TaskState) -> None:
-    """Timings and attempts of the steps that ran, as the source recorded them."""
-    completed = {done.task_step.step_id for done in state.completed_steps}
-    sources = {row.step_id: row for row in turn.steps.all()}
-    rows = list(Step.objects.filter(step_id__in=[renamer.ids[i] for i in sources]))
-    back = {new: old for old, new in renamer.ids.items()}
-    for row in rows:
-        source = sources[back[row.step_id]]
-        if row.step_id in {renamer.ids[i] for i in completed}:
-            for name in _RUN_FIELDS:
-                setattr(row, name, getattr(source, name))
-        else:  # waiting in the fork: it has not run there
-            row.created_at, row.original_input = (
-                source.created_at,
-                source.original_input,
-            )
-    Step.objects.bulk_update(rows, list(_RUN_FIELDS), batch_size=500)
+# (seq, turn pk, step id, type, payload as JSON text, at) of a stored event
+_EventRow = tuple[int, int | None, str | None, str, str, float]
 
 
-def _copy_producers(turn: Turn, renamer: _Renamer) -> None:
-    """Which step each of the turn's messages came from, as in the source (by position)."""
-    fork_turn = Turn.objects.get(engine_id=renamer.ids[turn.engine_id])
-    made_by = dict(own_messages(turn).values_list("position", "step__step_id"))
-    steps = dict(Step.objects.filter(turn=fork_turn).values_list("step_id", "pk"))
-    rows = list(own_messages(fork_turn))
-    for row in rows:
-        source_step = made_by.get(row.position)
-        row.step_id = steps.get(renamer.ids.get(source_step or "", ""))
-    Message.objects.bulk_update(rows, ["step"], batch_size=500)
-
-
-def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[Event]:
+def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[_EventRow]:
     """The source's events up to the moment the fork starts from (see the module docstring)."""
     events = Event.objects.filter(task=source)
     done_at = (
@@ -203,18 +190,25 @@ def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[Event]
         if counted_start is not None:
             ends.append(counted_start)
     boundary = max(min(ends), done_at + 1)
-    kept = list(events.filter(seq__lt=boundary).order_by("seq"))
+    kept: list[_EventRow] = list(
+        events.filter(seq__lt=boundary)
+        .order_by("seq")
+        # the payload as stored text: it is renamed and stored again, never looked into
+        .values_list(
+            "seq", "turn_id", "step_id", "type", Cast("payload", TextField()), "at"
+        )
+    )
     # A step that waits in the fork may have been started before the boundary (a branch running
     # beside the fork's step): its unfinished run is not part of the fork.
     waiting = {step.step_id for step in state.step_queue}
     cut: dict[str, int] = {}
-    for event in kept:
-        if event.step_id in waiting:
-            if event.type == "step_started":
-                cut[event.step_id] = event.seq
-            elif event.type in _RUN_END:
-                cut.pop(event.step_id, None)
-    return [e for e in kept if not (e.step_id in cut and e.seq >= cut[e.step_id])]
+    for seq, _, step_id, kind, _, _ in kept:
+        if step_id in waiting:
+            if kind == "step_started":
+                cut[step_id] = seq
+            elif kind in _RUN_END:
+                cut.pop(step_id, None)
+    return [e for e in kept if not (e[2] in cut and e[0] >= cut[e[2]])]
 
 
 def _done_seq(row: Step) -> int:
@@ -229,35 +223,45 @@ def _done_seq(row: Step) -> int:
     return seq or 0
 
 
-def _copy_events(fork: Task, events: list[Event], renamer: _Renamer) -> int:
+def _copy_events(fork: Task, events: list[_EventRow], renamer: _Renamer) -> int:
+    """Store the events as the fork's, renumbered from 1, with its ids.
+
+    Written with one INSERT statement run for all of them: thousands of events are copied
+    at once, and building a model instance for each costs more than the copy itself.
+    """
     turns = dict(Turn.objects.filter(task=fork).values_list("engine_id", "pk"))
-    old_turns = {
-        pk: engine
-        for pk, engine in Turn.objects.filter(
-            pk__in={e.turn_id for e in events if e.turn_id}
-        ).values_list("pk", "engine_id")
-    }
-    payloads = renamer.json([e.payload for e in events])
-    Event.objects.bulk_create(
-        [
-            Event(
-                task=fork,
-                seq=seq,
-                turn_id=turns.get(
-                    renamer.ids.get(old_turns.get(e.turn_id or 0, ""), "")
-                )
-                if e.turn_id
-                else None,
-                step_id=renamer.ids.get(e.step_id, e.step_id) if e.step_id else None,
-                type=e.type,
-                payload=payload,
-                at=e.at,
-            )
-            for seq, (e, payload) in enumerate(zip(events, payloads), start=1)
-        ],
-        batch_size=1000,
+    old_turns = dict(
+        Turn.objects.filter(pk__in={e[1] for e in events if e[1]}).values_list(
+            "pk", "engine_id"
+        )
     )
-    return len(events)
+    # One pass of the renamer over every payload: JSON text has no raw newline to split on.
+    payloads = renamer.text("\n".join(e[4] for e in events)).split("\n")
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    rows = [
+        (
+            fork.pk,
+            seq,
+            turns.get(renamer.ids.get(old_turns.get(turn, ""), "")) if turn else None,
+            renamer.ids.get(step_id, step_id) if step_id else None,
+            kind,
+            payload,
+            at,
+            now,
+        )
+        for seq, ((_, turn, step_id, kind, _, at), payload) in enumerate(
+            zip(events, payloads), start=1
+        )
+    ]
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    table = connection.ops.quote_name(Event._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (task_id, seq, turn_id, step_id, type, payload, at, "
+            f"created_at) VALUES (%s, %s, %s, %s, %s, %s{cast}, %s, %s)",
+            rows,
+        )
+    return len(rows)
 
 
 def fork_notebook(source_pk: int, step_id: str) -> Task:

@@ -126,9 +126,16 @@ def own_messages(turn: Turn) -> QuerySet[Message]:
 
 
 def save_turn_messages(
-    turn: Turn, memory: list[ChatMessage], producer: Step | None, clock: int
+    turn: Turn,
+    memory: list[ChatMessage],
+    producer: Step | None,
+    clock: int,
+    producers: dict[int, Step | None] | None = None,
 ) -> None:
-    """Store the turn's own messages (after its history); truncated ones become `undone`."""
+    """Store the turn's own messages (after its history); truncated ones become `undone`.
+
+    New messages are the `producer` step's, or, by position, those `producers` names.
+    """
     own = memory[turn.history_length :]
     rows = list(own_messages(turn))
     keep = _common_prefix(rows, own)
@@ -143,7 +150,9 @@ def save_turn_messages(
                     m,
                     task_id=turn.task_id,
                     turn=turn,
-                    step=producer,
+                    step=producer
+                    if producers is None
+                    else producers.get(turn.history_length + keep + i),
                     position=turn.history_length + keep + i,
                     born=clock,
                 )

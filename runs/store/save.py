@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -119,7 +120,22 @@ def _desired_rows(state: TaskState) -> dict[str, tuple[TaskStep, dict[str, Any],
     return desired
 
 
-def _save_steps(turn: Turn, state: TaskState) -> dict[str, Step]:
+@dataclass(frozen=True)
+class CopiedRun:
+    """What a copied turn (a fork, runs.store.fork) keeps from the rows it was copied from.
+
+    `steps`: fields each new step row takes as they are (its timings, attempts, the input it was
+    created with); `producers`: the id of the step that made each of the turn's own messages,
+    by position (None: no step, like the person's message).
+    """
+
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    producers: dict[int, str | None] = field(default_factory=dict)
+
+
+def _save_steps(
+    turn: Turn, state: TaskState, copied: CopiedRun | None = None
+) -> dict[str, Step]:
     rows = {row.step_id: row for row in turn.steps.all()}
     desired = _desired_rows(state)
     new_rows: list[Step] = []
@@ -134,6 +150,9 @@ def _save_steps(turn: Turn, state: TaskState) -> dict[str, Step]:
                 **fields,
             )
             _status_change(row, status, set())
+            if copied is not None:
+                for name, value in copied.steps.get(step_id, {}).items():
+                    setattr(row, name, value)
             new_rows.append(row)
             continue
         if status == StepStatus.PENDING.value and row.status in (
@@ -215,8 +234,9 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
     StepEdge.objects.bulk_create(created)  # one insert, however many steps a save adds
 
 
-def save_state(task_pk: int, state: TaskState) -> None:
-    """Store `state` as rows, changing only what differs from what is stored."""
+def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) -> None:
+    """Store `state` as rows, changing only what differs from what is stored (`copied`: see
+    CopiedRun)."""
     with transaction.atomic():
         try:
             clock = tick(task_pk)
@@ -234,13 +254,21 @@ def save_state(task_pk: int, state: TaskState) -> None:
             extra_state=state.task.extra_state,
             finished_at=finished_at,
         )
-        rows = _save_steps(turn, state)
+        rows = _save_steps(turn, state, copied)
         producer = (
             rows.get(state.completed_steps[-1].task_step.step_id)
             if state.completed_steps
             else None
         )
-        save_turn_messages(turn, state.task.memory.get_all(), producer, clock)
+        producers = None
+        if copied is not None:
+            producers = {
+                position: rows.get(step_id) if step_id else None
+                for position, step_id in copied.producers.items()
+            }
+        save_turn_messages(
+            turn, state.task.memory.get_all(), producer, clock, producers
+        )
 
 
 def delete_turn(task_pk: int, task_id: str) -> None:
