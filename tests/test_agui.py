@@ -16,6 +16,8 @@ from django.test import AsyncClient, override_settings
 
 from runs import service
 from runs.api_auth import create_token
+from runs.demo_research import ANSWER as RESEARCH_ANSWER
+from runs.demo_research import RESEARCH_PROMPT, research_rules
 from runs.demo_team import QUESTION as TEAM_QUESTION
 from runs.demo_team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
@@ -532,3 +534,32 @@ async def test_step_mode_edit_and_approvals_store_what_the_page_stores(
     await socket.close()
     await service.wait_idle()
     assert comparable(await stored(agui.pk)) == comparable(await stored(page.pk))
+
+
+async def test_parallel_branches_in_step_mode_are_one_interrupt_each(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    fast = [
+        rule.model_copy(update={"timing": None}) for rule in research_rules()
+    ]  # the demo's one-second branches are for people watching
+    srv = scripted_server(Script(rules=fast))
+    with llm_at(srv):
+        _, client = await logged_in()
+        body = run_input(
+            "thread-par", RESEARCH_PROMPT, agent="parallel_research", mode="step"
+        )
+        raw, events = await run_events(client, body)
+        recorded, widest = [raw], 0
+        while outcome(events)["type"] == "interrupt":
+            waiting = interrupts_of(events)
+            widest = max(widest, len(waiting))
+            assert {i["reason"] for i in waiting} == {"step_approval"}
+            resume = [{"interruptId": i["id"], "status": "resolved"} for i in waiting]
+            raw, events = await run_events(
+                client, run_input("thread-par", resume=resume)
+            )
+            recorded.append(raw)
+        await service.wait_idle()
+    conforms("".join(recorded), artifacts_dir, "parallel")
+    assert widest == 3, "the three branches wait side by side, one interrupt each"
+    assert events[-1]["result"] == RESEARCH_ANSWER

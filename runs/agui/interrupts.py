@@ -21,7 +21,7 @@ from ag_ui.core import Interrupt, ResumeEntry
 from channels.db import database_sync_to_async
 
 from runs import service
-from runs.engine import StepKind, TaskStep
+from runs.engine import StepKind, TaskStep, ToolCallDecision
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.live import queries
 from runs.live.driver import runnable_steps
@@ -151,7 +151,7 @@ def _calls(step: TaskStep) -> list[Pending]:
             tool_id=call.tool_id,
         )
         for call in step.tool_calls or []
-        if call.decision.value == "pending"
+        if call.decision is ToolCallDecision.PENDING
     ]
 
 
@@ -232,8 +232,10 @@ def plan_resume(entries: list[ResumeEntry], waiting: list[Pending]) -> ResumePla
         raise _invalid(
             "resume must answer every pending interrupt; missing: " + ", ".join(missing)
         )
-    plan.steps = [decisions[p.step_id] for p in waiting if p.step_id in decisions]
-    plan.steps = list({d.step_id: d for d in plan.steps}.values())
+    in_order = dict.fromkeys(
+        p.step_id for p in waiting
+    )  # the steps in the order they run
+    plan.steps = [decisions[sid] for sid in in_order if sid in decisions]
     return plan
 
 
