@@ -63,7 +63,13 @@ def test_runner_takes_the_seeds_parameters_in_order() -> None:
     ][1:]
     keyword_only = {p.name for p in parameters.values() if p.kind is p.KEYWORD_ONLY}
     assert positional == SEED_RUNNER_PARAMETERS
-    assert keyword_only == {"state_store", "on_event", "approve_tool_calls"}
+    # ours, beyond the seed: all keyword-only
+    assert keyword_only == {
+        "state_store",
+        "on_event",
+        "approve_tool_calls",
+        "tool_output_chars",
+    }
     with serving(*seed_rules()) as server:
         worker = FunctionCallingAgentWorker.from_tools(
             arithmetic_tools(), llm=llm_for(server)
