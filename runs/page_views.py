@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -21,6 +22,8 @@ from runs.fork_views import review_context
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.presets import all_presets, get_preset
 from runs.protocol import MAX_TEXT_CHARS
+from runs.telemetry.config import TelemetryConfig
+from runs.telemetry.spans import trace_id_of
 
 # How a notebook's summary status is coloured (the status-* classes of app.css).
 _STATUS_CLASS = {
@@ -171,5 +174,18 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
         "export_url": _export_url(task),
         **review_context(task),
+        "otel": _otel_traces(task),
     }
     return render(request, "runs/trace.html", context)
+
+
+def _otel_traces(task: Task) -> dict[str, object] | None:
+    """Where this notebook's turns are in the trace store, when runs are exported (else None)."""
+    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    if config is None:
+        return None
+    turns = task.turns.order_by("index").values_list("index", "engine_id")
+    return {
+        "project": config.project,
+        "traces": [(index, trace_id_of(engine_id)) for index, engine_id in turns],
+    }

@@ -36,24 +36,11 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
-from tests.phoenix_process import PHOENIX, PhoenixProcess
+from tests.phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 Span = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
-    from conftest import require_service
-
-    if not PHOENIX.exists():
-        require_service("phoenix", f"no {PHOENIX} (make phoenix installs it)")
-    server = PhoenixProcess(tmp_path_factory.mktemp("phoenix")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
