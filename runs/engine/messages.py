@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -92,16 +93,15 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-def new_in_call(roles: list[str]) -> list[int]:
+def new_in_call(roles: Sequence[str]) -> list[int]:
     """Which of a model call's messages are new: its system messages and all after the last reply.
 
     Every call resends the whole conversation; what came before its last assistant message was
     already seen by an earlier call. Given the messages' roles, returns the indices to keep.
     """
-    last_reply = max(
-        (i for i, role in enumerate(roles) if role == MessageRole.ASSISTANT),
-        default=-1,
-    )
+    last_reply = len(roles) - 1
+    while last_reply >= 0 and roles[last_reply] != MessageRole.ASSISTANT:
+        last_reply -= 1
     return [
         i
         for i, role in enumerate(roles)

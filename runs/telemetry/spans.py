@@ -199,7 +199,8 @@ class TraceBuilder:
         )
 
     def _parent(self, turn: _Turn, step_id: str | None) -> _Open:
-        return turn.steps.get(step_id or "") or turn.agent
+        step = turn.steps.get(step_id) if step_id else None
+        return turn.agent if step is None else step
 
     def _finish(
         self,
@@ -316,7 +317,7 @@ class TraceBuilder:
         if phase:
             attributes["agentui.phase"] = phase
         # each call resends the conversation: like the trace store, keep what is new in it
-        keep = new_in_call([m.role.value for m in event.input])
+        keep = new_in_call([m.role for m in event.input])
         messages = [event.input[i] for i in keep]
         message_attributes(SpanAttributes.LLM_INPUT_MESSAGES, messages, attributes)
         omitted = len(event.input) - len(keep) + event.input_omitted
