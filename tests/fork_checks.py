@@ -7,6 +7,7 @@ Pure Django, so the socket tests call them directly and the browser tests inside
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from runs.models import Event, Message, Step, Task, Turn
@@ -109,6 +110,19 @@ def state_of(task: Task | int) -> Any:
     return normal(
         load_state(_pk(task), turn).model_dump(mode="json"),
         turn_ids(task) + step_ids(task),
+    )
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def by_appearance(value: Any) -> Any:
+    """`value` with each uuid replaced by the order it first appears in: for two values whose
+    ids were handed out in different orders (a fork stores its rows in its own order)."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    seen: dict[str, str] = {}
+    return json.loads(
+        _UUID.sub(lambda m: seen.setdefault(m.group(0), f"<id{len(seen)}>"), text)
     )
 
 

@@ -17,6 +17,7 @@ from runs.models import Event, Step, Task, Turn
 from runs.store import load_state
 from runs.store.fork import ForkError, fork_notebook
 from tests.fork_checks import (
+    by_appearance,
     differences_up_to,
     events_of,
     normal,
@@ -203,3 +204,159 @@ def test_fork_over_http_is_owner_only_and_explains_refusals() -> None:
         http.post(url, "not json", content_type="application/json").status_code == 400
     )
     assert Task.objects.count() == 1
+
+
+def queued_ids(task: Task) -> list[str]:
+    return list(
+        Step.objects.filter(task_id=task.pk, queue_position__isnull=False)
+        .order_by("queue_position")
+        .values_list("step_id", flat=True)
+    )
+
+
+async def test_a_fork_in_a_later_turn_keeps_the_earlier_turns_and_the_conversation(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    source = await ran_notebook(user)
+    await service.send_message(source.pk, FOUR_STEP_QUESTION)
+    await service.wait_idle()
+    ids = await database_sync_to_async(step_ids)(source)
+    assert len(ids) == 8
+    fork = await database_sync_to_async(fork_notebook)(source.pk, ids[5])
+    assert (fork.fork_turn_index, fork.fork_step_number) == (2, 2)
+
+    def compare() -> None:
+        fork_ids = step_ids(fork)
+        assert (
+            len(fork_ids) == 7
+        )  # turn 1's four steps, turn 2's first two and its third waiting
+        assert stored(fork, fork_ids[:6])["steps"] == stored(source, ids[:6])["steps"]
+        turns = [
+            list(
+                Turn.objects.filter(task_id=t.pk)
+                .order_by("index")
+                .values("index", "status", "input", "response", "history_length")
+            )
+            for t in (source, fork)
+        ]
+        assert turns[1] == [
+            turns[0][0],
+            {**turns[0][1], "status": "active", "response": None},
+        ]
+        assert state_of(fork) == state_of(source)  # turn 1, loaded as the runner would
+        from runs.store import conversation
+
+        def said(task: Task) -> list[tuple[str, str | None]]:
+            return [(m.role, m.content) for m in conversation(task.pk)]
+
+        source_said = said(source)
+        assert said(fork) == source_said[: len(said(fork))]
+        # the agent's memory is turn 1's conversation, as when turn 2 began
+        assert (
+            Task.objects.get(pk=fork.pk).memory_length
+            == turns[0][1]["history_length"]
+            == 8
+        )
+        assert len(queued_ids(fork)) == 1
+
+    await database_sync_to_async(compare)()
+
+
+async def test_a_fork_of_a_stopped_turn_goes_on_where_it_stopped(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    source = await database_sync_to_async(make_notebook)(user, mode="step")
+    await service.send_message(source.pk, FOUR_STEP_QUESTION)
+    for _ in range(2):
+        waiting = (await database_sync_to_async(queued_ids)(source))[0]
+        await service.approve(source.pk, waiting)
+        await service.wait_idle()
+    await service.abandon(source.pk)
+    await service.wait_idle()
+    assert (
+        await database_sync_to_async(
+            lambda: Turn.objects.get(task_id=source.pk).status
+        )()
+        == "abandoned"
+    )
+    ids = await database_sync_to_async(step_ids)(source)
+    fork = await database_sync_to_async(fork_notebook)(source.pk, ids[1])
+    assert (fork.mode, fork.status) == ("step", "waiting")
+    turn = await database_sync_to_async(lambda: Turn.objects.get(task_id=fork.pk))()
+    assert (turn.status, turn.deleted_at) == ("active", None)
+    waiting = (await database_sync_to_async(queued_ids)(fork))[0]
+    await service.set_mode(fork.pk, "auto")
+    await service.approve(fork.pk, waiting)
+    await service.wait_idle()
+    done = await database_sync_to_async(lambda: Turn.objects.get(task_id=fork.pk))()
+    assert (done.status, done.response) == ("completed", "It is 4060.")
+
+
+async def test_a_fork_at_one_branch_of_a_fan_out_leaves_the_others_waiting(
+    scripted_server: Any,
+) -> None:
+    from runs.demo_research import RESEARCH_PROMPT, research_rules
+    from runs.engine import StepStatus, rewind_to
+
+    srv = scripted_server(Script(rules=research_rules()))
+    with llm_at(srv):
+        user = await database_sync_to_async(make_user)("ana")
+        source = await database_sync_to_async(make_notebook)(
+            user, agent="parallel_research", mode="auto"
+        )
+        await service.send_message(source.pk, RESEARCH_PROMPT)
+        await service.wait_idle()
+
+        def done_order() -> list[str]:
+            return list(
+                Step.objects.filter(task_id=source.pk, completion_index__isnull=False)
+                .order_by("completion_index")
+                .values_list("step_id", flat=True)
+            )
+
+        order = await database_sync_to_async(done_order)()
+        assert len(order) >= 4  # the split, the branches, the synthesis
+        first_branch = order[1]
+        fork = await database_sync_to_async(fork_notebook)(source.pk, first_branch)
+
+        def check() -> None:
+            turn = turn_ids(source)[0]
+            rewound = rewind_to(load_state(source.pk, turn), first_branch)
+            fork_state = load_state(fork.pk, turn_ids(fork)[0])
+            assert by_appearance(fork_state.model_dump(mode="json")) == by_appearance(
+                rewound.model_dump(mode="json")
+            )
+            waiting = set(queued_ids(fork))
+            assert (
+                len(waiting) == len(order) - 2
+            )  # the other branches and the synthesis
+            # no run of a waiting step is left half-told in the fork's log
+            for step_id in waiting:
+                kinds = list(
+                    Event.objects.filter(task_id=fork.pk, step_id=step_id)
+                    .order_by("seq")
+                    .values_list("type", flat=True)
+                )
+                assert "step_started" not in kinds or kinds[-1] in (
+                    "step_completed",
+                    "step_failed",
+                    "step_undone",
+                ), kinds
+            statuses = set(
+                Step.objects.filter(step_id__in=waiting).values_list(
+                    "status", flat=True
+                )
+            )
+            assert statuses == {StepStatus.PENDING.value}
+
+        await database_sync_to_async(check)()
+        await service.set_mode(fork.pk, "auto")
+        first = (await database_sync_to_async(queued_ids)(fork))[0]
+        await service.approve(fork.pk, first)
+        await service.wait_idle()
+        finished = await database_sync_to_async(
+            lambda: Turn.objects.get(task_id=fork.pk)
+        )()
+        assert finished.status == "completed"
