@@ -25,7 +25,6 @@ class ThreadNotFound(Exception):
 class Thread:
     task_pk: int
     agent: str
-    created: bool
 
 
 def _existing(thread_id: str) -> Task | None:
@@ -42,7 +41,7 @@ def find_thread(user: AbstractBaseUser, thread_id: str) -> Thread | None:
         return None
     if task.owner_id != user.pk:
         raise ThreadNotFound(thread_id)
-    return Thread(task.pk, task.agent, created=False)
+    return Thread(task.pk, task.agent)
 
 
 def start_thread(
@@ -60,4 +59,4 @@ def start_thread(
         if found is None:
             raise
         return found
-    return Thread(task.pk, task.agent, created=True)
+    return Thread(task.pk, task.agent)

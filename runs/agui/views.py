@@ -143,9 +143,8 @@ def _new_notebook_settings(given: RunAgentInput) -> tuple[str, str]:
 @require_POST
 async def run_agent(request: HttpRequest) -> HttpResponseBase:
     try:
-        user = await arequest_user(
-            request
-        )  # a Bearer token, or the session (with CSRF)
+        # a Bearer token, or the session (whose POSTs must pass the CSRF check)
+        user = await arequest_user(request)
     except AuthFailed as exc:
         return auth_failed_response(exc)
     if user is None:
