@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,33 @@ def test_a_run_started_over_agui_is_a_notebook_approved_in_the_page(
     page.get_by_text(ANSWER).last.wait_for()
     shot(page, artifacts_dir, "agui-04-approved-again-over-agui")
     assert page.console_errors == []
+
+
+@pytest.mark.browser
+def test_the_validator_passes_the_live_endpoint_transport_included(
+    live_app: LiveApp, scripted_model: ScriptedServer, artifacts_dir: Path
+) -> None:
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = api_token(live_app)
+    cli = Path(sys.executable).with_name("ag-ui-validate")
+    report_path = artifacts_dir / "agui-live-endpoint.json"
+    done = subprocess.run(
+        [
+            str(cli),
+            f"{live_app.url}/agui/",
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--json-file",
+            str(report_path),
+            "--max-warnings",
+            "0",
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = json.loads(report_path.read_text())
+    assert done.returncode == 0, (done.stdout, report["diagnostics"])
+    assert report["summary"]["errors"] == 0 and report["summary"]["warnings"] == 0
