@@ -456,6 +456,7 @@ async def test_a_run_without_news_follows_a_step_running_elsewhere_to_its_end(
     assert outcome(events) == {"type": "success"}
     assert events[-1]["result"] == words
     assert "STEP_FINISHED" in types(events)
+    assert text_of(events) == words, "joined mid-stream, the text still comes whole"
 
 
 async def test_a_failing_step_ends_the_run_with_run_error_and_can_be_run_again(

@@ -97,3 +97,35 @@ def test_state_deltas_are_patches_from_what_the_client_has() -> None:
     assert events[2]["delta"] == [{"op": "add", "path": "/n", "value": 2}]
     assert "STATE_DELTA" not in [e["type"] for e in events[3:]], "no empty patches"
     assert_valid_agui(events, max_warnings=0)
+
+
+def test_after_a_gap_in_the_tokens_the_reply_brings_the_rest_whole() -> None:
+    run = RunTranslator("t", "r")
+    out = run.run_started()
+    out += run.stored({"type": "agent_input", "step_id": "s1"})
+    out += run.streamed(token("Hel"), offset=0)
+    out += run.streamed(token("world"), offset=7)  # "lo, " (offset 3) was lost
+    out += run.streamed(token("!"), offset=12)
+    reply = {"role": "assistant", "content": "Hello, world!"}
+    out += run.stored({"type": "agent_output", "step_id": "s1", "response": reply})
+    # the next model call of the step streams again from its start
+    out += run.stored({"type": "agent_input", "step_id": "s1"})
+    out += run.streamed(token("Bye"), offset=0)
+    reply = {"role": "assistant", "content": "Bye"}
+    out += run.stored({"type": "agent_output", "step_id": "s1", "response": reply})
+    events = wire(out + run.finished())
+    contents = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert contents == ["Hel", "lo, world!", "Bye"]
+    assert_valid_agui(events, max_warnings=0)
+
+
+def test_a_call_joined_mid_stream_sends_its_text_whole() -> None:
+    run = RunTranslator("t", "r")
+    out = run.run_started()
+    out += run.stored({"type": "step_started", "step_id": "s1"})
+    out += run.streamed(token("rld"), offset=9)  # "Hello, wo" streamed before the run
+    reply = {"role": "assistant", "content": "Hello, world"}
+    out += run.stored({"type": "agent_output", "step_id": "s1", "response": reply})
+    events = wire(out + run.finished())
+    assert text(events) == "Hello, world"
+    assert_valid_agui(events, max_warnings=0)

@@ -33,6 +33,7 @@ class Item:
 
     kind: str  # "event" | "delta" | "error"
     payload: dict[str, Any]
+    offset: int | None = None  # a delta's place in its model call's text
 
 
 class NotebookFeed:
@@ -105,8 +106,8 @@ class NotebookFeed:
             self.sent_seq = seq
             return [*items, Item("event", message["event"])]
         if kind == "notebook.delta":
-            event = json.loads(message["text"]).get("event") or {}
-            return [Item("delta", event)]
+            delta = json.loads(message["text"])
+            return [Item("delta", delta.get("event") or {}, delta.get("offset"))]
         if kind == "notebook.reply":
             reply = message.get("message") or {}
             return [Item("error", reply)] if reply.get("type") == "error" else []

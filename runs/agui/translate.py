@@ -40,6 +40,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from runs.live.streams import js_length
+
 # Our events that AG-UI has no event for but a client may want, sent as CUSTOM "agentui.<type>".
 CUSTOM_TYPES = frozenset({"agent_handoff", "human_action", "input_required"})
 
@@ -76,6 +78,7 @@ class _StepTrack:
     message_id: str | None = None
     text: str = ""
     ended_call: int = -1  # the model call whose message has ended
+    gap: bool = False  # tokens of this call went missing: the reply sends the rest
 
 
 @dataclass
@@ -154,17 +157,27 @@ class RunTranslator:
 
     # --- streamed tokens ----------------------------------------------------------------------
 
-    def streamed(self, payload: dict[str, Any]) -> list[BaseEvent]:
-        """Tokens of a model call (an `agent_stream` payload, maybe several tokens merged)."""
+    def streamed(
+        self, payload: dict[str, Any], offset: int | None = None
+    ) -> list[BaseEvent]:
+        """Tokens of a model call (an `agent_stream` payload, maybe several tokens merged).
+
+        `offset` is where they start in the call's text (UTF-16 units, as the publisher counts):
+        after a gap (tokens the channel layer lost, or a run that joined mid-stream) no more
+        tokens are sent for that message; the model's reply then brings the rest in one piece.
+        """
         step_id = payload.get("step_id") or ""
         delta = str(payload.get("delta") or "")
         if not step_id or not delta:
             return []
         track = self.steps.setdefault(step_id, _StepTrack())
+        if track.message_id is None and track.ended_call == track.calls:
+            return []  # a late copy of tokens whose message has ended
+        if track.gap or (offset is not None and offset != js_length(track.text)):
+            track.gap = True
+            return []
         out: list[BaseEvent] = []
         if track.message_id is None:
-            if track.ended_call == track.calls:
-                return []  # a late copy of tokens whose message has ended
             out += self._start_text(step_id, track, payload.get("at"))
         assert track.message_id is not None
         track.text += delta
@@ -190,7 +203,8 @@ class RunTranslator:
             return [StepStartedEvent(step_name=step_id, timestamp=_ms(at))]
         if kind == "agent_input" and step_id:
             out = self._end_text(step_id)
-            self.steps.setdefault(step_id, _StepTrack()).calls += 1
+            track = self.steps.setdefault(step_id, _StepTrack())
+            track.calls, track.gap, track.text = track.calls + 1, False, ""
             return out
         if kind == "agent_output" and step_id:
             return self._output(step_id, payload)

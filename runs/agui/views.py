@@ -234,7 +234,9 @@ class AgentRun:
             view = await database_sync_to_async(queries.notebook_view)(
                 self.thread.task_pk
             )
-            for step_id in view.running:  # joined mid-step: its tokens come from now on
+            for (
+                step_id
+            ) in view.running:  # joined mid-step: its text comes with the reply
                 yield self._encode(
                     self.translator.stored({"type": "step_started", "step_id": step_id})
                 )
@@ -280,7 +282,7 @@ class AgentRun:
             if item.kind == "event":
                 out += self.translator.stored(item.payload)
             elif item.kind == "delta":
-                out += self.translator.streamed(item.payload)
+                out += self.translator.streamed(item.payload, item.offset)
         return out
 
     async def _shared_state(self) -> dict[str, Any] | None:
