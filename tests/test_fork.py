@@ -190,6 +190,12 @@ def test_fork_over_http_is_owner_only_and_explains_refusals() -> None:
     ana, bob = make_user("ana"), make_user("bob")
     source = make_notebook(ana)
     http = HttpClient()
+    anonymous = http.post(
+        f"/api/tasks/{source.pk}/fork/",
+        {"step_id": "x"},
+        content_type="application/json",
+    )
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
     http.force_login(bob)
     url = f"/api/tasks/{source.pk}/fork/"
     assert (
@@ -225,6 +231,7 @@ async def test_a_fork_in_a_later_turn_keeps_the_earlier_turns_and_the_conversati
     assert len(ids) == 8
     fork = await database_sync_to_async(fork_notebook)(source.pk, ids[5])
     assert (fork.fork_turn_index, fork.fork_step_number) == (2, 2)
+    assert fork.title == f"{FOUR_STEP_QUESTION}, forked at turn 2, step 2"
 
     def compare() -> None:
         fork_ids = step_ids(fork)

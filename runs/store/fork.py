@@ -72,6 +72,12 @@ def fork_point(source: Task, step_id: str) -> ForkPoint:
     return ForkPoint(step.turn, step, shown.index(step_id) + 1)
 
 
+def _where(point: ForkPoint) -> str:
+    """ "step 2", or "turn 3, step 2" past the first turn."""
+    step = f"step {point.number}"
+    return step if point.turn.index == 1 else f"turn {point.turn.index}, {step}"
+
+
 class _Renamer:
     """New ids for the source's turns and steps, substituted wherever the old ones appear."""
 
@@ -285,7 +291,7 @@ def fork_notebook(source_pk: int, step_id: str) -> Task:
         goes_on = state.status is TaskStatus.ACTIVE
         fork = Task.objects.create(
             owner_id=source.owner_id,
-            title=f"{source}, forked at step {point.number}"[:200],
+            title=f"{source}, forked at {_where(point)}"[:200],
             agent=source.agent,
             mode=ApprovalMode.STEP if goes_on else source.mode,
             forked_from=source,
