@@ -65,6 +65,7 @@ async def test_a_fork_at_step_2_stores_the_source_up_to_step_2_then_goes_its_own
 
     fork = await database_sync_to_async(fork_notebook)(source.pk, ids[1])
 
+    assert fork.title == f"{FOUR_STEP_QUESTION}, forked at step 2"
     assert (
         fork.forked_from_id,
         fork.fork_step_id,
