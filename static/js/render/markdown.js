@@ -61,9 +61,14 @@ function noteTokens(text) {
   return [open, inline, new state.Token("paragraph_close", "p", -1)];
 }
 
+/** Parsed tokens as HTML, not yet sanitised (long tables and code blocks cut). */
+export function tokensHtml(tokens, env) {
+  return md.renderer.render(capTokens(tokens), md.options, env);
+}
+
 /** Parsed tokens as a sanitised DocumentFragment. */
 export function renderTokens(tokens, env) {
-  return sanitize(md.renderer.render(capTokens(tokens), md.options, env));
+  return sanitize(tokensHtml(tokens, env));
 }
 
 /** Markdown `text` as a sanitised DocumentFragment (no streaming state). */

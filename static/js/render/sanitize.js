@@ -45,6 +45,11 @@ export function sanitize(html) {
   return purify.sanitize(html.trim());
 }
 
+/** The same for a piece of HTML added inside an element: its leading and trailing space count. */
+export function sanitizePart(html) {
+  return purify.sanitize(html);
+}
+
 /** What the last sanitize call removed (for tests and the console). */
 export function removed() {
   return purify.removed;

@@ -10,8 +10,11 @@ import { MarkdownView } from "./markdown_stream.js";
 export function markdownBlock(className = "") {
   const body = document.createElement("div");
   body.className = `md-body ${className}`.trim();
-  const view = new MarkdownView(body);
   const toggle = document.createElement("button");
+  // (hidden until there is text; set from here, as a CSS :has() rule made every node drawn
+  // inside the block cost a style check)
+  toggle.hidden = true;
+  const view = new MarkdownView(body, { onEmpty: (empty) => (toggle.hidden = empty) });
   toggle.type = "button";
   toggle.className = "md-toggle button-link";
   toggle.textContent = "Raw";
