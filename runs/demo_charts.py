@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
+from runs.demo_scripts import calls_and_results, staged_rules
+from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
 
 CHART_PROMPT = "Show the 2024 sales revenue by city as a bar chart."
 
@@ -30,27 +31,10 @@ CITY_REVENUE_SPEC: dict[str, Any] = {
 }
 
 
-def _calls_and_results(request: RecordedRequest) -> list[tuple[str, str, str]]:
-    """(tool name, call id, result text) of the calls since the last user message, in order."""
-    names: dict[str, str] = {}
-    found: list[tuple[str, str, str]] = []
-    for message in request.messages:
-        if message.get("role") == "user":
-            names, found = {}, []
-        for call in message.get("tool_calls") or []:
-            names[str(call.get("id"))] = str((call.get("function") or {}).get("name"))
-        if message.get("role") == "tool":
-            call_id = str(message.get("tool_call_id"))
-            found.append(
-                (names.get(call_id, ""), call_id, str(message.get("content") or ""))
-            )
-    return found
-
-
 def _chart_call(request: RecordedRequest) -> Reply:
     queries = [
         (call_id, text)
-        for name, call_id, text in _calls_and_results(request)
+        for name, call_id, text in calls_and_results(request)
         if name == "sql_query"
     ]
     if not queries:
@@ -72,7 +56,7 @@ def _chart_call(request: RecordedRequest) -> Reply:
 
 
 def _answer(request: RecordedRequest) -> Reply:
-    results = _calls_and_results(request)
+    results = calls_and_results(request)
     charts = [text for name, _, text in results if name == "chart"]
     if charts and charts[-1].startswith("Error"):
         return Reply(text=f"The chart tool refused the spec ({charts[-1][:300]}).")
@@ -97,26 +81,17 @@ def _answer(request: RecordedRequest) -> Reply:
 
 
 def chart_rules() -> list[Rule]:
-    asks = Match(last_user_contains=CHART_PROMPT)
-    return [
-        Rule(
-            name="demo-chart-query",
-            match=asks.model_copy(update={"tool_results_since_user": 0}),
-            reply=Reply(
-                text="First I total the 2024 revenue for every city.",
-                tool_calls=[
-                    ToolCallSpec(name="sql_query", arguments={"sql": CITY_REVENUE_SQL})
-                ],
-            ),
-        ),
-        Rule(
-            name="demo-chart-draw",
-            match=asks.model_copy(update={"tool_results_since_user": 1}),
-            respond=_chart_call,
-        ),
-        Rule(
-            name="demo-chart-answer",
-            match=asks.model_copy(update={"tool_results_since_user": 2}),
-            respond=_answer,
-        ),
-    ]
+    query = Reply(
+        text="First I total the 2024 revenue for every city.",
+        tool_calls=[
+            ToolCallSpec(name="sql_query", arguments={"sql": CITY_REVENUE_SQL})
+        ],
+    )
+    return staged_rules(
+        CHART_PROMPT,
+        [
+            ("demo-chart-query", query),
+            ("demo-chart-draw", _chart_call),
+            ("demo-chart-answer", _answer),
+        ],
+    )

@@ -31,15 +31,44 @@ YEAR_TOTAL_SQL = "SELECT ROUND(SUM(revenue), 2) FROM sales WHERE sold_on LIKE '{
 TAX_RATE = 1.08
 
 
-def _tool_results(request: RecordedRequest) -> list[str]:
-    """Contents of the tool messages after the last user message, in order."""
-    results: list[str] = []
+def calls_and_results(request: RecordedRequest) -> list[tuple[str, str, str]]:
+    """(tool name, call id, result text) of the tool messages after the last user message,
+    in order."""
+    names: dict[str, str] = {}
+    found: list[tuple[str, str, str]] = []
     for message in request.messages:
         if message.get("role") == "user":
-            results = []
-        elif message.get("role") == "tool":
-            results.append(str(message.get("content") or ""))
-    return results
+            names, found = {}, []
+        for call in message.get("tool_calls") or []:
+            names[str(call.get("id"))] = str((call.get("function") or {}).get("name"))
+        if message.get("role") == "tool":
+            call_id = str(message.get("tool_call_id"))
+            found.append(
+                (names.get(call_id, ""), call_id, str(message.get("content") or ""))
+            )
+    return found
+
+
+def _tool_results(request: RecordedRequest) -> list[str]:
+    """Contents of the tool messages after the last user message, in order."""
+    return [text for _, _, text in calls_and_results(request)]
+
+
+Respond = Callable[[RecordedRequest], Reply]
+
+
+def staged_rules(prompt: str, stages: list[tuple[str, Reply | Respond]]) -> list[Rule]:
+    """A demo conversation on `prompt` as rules: stage n (a rule name and its reply, or a
+    function of the request) answers once n tool results came back since the prompt."""
+    asks = Match(last_user_contains=prompt)
+    return [
+        Rule(
+            name=name,
+            match=asks.model_copy(update={"tool_results_since_user": n}),
+            **({"reply": answer} if isinstance(answer, Reply) else {"respond": answer}),
+        )
+        for n, (name, answer) in enumerate(stages)
+    ]
 
 
 def _money(value: float) -> str:
@@ -92,29 +121,18 @@ def _fc_answer(request: RecordedRequest) -> Reply:
 
 
 def function_calling_rules() -> list[Rule]:
-    asks = Match(last_user_contains=FUNCTION_CALLING_PROMPT)
-    return [
-        Rule(
-            name="demo-fc-query",
-            match=asks.model_copy(update={"tool_results_since_user": 0}),
-            reply=Reply(
-                text="I'll total the 2024 revenue per city first.",
-                tool_calls=[
-                    ToolCallSpec(name="sql_query", arguments={"sql": TOP_CITY_SQL})
-                ],
-            ),
-        ),
-        Rule(
-            name="demo-fc-tax",
-            match=asks.model_copy(update={"tool_results_since_user": 1}),
-            respond=_tax_call,
-        ),
-        Rule(
-            name="demo-fc-answer",
-            match=asks.model_copy(update={"tool_results_since_user": 2}),
-            respond=_fc_answer,
-        ),
-    ]
+    query = Reply(
+        text="I'll total the 2024 revenue per city first.",
+        tool_calls=[ToolCallSpec(name="sql_query", arguments={"sql": TOP_CITY_SQL})],
+    )
+    return staged_rules(
+        FUNCTION_CALLING_PROMPT,
+        [
+            ("demo-fc-query", query),
+            ("demo-fc-tax", _tax_call),
+            ("demo-fc-answer", _fc_answer),
+        ],
+    )
 
 
 # --- LLMCompiler --------------------------------------------------------------------------------
