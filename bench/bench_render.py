@@ -11,7 +11,8 @@ same text drawn whole per token is timed for comparison. Served from this checko
 cross-origin isolation, so performance.now() resolves to 5 microseconds.
 
 trace: a finished notebook of 500 steps with 50 SQL result tables (200 rows each), 10 charts and
-Markdown step texts, seeded into a fresh database as the publisher stores events, opened in the
+Markdown step texts, seeded into a fresh database as the publisher stores events (by the browser
+tests' `seed_long_trace`, tests/browser_helpers.py), opened in the
 trace view three times: time from navigation until the page is drawn (DAG, timeline, totals, all
 cells; tables, charts and Markdown are drawn as they come near the viewport), then each chart's
 time from scrolling to it until its marks are drawn.
@@ -26,8 +27,6 @@ import re
 import statistics
 import sys
 import threading
-import time
-import uuid
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -141,211 +140,6 @@ def bench_stream(browser: Any, runs: int = 5) -> dict[str, Any]:
 # --- the trace ------------------------------------------------------------------------------------
 
 
-def seed_rich_trace(username: str, steps: int = TRACE_STEPS) -> int:
-    """A finished notebook of `steps` steps: every tenth has a 200-row SQL result table, ten have
-    a chart, the rest one arithmetic call; step texts are Markdown. Returns its id.
-
-    Runs inside the app (`manage.py shell -c`), storing events as the publisher does.
-    """
-    from django.contrib.auth import get_user_model
-
-    from runs.engine import (
-        AgentOutput,
-        ChatMessage,
-        StepCompleted,
-        StepCreated,
-        StepStarted,
-        TaskCompleted,
-        TaskCreated,
-        TokenUsage,
-        ToolCall,
-        ToolCallResult,
-        ToolOutput,
-        ToolSelection,
-    )
-    from runs.models import Event, Task, Turn
-
-    question = f"A long analysis in {steps} steps, with tables and charts"
-    owner = get_user_model().objects.get(username=username)
-    task = Task.objects.create(
-        owner=owner, title=question, agent="function_calling", mode="auto"
-    )
-    turn_id = str(uuid.uuid4())
-    turn = Turn.objects.create(
-        task=task,
-        engine_id=turn_id,
-        index=1,
-        input=question,
-        status="completed",
-        response="Done.",
-        token_limit=100_000,
-    )
-    ids = [str(uuid.uuid4()) for _ in range(steps)]
-    payloads: list[dict[str, Any]] = []
-    clock = time.time() - steps * 0.4
-    chart_every = steps // TRACE_CHARTS
-
-    def add(event: Any) -> None:
-        payloads.append(event.model_dump(mode="json"))
-
-    def result_for(i: int, call: ToolSelection) -> tuple[Any, str]:
-        if call.tool_name == "sql_query":
-            rows = [
-                [
-                    f"City {r}",
-                    f"2024-{r % 12 + 1:02d}-01",
-                    r % 13,
-                    round(r * 17.25 + i, 2),
-                ]
-                for r in range(200)
-            ]
-            raw = {
-                "columns": ["city", "month", "orders", "revenue"],
-                "rows": rows,
-                "row_count": 200,
-                "truncated": True,
-                "total_rows": 1000 + i,
-            }
-            return raw, json.dumps(raw)
-        if call.tool_name == "chart":
-            values = [
-                {"city": f"City {r}", "revenue": (r * 37 + i) % 100 + 10}
-                for r in range(12)
-            ]
-            spec = {
-                "mark": "bar",
-                "width": 400,
-                "height": 200,
-                "data": {"values": values},
-                "encoding": {
-                    "x": {"field": "city", "type": "nominal"},
-                    "y": {"field": "revenue", "type": "quantitative"},
-                },
-            }
-            return {
-                "spec": spec,
-                "rows": 12,
-                "data_from_call": None,
-            }, "Chart drawn for the person: bar chart of 12 data rows."
-        return i, str(i)
-
-    add(TaskCreated(task_id=turn_id, input=question, at=clock))
-    for i, step_id in enumerate(ids):
-        common: dict[str, Any] = {"task_id": turn_id, "step_id": step_id}
-        last = i == steps - 1
-        text = (
-            "Done."
-            if last
-            else (
-                f"**Step {i + 1}**: I look at the next slice of the data.\n\n- rows so far: {i * 200}\n- running total: `{i * 3.5:.2f}`"
-            )
-        )
-        usage = TokenUsage(
-            prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i
-        )
-        if last:
-            calls = []
-        elif i % (steps // TRACE_TABLES) == 0:
-            calls = [
-                ToolSelection(
-                    tool_id=f"q_{i}",
-                    tool_name="sql_query",
-                    tool_kwargs={"sql": f"SELECT {i}"},
-                )
-            ]
-        elif i % chart_every == chart_every // 2:
-            calls = [
-                ToolSelection(
-                    tool_id=f"c_{i}",
-                    tool_name="chart",
-                    tool_kwargs={"spec": {"mark": "bar"}},
-                )
-            ]
-        else:
-            calls = [
-                ToolSelection(
-                    tool_id=f"a_{i}", tool_name="add", tool_kwargs={"a": i, "b": 1}
-                )
-            ]
-        add(
-            StepCreated(
-                **common,
-                input=question if i == 0 else None,
-                prev_steps=[ids[i - 1]] if i else [],
-                at=clock,
-            )
-        )
-        add(StepStarted(**common, at=clock + 0.005))
-        add(
-            AgentOutput(
-                **common,
-                response=ChatMessage.assistant(text, tool_calls=tuple(calls)),
-                tool_calls=calls,
-                usage=usage,
-                at=clock + 0.15,
-            )
-        )
-        start = clock + 0.16
-        for call in calls:
-            add(
-                ToolCall(
-                    **common,
-                    tool_name=call.tool_name,
-                    tool_kwargs=call.tool_kwargs,
-                    tool_id=call.tool_id,
-                    at=start,
-                )
-            )
-            raw, content = result_for(i, call)
-            output = ToolOutput(
-                content=content,
-                tool_name=call.tool_name,
-                raw_input=call.tool_kwargs,
-                raw_output=raw,
-            )
-            add(
-                ToolCallResult(
-                    **common,
-                    tool_name=call.tool_name,
-                    tool_kwargs=call.tool_kwargs,
-                    tool_id=call.tool_id,
-                    tool_output=output,
-                    started_at=start,
-                    ended_at=start + 0.05,
-                    at=start + 0.05,
-                )
-            )
-        add(
-            StepCompleted(
-                **common,
-                output=text,
-                is_last=last,
-                next_steps=[] if last else [ids[i + 1]],
-                usage=usage,
-                at=start + 0.12,
-            )
-        )
-        clock += 0.4
-    add(TaskCompleted(task_id=turn_id, response="Done.", at=clock))
-    Event.objects.bulk_create(
-        [
-            Event(
-                task=task,
-                seq=n,
-                turn=turn,
-                step_id=p.get("step_id"),
-                type=p["type"],
-                payload=p,
-                at=p["at"],
-            )
-            for n, p in enumerate(payloads, start=1)
-        ],
-        batch_size=500,
-    )
-    Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
-    return int(task.pk)
-
-
 def bench_trace(browser: Any, loads: int = 3) -> dict[str, Any]:
     import tempfile
 
@@ -363,10 +157,18 @@ def bench_trace(browser: Any, loads: int = 3) -> dict[str, Any]:
         env["DJANGO_SETTINGS_MODULE"] = "agentui.settings"
         app = LiveApp(Path(tmp), model, env).start()
         try:
-            out = app.shell(
-                f"from bench.bench_render import seed_rich_trace; print(seed_rich_trace({USERNAME!r}))"
+            # The browser tests' long-trace seeder, with tables, charts and Markdown texts.
+            task_id = int(
+                app.seed(
+                    "seed_long_trace",
+                    USERNAME,
+                    TRACE_STEPS,
+                    1,
+                    tables=TRACE_TABLES,
+                    charts=TRACE_CHARTS,
+                    markdown=True,
+                )
             )
-            task_id = int(out.strip().splitlines()[-1])
             context = browser.new_context(viewport=VIEWPORT)
             page = context.new_page()
             page.goto(app.login_link())

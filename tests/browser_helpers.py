@@ -141,9 +141,10 @@ class LiveApp:
         """A one-time link that logs the test user in."""
         return self.manage("login_link", USERNAME, "--base-url", self.url).strip()
 
-    def seed(self, function: str, *args: object) -> str:
+    def seed(self, function: str, *args: object, **kwargs: object) -> str:
         """Call a seed_* function of this module inside the app (its printed result is returned)."""
-        call = f"{function}({', '.join(repr(a) for a in args)})"
+        params = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        call = f"{function}({', '.join(params)})"
         out = self.shell(f"from browser_helpers import {function}; print({call})")
         return out.strip().splitlines()[-1] if out.strip() else ""
 
@@ -329,7 +330,14 @@ def last_user_texts(model: ScriptedServer) -> list[str]:
 
 
 def seed_long_trace(
-    username: str, steps: int, calls_per_step: int = 2, rows: bool = False
+    username: str,
+    steps: int,
+    calls_per_step: int = 2,
+    rows: bool = False,
+    *,
+    tables: int = 0,
+    charts: int = 0,
+    markdown: bool = False,
 ) -> int:
     """A finished notebook of `steps` steps, each a model turn with parallel tool calls.
 
@@ -337,6 +345,9 @@ def seed_long_trace(
     them; with `rows`, the engine's state too (steps with their undo checkpoints, the
     conversation), as the state store keeps it, so the notebook can be undone or forked.
     Returns the notebook's id. Runs inside the app's process (`manage.py shell -c`).
+    With `tables`, that many steps (evenly spread, from the first) call `sql_query` and get a
+    200-row result; with `charts`, that many others call `chart` (a 12-bar chart); their other
+    calls are `add`/`multiply`. With `markdown`, step texts are Markdown (bold, a list, code).
     """
     import uuid
 
@@ -360,6 +371,8 @@ def seed_long_trace(
     from runs.models import Event, Task, Turn
 
     question = f"A long analysis in {steps} steps"
+    if tables or charts:
+        question += ", with tables and charts"
     owner = get_user_model().objects.get(username=username)
     task = Task.objects.create(
         owner=owner, title=question, agent="function_calling", mode="auto"
@@ -377,19 +390,80 @@ def seed_long_trace(
     ids = [str(uuid.uuid4()) for _ in range(steps)]
     payloads: list[dict[str, Any]] = []
     clock = time.time() - steps * 0.4
+    table_every = steps // tables if tables else 0
+    chart_every = steps // charts if charts else 0
 
     def add(event: Any) -> None:
         payloads.append(event.model_dump(mode="json"))
+
+    def first_call(i: int) -> ToolSelection | None:
+        """The table or chart call of step `i`, if it has one."""
+        if table_every and i % table_every == 0:
+            return ToolSelection(
+                tool_id=f"q_{i}",
+                tool_name="sql_query",
+                tool_kwargs={"sql": f"SELECT {i}"},
+            )
+        if chart_every and i % chart_every == chart_every // 2:
+            return ToolSelection(
+                tool_id=f"c_{i}",
+                tool_name="chart",
+                tool_kwargs={"spec": {"mark": "bar"}},
+            )
+        return None
+
+    def result_of(i: int, c: int, call: ToolSelection) -> tuple[Any, str]:
+        """The raw output of a call and the text the model reads."""
+        if call.tool_name == "sql_query":
+            rows = [
+                [
+                    f"City {r}",
+                    f"2024-{r % 12 + 1:02d}-01",
+                    r % 13,
+                    round(r * 17.25 + i, 2),
+                ]
+                for r in range(200)
+            ]
+            raw = {
+                "columns": ["city", "month", "orders", "revenue"],
+                "rows": rows,
+                "row_count": 200,
+                "truncated": True,
+                "total_rows": 1000 + i,
+            }
+            return raw, json.dumps(raw)
+        if call.tool_name == "chart":
+            values = [
+                {"city": f"City {r}", "revenue": (r * 37 + i) % 100 + 10}
+                for r in range(12)
+            ]
+            spec = {
+                "mark": "bar",
+                "width": 400,
+                "height": 200,
+                "data": {"values": values},
+                "encoding": {
+                    "x": {"field": "city", "type": "nominal"},
+                    "y": {"field": "revenue", "type": "quantitative"},
+                },
+            }
+            raw = {"spec": spec, "rows": 12, "data_from_call": None}
+            return raw, "Chart drawn for the person: bar chart of 12 data rows."
+        return i + c, str(i + c)
 
     add(TaskCreated(task_id=turn_id, input=question, at=clock))
     for i, step_id in enumerate(ids):
         common: dict[str, Any] = {"task_id": turn_id, "step_id": step_id}
         last = i == steps - 1
-        text = (
-            f"Step {i + 1}: I look at the next slice of the data and compute its totals."
-            if not last
-            else "Done."
-        )
+        if last:
+            text = "Done."
+        elif markdown:
+            text = (
+                f"**Step {i + 1}**: I look at the next slice of the data.\n\n"
+                f"- rows so far: {i * 200}\n- running total: `{i * 3.5:.2f}`"
+            )
+        else:
+            text = f"Step {i + 1}: I look at the next slice of the data and compute its totals."
         usage = TokenUsage(
             prompt_tokens=200 + i, completion_tokens=20, total_tokens=220 + i
         )
@@ -405,6 +479,9 @@ def seed_long_trace(
                 for c in range(calls_per_step)
             ]
         )
+        special = None if last else first_call(i)
+        if special is not None:
+            calls[:1] = [special]
         add(
             StepCreated(
                 **common,
@@ -436,11 +513,12 @@ def seed_long_trace(
                 )
             )
         for c, call in enumerate(calls):
+            raw, content = result_of(i, c, call)
             output = ToolOutput(
-                content=str(i + c),
+                content=content,
                 tool_name=call.tool_name,
                 raw_input=call.tool_kwargs,
-                raw_output=i + c,
+                raw_output=raw,
             )
             add(
                 ToolCallResult(
@@ -479,7 +557,7 @@ def seed_long_trace(
             )
             for n, p in enumerate(payloads, start=1)
         ],
-        batch_size=1000,
+        batch_size=500,
     )
     Task.objects.filter(pk=task.pk).update(last_seq=len(payloads))
     if rows:
