@@ -17,7 +17,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.paginator import EmptyPage, Paginator
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -360,12 +361,17 @@ def trace_head(task: Task) -> dict[str, Any]:
     }
 
 
-def _stored_events(task: Task, **where: Any) -> QuerySet[Event, tuple[int, Any]]:
-    return (
-        Event.objects.filter(task=task, **where)
-        .order_by("seq")
-        .values_list("seq", "payload")
-    )
+def _stored_events(
+    task: Task, *, as_text: bool = False, **where: Any
+) -> QuerySet[Event, tuple[int, Any]]:
+    events = Event.objects.filter(task=task, **where).order_by("seq")
+    if as_text:
+        # The payload's JSON as the database holds it, to send on without decoding it and
+        # encoding it again (most of an export's time in the server).
+        return events.annotate(text=Cast("payload", TextField())).values_list(
+            "seq", "text"
+        )
+    return events.values_list("seq", "payload")
 
 
 def trace_json(task: Task) -> dict[str, Any]:
@@ -383,11 +389,16 @@ def trace_json(task: Task) -> dict[str, Any]:
     }
 
 
-async def _event_batches(task: Task, **where: Any) -> AsyncIterator[list[Any]]:
-    """The notebook's stored (seq, payload) pairs, EXPORT_BATCH at a time, by seq."""
+async def _event_batches(
+    task: Task, *, as_text: bool = False, **where: Any
+) -> AsyncIterator[list[Any]]:
+    """The notebook's stored (seq, payload) pairs, EXPORT_BATCH at a time, by seq (with
+    `as_text`, each payload as its JSON text)."""
     after = 0
     while True:
-        query = _stored_events(task, seq__gt=after, **where)[:EXPORT_BATCH]
+        query = _stored_events(task, as_text=as_text, seq__gt=after, **where)[
+            :EXPORT_BATCH
+        ]
         batch = await sync_to_async(list)(query)
         if not batch:
             return
@@ -404,41 +415,53 @@ def _cut_batch(task_pk: int, batch: list[Any]) -> list[tuple[int, Any]]:
 
 
 async def trace_stream(
-    task: Task, head: dict[str, Any], cut: bool = False
+    task: Task, head: dict[str, Any], cut: bool = False, *, results: bool = True
 ) -> AsyncIterator[str]:
     """`trace_json` as text, produced piece by piece: the events are read in batches and
     never all held at once (a notebook's trace can be far larger than the server's memory).
 
     With `cut`, each event is as a socket carries it (runs.live.wire): what the trace page
-    reads, so a huge tool output is a preview with a download link there too."""
+    reads, so a huge tool output is a preview with a download link there too. Without `cut`,
+    events are sent as the database's JSON text. Without `results`, the results section is
+    empty (the trace page draws from the events)."""
     yield (
         f'{{"task":{_dump(head["task"])},"turns":{_dump(head["turns"])},'
         f'"messages":{_dump(head["messages"])},'
         f'"annotations":{_dump(head["annotations"])},"events":['
     )
     separator = ""
-    async for batch in _event_batches(task):
+    async for batch in _event_batches(task, as_text=not cut):
         if cut:
             batch = await asyncio.to_thread(_cut_batch, task.pk, batch)
-        yield separator + ",".join(_dump({"seq": s, "event": p}) for s, p in batch)
+            yield separator + ",".join(_dump({"seq": s, "event": p}) for s, p in batch)
+        else:
+            yield separator + ",".join(f'{{"seq":{s},"event":{p}}}' for s, p in batch)
         separator = ","
     yield '],"results":['
-    separator = ""
-    async for batch in _event_batches(task, type="tool_call_result"):
-        items = result_items({"seq": s, "event": p} for s, p in batch)
-        if items:
-            yield separator + ",".join(_dump(item) for item in items)
-            separator = ","
+    if results:
+        separator = ""
+        async for batch in _event_batches(task, type="tool_call_result"):
+            items = result_items({"seq": s, "event": p} for s, p in batch)
+            if items:
+                yield separator + ",".join(_dump(item) for item in items)
+                separator = ","
     yield f'],"usage":{_dump(head["usage"])}}}'
 
 
 @require_GET
 def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     """`GET /api/tasks/<pk>/trace.json`: the export of one of the user's notebooks (streamed);
-    `?cut=1` cuts large values to previews with download links, as the trace page reads it."""
+    `?cut=1` cuts large values to previews with download links, as the trace page reads it;
+    `?results=0` leaves the results section empty (the trace page does not read it)."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
+    results = request.GET.get("results") != "0"
     response = StreamingHttpResponse(
-        trace_stream(task, trace_head(task), cut=request.GET.get("cut") == "1"),
+        trace_stream(
+            task,
+            trace_head(task),
+            cut=request.GET.get("cut") == "1",
+            results=results,
+        ),
         content_type="application/json",
     )
     response["Content-Disposition"] = (

@@ -175,6 +175,10 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "export_url": _export_url(task),
         **review_context(task),
         "otel": _otel_traces(task),
+        # What the page draws from: the export as the page reads it (large values cut), without
+        # its results section (they are in the events), fetched while the page's modules load
+        # (a preload in the template).
+        "trace_data_url": f"{_export_url(task)}?cut=1&results=0",
     }
     return render(request, "runs/trace.html", context)
 

@@ -109,6 +109,14 @@ async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
     assert kinds == [("table", "sql_query"), ("chart", "chart")]
     assert export["results"][1]["spec"] == spec
     assert export["results"][0]["rows"] == expected["rows"]
+    # The trace page asks for the events alone: the same events, no results section.
+    lean = json.loads(
+        await body(await client.get(f"/api/tasks/{task.pk}/trace.json?results=0"))
+    )
+    assert lean["results"] == [] and lean["events"] == export["events"]
+    assert {k: v for k, v in lean.items() if k != "results"} == {
+        k: v for k, v in export.items() if k != "results"
+    }
 
 
 async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(

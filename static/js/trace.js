@@ -42,7 +42,8 @@ async function main() {
   const t0 = performance.now();
   let data;
   try {
-    const response = await fetch(root.dataset.exportUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    // (the request the template's preload started: same address, mode and credentials)
+    const response = await fetch(root.dataset.traceUrl, { credentials: "same-origin" });
     if (!response.ok) throw new Error(`the server answered ${response.status}`);
     data = await response.json();
   } catch (err) {
