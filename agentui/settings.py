@@ -173,7 +173,8 @@ def _database(url: str) -> dict[str, object]:
 def _channel_layers(url: str) -> dict[str, dict[str, object]]:
     """CHANNEL_LAYERS for REDIS_URL; the in-process layer when unset."""
     if not url:
-        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        # channels.layers.InMemoryChannelLayer without its sweep of every socket per message
+        return {"default": {"BACKEND": "agentui.inmemory_layer.InMemoryLayer"}}
     parts = urlsplit(url)
     if parts.scheme not in {"redis", "rediss", "unix"}:
         raise ImproperlyConfigured(

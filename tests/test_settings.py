@@ -66,7 +66,7 @@ def test_defaults_are_sqlite_in_memory_layer_and_demo_model(
     s = resolved(subprocess_env)
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["name"] == str(ROOT / "db.sqlite3")
-    assert s["layer"] == "channels.layers.InMemoryChannelLayer"
+    assert s["layer"] == "agentui.inmemory_layer.InMemoryLayer"
     assert s["is_demo"] is True
     assert s["label"] == "Offline demo model — no LLM configured"
     assert s["debug"] is True
