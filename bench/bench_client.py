@@ -3,6 +3,9 @@
     .venv/bin/python -m bench.bench_client [--turns 200] [--reps 20] [--long-calls 5] [--skip-peer] [--json FILE]
     .venv/bin/python -m bench.bench_client --chunks-only    # per chunk, in process, no server (seconds)
 
+``--chunks-only`` also times the engine's sync API (``OpenAI.stream_chat`` from a plain thread:
+each chunk crosses to the engine's background loop and back).
+
 One server (the peer harness's ``fake_openai.py``, its own process, zero latency) and one
 conversation (bench/client_workload.py: 2 messages per turn, 401 messages and ~215 KB at turn 200)
 for every client, each call streamed and read to the end:
@@ -34,6 +37,7 @@ import openai
 from bench._peer import PeerServer, ensure_li_venv, host_info, run_li_json
 from bench.client_workload import LONG_TAG, MODEL, history, scenario, turn_messages
 from runs.engine import ChatMessage, MessageRole, OpenAI
+from runs.engine._sync import _background_loop as background_loop
 
 
 def _message(d: dict[str, str]) -> ChatMessage:
@@ -193,11 +197,32 @@ async def chunks_in_process(calls: int = 7, chunks: int = 2000) -> dict[str, flo
         http_client=httpx2.AsyncClient(transport=transport),
     )
     messages = [ChatMessage.user("hi")]
-    per: dict[str, list[float]] = {"raw": [], "ours": []}
+    per: dict[str, list[float]] = {"raw": [], "ours": [], "ours_sync": []}
     for _ in range(calls):
         per["raw"].append((await clients.raw(b"{}"))[0] * 1000 / chunks)
         per["ours"].append((await clients.our(messages))[0] * 1000 / chunks)
+        sync_s = await asyncio.to_thread(_sync_call, clients.ours, transport, messages)
+        per["ours_sync"].append(sync_s * 1000 / chunks)
     return {name: statistics.median(values) for name, values in per.items()}
+
+
+def _sync_call(
+    llm: OpenAI, transport: httpx2.MockTransport, messages: list[ChatMessage]
+) -> float:
+    """One call through the sync API (`stream_chat`), from a thread with no event loop."""
+    # the sync API runs the call on the engine's background loop: give that loop the mock client
+    loop = background_loop()
+    if loop not in llm._clients:
+        llm._clients[loop] = openai.AsyncOpenAI(
+            base_url="http://mock/v1",
+            api_key="sk-fake",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=transport),
+        )
+    started = time.perf_counter()
+    for _ in llm.stream_chat(messages):
+        pass
+    return time.perf_counter() - started
 
 
 def _med(values: list[float]) -> float:
@@ -265,7 +290,8 @@ def main() -> None:
     per = asyncio.run(chunks_in_process())
     print(
         f"per chunk, in process (MockTransport): raw {per['raw']:.4f} ms, ours {per['ours']:.4f} ms, "
-        f"over raw {per['ours'] - per['raw']:+.4f} ms"
+        f"over raw {per['ours'] - per['raw']:+.4f} ms; ours through the sync API (stream_chat) "
+        f"{per['ours_sync']:.4f} ms, over raw {per['ours_sync'] - per['raw']:+.4f} ms"
     )
     if args.chunks_only:
         return
