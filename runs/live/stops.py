@@ -11,6 +11,7 @@ abandons the turn (runs.live.driver.finish).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 
 from channels.db import database_sync_to_async
@@ -33,7 +34,10 @@ def track(task_pk: int, run: asyncio.Task[None]) -> None:
     loop = run.get_loop()
     watcher = _watchers.get(loop)
     if watcher is None or watcher.done():
-        _watchers[loop] = loop.create_task(_watch(loop), name="stop-watch")
+        # a fresh context, like runs.live.runtime.spawn: not the caller's request thread
+        _watchers[loop] = loop.create_task(
+            _watch(loop), name="stop-watch", context=contextvars.Context()
+        )
 
 
 def _forget(task_pk: int, run: asyncio.Task[None]) -> None:
