@@ -92,6 +92,12 @@ def four_step_rules() -> list[Rule]:
     return [*rounds, answer]
 
 
+async def slow_search(query: str) -> str:
+    """Search the web for a query (slow enough that calls started together overlap)."""
+    await asyncio.sleep(0.4)
+    return f"<{query}>"
+
+
 def analyst_script(**kwargs: Any) -> Script:
     return Script(rules=analyst_rules(), **kwargs)
 

@@ -2,8 +2,9 @@
 
 Phoenix is started by this module from `.venv-phoenix` (`make phoenix`; `make test` does it) and
 read back over its REST API. A function-calling notebook goes through the live app (publisher
-hook, approvals and an edit in step mode); an LLMCompiler run goes through the engine alone with
-`TraceRecorder` as its `on_event`, with tools slow enough that its parallel calls overlap.
+hook, approvals and an edit in step mode); an LLMCompiler notebook too, with a search tool slow
+enough that its parallel calls overlap, and the same run through the engine alone with
+`TraceRecorder` as its `on_event`. Then the collector down, and hanging.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.live_support import (
     llm_at,
     make_notebook,
     make_user,
+    slow_search,
 )
 from tests.phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
 
@@ -205,9 +207,9 @@ async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_a
 
 PLAN = "\n".join(
     [
-        '1. search("alpha")',
-        '2. search("beta")',
-        '3. search("gamma")',
+        '1. slow_search("alpha")',
+        '2. slow_search("beta")',
+        '3. slow_search("gamma")',
         "4. join()<END_OF_PLAN>",
     ]
 )
@@ -234,12 +236,6 @@ def compiler_script() -> Script:
     )
 
 
-async def search(query: str) -> str:
-    """Search the web for a query (slow enough that the three calls overlap)."""
-    await asyncio.sleep(0.4)
-    return f"<{query}>"
-
-
 def test_an_llm_compiler_run_has_its_parallel_tool_spans_overlapping_under_one_step(
     phoenix: PhoenixProcess, project: str
 ) -> None:
@@ -256,7 +252,7 @@ def test_an_llm_compiler_run_has_its_parallel_tool_spans_overlapping_under_one_s
     try:
         with ScriptedServer(compiler_script()) as server:
             agent = LLMCompilerAgentWorker.from_tools(
-                [FunctionTool.from_defaults(search)], llm=llm_for(server)
+                [FunctionTool.from_defaults(slow_search)], llm=llm_for(server)
             ).as_agent(on_event=telemetry.TraceRecorder(sink, builder))
             response = agent.chat("look up three things")
         assert response.response == "found all three"
@@ -264,15 +260,17 @@ def test_an_llm_compiler_run_has_its_parallel_tool_spans_overlapping_under_one_s
     finally:
         sink.close()
 
+    assert_parallel_calls_under_one_step(spans)
+
+
+def assert_parallel_calls_under_one_step(spans: list[Span]) -> None:
+    """Three search calls, siblings under the plan's step, all running at the same time."""
     [root] = by_kind(spans, "AGENT")
+    assert root["name"] == "llm_compiler"
+    assert root["attributes"]["output.value"] == "found all three"
     tools = by_kind(spans, "TOOL")
-    assert sorted(
-        json.loads(t["attributes"]["input.value"])["query"] for t in tools
-    ) == [
-        "alpha",
-        "beta",
-        "gamma",
-    ]
+    queries = [json.loads(t["attributes"]["input.value"])["query"] for t in tools]
+    assert sorted(queries) == ["alpha", "beta", "gamma"]
     parents = {t["parent_id"] for t in tools}
     assert len(parents) == 1
     [step] = [s for s in by_kind(spans, "CHAIN") if span_id(s) in parents]
@@ -287,10 +285,28 @@ def test_an_llm_compiler_run_has_its_parallel_tool_spans_overlapping_under_one_s
         c["attributes"].get("agentui.phase"): c["parent_id"]
         for c in by_kind(spans, "LLM")
     }
-    assert phases["plan"] == span_id(
-        step
-    )  # the plan's model call runs in the same step
+    assert phases["plan"] == span_id(step)  # the plan's model call runs in that step
     assert "join" in phases
+
+
+async def test_an_llm_compiler_notebook_exports_the_same_through_the_live_app(
+    phoenix: PhoenixProcess,
+    project: str,
+    exporting: SpanSink,
+    scripted_server: Any,
+    settings: Any,
+) -> None:
+    # the preset's tools, changed as settings allow: a search slow enough to overlap
+    settings.AGENTUI_PRESETS = {
+        "llm_compiler": {"tools": ["tests.live_support.slow_search"]}
+    }
+    with llm_at(scripted_server(compiler_script())):
+        user = await database_sync_to_async(make_user)()
+        task = await database_sync_to_async(make_notebook)(user, agent="llm_compiler")
+        await service.send_message(task.pk, "look up three things")
+        await service.wait_idle()
+    spans = await asyncio.to_thread(received, phoenix, project, exporting)
+    assert_parallel_calls_under_one_step(spans)
 
 
 # --- the collector down or hanging ----------------------------------------------------------
