@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs import service
 from runs.annotations import annotations_of
-from runs.live.wire import bounded
+from runs.live.wire import WIRE_EVENT_BYTES, bounded
 from runs.models import (
     Annotation,
     ApprovalMode,
@@ -410,8 +410,22 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, cls=DjangoJSONEncoder)
 
 
-def _cut_batch(task_pk: int, batch: list[Any]) -> list[tuple[int, Any]]:
-    return [(seq, bounded(payload, task_pk, seq)) for seq, payload in batch]
+def _surely_small(text: str) -> bool:
+    """Whether a stored event's JSON `text` is surely within what a socket carries whole: its
+    compact ASCII form (what runs.live.wire measures) is at most this long, or 12 times this
+    long where characters outside ASCII are escaped; half the limit leaves room for numbers."""
+    return len(text) * (1 if text.isascii() else 12) <= WIRE_EVENT_BYTES // 2
+
+
+def _cut_batch(task_pk: int, batch: list[Any]) -> list[str]:
+    """Each (seq, JSON text) of `batch` as an export item, cut as sockets cut it: the stored text
+    as it is when the event is surely small (most are), else decoded and cut."""
+    return [
+        f'{{"seq":{seq},"event":{text}}}'
+        if _surely_small(text)
+        else _dump({"seq": seq, "event": bounded(json.loads(text), task_pk, seq)})
+        for seq, text in batch
+    ]
 
 
 async def trace_stream(
@@ -421,21 +435,21 @@ async def trace_stream(
     never all held at once (a notebook's trace can be far larger than the server's memory).
 
     With `cut`, each event is as a socket carries it (runs.live.wire): what the trace page
-    reads, so a huge tool output is a preview with a download link there too. Without `cut`,
-    events are sent as the database's JSON text. Without `results`, the results section is
-    empty (the trace page draws from the events)."""
+    reads, so a huge tool output is a preview with a download link there too. Events are sent
+    as the database's JSON text, not decoded and encoded again, unless they must be cut.
+    Without `results`, the results section is empty (the trace page draws from the events)."""
     yield (
         f'{{"task":{_dump(head["task"])},"turns":{_dump(head["turns"])},'
         f'"messages":{_dump(head["messages"])},'
         f'"annotations":{_dump(head["annotations"])},"events":['
     )
     separator = ""
-    async for batch in _event_batches(task, as_text=not cut):
+    async for batch in _event_batches(task, as_text=True):
         if cut:
-            batch = await asyncio.to_thread(_cut_batch, task.pk, batch)
-            yield separator + ",".join(_dump({"seq": s, "event": p}) for s, p in batch)
+            items = await asyncio.to_thread(_cut_batch, task.pk, batch)
         else:
-            yield separator + ",".join(f'{{"seq":{s},"event":{p}}}' for s, p in batch)
+            items = [f'{{"seq":{s},"event":{p}}}' for s, p in batch]
+        yield separator + ",".join(items)
         separator = ","
     yield '],"results":['
     if results:

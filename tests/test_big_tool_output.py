@@ -165,3 +165,32 @@ async def test_a_10_mb_tool_output_leaves_the_notebook_usable(
     assert status == 200 and result["tool_output"]["content"] == full
     status, body = await download(user, f"/api/tasks/{notebook.pk}/trace.json?cut=1")
     assert status == 200 and len(body) < 2 * MIB
+
+
+async def test_the_trace_pages_export_cuts_events_as_sockets_do_and_sends_the_rest_as_stored() -> (
+    None
+):
+    """Small events go out as the database holds them; a large one, even one that is short in
+    characters but long once escaped (50,000 'é' are 300 KB as JSON escapes; PostgreSQL's
+    stored text has them unescaped, 50,000 characters), is cut."""
+    from runs.live.wire import bounded
+
+    user = await database_sync_to_async(make_user)("alice")
+    notebook = await database_sync_to_async(make_notebook)(user)
+    payloads = [
+        {"type": "tool_call_result", "step_id": "s1", "tool_id": f"c{n}", "at": 1.5}
+        | {"tool_output": {"content": text, "raw_output": None, "is_error": False}}
+        for n, text in enumerate(["small é", "é" * 50_000, "x" * 300_000])
+    ]
+    await Event.objects.abulk_create(
+        Event(task=notebook, seq=n, type=p["type"], payload=p, at=p["at"])
+        for n, p in enumerate(payloads, start=1)
+    )
+    status, body_bytes = await download(
+        user, f"/api/tasks/{notebook.pk}/trace.json?cut=1&results=0"
+    )
+    sent = [item["event"] for item in json.loads(body_bytes)["events"]]
+    expected = [bounded(p, notebook.pk, n) for n, p in enumerate(payloads, start=1)]
+    assert status == 200 and sent == json.loads(json.dumps(expected))
+    assert sent[0] == payloads[0]
+    assert "truncated" in sent[1] and "truncated" in sent[2]
