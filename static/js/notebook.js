@@ -29,6 +29,7 @@ let frame = 0;
 
 const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
   lastSeq: () => model.lastSeq,
+  expectingMore: () => runningStep(model) != null,
   onState: (state, detail = "") => {
     connection = { state, detail };
     liveUpdates = true; // a new connection says so again if they are still interrupted

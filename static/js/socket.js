@@ -2,6 +2,13 @@
 // reconnect with backoff when the connection drops, and tag every action with a request id so
 // an `ack` or `error` finds its way back to the control that sent it.
 
+/**
+ * A running step whose socket has said nothing for this long asks for what was stored meanwhile:
+ * a channel layer drops copies when a socket's queue is full (a busy server), and a gap is
+ * otherwise noticed only when a later event arrives, which after a turn's last event never does.
+ */
+const QUIET_RESYNC_MS = 8_000;
+
 /** Close codes after which reconnecting cannot help. */
 const FATAL_CLOSE = new Map([
   [4401, "You are logged out. Log in again to follow this notebook."],
@@ -16,12 +23,16 @@ export class TaskSocket {
    * @param {(message: object) => void} handlers.onMessage  every server message except ack/error
    * @param {(state: string, detail?: string) => void} handlers.onState  connecting|open|closed|fatal
    * @param {() => number} handlers.lastSeq  the last stored event this page has applied
+   * @param {() => boolean} [handlers.expectingMore]  true while a step runs (events are due)
    */
-  constructor(url, { onMessage, onState, lastSeq }) {
+  constructor(url, { onMessage, onState, lastSeq, expectingMore = () => false }) {
     this.url = url;
     this.onMessage = onMessage;
     this.onState = onState;
     this.lastSeq = lastSeq;
+    this.expectingMore = expectingMore;
+    this.heardAt = performance.now();
+    this.quietTimer = setInterval(() => this.#resyncIfQuiet(), QUIET_RESYNC_MS / 4);
     this.ws = null;
     this.attempt = 0;
     this.timer = null;
@@ -47,6 +58,7 @@ export class TaskSocket {
     this.ws = ws;
     ws.addEventListener("open", () => {
       this.attempt = 0;
+      this.heardAt = performance.now();
       this.#setState("open");
       // Ask for everything after what we have; the server replays it, then continues live.
       this.#raw({ action: "resume", last_seq: this.lastSeq() });
@@ -72,6 +84,7 @@ export class TaskSocket {
   close() {
     this.closedByUs = true;
     clearTimeout(this.timer);
+    clearInterval(this.quietTimer);
     this.ws?.close(1000);
   }
 
@@ -108,7 +121,15 @@ export class TaskSocket {
     this.ws?.send(JSON.stringify(message));
   }
 
+  #resyncIfQuiet() {
+    if (!this.isOpen || !this.expectingMore()) return;
+    if (performance.now() - this.heardAt < QUIET_RESYNC_MS) return;
+    this.heardAt = performance.now(); // once per quiet spell, not on every tick
+    this.resync();
+  }
+
   #receive(data) {
+    this.heardAt = performance.now();
     let message;
     try {
       message = JSON.parse(data);
