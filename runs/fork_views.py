@@ -91,7 +91,9 @@ def compare(request: HttpRequest) -> HttpResponse:
         "sides": [
             {
                 "task": task,
-                "export_url": reverse("runs:api_task_trace", args=[task.pk]),
+                # the events are what it compares; the results section is not read
+                "export_url": reverse("runs:api_task_trace", args=[task.pk])
+                + "?results=0",
                 "trace_url": reverse("runs:trace", args=[task.pk]),
             }
             for task in tasks
