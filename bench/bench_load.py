@@ -45,8 +45,8 @@ from bench.bench_ws_latency import (
     make_notebooks,
     pct,
     prepare,
-    script_file,
     services_up,
+    start_model_server,
     teardown,
 )
 
@@ -354,21 +354,7 @@ async def measure(
     profile: Path | None = None,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
-    llm = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "bench.bench_ws_latency",
-            "serve",
-            str(script_file(tokens, delay, workdir)),
-            str(dump),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert llm.stdout is not None
-    llm_url = llm.stdout.readline().strip()
+    llm, llm_url = start_model_server(tokens, delay, workdir, dump)
     setup = prepare(kind, llm_url, workdir, redis_url=REDIS_URL, database=DATABASE)
     try:
         # bounded: enough for 2 turns/s (and the replies' own time) on a loaded machine

@@ -435,10 +435,11 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] * 1000
 
 
-async def measure(
-    kind: str, tasks: int, tokens: int, delay: float, workdir: Path
-) -> dict[str, Any]:
-    dump = workdir / f"chunks-{kind}-{tasks}-{tokens}.json"
+def start_model_server(
+    tokens: int, delay: float, workdir: Path, dump: Path
+) -> tuple[subprocess.Popen[str], str]:
+    """The scripted model in its own process (`serve`): the process and its base URL; it writes
+    each chunk's send time to `dump` when stopped with SIGTERM."""
     llm = subprocess.Popen(
         [
             PY,
@@ -453,7 +454,14 @@ async def measure(
         text=True,
     )
     assert llm.stdout is not None
-    llm_url = llm.stdout.readline().strip()
+    return llm, llm.stdout.readline().strip()
+
+
+async def measure(
+    kind: str, tasks: int, tokens: int, delay: float, workdir: Path
+) -> dict[str, Any]:
+    dump = workdir / f"chunks-{kind}-{tasks}-{tokens}.json"
+    llm, llm_url = start_model_server(tokens, delay, workdir, dump)
     setup = prepare(kind, llm_url, workdir)
     try:
         results, prompts = await run_scenario(

@@ -272,3 +272,11 @@ async def body(response: Any) -> bytes:
     if not response.streaming:
         return bytes(response.content)
     return b"".join([chunk async for chunk in response.streaming_content])
+
+
+@pytest.fixture
+def server(scripted_server: Any) -> Any:
+    """The analyst script's scripted model, set as the app's LLM for the test."""
+    srv = scripted_server(analyst_script())
+    with llm_at(srv):
+        yield srv

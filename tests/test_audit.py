@@ -17,21 +17,13 @@ from runs.engine.testing import ScriptedServer
 from tests.live_support import (
     QUESTION,
     Client,
-    analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
-    llm_at,
     make_notebook,
     make_user,
+    server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def server(scripted_server: Any) -> Any:
-    srv = scripted_server(analyst_script())
-    with llm_at(srv):
-        yield srv
 
 
 def listed(user: Any) -> dict[int, dict[str, Any]]:

@@ -16,21 +16,13 @@ from runs import service
 from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
 from tests.live_support import (
-    analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     db_snapshot,
-    llm_at,
     make_user,
+    server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def server(scripted_server: Any) -> Any:
-    srv = scripted_server(analyst_script())
-    with llm_at(srv):
-        yield srv
 
 
 @pytest.mark.parametrize(

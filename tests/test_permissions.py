@@ -16,14 +16,13 @@ from tests.live_support import (
     ANSWER,
     QUESTION,
     Client,
-    analyst_script,
     body,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     connect,
     db_snapshot,
-    llm_at,
     make_notebook,
     make_user,
+    server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
     session_cookie,
 )
 
@@ -32,13 +31,6 @@ pytestmark = [
     pytest.mark.db,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def server(scripted_server: Any) -> Any:
-    srv = scripted_server(analyst_script())
-    with llm_at(srv):
-        yield srv
 
 
 async def logged_in(name: str) -> tuple[Any, AsyncClient]:

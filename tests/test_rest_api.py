@@ -22,25 +22,17 @@ from tests.live_support import (
     ANSWER,
     QUESTION,
     Client,
-    analyst_script,
     body,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     db_snapshot,
-    llm_at,
     make_notebook,
+    server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
 from tests.rest_support import API, Api, stored_state, user_with_token
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 EDIT = [{"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 30}}]
-
-
-@pytest.fixture
-def server(scripted_server: Any) -> Any:
-    srv = scripted_server(analyst_script())
-    with llm_at(srv):
-        yield srv
 
 
 async def by_websocket(user: Any) -> int:
