@@ -51,8 +51,11 @@ from bench.bench_ws_latency import (
 )
 
 # Our own Redis database and PostgreSQL database: tests and other benches use others.
-REDIS_URL = "redis://127.0.0.1:6379/8?socket_timeout=30"
-DATABASE = "agentui_load"
+# Two runs at once (e.g. from two work trees) each need their own: set both variables.
+REDIS_URL = os.environ.get(
+    "AGENTUI_BENCH_REDIS_URL", "redis://127.0.0.1:6379/8?socket_timeout=30"
+)
+DATABASE = os.environ.get("AGENTUI_BENCH_DATABASE", "agentui_load")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # (tokens per reply, seconds between tokens, turns per notebook) of each workload
 WORKLOADS = {
