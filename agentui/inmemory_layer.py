@@ -6,17 +6,42 @@ grows with the number of open sockets, paid for every message. With 500 notebook
 streamed token paid a walk over ~1,000 entries per send and per receive, and one daphne stopped
 delivering anything (bench/bench_load.py: 0 of 500 turns finished in 373 s). This layer sweeps
 at most once per `SWEEP_EVERY_S` (expiry is counted in seconds anyway) and sends to a group's
-members directly instead of starting a task per member. What it delivers, and what it drops
-when a socket's queue is full, is unchanged.
+members directly instead of starting a task per member.
+
+Every streamed token is one message per socket, so the per-message work is cut further:
+
+- Channels builds a new `asyncio.Queue` on every `send()` and `receive()` (the default argument
+  of `setdefault` is built whether or not the channel has one); here one is built only for a
+  channel that has none.
+- Channels deep-copies every message it queues, so that no receiver can change what another one
+  (or the sender) holds. A message whose values are all immutable scalars (str, int, float,
+  bool, None, bytes: a `delta`'s type and text, a catch-up nudge) gets a shallow copy instead,
+  which isolates receivers just as well: there is nothing nested to share. Anything else (a stored
+  event's payload is a nested dict) is still deep-copied.
+
+What it delivers, to whom, in what order, and what it drops when a socket's queue is full
+(`ChannelFull` from `send()`; silently, per member, from `group_send()`) are Channels' own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from copy import deepcopy
 from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
+
+# values a message may hold and still be copied shallowly: none of them can be changed in place
+FLAT = (str, int, float, bool, bytes, type(None))
+
+
+def copied(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `message` no receiver can change for another: shallow when nothing is nested."""
+    if all(isinstance(value, FLAT) for value in message.values()):
+        return dict(message)
+    return deepcopy(message)
 
 
 class InMemoryLayer(InMemoryChannelLayer):
@@ -33,12 +58,48 @@ class InMemoryLayer(InMemoryChannelLayer):
         self._swept_at = now
         super()._clean_expired()  # type: ignore[misc]  # not in the stubs
 
+    def _queue(self, channel: str) -> asyncio.Queue[tuple[float, dict[str, Any]]]:
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = asyncio.Queue(
+                maxsize=self.get_capacity(channel)
+            )
+        return queue
+
+    def _put(self, channel: str, message: dict[str, Any]) -> None:
+        try:
+            self._queue(channel).put_nowait(
+                (time.time() + self.expiry, copied(message))
+            )
+        except asyncio.QueueFull:
+            raise ChannelFull(channel) from None
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        assert "__asgi_channel__" not in message
+        self._put(channel, message)
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        queue = self._queue(channel)
+        try:
+            _, message = await queue.get()
+        finally:
+            if queue.empty():  # as Channels does: an idle channel holds no queue
+                self.channels.pop(channel, None)
+        return message
+
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_group_name(group)
         self._clean_expired()
-        for channel in list(self.groups.get(group, ())):
+        members = list(self.groups.get(group, ()))
+        assert not members or "__asgi_channel__" not in message
+        # the members' names were checked when they joined (group_add)
+        for channel in members:
             try:
-                await self.send(channel, message)
+                self._put(channel, message)
             except ChannelFull:
                 pass  # as Channels does: that socket misses the copy (stored events heal by seq)
