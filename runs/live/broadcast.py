@@ -76,7 +76,9 @@ async def _bounded(what: str, call: Any) -> bool:
         call.close()  # not awaited: the coroutine is dropped unsent
         return False
     try:
-        await asyncio.wait_for(call, send_timeout())
+        # in this task: wait_for would start a task per send, and every streamed token is one
+        async with asyncio.timeout(send_timeout()):
+            await call
     except Exception as exc:  # noqa: BLE001 - any layer failure only costs a live copy
         health.failed(what, exc)
         return False
