@@ -173,8 +173,15 @@ def _database(url: str) -> dict[str, object]:
 def _channel_layers(url: str) -> dict[str, dict[str, object]]:
     """CHANNEL_LAYERS for REDIS_URL; the in-process layer when unset."""
     if not url:
-        # channels.layers.InMemoryChannelLayer without its sweep of every socket per message
-        return {"default": {"BACKEND": "agentui.inmemory_layer.InMemoryLayer"}}
+        # channels.layers.InMemoryChannelLayer without its sweep of every socket per message;
+        # a queue per socket: 1,000 is ~20 s of a reply streamed at 50 tokens/s (100, the
+        # default, dropped copies for sockets a busy process was a few seconds behind on)
+        return {
+            "default": {
+                "BACKEND": "agentui.inmemory_layer.InMemoryLayer",
+                "CONFIG": {"capacity": 1000},
+            }
+        }
     parts = urlsplit(url)
     if parts.scheme not in {"redis", "rediss", "unix"}:
         raise ImproperlyConfigured(
