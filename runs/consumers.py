@@ -5,6 +5,10 @@ the service (runs.service) and forwards the notebook's group messages. Stored ev
 client in seq order, each once: after a `resume` the socket replays what the client missed,
 drops live copies of what it replayed, and fills any gap it notices from the Event table.
 
+A layer also drops a message silently when a socket's queue is full; a gap is filled when the
+next event arrives, and a socket that went quiet behind the database (e.g. it missed a turn's
+last event) is nudged by runs.live.catch_up to send what it missed.
+
 The channel layer (Redis) may go away and come back: the socket then stays open, says so
 (`live` false), sends new stored events from the Event table every `CATCH_UP_EVERY_S`, and
 rejoins the group once the layer answers again (`live` true).
@@ -22,7 +26,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from runs import service
-from runs.live import queries
+from runs.live import catch_up, queries
 from runs.live.runtime import existing_publisher
 from runs.models import group_name
 from runs.protocol import (
@@ -57,6 +61,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
     live = False  # stored events flow only after the client's first `resume`
     sent_seq = 0  # the highest seq this socket has sent
     layer_ok = True  # False while the channel layer fails: events come from the database instead
+    heard = 0  # messages handled so far (runs.live.catch_up leaves a busy socket alone)
 
     # Channels reads `channel_receive` once per connection to wait for group messages; every
     # read goes through `_layer_messages`, which survives the layer failing.
@@ -99,6 +104,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         return None
 
     async def disconnect(self, code: int) -> None:
+        catch_up.unfollow(self)
         if self.joined:
             self.joined = False
             try:
@@ -169,6 +175,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         await self._send_stored(message.last_seq, current)
         self.sent_seq = current
         self.live = True
+        catch_up.follow(self)
         await self._send(replay_done_message(current))
         for step_id, phase, text in await self._snapshots():
             await self._send(snapshot_message(step_id, phase or None, text))
@@ -235,10 +242,15 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         await self._send(live_message(bool(message["live"])))
 
     async def notebook_catch_up(self, message: dict[str, Any]) -> None:
-        """Send the stored events this socket has not sent yet (the layer may have missed them)."""
+        """Send the stored events this socket has not sent yet (the layer may have missed them).
+
+        A nudge that names the notebook's last seq costs a socket that has it nothing.
+        """
         if not self.live:
             return
-        current = await database_sync_to_async(queries.last_seq)(self.task_pk)
+        current = message.get("last_seq")
+        if current is None:
+            current = await database_sync_to_async(queries.last_seq)(self.task_pk)
         if current > self.sent_seq:
             await self._send_stored(self.sent_seq, current)
             self.sent_seq = current
@@ -249,6 +261,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         # Channels runs close_old_connections() in the ORM's single thread before every message;
         # for every streamed token that thread hop was the bottleneck. These handlers use no
         # connection of their own (a gap fill goes through database_sync_to_async, which checks).
+        self.heard += 1
         handler = _GROUP_HANDLERS.get(message["type"])
         if handler is not None:
             await handler(self, message)

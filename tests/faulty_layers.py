@@ -1,4 +1,5 @@
-"""Channel layers that fail the way an unreachable Redis does: they raise, or they hang."""
+"""Channel layers that fail the way an unreachable Redis does (they raise, or they hang), and
+layers whose sockets read late, as on a busy server (their queues fill up)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import asyncio
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer
+from channels_redis.core import RedisChannelLayer
+
+from agentui.inmemory_layer import InMemoryLayer
 
 
 class RaisingLayer(InMemoryChannelLayer):
@@ -26,3 +30,34 @@ class HangingLayer(InMemoryChannelLayer):
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         await asyncio.Event().wait()
+
+
+class _PausableReads:
+    """Reads wait while paused, as in a process too busy to read its sockets' queues.
+
+    Sending is the layer's own, so is what it does with a full queue (drop the message).
+    """
+
+    _reads_open: asyncio.Event | None = None
+
+    def pause_reads(self) -> None:
+        self._reads_open = asyncio.Event()
+
+    def resume_reads(self) -> None:
+        if self._reads_open is not None:
+            self._reads_open.set()
+            self._reads_open = None
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        gate = self._reads_open
+        if gate is not None:
+            await gate.wait()
+        return await super().receive(channel)  # type: ignore[misc, no-any-return]
+
+
+class PausableInMemoryLayer(_PausableReads, InMemoryLayer):
+    """The project's in-memory layer (a queue per socket) whose reads can be paused."""
+
+
+class PausableRedisLayer(_PausableReads, RedisChannelLayer):
+    """channels-redis (a queue per process) whose reads can be paused."""

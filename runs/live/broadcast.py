@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
@@ -79,6 +80,9 @@ async def _bounded(what: str, call: Any) -> bool:
         # in this task: wait_for would start a task per send, and every streamed token is one
         async with asyncio.timeout(send_timeout()):
             await call
+    except ChannelFull:
+        health.worked()
+        return False  # that socket's queue is full: the layer itself works
     except Exception as exc:  # noqa: BLE001 - any layer failure only costs a live copy
         health.failed(what, exc)
         return False

@@ -216,6 +216,10 @@ class Publisher:
                 ):  # every writer of the batch goes on together (e.g. parallel tools)
                     stored.set_result(seq)
 
+    def sending(self) -> bool:
+        """Whether something emitted (an event, tokens, a reply) has not been sent yet."""
+        return bool(self._outbox) or not (self._sender is None or self._sender.done())
+
     def reply(self, channel: str, message: dict[str, Any]) -> None:
         """Send `message` to one socket's channel after the events emitted before it."""
         self._send_later((channel, message))
@@ -262,7 +266,8 @@ class Publisher:
         """
         while True:
             await asyncio.sleep(broadcast.PROBE_EVERY_S)
-            if await broadcast.group_send(self.group, {"type": CATCH_UP_MESSAGE}):
+            nudge = {"type": CATCH_UP_MESSAGE, "last_seq": self.last_seq}
+            if await broadcast.group_send(self.group, nudge):
                 return
 
     async def _turn_of(self, engine_id: str | None) -> int | None:

@@ -177,6 +177,11 @@ def last_seq(task_pk: int) -> int:
     return Task.objects.values_list("last_seq", flat=True).get(pk=task_pk)
 
 
+def last_seqs(task_pks: set[int]) -> dict[int, int]:
+    """The last seq of each of these notebooks (one query; deleted ones are left out)."""
+    return dict(Task.objects.filter(pk__in=task_pks).values_list("pk", "last_seq"))
+
+
 def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
     """(step_id, phase, text) of running steps as last flushed to the database."""
     rows = Step.objects.filter(
