@@ -10,14 +10,20 @@ Real servers, real sockets, only 127.0.0.1: daphne serving agentui.asgi on a fre
 processes, the notebooks' sockets spread over both as a load balancer would), the project's
 scripted OpenAI-compatible server in its own process stamping every chunk as it leaves, and
 here one websocket client per notebook doing what the page does: `resume`, then per turn a
-`send_message`, reading every frame until the turn's `task_completed`, then the next turn.
+`send_message`, reading every frame until the turn's `task_completed`, then the next turn;
+like the page (static/js/socket.js), a client that has heard nothing for `QUIET_RESYNC_S` while
+its turn runs sends `resume` with the last seq it has (counted: with the server delivering
+every stored event by itself, none is needed).
 
 Per run: turns/s (turns finished / wall time from the first send to the last `task_completed`),
 turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
 → the frame carrying that token was read; same host clock), server CPU per token (user + system
 CPU time of the daphne processes over the run, from /proc, divided by the tokens streamed), and
 what was lost or duplicated: stored events must arrive per notebook as seq 1..n exactly once up
-to the notebook's last seq in the database, and every streamed token exactly once.
+to the notebook's last seq in the database, in order, and every streamed token exactly once. An
+event sent again in answer to the client's own `resume` is not the server's duplicate (the
+resume may cross live copies on the way): it is counted apart, as are the events that reached
+the client only through such a resume.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ REDIS_URL = os.environ.get(
 )
 DATABASE = os.environ.get("AGENTUI_BENCH_DATABASE", "agentui_load")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+QUIET_RESYNC_S = 8.0  # as the page's QUIET_RESYNC_MS
+RESUME_MARK = b"#resume"  # in a client's frames: it sent `resume` here
 # (tokens per reply, seconds between tokens, turns per notebook) of each workload
 WORKLOADS = {
     # issue 16: several short turns per notebook, one after another
@@ -91,6 +99,10 @@ class Client:
     completed: list[float] = field(default_factory=list)
     retries: int = 0
     failure: str | None = None
+    last_seq: int = 0  # the highest seq read
+    heard_at: float = field(default_factory=time.time)  # when the last frame was read
+    turn_running: bool = False  # a message was sent and its turn's end not read yet
+    resumes: int = 0
 
 
 async def read_frames(client: Client) -> None:
@@ -98,10 +110,26 @@ async def read_frames(client: Client) -> None:
     while True:
         stamp, raw = await client.sock.recv()
         client.frames.append((stamp, raw))
-        if raw.startswith(b'{"type":"event"') and b'"type":"task_completed"' in raw:
-            client.signals.put_nowait(("done", stamp, raw))
+        client.heard_at = stamp
+        if raw.startswith(b'{"type":"event"'):
+            client.last_seq = max(client.last_seq, int(json.loads(raw)["seq"]))
+            if b'"type":"task_completed"' in raw:
+                client.signals.put_nowait(("done", stamp, raw))
         elif raw.startswith(b'{"type":"error"'):
             client.signals.put_nowait(("error", stamp, raw))
+
+
+async def resume_when_quiet(client: Client) -> None:
+    """As the page does: a running turn's socket quiet for QUIET_RESYNC_S asks for what it missed."""
+    while True:
+        await asyncio.sleep(QUIET_RESYNC_S / 4)
+        now = time.time()
+        if not client.turn_running or now - client.heard_at < QUIET_RESYNC_S:
+            continue
+        client.heard_at = now  # once per quiet spell
+        client.resumes += 1
+        client.frames.append((now, RESUME_MARK))
+        await client.sock.send({"action": "resume", "last_seq": client.last_seq})
 
 
 async def drive(client: Client, turns: int, due: list[float] | None = None) -> None:
@@ -116,10 +144,13 @@ async def drive(client: Client, turns: int, due: list[float] | None = None) -> N
         prompt = f"{PROMPT} {client.pk} {turn}"
         while True:
             client.sent.append((prompt, time.time()))
+            client.heard_at = time.time()
+            client.turn_running = True
             await client.sock.send(
                 {"action": "send_message", "text": prompt, "request_id": f"r{turn}"}
             )
             kind, stamp, raw = await client.signals.get()
+            client.turn_running = False
             if kind == "done":
                 client.completed.append(stamp)
                 break
@@ -190,16 +221,9 @@ async def wait_for_tail(
     """Give each socket up to `timeout` s to read the events stored after its last turn ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(max_seq(c) >= expected.get(c.pk, 0) for c in clients):
+        if all(c.last_seq >= expected.get(c.pk, 0) for c in clients):
             return
         await asyncio.sleep(0.1)
-
-
-def max_seq(client: Client) -> int:
-    for _, raw in reversed(client.frames):
-        if raw.startswith(b'{"type":"event"'):
-            return int(json.loads(raw)["seq"])
-    return 0
 
 
 # --- one run -----------------------------------------------------------------------------------
@@ -225,6 +249,7 @@ async def run(
             )
         )
     readers = [asyncio.create_task(read_frames(c)) for c in clients]
+    readers += [asyncio.create_task(resume_when_quiet(c)) for c in clients]
     pids = [p.pid for p in setup.processes]
     spies = [spy(pid, profile) for pid in pids] if profile else []
     cpu_before = [cpu_seconds(pid) for pid in pids]
@@ -272,27 +297,70 @@ async def run(
     }
 
 
+@dataclass
+class EventCounts:
+    """How a client's stored events arrived (see the module doc)."""
+
+    lost: int = 0  # stored, never read
+    dup: int = 0  # read again, not in answer to a resume: the server's duplicate
+    resume_dup: int = 0  # read again in answer to the client's own resume
+    via_resume: int = 0  # read first in answer to a resume (the server had not sent it)
+    unordered: int = 0  # read first after a later seq
+
+    def add(self, other: EventCounts) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def count_events(client: Client, last: int) -> EventCounts:
+    """Seqs 1..`last` read once each, in order? A resume's answer runs to its `replay_done`."""
+    counts = EventCounts()
+    seen: set[int] = set()
+    top = 0
+    replaying = False
+    for _, raw in client.frames:
+        if raw == RESUME_MARK:
+            replaying = True
+        elif raw.startswith(b'{"type":"replay_done"'):
+            replaying = False
+        elif raw.startswith(b'{"type":"event"'):
+            seq = int(json.loads(raw)["seq"])
+            if seq in seen:
+                if replaying:
+                    counts.resume_dup += 1
+                else:
+                    counts.dup += 1
+                continue
+            seen.add(seq)
+            counts.via_resume += replaying
+            counts.unordered += seq < top
+            top = max(top, seq)
+    counts.lost = sum(1 for s in range(1, last + 1) if s not in seen)
+    return counts
+
+
 def analyse(
     clients: list[Client], timing: dict[str, Any], chunks: dict[str, Any], tokens: int
 ) -> dict[str, Any]:
     sent_at = {v["user"]: v["times"] for v in chunks.values()}
     token_latency: list[float] = []
     turn_latency: list[float] = []
-    lost_tokens = dup_tokens = lost_events = dup_events = failed = 0
+    lost_tokens = dup_tokens = failed = 0
+    events = EventCounts()
     frames = 0
     for client in clients:
         if client.failure:
             failed += 1
         for (_, sent), done in zip(client.sent, client.completed):
             turn_latency.append(done - sent)
-        seqs: list[int] = []
         received: dict[str, Counter[int]] = {}
         step_prompt: dict[str, str] = {}  # engine task id (the turn) → its prompt
         for stamp, raw in client.frames:
+            if raw == RESUME_MARK:
+                continue
             message = json.loads(raw)
             kind = message["type"]
             if kind == "event":
-                seqs.append(message["seq"])
                 event = message["event"]
                 if event["type"] == "task_created":
                     step_prompt[event["task_id"]] = event["input"]
@@ -307,10 +375,7 @@ def analyse(
                     counts[index] += 1
                     if times is not None and counts[index] == 1:
                         token_latency.append(stamp - times[index])
-        counted = Counter(seqs)
-        last = timing["expected_seq"].get(client.pk, 0)
-        dup_events += sum(n - 1 for n in counted.values() if n > 1)
-        lost_events += sum(1 for s in range(1, last + 1) if s not in counted)
+        events.add(count_events(client, timing["expected_seq"].get(client.pk, 0)))
         for prompt, _ in client.sent[: len(client.completed)]:
             counts = received.get(prompt, Counter())
             lost_tokens += sum(1 for i in range(tokens) if i not in counts)
@@ -335,8 +400,12 @@ def analyse(
         else None,
         "client_cpu_s": round(timing["client_cpu_s"], 2),
         "wall_s": round(timing["wall_s"], 2),
-        "lost_events": lost_events,
-        "dup_events": dup_events,
+        "lost_events": events.lost,
+        "dup_events": events.dup,
+        "unordered_events": events.unordered,
+        "client_resumes": sum(c.resumes for c in clients),
+        "events_via_resume": events.via_resume,
+        "resume_dup_events": events.resume_dup,
         "lost_tokens": lost_tokens,
         "dup_tokens": dup_tokens,
         "failed_notebooks": failed,
@@ -382,8 +451,9 @@ async def measure(
 
 HEADER = (
     "| setup | notebooks | turns each | offered | reply (tokens × gap) | turns/s | turn p50 / p99 ms "
-    "| token p50 / p99 ms | tokens/frame | server CPU ms/token | server CPU ms/turn | lost / dup events "
-    "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| token p50 / p99 ms | tokens/frame | server CPU ms/token | server CPU ms/turn "
+    "| lost / dup / unordered events | client resumes (events they brought) "
+    "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -393,7 +463,8 @@ def table_row(r: dict[str, Any]) -> str:
         f"| {r['turns_per_s']} "
         f"| {r['turn_p50_ms']} / {r['turn_p99_ms']} | {r['token_p50_ms']} / {r['token_p99_ms']} "
         f"| {r['tokens_per_frame']} | {r['server_cpu_ms_per_token']} | {r.get('server_cpu_ms_per_turn')} "
-        f"| {r['lost_events']} / {r['dup_events']} "
+        f"| {r['lost_events']} / {r['dup_events']} / {r['unordered_events']} "
+        f"| {r['client_resumes']} ({r['events_via_resume']}) "
         f"| {r['lost_tokens']} / {r['dup_tokens']} | {r['load_before']} → {r['load_after']} |"
     )
 
