@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
+from pydantic import BaseModel
 
 from runs.engine import ChatMemoryBuffer, ChatMessage, FunctionTool, ToolArgumentsError
 from runs.engine.messages import MessageRole, ToolSelection
@@ -33,6 +36,84 @@ def test_schema_from_signature_and_hints() -> None:
         tool.metadata.signature()
         == "search(query: string, limit: integer = 5, exact: boolean = false)"
     )
+
+
+class CountedArgs(BaseModel):
+    """An argument model that counts how often pydantic is asked for its JSON schema."""
+
+    city: str
+    days: int = 3
+
+    generated: ClassVar[int] = 0
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        CountedArgs.generated += 1
+        return super().model_json_schema(*args, **kwargs)
+
+
+def test_a_schema_is_generated_once_per_argument_model() -> None:
+    # every notebook's runner builds its tools and sends their specs with every model call
+    CountedArgs.generated = 0
+    tools = [
+        FunctionTool.from_defaults(search, name=f"weather{i}", fn_schema=CountedArgs)
+        for i in range(5)
+    ]
+    for _ in range(3):
+        for tool in tools:
+            assert tool.metadata.openai_tool["function"]["parameters"]["required"] == [
+                "city"
+            ]
+            tool.metadata.signature()
+            tool.metadata.parameters_schema()
+    assert CountedArgs.generated == 1
+
+
+def test_tools_from_one_function_share_its_argument_model() -> None:
+    first, second = (
+        FunctionTool.from_defaults(search),
+        FunctionTool.from_defaults(search),
+    )
+    assert first.metadata.fn_schema is second.metadata.fn_schema
+    renamed = FunctionTool.from_defaults(search, name="find")
+    assert renamed.metadata.fn_schema is not first.metadata.fn_schema
+
+
+def test_an_edited_tool_sends_its_new_spec() -> None:
+    meta = FunctionTool.from_defaults(search).metadata
+    assert meta.openai_tool["function"]["description"] == "Search the catalogue."
+    edited = meta.model_copy(update={"description": "Search the archive."})
+    assert edited.openai_tool["function"]["description"] == "Search the archive."
+    swapped = meta.model_copy(update={"fn_schema": CountedArgs})
+    assert swapped.openai_tool["function"]["parameters"]["required"] == ["city"]
+    assert meta.openai_tool["function"]["parameters"]["required"] == ["query"]
+
+
+def test_a_changed_function_gets_a_new_schema() -> None:
+    def lookup(term: str) -> str:
+        return term
+
+    before = FunctionTool.from_defaults(lookup).metadata.parameters
+    assert before["required"] == ["term"]
+    lookup.__defaults__ = ("all",)  # the same function object, now with a default
+    after = FunctionTool.from_defaults(lookup).metadata.parameters
+    assert "required" not in after and after["properties"]["term"]["default"] == "all"
+
+    def lookup(term: str, exact: bool) -> str:  # noqa: F811 (redefined, as an edit would)
+        return term
+
+    assert FunctionTool.from_defaults(lookup).metadata.parameters["required"] == [
+        "term",
+        "exact",
+    ]
+
+
+def test_parameters_schema_is_a_copy_to_modify() -> None:
+    meta = FunctionTool.from_defaults(search).metadata
+    schema = meta.parameters_schema()
+    schema["properties"].clear()
+    assert meta.parameters_schema()["properties"]["query"]["type"] == "string"
+    assert meta.openai_tool["function"]["parameters"]["properties"]
 
 
 def test_async_function_given_as_fn_is_awaited() -> None:

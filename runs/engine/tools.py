@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
+import types
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import cached_property
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import (
@@ -71,23 +73,43 @@ def for_model(output: ToolOutput, limit: int | None) -> ToolOutput:
     )
 
 
+# Argument models' JSON schemas, generated once per model class. Pydantic builds a schema anew on
+# every call (~0.1 ms a tool), and every notebook's runner, prompt and model call needs its tools'
+# schemas. A model class does not change once built: an edited tool is a new class (or another
+# ToolMetadata), so it gets its own entry; a weak key lets a class nobody uses go.
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = _SCHEMAS.get(model)
+    if schema is None:
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        _SCHEMAS[model] = schema
+    return schema
+
+
 class ToolMetadata(BaseModel):
-    # frozen: the spec sent with every model call is built once (``openai_tool``)
-    model_config = ConfigDict(
-        arbitrary_types_allowed=True, frozen=True, ignored_types=(cached_property,)
-    )
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     name: str
     description: str
     fn_schema: type[BaseModel] | None = None
     return_direct: bool = False
 
-    def parameters_schema(self) -> dict[str, Any]:
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The arguments' JSON schema, shared by every user of the model class: read, don't modify."""
         if self.fn_schema is None:
-            return {"type": "object", "properties": {}}
-        schema = self.fn_schema.model_json_schema()
-        schema.pop("title", None)
-        return schema
+            return _NO_PARAMETERS
+        return _json_schema(self.fn_schema)
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema, a copy of its own (``parameters`` to only read it)."""
+        return copy.deepcopy(self.parameters)
 
     def to_openai_tool(self) -> dict[str, Any]:
         return {
@@ -99,15 +121,26 @@ class ToolMetadata(BaseModel):
             },
         }
 
-    @cached_property
+    @property
     def openai_tool(self) -> dict[str, Any]:
-        """``to_openai_tool()``, built once (the SDK does not modify what it is given)."""
-        return self.to_openai_tool()
+        """``to_openai_tool()`` for a model call, around the shared ``parameters``: read only.
+
+        Not kept on the instance: ``model_copy(update=...)`` copies an instance's cached values,
+        and an edited description or schema must reach the model.
+        """
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
     def signature(self) -> str:
         """A Python-style signature, e.g. ``search(query: str, limit: int = 5)``, for prompts."""
-        props = self.parameters_schema().get("properties", {})
-        required = set(self.parameters_schema().get("required", []))
+        props = self.parameters.get("properties", {})
+        required = set(self.parameters.get("required", []))
         parts = []
         for pname, pschema in props.items():
             ptype = pschema.get("type", "any")
@@ -210,11 +243,40 @@ def _to_text(value: Any) -> str:
         return str(value)
 
 
+# Argument models built from functions, per function and tool name: every notebook's runner
+# resolves its tools from the same functions, and building a model costs ~0.2 ms a tool. The
+# entry remembers what the model was built from, so a function whose code, defaults or
+# annotations were replaced gets a new one.
+_FUNCTION_SCHEMAS: weakref.WeakKeyDictionary[
+    Callable[..., Any], dict[str, tuple[tuple[Any, ...], type[BaseModel]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _built_from(fn: Callable[..., Any]) -> tuple[Any, ...] | None:
+    if not isinstance(fn, types.FunctionType):
+        return None  # bound methods, partials, callable objects: built each time
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, dict(fn.__annotations__))
+
+
 def schema_from_function(fn: Callable[..., Any], name: str) -> type[BaseModel]:
-    """Build a pydantic model of ``fn``'s parameters from its signature and type hints.
+    """A pydantic model of ``fn``'s parameters from its signature and type hints.
 
     A first parameter annotated with a ``ToolContext`` class is left out (the caller supplies it).
+    Built once per function and name; callers share the class (it is only read).
     """
+    built_from = _built_from(fn)
+    if built_from is None:
+        return _build_schema(fn, name)
+    models = _FUNCTION_SCHEMAS.setdefault(fn, {})
+    known = models.get(name)
+    if known is not None and known[0] == built_from:
+        return known[1]
+    model = _build_schema(fn, name)
+    models[name] = (built_from, model)
+    return model
+
+
+def _build_schema(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
     params = list(inspect.signature(fn).parameters.items())

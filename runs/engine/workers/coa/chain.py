@@ -154,7 +154,7 @@ def _read(text: str, start: int, body: int, tools: Mapping[str, BaseTool]) -> Ch
 
 def arity_problem(tool: BaseTool, kwargs: Mapping[str, Any]) -> str | None:
     """Missing or unexpected arguments, in words; None when the names fit the tool."""
-    schema = tool.metadata.parameters_schema()
+    schema = tool.metadata.parameters
     properties = schema.get("properties") or {}
     required = list(schema.get("required") or [])
     name = tool.metadata.name

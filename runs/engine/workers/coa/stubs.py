@@ -85,12 +85,12 @@ def function_stub(name: str, schema: dict[str, Any], description: str = "") -> s
 def tool_stub(tool: BaseTool) -> str:
     """The stub of one tool, from its metadata."""
     meta = tool.metadata
-    return function_stub(meta.name, meta.parameters_schema(), meta.description)
+    return function_stub(meta.name, meta.parameters, meta.description)
 
 
 def parameter_names(tool: BaseTool) -> list[str]:
     """The parameter names positional arguments fill, in the stub's order."""
-    schema = tool.metadata.parameters_schema()
+    schema = tool.metadata.parameters
     properties = list((schema.get("properties") or {}).keys())
     required = set(schema.get("required") or [])
     return [p for p in properties if p in required] + [

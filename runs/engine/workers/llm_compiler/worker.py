@@ -63,9 +63,7 @@ def _add_usage(total: TokenUsage | None, more: TokenUsage | None) -> TokenUsage 
 def tool_params(tools: Sequence[BaseTool]) -> dict[str, list[str]]:
     """Each tool's parameter names in order, for positional arguments in a plan."""
     return {
-        tool.metadata.name: list(
-            tool.metadata.parameters_schema().get("properties", {})
-        )
+        tool.metadata.name: list(tool.metadata.parameters.get("properties", {}))
         for tool in tools
     }
 
