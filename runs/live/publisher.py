@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
 from runs.engine.messages import new_in_call
 from runs.live import broadcast
+from runs.live.pacing import loop_lag
 from runs.live.stored_once import store_once
 from runs.live.streams import StreamRelay
 from runs.live.wire import bounded
@@ -125,6 +126,11 @@ def _turn_pk(task_pk: int, engine_id: str) -> int | None:
     )
 
 
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 # An event (the future of its seq, and its payload), a step's waiting tokens (its step_id),
 # or a reply to one socket (its channel and the message).
 Outgoing = tuple["asyncio.Future[int] | str", dict[str, Any]] | str
@@ -148,6 +154,10 @@ class Publisher:
         # taken from the relay when their turn comes), or a reply to one socket (channel, message).
         self._outbox: deque[Outgoing] = deque()
         self._sender: asyncio.Task[None] | None = None
+        # when the sender task was asked to start (how late it starts tells the loop's lag),
+        # and what it waits on while a stream's tokens gather (set when something is queued)
+        self._sender_asked_at = 0.0
+        self._gathering: asyncio.Future[None] | None = None
         # nudges the sockets after a lost send
         self._healer: asyncio.Task[None] | None = None
         self._turns: dict[str, int] = {}
@@ -229,15 +239,24 @@ class Publisher:
 
     def _send_later(self, item: Outgoing) -> None:
         self._outbox.append(item)
+        if self._gathering is not None and not self._gathering.done():
+            self._gathering.set_result(None)  # it goes now, with what gathered so far
         if self._sender is None or self._sender.done():
             loop = asyncio.get_running_loop()
+            self._sender_asked_at = loop.time()
             self._sender = loop.create_task(self._send_outbox())
 
     async def _send_outbox(self) -> None:
         """Send what was emitted, in order; never raises (a lost copy is healed by seq)."""
+        loop = asyncio.get_running_loop()
+        lag = loop_lag()
+        lag.observe(loop.time() - self._sender_asked_at)
         while self._outbox:
             item = self._outbox.popleft()
             if isinstance(item, str):
+                wait = self.streams.due_in(item, lag.gather_s())
+                if wait > 0 and not self._outbox:
+                    await self._gather(loop, wait)
                 text = self.streams.take(item, self.last_seq)
                 if text is not None:
                     message = {"type": DELTA_MESSAGE, "text": text}
@@ -257,6 +276,16 @@ class Publisher:
             self.last_seq = seq  # deltas name the last event sent before them
             if not sent and (self._healer is None or self._healer.done()):
                 self._healer = asyncio.get_running_loop().create_task(self._heal())
+
+    async def _gather(self, loop: asyncio.AbstractEventLoop, wait: float) -> None:
+        """Let a stream's tokens gather for `wait` s (runs.live.pacing), or until more is queued."""
+        gathering = self._gathering = loop.create_future()
+        timer = loop.call_later(wait, _finish, gathering)
+        try:
+            await gathering
+        finally:
+            timer.cancel()
+            self._gathering = None
 
     async def _heal(self) -> None:
         """After an event was not sent, nudge the sockets until the layer carries it.

@@ -30,7 +30,6 @@ import asyncio
 import json
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from django.db import transaction
 from django.db.models import Case, CharField, TextField, Value, When
 
 from runs.engine import AgentStream
+from runs.live.pacing import per_loop
 from runs.models import Step
 from runs.protocol import delta_text
 
@@ -53,6 +53,8 @@ FLUSH_BATCH = 250
 
 def js_length(text: str) -> int:
     """Length of `text` as a browser counts it (UTF-16 code units), for delta offsets."""
+    if text.isascii():  # a flag of the string: no pass over it
+        return len(text)
     return len(text.encode("utf-16-le")) // 2
 
 
@@ -124,18 +126,8 @@ class StreamFlusher:
                 self._timer = self.loop.call_later(FLUSH_EVERY_S, self._start)
 
 
-_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StreamFlusher] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def flusher() -> StreamFlusher:
-    """This event loop's flusher."""
-    loop = asyncio.get_running_loop()
-    found = _flushers.get(loop)
-    if found is None:
-        found = _flushers[loop] = StreamFlusher(loop)
-    return found
+# this event loop's flusher
+flusher = per_loop(StreamFlusher)
 
 
 class StreamRelay:
@@ -148,6 +140,10 @@ class StreamRelay:
         # unsent tokens by step; they outlive the buffer until the sender takes them
         self._unsent: dict[str, list[AgentStream]] = {}
         self._response_sent_at: dict[str, float] = {}
+        # when each stream's last delta left, and where it ended (code points, UTF-16 units):
+        # the next offset without measuring the whole text again
+        self._sent_at: dict[str, float] = {}
+        self._sent_end: dict[str, tuple[int, int]] = {}
 
     def add(self, event: AgentStream) -> None:
         """Take one token; it leaves from the sender task (merged with others if they pile up)."""
@@ -167,6 +163,13 @@ class StreamRelay:
         if step_id:
             flusher().mark(step_id, buffer)
 
+    def due_in(self, step_id: str, gather_s: float) -> float:
+        """Seconds until the step's waiting tokens should leave, gathering for `gather_s`."""
+        sent_at = self._sent_at.get(step_id)
+        if sent_at is None or gather_s <= 0:
+            return 0.0
+        return sent_at + gather_s - time.monotonic()
+
     def take(self, step_id: str, after_seq: int) -> str | None:
         """The step's waiting tokens as one encoded `delta` message (None if there are none)."""
         events = self._unsent.pop(step_id, None)
@@ -178,8 +181,28 @@ class StreamRelay:
         if with_response:
             self._response_sent_at[step_id] = now
         merged = "".join(e.delta for e in events)
-        offset = js_length(events[-1].response) - js_length(merged)
+        offset = self._offset(step_id, events[-1].response, merged)
+        if step_id in self.buffers:
+            self._sent_at[step_id] = now
+        else:  # the stream ended before its last tokens left
+            self._sent_at.pop(step_id, None)
+            self._sent_end.pop(step_id, None)
         return delta_text(_merged(events, merged, with_response), after_seq, offset)
+
+    def _offset(self, step_id: str, response: str, merged: str) -> int:
+        """Where `merged`, the end of `response`, starts in it, in UTF-16 units.
+
+        A stream only grows, so it starts where the last delta ended: measuring the whole text
+        on every delta was O(n) per token. Measured again if the text did not grow as expected.
+        """
+        start = len(response) - len(merged)
+        ended = self._sent_end.get(step_id)
+        if ended is not None and ended[0] == start:
+            offset = ended[1]
+        else:
+            offset = js_length(response) - js_length(merged)
+        self._sent_end[step_id] = (len(response), offset + js_length(merged))
+        return offset
 
     async def end(self, step_id: str, text: str, phase: str) -> None:
         """A model turn finished: store its full text, forget the buffer (queued tokens still go)."""
@@ -191,6 +214,9 @@ class StreamRelay:
         """Forget a step's stream (its run ended, with or without a final model output)."""
         buffer = self.buffers.pop(step_id, None)
         self._response_sent_at.pop(step_id, None)
+        if step_id not in self._unsent:  # else take() forgets them with the last tokens
+            self._sent_at.pop(step_id, None)
+            self._sent_end.pop(step_id, None)
         if buffer is not None:
             flusher().forget(step_id)
         return buffer

@@ -1,0 +1,155 @@
+"""Streamed tokens per layer message: one each while the loop keeps up, gathered when it lags.
+
+A real `Publisher` sends to the in-process layer; the tests count the `delta` messages a
+socket's channel receives for a stream and check that every token arrives once, in order,
+at the right offset. No timed assertions: the loop's lag is set, not measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+
+from runs.engine import AgentStream
+from runs.live.pacing import LAG_FLOOR_S, MAX_GATHER_S, LoopLag, loop_lag
+from runs.live.publisher import Publisher
+from runs.live.streams import StreamRelay
+from runs.models import group_name
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the streams' text is flushed
+
+IN_MEMORY = {"default": {"BACKEND": "agentui.inmemory_layer.InMemoryLayer"}}
+STEP = "step-pacing"
+
+
+def test_no_gathering_while_the_loop_keeps_up() -> None:
+    lag = LoopLag()
+    assert lag.gather_s() == 0.0
+    for _ in range(1000):
+        lag.observe(LAG_FLOOR_S / 2)
+    assert lag.gather_s() == 0.0
+    for _ in range(1000):
+        lag.observe(0.01)
+    assert lag.gather_s() == pytest.approx(0.02, rel=0.01)
+    for _ in range(1000):
+        lag.observe(1.0)
+    assert lag.gather_s() == MAX_GATHER_S
+
+
+def tokens(words: list[str]) -> list[AgentStream]:
+    text = ""
+    out = []
+    for word in words:
+        text += word
+        out.append(
+            AgentStream(
+                task_id="t", step_id=STEP, delta=word, response=text, phase="answer"
+            )
+        )
+    return out
+
+
+async def test_offsets_are_counted_as_a_browser_counts_them() -> None:
+    # astral characters are two UTF-16 units; the offset is kept from delta to delta
+    words = ["héllo ", "😀", " wörld", "𝄞𝄞", " ", "done"]
+    relay = StreamRelay(lambda _: None)
+    sent = []
+    for event in tokens(words):
+        relay.add(event)
+        sent.append(json.loads(relay.take(STEP, 0) or "null"))
+    assert [m["event"]["delta"] for m in sent] == words
+    assert [m["offset"] for m in sent] == [
+        len("".join(words[:n]).encode("utf-16-le")) // 2 for n in range(len(words))
+    ]
+    relay.add(
+        tokens(["a", "b", "c"])[2]
+    )  # a text that did not grow as the last one: measured
+    assert json.loads(relay.take(STEP, 0) or "null")["offset"] == 2
+    relay.drop(STEP)
+
+
+async def received(channel: str) -> list[dict[str, Any]]:
+    """Everything queued for `channel` once the publisher's sender is done."""
+    layer = get_channel_layer()
+    for _ in range(100):  # let the sender finish (it never waits here unless gathering)
+        await asyncio.sleep(0)
+    out = []
+    while channel in layer.channels:
+        out.append(await layer.receive(channel))
+    return out
+
+
+def deltas(messages: list[dict[str, Any]]) -> list[str]:
+    return [
+        json.loads(m["text"])["event"]["delta"] if m["type"] == "notebook.delta" else m
+        for m in messages
+    ]
+
+
+async def watched_publisher(settings: Any) -> tuple[Publisher, str]:
+    settings.CHANNEL_LAYERS = IN_MEMORY
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(group_name(424242), channel)
+    return Publisher(424242), channel
+
+
+async def test_each_token_is_its_own_message_while_the_loop_keeps_up(
+    settings: Any,
+) -> None:
+    publisher, channel = await watched_publisher(settings)
+    words = [f"w{n} " for n in range(20)]
+    for event in tokens(words):
+        loop_lag().lag = 0.0
+        await publisher(event)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the sender runs before the next token
+    got = await received(channel)
+    assert deltas(got) == words  # 20 tokens, 20 messages
+    offsets = [json.loads(m["text"])["offset"] for m in got]
+    assert offsets == [len("".join(words[:n])) for n in range(len(words))]
+    publisher.streams.drop(STEP)
+
+
+async def test_a_lagging_loop_gathers_a_streams_tokens(settings: Any) -> None:
+    publisher, channel = await watched_publisher(settings)
+    first, second, *rest = tokens([f"w{n} " for n in range(10)])
+    loop_lag().lag = 1.0  # far behind: gather for MAX_GATHER_S
+    await publisher(first)  # the stream's first token leaves at once
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await publisher(second)  # the next one waits for company...
+    for _ in range(3):
+        await asyncio.sleep(0)
+    for event in rest:  # ...which comes before it leaves
+        await publisher(event)
+    await asyncio.sleep(MAX_GATHER_S * 2)
+    assert deltas(await received(channel)) == [
+        "w0 ",
+        "".join(f"w{n} " for n in range(1, 10)),
+    ]
+    publisher.streams.drop(STEP)
+
+
+async def test_something_else_to_send_ends_the_gathering(settings: Any) -> None:
+    publisher, channel = await watched_publisher(settings)
+    first, second, third = tokens(["a", "b", "c"])
+    loop_lag().lag = 1.0
+    await publisher(first)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    await publisher(second)
+    for _ in range(3):
+        await asyncio.sleep(0)  # gathering now
+    reply = {"type": "notebook.reply", "message": {"type": "ack"}}
+    publisher.reply(channel, reply)
+    for _ in range(3):
+        await asyncio.sleep(0)  # "b" left with the reply behind it, not waiting for "c"
+    await publisher(third)
+    await asyncio.sleep(MAX_GATHER_S * 2)
+    assert deltas(await received(channel)) == ["a", "b", reply, "c"]
+    publisher.streams.drop(STEP)
