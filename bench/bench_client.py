@@ -4,7 +4,9 @@
     .venv/bin/python -m bench.bench_client --chunks-only    # per chunk, in process, no server (seconds)
 
 ``--chunks-only`` also times the engine's sync API (``OpenAI.stream_chat`` from a plain thread:
-each chunk crosses to the engine's background loop and back).
+chunks cross from the engine's background loop in batches), our client with the timeouts the
+server sets (every read timed), and a whole engine step per chunk (``AgentRunner.arun_step`` of a
+FunctionCallingAgentWorker: the client plus an ``AgentStream`` event per chunk).
 
 One server (the peer harness's ``fake_openai.py``, its own process, zero latency) and one
 conversation (bench/client_workload.py: 2 messages per turn, 401 messages and ~215 KB at turn 200)
@@ -36,7 +38,14 @@ import openai
 
 from bench._peer import PeerServer, ensure_li_venv, host_info, run_li_json
 from bench.client_workload import LONG_TAG, MODEL, history, scenario, turn_messages
-from runs.engine import ChatMessage, MessageRole, OpenAI
+from runs.engine import (
+    AgentRunner,
+    ChatMessage,
+    FunctionCallingAgentWorker,
+    FunctionTool,
+    MessageRole,
+    OpenAI,
+)
 from runs.engine._sync import _background_loop as background_loop
 
 
@@ -173,9 +182,25 @@ class _MockStream(httpx2.AsyncByteStream):
             yield piece
 
 
+# What agentui's server gives its LLM (AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S / _CHUNK_TIMEOUT_S defaults):
+# every read of a stream is then timed.
+SERVER_TIMEOUTS = {"first_byte_timeout": 60.0, "chunk_timeout": 30.0}
+
+
+def _lookup(city: str) -> str:
+    """A tool for the engine case's worker (never called: the reply is text)."""
+    return city
+
+
+async def _dropped(event: object) -> None:
+    """The engine case's event handler: takes each event and does nothing with it."""
+
+
 async def chunks_in_process(calls: int = 7, chunks: int = 2000) -> dict[str, float]:
     """ms per chunk of raw vs ours with httpx2's MockTransport under both: the client's own cost
-    per chunk without a server process competing for the CPU (the SDK sends as usual)."""
+    per chunk without a server process competing for the CPU (the SDK sends as usual). Also
+    ours with the server's timeouts, through the sync API, and a whole engine step (a
+    FunctionCallingAgentWorker turn through AgentRunner.arun_step: an AgentStream per chunk)."""
 
     def sse(delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
@@ -189,21 +214,46 @@ async def chunks_in_process(calls: int = 7, chunks: int = 2000) -> dict[str, flo
     )
     clients = Clients("http://mock/v1")
     clients.http = httpx2.AsyncClient(transport=transport, base_url="http://mock/v1")
+    loop = asyncio.get_running_loop()
     # our LLM keeps one SDK client per loop; give it one on the mock transport
-    clients.ours._clients[asyncio.get_running_loop()] = openai.AsyncOpenAI(
+    clients.ours._clients[loop] = _mock_sdk(transport)
+    timed = OpenAI(model=MODEL, api_base="http://mock/v1", **SERVER_TIMEOUTS)
+    timed._clients[loop] = _mock_sdk(transport)
+    tools = [FunctionTool.from_defaults(_lookup)]
+    runner = AgentRunner(
+        FunctionCallingAgentWorker.from_tools(tools, llm=timed), on_event=_dropped
+    )
+    messages = [ChatMessage.user("hi")]
+    per: dict[str, list[float]] = {
+        "raw": [],
+        "ours": [],
+        "ours_timeouts": [],
+        "ours_sync": [],
+        "engine": [],
+    }
+    for _ in range(calls):
+        per["raw"].append((await clients.raw(b"{}"))[0] * 1000 / chunks)
+        per["ours"].append((await clients.our(messages))[0] * 1000 / chunks)
+        started = time.perf_counter()
+        async for _ in timed.astream_chat(messages, tools=tools):
+            pass
+        per["ours_timeouts"].append((time.perf_counter() - started) * 1000 / chunks)
+        sync_s = await asyncio.to_thread(_sync_call, clients.ours, transport, messages)
+        per["ours_sync"].append(sync_s * 1000 / chunks)
+        task = await runner.acreate_task("hi")
+        started = time.perf_counter()
+        await runner.arun_step(task.task_id)
+        per["engine"].append((time.perf_counter() - started) * 1000 / chunks)
+    return {name: statistics.median(values) for name, values in per.items()}
+
+
+def _mock_sdk(transport: httpx2.MockTransport) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
         base_url="http://mock/v1",
         api_key="sk-fake",
         max_retries=0,
         http_client=httpx2.AsyncClient(transport=transport),
     )
-    messages = [ChatMessage.user("hi")]
-    per: dict[str, list[float]] = {"raw": [], "ours": [], "ours_sync": []}
-    for _ in range(calls):
-        per["raw"].append((await clients.raw(b"{}"))[0] * 1000 / chunks)
-        per["ours"].append((await clients.our(messages))[0] * 1000 / chunks)
-        sync_s = await asyncio.to_thread(_sync_call, clients.ours, transport, messages)
-        per["ours_sync"].append(sync_s * 1000 / chunks)
-    return {name: statistics.median(values) for name, values in per.items()}
 
 
 def _sync_call(
@@ -213,16 +263,27 @@ def _sync_call(
     # the sync API runs the call on the engine's background loop: give that loop the mock client
     loop = background_loop()
     if loop not in llm._clients:
-        llm._clients[loop] = openai.AsyncOpenAI(
-            base_url="http://mock/v1",
-            api_key="sk-fake",
-            max_retries=0,
-            http_client=httpx2.AsyncClient(transport=transport),
-        )
+        llm._clients[loop] = _mock_sdk(transport)
     started = time.perf_counter()
     for _ in llm.stream_chat(messages):
         pass
     return time.perf_counter() - started
+
+
+def report_chunks(per: dict[str, float]) -> None:
+    rows = [
+        ("raw httpx2 read + json.loads", "raw", None),
+        ("ours (astream_chat)", "ours", "raw"),
+        ("ours, with the server's timeouts", "ours_timeouts", "raw"),
+        ("ours through the sync API (stream_chat)", "ours_sync", "raw"),
+        ("engine step (arun_step, server's timeouts)", "engine", "ours_timeouts"),
+    ]
+    print("\nPer chunk, in process (MockTransport), median of 7 calls of 2,000 chunks")
+    print("| client | ms/chunk | over |")
+    print("|---|---|---|")
+    for label, name, base in rows:
+        over = f"{per[name] - per[base]:+.4f} over {base}" if base else "–"
+        print(f"| {label} | {per[name]:.4f} | {over} |")
 
 
 def _med(values: list[float]) -> float:
@@ -288,11 +349,7 @@ def main() -> None:
     args = parser.parse_args()
     print(json.dumps(host_info()))
     per = asyncio.run(chunks_in_process())
-    print(
-        f"per chunk, in process (MockTransport): raw {per['raw']:.4f} ms, ours {per['ours']:.4f} ms, "
-        f"over raw {per['ours'] - per['raw']:+.4f} ms; ours through the sync API (stream_chat) "
-        f"{per['ours_sync']:.4f} ms, over raw {per['ours_sync'] - per['raw']:+.4f} ms"
-    )
+    report_chunks(per)
     if args.chunks_only:
         return
     li: dict[str, Any] | None = None

@@ -3,6 +3,7 @@ decoded off the bytes. The recorded provider exchanges (test_llm_realworld.py) c
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import weakref
@@ -14,7 +15,7 @@ from runs.engine import ChatMessage, ImagePart, LLMError
 from runs.engine.llms.openai import message_to_openai
 from runs.engine.llms.sse import SSEDecoder
 from runs.engine.llms.wire_cache import WireCache
-from runs.engine.testing import Reply, Rule
+from runs.engine.testing import Reply, Rule, Timing
 
 DATA_URL = "data:image/png;base64," + "iVBORw0KGgo" * 20_000
 
@@ -157,3 +158,58 @@ def test_a_reply_that_is_not_json_is_an_llm_error() -> None:
         with pytest.raises(LLMError) as info:
             llm.chat([ChatMessage.user("hi")])
         assert "not a JSON object" in str(info.value)
+
+
+FOREVER = 600.0  # far longer than any test waits
+
+
+@pytest.mark.parametrize(
+    ("timing", "where"),
+    [
+        (Timing(ttft_s=FOREVER), "before its first byte"),
+        (Timing(token_delay_s=FOREVER), "between two chunks"),
+    ],
+)
+async def test_a_stream_that_goes_quiet_is_an_llm_error_saying_where(
+    timing: Timing, where: str
+) -> None:
+    # the response's headers come at once, then nothing: the reads are what time out
+    with serving(Rule(reply=Reply(text="one two"), timing=timing)) as server:
+        llm = llm_for(server)
+        llm.first_byte_timeout = llm.chunk_timeout = 0.5
+        with pytest.raises(LLMError) as info:
+            await llm.achat([ChatMessage.user("hi")])
+    assert f"nothing for 0.5 s {where} (timeout)" in str(info.value)
+
+
+async def test_a_slow_reader_of_the_stream_is_not_a_quiet_model() -> None:
+    # only waits for the model count: a reader busy for longer than the timeout is no timeout
+    with serving(Rule(reply=Reply(text="one two three"))) as server:
+        llm = llm_for(server)
+        llm.first_byte_timeout = llm.chunk_timeout = 0.3
+        chunks = []
+        async for chunk in llm.astream_chat([ChatMessage.user("hi")]):
+            chunks.append(chunk)
+            if len(chunks) == 1:
+                await asyncio.sleep(0.8)
+    assert chunks[-1].message.text == "one two three"
+
+
+async def test_cancelling_a_read_is_a_cancel_not_a_timeout() -> None:
+    # Stop cancels the step's task while it waits for the model: that must stay a cancel
+    with serving(
+        Rule(reply=Reply(text="one two"), timing=Timing(token_delay_s=FOREVER))
+    ) as server:
+        llm = llm_for(server)
+        llm.first_byte_timeout = llm.chunk_timeout = 30.0
+        first = asyncio.Event()
+
+        async def read() -> None:
+            async for _ in llm.astream_chat([ChatMessage.user("hi")]):
+                first.set()
+
+        reader = asyncio.ensure_future(read())
+        await first.wait()
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader

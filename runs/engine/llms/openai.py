@@ -25,6 +25,7 @@ from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
+from .silence import Silence
 from .sse import ServerEvent, SSEDecoder
 from .wire_cache import WireCache
 
@@ -230,6 +231,10 @@ def describe_llm_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _silence_error(seconds: float | None, where: str) -> LLMError:
+    return LLMError(f"the model sent nothing for {seconds:g} s {where} (timeout)")
+
+
 async def _within(call: Awaitable[T], seconds: float | None, where: str) -> T:
     """Await `call`, giving up with an LLMError after `seconds` (None: no limit)."""
     if seconds is None:
@@ -238,9 +243,12 @@ async def _within(call: Awaitable[T], seconds: float | None, where: str) -> T:
         async with asyncio.timeout(seconds):  # no task per call, unlike wait_for
             return await call
     except TimeoutError:
-        raise LLMError(
-            f"the model sent nothing for {seconds:g} s {where} (timeout)"
-        ) from None
+        raise _silence_error(seconds, where) from None
+
+
+def _progress(text: str, delta: str) -> ChatResponse:
+    """A streamed chunk: the reply so far and the text this chunk added."""
+    return ChatResponse(message=ChatMessage.assistant(text), delta=delta)
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -363,32 +371,33 @@ class OpenAI(LLM):
             response = await _within(
                 self._post(request), self.first_byte_timeout, "before its first byte"
             )
+            silence = Silence()
             try:
                 decoder = SSEDecoder()
                 pieces = aiter(response.aiter_bytes())
                 while not state.done:
+                    silence.arm(
+                        self.chunk_timeout if state.started else self.first_byte_timeout
+                    )
                     try:
-                        piece = await _within(
-                            anext(pieces),
-                            self.chunk_timeout
-                            if state.started
-                            else self.first_byte_timeout,
-                            "between two chunks"
-                            if state.started
-                            else "before its first byte",
-                        )
+                        piece: bytes | None = await anext(pieces)
                     except StopAsyncIteration:
+                        piece = None
+                    except asyncio.CancelledError:
+                        if silence.timed_out():
+                            raise self._silent(state.started) from None
+                        raise
+                    finally:
+                        silence.disarm()  # not while the reader of our chunks is busy
+                    if piece is None:
                         for text in state.take(decoder.close()):
-                            yield ChatResponse(
-                                message=ChatMessage.assistant(state.text), delta=text
-                            )
+                            yield _progress(state.text, text)
                         break
                     state.started = True
                     for text in state.take(decoder.feed(piece)):
-                        yield ChatResponse(
-                            message=ChatMessage.assistant(state.text), delta=text
-                        )
+                        yield _progress(state.text, text)
             finally:
+                silence.close()
                 await response.aclose()
         except LLMError:
             raise
@@ -412,6 +421,11 @@ class OpenAI(LLM):
             usage=state.usage,
             finish_reason=state.finish_reason,
         )
+
+    def _silent(self, started: bool) -> LLMError:
+        if started:
+            return _silence_error(self.chunk_timeout, "between two chunks")
+        return _silence_error(self.first_byte_timeout, "before its first byte")
 
     async def _complete(self, body: bytes) -> ChatResponse:
         try:

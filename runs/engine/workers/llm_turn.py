@@ -13,6 +13,31 @@ from ..tools import BaseTool
 from ..types import Task, TaskStep
 
 
+def _ids(
+    task: Task, step: TaskStep, agent_name: str, phase: str | None
+) -> dict[str, Any]:
+    """The fields every event of the turn carries (defaults left out: fewer to validate)."""
+    ids: dict[str, Any] = {"task_id": task.task_id, "step_id": step.step_id}
+    if agent_name != "agent":
+        ids["current_agent_name"] = agent_name
+    if phase is not None:
+        ids["phase"] = phase
+    return ids
+
+
+async def _finish(task: Task, ids: dict[str, Any], final: ChatResponse | None) -> None:
+    if final is None:
+        raise LLMError("the model sent nothing: its reply stream was empty")
+    await task.emit(
+        AgentOutput(
+            **ids,
+            response=final.message,
+            tool_calls=list(final.message.tool_calls),
+            usage=final.usage,
+        )
+    )
+
+
 async def iter_turn(
     llm: LLM,
     task: Task,
@@ -31,12 +56,8 @@ async def iter_turn(
     Each chunk is yielded after its AgentStream event; the last chunk is the complete reply, and
     AgentOutput is emitted once the caller has consumed it.
     """
-    ids: dict[str, Any] = {"task_id": task.task_id, "step_id": step.step_id}
-    await task.emit(
-        AgentInput(
-            **ids, input=list(messages), current_agent_name=agent_name, phase=phase
-        )
-    )
+    ids = _ids(task, step, agent_name, phase)
+    await task.emit(AgentInput(**ids, input=list(messages)))
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(
         messages,
@@ -48,27 +69,10 @@ async def iter_turn(
         final = chunk
         if chunk.delta:
             await task.emit(
-                AgentStream(
-                    **ids,
-                    delta=chunk.delta,
-                    response=chunk.message.text,
-                    current_agent_name=agent_name,
-                    phase=phase,
-                )
+                AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
             )
         yield chunk
-    if final is None:
-        raise LLMError("the model sent nothing: its reply stream was empty")
-    await task.emit(
-        AgentOutput(
-            **ids,
-            response=final.message,
-            tool_calls=list(final.message.tool_calls),
-            usage=final.usage,
-            current_agent_name=agent_name,
-            phase=phase,
-        )
-    )
+    await _finish(task, ids, final)
 
 
 async def stream_turn(
@@ -83,20 +87,25 @@ async def stream_turn(
     tool_choice: ToolChoice | None = None,
     parallel_tool_calls: bool | None = None,
 ) -> ChatResponse:
-    """Stream one reply from ``llm``, emitting every delta, and return the complete reply."""
+    """Stream one reply from ``llm``, emitting every delta, and return the complete reply.
+
+    ``iter_turn`` without handing the chunks on: the same events, one generator fewer per chunk.
+    """
+    ids = _ids(task, step, agent_name, phase)
+    await task.emit(AgentInput(**ids, input=list(messages)))
     final: ChatResponse | None = None
-    async for chunk in iter_turn(
-        llm,
-        task,
-        step,
+    async for chunk in llm.astream_chat(
         messages,
         tools=tools,
         stop=stop,
-        phase=phase,
-        agent_name=agent_name,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
     ):
         final = chunk
-    assert final is not None  # iter_turn raises on an empty stream
+        if chunk.delta:
+            await task.emit(
+                AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
+            )
+    await _finish(task, ids, final)
+    assert final is not None  # _finish raises on an empty stream
     return final
