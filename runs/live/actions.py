@@ -21,6 +21,7 @@ from django.db import transaction
 from runs.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.engine import (
     AgentError,
+    BaseAgentWorker,
     ParallelAgentRunner,
     ToolArgumentsError,
     UnknownTaskError,
@@ -33,7 +34,6 @@ from runs.live.driver import (
     announce_waiting,
     drive,
     finish,
-    next_step,
     take_abandon_request,
 )
 from runs.live.lease import Lease
@@ -299,29 +299,30 @@ async def send_message(
                 await publisher_for(task_pk).publish(
                     MessageImages(task_id=task.task_id, images=shown)
                 )
-            first = await next_step(runtime, task.task_id)
+            first = await _check(queries.queue_head, task_pk, task.task_id)
             assert first is not None
             if view.mode == ApprovalMode.STEP:
-                await announce_waiting(runtime, task.task_id, first.step_id)
+                await announce_waiting(runtime, task.task_id, first)
     except BaseException:
         await finish(runtime, lease)
         raise
     if view.mode == ApprovalMode.STEP:
         await finish(runtime, lease)
     else:
-        _start(runtime, lease, task.task_id, first.step_id, origin)
+        _start(runtime, lease, task.task_id, first, origin)
     return task.task_id
 
 
 async def _carried(runtime: NotebookRuntime, view: NotebookView) -> dict[str, Any]:
     """What the new turn takes over from the last finished one (a team's state and current agent)."""
-    if view.latest is None:
-        return {}
+    worker = runtime.runner.agent_worker
+    if view.latest is None or type(worker).carry_over is BaseAgentWorker.carry_over:
+        return {}  # this worker carries nothing over: no need to load the last turn
     try:
         previous = await runtime.runner.aget_task_state(view.latest.engine_id)
     except UnknownTaskError:
         return {}
-    return runtime.runner.agent_worker.carry_over(previous.task)
+    return worker.carry_over(previous.task)
 
 
 def _start(

@@ -86,11 +86,6 @@ def should_wait(mode: str, step: TaskStep) -> bool:
     return False
 
 
-async def next_step(runtime: NotebookRuntime, turn_id: str) -> TaskStep | None:
-    state = await runtime.runner.aget_task_state(turn_id)
-    return state.step_queue[0] if state.step_queue else None
-
-
 async def announce_waiting(
     runtime: NotebookRuntime, turn_id: str, step_id: str
 ) -> None:

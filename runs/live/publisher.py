@@ -26,9 +26,8 @@ from runs.live.pacing import loop_lag
 from runs.live.stored_once import store_once
 from runs.live.streams import StreamRelay
 from runs.live.wire import bounded
-from runs.models import Event, Step, Task, Turn, group_name
-from runs.store.fence import check as check_fence
-from runs.store.fence import fence_token
+from runs.models import Event, Step, Turn, group_name
+from runs.store.fence import advance, fence_token
 from runs.telemetry import recorder as telemetry
 
 EVENT_MESSAGE = "notebook.event"
@@ -41,15 +40,8 @@ def store_events(
 ) -> list[int]:
     """Insert Events with the notebook's next seqs, in one transaction; returns the seqs."""
     with transaction.atomic():
-        last, lease_owner = (
-            Task.objects.select_for_update()
-            .values_list("last_seq", "lease_owner")
-            .get(pk=task_pk)
-        )
-        check_fence(
-            task_pk, lease_owner, token
-        )  # a run that lost its lease adds nothing to the trace
-        first = int(last) + 1
+        # a run that lost its lease adds nothing to the trace (LeaseLost rolls this back)
+        first = advance(task_pk, "last_seq", len(rows), token=token) - len(rows) + 1
         Event.objects.bulk_create(
             Event(
                 task_id=task_pk,
@@ -62,7 +54,6 @@ def store_events(
             )
             for n, (payload, turn_pk) in enumerate(rows)
         )
-        Task.objects.filter(pk=task_pk).update(last_seq=first + len(rows) - 1)
         for payload, _ in rows:
             if payload["type"] == "step_failed" and payload.get("step_id"):
                 # the reason a step failed belongs on its row too (the store never sees it)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q, Subquery
+
 from runs.engine import StepStatus
 from runs.live.wire import bounded
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
@@ -77,19 +79,35 @@ def _step_view(row: Step) -> StepView:
 
 
 def _turn_view(turn: Turn) -> TurnView:
-    rows = list(
-        turn.steps.filter(queue_position__isnull=False).order_by("queue_position")
-    )
-    last = (
-        turn.steps.filter(completion_index__isnull=False)
+    """The turn's queue and its last completed step (one query)."""
+    last_index = (
+        Step.objects.filter(turn_id=turn.pk, completion_index__isnull=False)
         .order_by("-completion_index")
-        .first()
+        .values("completion_index")[:1]
     )
+    rows = list(
+        turn.steps.filter(
+            Q(queue_position__isnull=False) | Q(completion_index=Subquery(last_index))
+        ).only(
+            "step_id",
+            "kind",
+            "status",
+            "queue_position",
+            "completion_index",
+            "turn_id",
+            "tool_calls",
+        )
+    )
+    queue = sorted(
+        (r for r in rows if r.queue_position is not None),
+        key=lambda r: r.queue_position or 0,
+    )
+    last = next((r for r in rows if r.completion_index is not None), None)
     return TurnView(
         pk=turn.pk,
         engine_id=turn.engine_id,
         status=turn.status,
-        queue=tuple(_step_view(r) for r in rows),
+        queue=tuple(_step_view(r) for r in queue),
         last_completed=_step_view(last) if last else None,
     )
 
@@ -112,6 +130,18 @@ def notebook_view(task_pk: int) -> NotebookView:
     )
     return NotebookView(
         pk=task_pk, mode=task.mode, active=active, latest=latest_view, running=running
+    )
+
+
+def queue_head(task_pk: int, turn_id: str) -> str | None:
+    """The id of the step at the head of the turn's queue (the one that runs next), if any."""
+    return (
+        Step.objects.filter(
+            task_id=task_pk, turn__engine_id=turn_id, queue_position__isnull=False
+        )
+        .order_by("queue_position")
+        .values_list("step_id", flat=True)
+        .first()
     )
 
 

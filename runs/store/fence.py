@@ -13,6 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from django.db import connection
+from django.utils import timezone
+
+from runs.models import Task
+
 fence_token: ContextVar[str | None] = ContextVar("agentui_fence_token", default=None)
 
 
@@ -37,3 +42,38 @@ def check(task_pk: int, lease_owner: str, token: str | None = None) -> None:
         raise LeaseLost(
             f"notebook {task_pk}: the lease this run held was taken over; its write was refused"
         )
+
+
+def advance(
+    task_pk: int,
+    counter: str,
+    by: int = 1,
+    touch: bool = False,
+    token: str | None = None,
+) -> int:
+    """Add `by` to the notebook row's `counter` (`clock`, `last_seq`) and return its new value,
+    in one statement that also takes the row's lock until the transaction ends (the caller's
+    `transaction.atomic()`); `touch` stamps `updated_at` too. Fenced like `check`: a write for
+    a lease that was taken over raises LeaseLost (and the caller's transaction rolls back).
+    Raises Task.DoesNotExist if the notebook is gone.
+    """
+    quote = connection.ops.quote_name
+    column = quote(Task._meta.get_field(counter).column)
+    sets = [f"{column} = {column} + %s"]
+    params: list[object] = [by]
+    if touch:
+        sets.append(f"{quote(Task._meta.get_field('updated_at').column)} = %s")
+        params.append(connection.ops.adapt_datetimefield_value(timezone.now()))
+    sql = (
+        f"UPDATE {quote(Task._meta.db_table)} SET {', '.join(sets)} "
+        f"WHERE {quote(Task._meta.pk.column)} = %s "
+        f"RETURNING {column}, {quote(Task._meta.get_field('lease_owner').column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, task_pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise Task.DoesNotExist(f"notebook {task_pk} does not exist")
+    value, lease_owner = row
+    check(task_pk, lease_owner, token)
+    return int(value)

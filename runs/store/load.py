@@ -21,8 +21,8 @@ from runs.engine import (
     UnknownTaskError,
 )
 from runs.engine import Task as EngineTask
-from runs.models import Step, StepEdge, StepStatusChoices, Turn
-from runs.store.messages import conversation, message_from_row, own_messages
+from runs.models import Message, Step, StepEdge, StepStatusChoices, Turn
+from runs.store.messages import in_conversation, is_own, message_from_row
 from runs.store.save import QUEUED_STATUSES
 
 
@@ -82,12 +82,15 @@ def _usage(row: Step) -> TokenUsage | None:
 
 
 def _turn_memory(turn: Turn) -> list[ChatMessage]:
+    """The conversation as it stood when the turn began, then the turn's own messages (they
+    come after its history by position): one query."""
     history = (
-        conversation(turn.task_id, at=turn.born)
-        .filter(position__lt=turn.history_length)
-        .exclude(turn=turn)
+        in_conversation(at=turn.born)
+        & Q(position__lt=turn.history_length)
+        & ~Q(turn=turn)
     )
-    return [message_from_row(row) for row in [*history, *own_messages(turn)]]
+    rows = Message.objects.filter(task_id=turn.task_id).filter(history | is_own(turn))
+    return [message_from_row(row) for row in rows.order_by("position", "pk")]
 
 
 def load_state(task_pk: int, task_id: str) -> TaskState:

@@ -11,28 +11,36 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
 from runs.engine import ChatMessage, ToolSelection
 from runs.models import Message, MessageStatus, Step, Task, Turn
-from runs.store.fence import check as check_fence
+from runs.store.fence import advance
 
 
 def conversation(task_pk: int, at: int | None = None) -> QuerySet[Message]:
     """The notebook's conversation in order: now, or as it stood at clock `at`."""
-    rows = Message.objects.filter(task_id=task_pk)
+    return (
+        Message.objects.filter(task_id=task_pk)
+        .filter(in_conversation(at))
+        .order_by("position", "pk")
+    )
+
+
+def in_conversation(at: int | None = None) -> Q:
+    """Whether a message is in its notebook's conversation: now, or as it stood at clock `at`."""
     if at is None:
-        rows = rows.filter(died__isnull=True).filter(
+        return Q(died__isnull=True) & (
             Q(turn__isnull=True) | Q(turn__deleted_clock__isnull=True)
         )
-    else:
-        rows = rows.filter(born__lte=at).filter(Q(died__isnull=True) | Q(died__gt=at))
-        rows = rows.filter(
+    return (
+        Q(born__lte=at)
+        & (Q(died__isnull=True) | Q(died__gt=at))
+        & (
             Q(turn__isnull=True)
             | Q(turn__deleted_clock__isnull=True)
             | Q(turn__deleted_clock__gt=at)
         )
-    return rows.order_by("position", "pk")
+    )
 
 
 def tick(task_pk: int) -> int:
@@ -41,14 +49,7 @@ def tick(task_pk: int) -> int:
     The lock orders concurrent writers (and makes turn numbering safe); the new time is written
     when the transaction ends. A fenced write whose lease was taken over raises LeaseLost.
     """
-    clock, lease_owner = (
-        Task.objects.select_for_update()
-        .values_list("clock", "lease_owner")
-        .get(pk=task_pk)
-    )
-    check_fence(task_pk, lease_owner)
-    Task.objects.filter(pk=task_pk).update(clock=clock + 1, updated_at=timezone.now())
-    return int(clock) + 1
+    return advance(task_pk, "clock", touch=True)
 
 
 def message_from_row(row: Message) -> ChatMessage:
@@ -122,7 +123,12 @@ def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
 
 def own_messages(turn: Turn) -> QuerySet[Message]:
     """The turn's own messages (after its history) that no undo removed."""
-    return turn.messages.exclude(status=MessageStatus.UNDONE).order_by("position", "pk")
+    return turn.messages.filter(is_own(turn)).order_by("position", "pk")
+
+
+def is_own(turn: Turn) -> Q:
+    """Whether a message is one of `turn`'s own messages that no undo removed."""
+    return Q(turn=turn) & ~Q(status=MessageStatus.UNDONE)
 
 
 def save_turn_messages(

@@ -190,12 +190,20 @@ def _save_steps(
                 for row in turn.steps.filter(step_id__in=[r.step_id for r in new_rows])
             }
         )
-    _save_edges(turn, {step_id: item[0] for step_id, item in desired.items()}, rows)
+    _save_edges(
+        turn,
+        {step_id: item[0] for step_id, item in desired.items()},
+        rows,
+        fresh=len(new_rows) == len(rows),
+    )
     return rows
 
 
-def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -> None:
-    """Make the edges' orders match the steps' next_steps / prev_steps lists."""
+def _save_edges(
+    turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step], fresh: bool
+) -> None:
+    """Make the edges' orders match the steps' next_steps / prev_steps lists (`fresh`: every
+    step row was just made, so no edge is stored yet)."""
     next_order: dict[tuple[str, str], int] = {}
     prev_order: dict[tuple[str, str], int] = {}
     for step_id, step in steps.items():
@@ -203,8 +211,12 @@ def _save_edges(turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step]) -
         prev_order.update({(frm, step_id): i for i, frm in enumerate(step.prev_steps)})
     existing = {
         (edge.from_step.step_id, edge.to_step.step_id): edge
-        for edge in StepEdge.objects.filter(from_step__turn=turn).select_related(
-            "from_step", "to_step"
+        for edge in (
+            []
+            if fresh
+            else StepEdge.objects.filter(from_step__turn=turn).select_related(
+                "from_step", "to_step"
+            )
         )
     }
     created: list[StepEdge] = []
@@ -248,12 +260,14 @@ def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) 
             finished_at = timezone.now()
         elif state.status is not TaskStatus.COMPLETED:
             finished_at = None
-        Turn.objects.filter(pk=turn.pk).update(
-            status=state.status.value,
-            response=state.response,
-            extra_state=state.task.extra_state,
-            finished_at=finished_at,
-        )
+        fields = {
+            "status": state.status.value,
+            "response": state.response,
+            "extra_state": state.task.extra_state,
+            "finished_at": finished_at,
+        }
+        if any(getattr(turn, name) != value for name, value in fields.items()):
+            Turn.objects.filter(pk=turn.pk).update(**fields)
         rows = _save_steps(turn, state, copied)
         producer = (
             rows.get(state.completed_steps[-1].task_step.step_id)
