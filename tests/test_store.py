@@ -31,6 +31,7 @@ from runs.engine import (
 from runs.engine.testing import ScriptedServer
 from runs.models import Message, MessageStatus, Step, StepEdge, Turn
 from runs.store import DjangoStateStore
+from runs.store.load import turn_state
 from tests.live_support import (
     ANSWER,
     QUESTION,
@@ -51,6 +52,13 @@ def add(a: int, b: int) -> int:
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
+
+
+def read_rows(task_pk: int, task_id: str) -> TaskState:
+    """The turn's state read from the database, whatever this process knows of it."""
+    return turn_state(
+        Turn.objects.get(task_id=task_pk, engine_id=task_id, deleted_at__isnull=True)
+    )
 
 
 class TeeStore:
@@ -87,8 +95,13 @@ class TeeStore:
         assert await self.django.list_task_ids() == ids
         for task_id in ids:
             expected = (await self.memory.load_task(task_id)).model_dump(mode="json")
-            actual = (await self.django.load_task(task_id)).model_dump(mode="json")
-            assert actual == expected
+            # as this process knows the rows (runs.store.cache), and as the database has them
+            known = (await self.django.load_task(task_id)).model_dump(mode="json")
+            assert known == expected
+            stored = await database_sync_to_async(read_rows)(
+                self.django.task_pk, task_id
+            )
+            assert stored.model_dump(mode="json") == expected
         assert await self.django.load_memory() == await self.memory.load_memory()
 
 

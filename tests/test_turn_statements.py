@@ -1,7 +1,9 @@
 """What a turn costs the database: statements per turn of a plain one-step reply, counted.
 
-On PostgreSQL every statement is a round trip; the count is deterministic (the same turn makes
-the same statements), so a budget here keeps per-turn database work from creeping back.
+On PostgreSQL every statement is a round trip on the one thread all of a process's database
+calls share; the count is deterministic (the same turn makes the same statements), so a budget
+here keeps per-turn database work from creeping back. Before issue 16's work a turn like this
+cost 122 statements on SQLite (110 on PostgreSQL, which sends no explicit BEGIN).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.db import connection
 from runs import service
 from runs.engine.testing import Reply, Rule, Script
 from runs.models import Event, Task
+from tests.conftest import is_postgres
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
@@ -27,13 +30,18 @@ from tests.live_support import (
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
+# statements of the second turn of a notebook (one step, a streamed reply); measured: 73 on
+# SQLite (BEGIN IMMEDIATE counts), 61 on PostgreSQL
+BUDGET_SQLITE = 76
+BUDGET_POSTGRES = 64
+
 
 class Statements:
-    """Counts the statements run on the ORM thread's connection (every database_sync_to_async call)."""
+    """The statements run on the connection of the thread that runs every
+    database_sync_to_async call (the ORM thread), while entered."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
-        self.where: list[str] = []
 
     def __call__(
         self,
@@ -44,14 +52,6 @@ class Statements:
         context: Any,
     ) -> Any:
         self.seen.append(sql)
-        import traceback
-
-        fr = [
-            f"{f.filename.split('/')[-1]}:{f.name}"
-            for f in traceback.extract_stack()
-            if "/runs/" in f.filename
-        ]
-        self.where.append(" < ".join(fr[-4:][::-1]))
         return execute(sql, params, many, context)
 
     async def __aenter__(self) -> Statements:
@@ -62,7 +62,7 @@ class Statements:
         await database_sync_to_async(lambda: connection.execute_wrappers.remove(self))()
 
     def summary(self) -> str:
-        shapes = Counter(re.sub(r"\s+", " ", sql)[:90] for sql in self.seen)
+        shapes = Counter(re.sub(r"\s+", " ", sql)[:100] for sql in self.seen)
         return "\n".join(f"{n:3} {shape}" for shape, n in shapes.most_common())
 
 
@@ -75,21 +75,15 @@ async def test_a_turn_costs_a_bounded_number_of_statements(
     with llm_at(server):
         user = await database_sync_to_async(make_user)()
         task = await database_sync_to_async(make_notebook)(user)
-        await service.send_message(
-            task.pk, "warm up"
-        )  # the runner and its caches exist
+        await service.send_message(task.pk, "warm up")  # a history, a runner, caches
         await service.wait_idle()
         async with Statements() as statements:
             await service.send_message(task.pk, "hello")
             await service.wait_idle()
-    print(statements.summary())
-    print("TOTAL", len(statements.seen))
-    for w, n in Counter(statements.where).most_common():
-        print(n, w)
-    types = [
-        e.payload["type"]
-        async for e in Event.objects.filter(task_id=task.pk).order_by("seq")
-    ]
+    events = Event.objects.filter(task_id=task.pk).order_by("seq")
+    types = [e.payload["type"] async for e in events]
     assert types.count("task_completed") == 2
     assert (await Task.objects.aget(pk=task.pk)).status == "idle"
-    assert len(statements.seen) <= 1000
+    budget = BUDGET_POSTGRES if is_postgres() else BUDGET_SQLITE
+    print(f"\n{len(statements.seen)} statements:\n{statements.summary()}")
+    assert len(statements.seen) <= budget, statements.summary()

@@ -58,6 +58,7 @@ from runs.protocol import (
     SetMode,
     Undo,
 )
+from runs.store.messages import tick
 from runs.text_checks import storable_problem
 
 T = TypeVar("T")
@@ -200,6 +201,10 @@ def apply_mode(task_pk: int, mode: str) -> tuple[bool, str | None]:
         active = Turn.objects.filter(
             task_id=task_pk, status=TurnStatus.ACTIVE, deleted_at__isnull=True
         )
+        if changed:
+            tick(
+                task_pk
+            )  # a state write: what runs.store.cache knew of the turn is stale
         active.update(approve_tool_calls=mode == ApprovalMode.TOOLS)
         turn_id = active.values_list("engine_id", flat=True).first()
     return changed, turn_id

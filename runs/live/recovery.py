@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from channels.db import database_sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from runs.engine import StepStatus
@@ -21,6 +22,7 @@ from runs.live.queries import refresh_status
 from runs.live.runtime import publisher_for
 from runs.models import Step, Task
 from runs.protocol import StepInterrupted
+from runs.store.messages import tick
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +51,15 @@ def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:
     rows = list(
         Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn")
     )
-    Step.objects.filter(pk__in=[r.pk for r in rows], status=_RUNNING).update(
-        status=StepStatus.INTERRUPTED.value, ended_at=timezone.now()
-    )
+    if not rows:
+        return []
+    with transaction.atomic():
+        tick(
+            task_pk
+        )  # a state write: what runs.store.cache knew of these steps is stale
+        Step.objects.filter(pk__in=[r.pk for r in rows], status=_RUNNING).update(
+            status=StepStatus.INTERRUPTED.value, ended_at=timezone.now()
+        )
     return [(r.turn.engine_id, r.step_id) for r in rows]
 
 

@@ -26,7 +26,7 @@ from runs.llm_config import llm_settings
 from runs.models import Task
 from runs.presets import get_preset
 from runs.protocol import ErrorCode, ProtocolError
-from runs.store import DjangoStateStore
+from runs.store import DjangoStateStore, cache
 from runs.telemetry import recorder as telemetry
 
 logger = logging.getLogger(__name__)
@@ -179,10 +179,11 @@ def running_tasks() -> list[asyncio.Task[Any]]:
 
 
 def forget_all() -> None:
-    """Drop every cached runner and publisher (tests switch LLM settings and loops)."""
+    """Drop every cached runner, publisher and turn (tests switch LLM settings and loops)."""
     _runtimes.clear()
     _publishers.clear()
     _llms.clear()
+    cache.forget_all()
 
 
 def existing_publisher(task_pk: int) -> Publisher | None:

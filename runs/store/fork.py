@@ -31,6 +31,7 @@ from django.utils import timezone
 from runs.engine import StepStatus, TaskState, TaskStatus, rewind_to
 from runs.live.queries import refresh_status
 from runs.models import ApprovalMode, Event, Step, Task, Turn
+from runs.store import cache
 from runs.store.load import shown_step_ids, turn_state
 from runs.store.messages import own_messages, save_agent_memory
 from runs.store.save import CopiedRun, delete_turn, save_state
@@ -148,6 +149,7 @@ def _store_turn(fork_pk: int, turn: Turn, state: TaskState, renamer: _Renamer) -
         save_agent_memory(fork_pk, memory)
     if turn.deleted_at is not None:
         delete_turn(fork_pk, renamed.task.task_id)
+    cache.drop(fork_pk)  # the update below does not tick the clock
     Turn.objects.filter(engine_id=renamed.task.task_id).update(
         created_at=turn.created_at,
         finished_at=turn.finished_at

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from django.db.models import Q
+from collections.abc import Iterable
+
+from django.db.models import F, Q
 
 from runs.engine import (
     AgentChatResponse,
     ChatMemoryBuffer,
-    ChatMessage,
     Checkpoint,
     PendingToolCall,
     StepKind,
@@ -22,33 +23,62 @@ from runs.engine import (
 )
 from runs.engine import Task as EngineTask
 from runs.models import Message, Step, StepEdge, StepStatusChoices, Turn
-from runs.store.messages import in_conversation, is_own, message_from_row
+from runs.store import cache
+from runs.store.messages import (
+    in_conversation,
+    is_own,
+    message_from_row,
+    own_messages,
+)
 from runs.store.save import QUEUED_STATUSES
 
 
 def _edges(turn: Turn) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     """next_steps and prev_steps of each step row (by pk), in list order."""
-    nexts: dict[int, list[tuple[int, str]]] = {}
-    prevs: dict[int, list[tuple[int, str]]] = {}
     edges = StepEdge.objects.filter(from_step__turn=turn).filter(
         Q(next_order__isnull=False) | Q(prev_order__isnull=False)
     )
-    for edge in edges.values(
-        "from_step_id",
-        "to_step_id",
-        "from_step__step_id",
-        "to_step__step_id",
-        "next_order",
-        "prev_order",
-    ):
-        if edge["next_order"] is not None:
-            nexts.setdefault(edge["from_step_id"], []).append(
-                (edge["next_order"], edge["to_step__step_id"])
-            )
-        if edge["prev_order"] is not None:
-            prevs.setdefault(edge["to_step_id"], []).append(
-                (edge["prev_order"], edge["from_step__step_id"])
-            )
+    return _ordered(
+        edges.values_list(
+            "from_step_id",
+            "to_step_id",
+            "from_step__step_id",
+            "to_step__step_id",
+            "next_order",
+            "prev_order",
+        )
+    )
+
+
+def _known_edges(
+    edges: Iterable[StepEdge],
+) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """`_edges` of edge rows in memory (runs.store.cache)."""
+    return _ordered(
+        (
+            edge.from_step.pk,
+            edge.to_step.pk,
+            edge.from_step.step_id,
+            edge.to_step.step_id,
+            edge.next_order,
+            edge.prev_order,
+        )
+        for edge in edges
+    )
+
+
+def _ordered(
+    edges: Iterable[tuple[int, int, str, str, int | None, int | None]],
+) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """From (from pk, to pk, from step id, to step id, next order, prev order) of each edge:
+    the next_steps and prev_steps of each step row (by pk), in list order."""
+    nexts: dict[int, list[tuple[int, str]]] = {}
+    prevs: dict[int, list[tuple[int, str]]] = {}
+    for from_pk, to_pk, from_id, to_id, next_order, prev_order in edges:
+        if next_order is not None:
+            nexts.setdefault(from_pk, []).append((next_order, to_id))
+        if prev_order is not None:
+            prevs.setdefault(to_pk, []).append((prev_order, from_id))
     return (
         {pk: [sid for _, sid in sorted(items)] for pk, items in nexts.items()},
         {pk: [sid for _, sid in sorted(items)] for pk, items in prevs.items()},
@@ -81,26 +111,57 @@ def _usage(row: Step) -> TokenUsage | None:
     )
 
 
-def _turn_memory(turn: Turn) -> list[ChatMessage]:
-    """The conversation as it stood when the turn began, then the turn's own messages (they
-    come after its history by position): one query."""
-    history = (
+def _history(turn: Turn) -> Q:
+    """The conversation before the turn, as it stood when the turn began."""
+    return (
         in_conversation(at=turn.born)
         & Q(position__lt=turn.history_length)
         & ~Q(turn=turn)
     )
-    rows = Message.objects.filter(task_id=turn.task_id).filter(history | is_own(turn))
-    return [message_from_row(row) for row in rows.order_by("position", "pk")]
+
+
+def _turn_memory(turn: Turn) -> list[Message]:
+    """The turn's history, then its own messages (they come after it by position): one query."""
+    rows = Message.objects.filter(task_id=turn.task_id).filter(
+        _history(turn) | is_own(turn)
+    )
+    return list(rows.order_by("position", "pk"))
 
 
 def load_state(task_pk: int, task_id: str) -> TaskState:
-    """Rebuild a turn's TaskState from its rows; UnknownTaskError if it is not this notebook's."""
-    turn = Turn.objects.filter(
-        task_id=task_pk, engine_id=task_id, deleted_at__isnull=True
-    ).first()
+    """Rebuild a turn's TaskState from its rows; UnknownTaskError if it is not this notebook's.
+
+    Rows this process wrote last (runs.store.cache) are not read again: the notebook's clock,
+    read with the turn, says whether they still are the stored ones.
+    """
+    turn = (
+        Turn.objects.filter(task_id=task_pk, engine_id=task_id, deleted_at__isnull=True)
+        .annotate(notebook_clock=F("task__clock"))
+        .first()
+    )
     if turn is None:
         raise UnknownTaskError(task_id)
-    return turn_state(turn)
+    known = cache.get(task_pk, task_id, turn.notebook_clock)
+    if known is None:
+        return turn_state(turn)
+    if known.history is None:  # read once: it never changes
+        known.history = list(
+            Message.objects.filter(task_id=task_pk)
+            .filter(_history(turn))
+            .order_by("position", "pk")
+        )
+    own = known.own if known.own is not None else list(own_messages(turn))
+    nexts, prevs = (
+        _known_edges(known.edges.values()) if known.edges is not None else _edges(turn)
+    )
+    rows = [
+        row
+        for row in known.steps.values()
+        if row.queue_position is not None or row.completion_index is not None
+    ]
+    state = _state(turn, rows, nexts, prevs, [*known.history, *own])
+    # a copy: the caller changes it, and the rows it was built from stay as stored
+    return state.model_copy(deep=True)
 
 
 def turn_state(turn: Turn) -> TaskState:
@@ -111,6 +172,18 @@ def turn_state(turn: Turn) -> TaskState:
         )
     )
     nexts, prevs = _edges(turn)
+    return _state(turn, rows, nexts, prevs, _turn_memory(turn))
+
+
+def _state(
+    turn: Turn,
+    rows: list[Step],
+    nexts: dict[int, list[str]],
+    prevs: dict[int, list[str]],
+    messages: list[Message],
+) -> TaskState:
+    """A turn's TaskState from its queued and completed step rows, its edges (by step row pk)
+    and its memory's message rows."""
     steps = {
         row.step_id: _task_step(row, turn, nexts.get(row.pk, []), prevs.get(row.pk, []))
         for row in rows
@@ -144,7 +217,8 @@ def turn_state(turn: Turn) -> TaskState:
         task_id=turn.engine_id,
         input=turn.input,
         memory=ChatMemoryBuffer(
-            token_limit=turn.token_limit, messages=_turn_memory(turn)
+            token_limit=turn.token_limit,
+            messages=[message_from_row(row) for row in messages],
         ),
         extra_state=turn.extra_state,
         approve_tool_calls=turn.approve_tool_calls,

@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 
 from runs.engine import ChatMessage, ToolSelection
 from runs.models import Message, MessageStatus, Step, Task, Turn
+from runs.store import cache
 from runs.store.fence import advance
 
 
@@ -108,7 +109,10 @@ def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
         clock = tick(task_pk)
         rows = list(conversation(task_pk))
         keep = _common_prefix(rows, messages)
-        if keep < len(messages):
+        if keep == len(messages):
+            # no message changes: the turns' rows known before this write still hold
+            transaction.on_commit(lambda: cache.carry(task_pk, clock - 1, clock))
+        else:
             Message.objects.filter(pk__in=[row.pk for row in rows[keep:]]).update(
                 status=MessageStatus.SUPERSEDED, died=clock
             )
@@ -137,31 +141,39 @@ def save_turn_messages(
     producer: Step | None,
     clock: int,
     producers: dict[int, Step | None] | None = None,
-) -> None:
+    rows: list[Message] | None = None,
+) -> list[Message] | None:
     """Store the turn's own messages (after its history); truncated ones become `undone`.
 
-    New messages are the `producer` step's, or, by position, those `producers` names.
+    New messages are the `producer` step's, or, by position, those `producers` names. `rows`:
+    the turn's own message rows now, if known; returns them as they are afterwards (None if
+    not known).
     """
     own = memory[turn.history_length :]
-    rows = list(own_messages(turn))
+    if rows is None:
+        rows = list(own_messages(turn))
     keep = _common_prefix(rows, own)
     if keep < len(rows):
         gone = [row.pk for row in rows[keep:]]
         Message.objects.filter(pk__in=gone, died__isnull=True).update(died=clock)
         Message.objects.filter(pk__in=gone).update(status=MessageStatus.UNDONE)
-    if keep < len(own):
-        Message.objects.bulk_create(
-            [
-                _message_row(
-                    m,
-                    task_id=turn.task_id,
-                    turn=turn,
-                    step=producer
-                    if producers is None
-                    else producers.get(turn.history_length + keep + i),
-                    position=turn.history_length + keep + i,
-                    born=clock,
-                )
-                for i, m in enumerate(own[keep:])
-            ]
+    added = [
+        _message_row(
+            m,
+            task_id=turn.task_id,
+            turn=turn,
+            step=producer
+            if producers is None
+            else producers.get(turn.history_length + keep + i),
+            position=turn.history_length + keep + i,
+            born=clock,
         )
+        for i, m in enumerate(own[keep:])
+    ]
+    if added:
+        Message.objects.bulk_create(added)
+        if any(row.pk is None for row in added):
+            return (
+                None  # a backend without RETURNING on bulk inserts: read them next time
+            )
+    return rows[:keep] + added

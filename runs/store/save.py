@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from runs.engine import (
     UnknownTaskError,
 )
 from runs.models import Step, StepEdge, Task, Turn, TurnStatus
+from runs.store import cache
+from runs.store.cache import StoredTurn
 from runs.store.messages import save_turn_messages, tick
 
 # Statuses a queued step can carry in TaskState.step_status (a queued step without one is pending).
@@ -28,11 +31,20 @@ QUEUED_STATUSES = frozenset(
 _DONE = StepStatus.COMPLETED.value
 
 
-def _get_or_create_turn(task_pk: int, state: TaskState, clock: int) -> Turn:
+def _stored_turn(task_pk: int, state: TaskState, clock: int) -> StoredTurn:
+    """The turn's rows as stored before this save (at `clock - 1`): known, read, or new."""
+    known = cache.take(task_pk, state.task.task_id, clock - 1)
+    if known is not None:
+        return known
+    turn = Turn.objects.filter(task_id=task_pk, engine_id=state.task.task_id).first()
+    if turn is None:
+        return StoredTurn(clock, _create_turn(task_pk, state, clock), {}, {}, [])
+    steps = {row.step_id: row for row in turn.steps.all()}
+    return StoredTurn(clock, turn, steps, None, None)
+
+
+def _create_turn(task_pk: int, state: TaskState, clock: int) -> Turn:
     task = state.task
-    turn = Turn.objects.filter(task_id=task_pk, engine_id=task.task_id).first()
-    if turn is not None:
-        return turn
     last = Turn.objects.filter(task_id=task_pk).aggregate(m=Max("index"))["m"] or 0
     return Turn.objects.create(
         task_id=task_pk,
@@ -42,7 +54,8 @@ def _get_or_create_turn(task_pk: int, state: TaskState, clock: int) -> Turn:
         approve_tool_calls=task.approve_tool_calls,
         history_length=task.history_length,
         token_limit=task.memory.token_limit,
-        extra_state=task.extra_state,
+        # a copy: the engine goes on changing its extra_state in place (runs.store.cache)
+        extra_state=copy.deepcopy(task.extra_state),
         born=clock,
     )
 
@@ -134,9 +147,11 @@ class CopiedRun:
 
 
 def _save_steps(
-    turn: Turn, state: TaskState, copied: CopiedRun | None = None
-) -> dict[str, Step]:
-    rows = {row.step_id: row for row in turn.steps.all()}
+    stored: StoredTurn, state: TaskState, copied: CopiedRun | None = None
+) -> None:
+    """Make the turn's step and edge rows match `state`; `stored` follows what was written."""
+    turn, rows = stored.turn, stored.steps
+    fresh = not rows
     desired = _desired_rows(state)
     new_rows: list[Step] = []
     for step_id, (step, fields, status) in desired.items():
@@ -174,11 +189,14 @@ def _save_steps(
             row.queue_position is not None or row.completion_index is not None
         ):
             # dropped by an undo: kept for the trace, out of the queue
-            Step.objects.filter(pk=row.pk).update(
-                status=StepStatus.UNDONE.value,
-                queue_position=None,
-                completion_index=None,
-            )
+            dropped = {
+                "status": StepStatus.UNDONE.value,
+                "queue_position": None,
+                "completion_index": None,
+            }
+            Step.objects.filter(pk=row.pk).update(**dropped)
+            for name, value in dropped.items():
+                setattr(row, name, value)
     Step.objects.bulk_create(new_rows)
     rows.update({row.step_id: row for row in new_rows})
     if (
@@ -190,36 +208,35 @@ def _save_steps(
                 for row in turn.steps.filter(step_id__in=[r.step_id for r in new_rows])
             }
         )
-    _save_edges(
+    stored.edges = _save_edges(
         turn,
         {step_id: item[0] for step_id, item in desired.items()},
         rows,
-        fresh=len(new_rows) == len(rows),
+        {} if fresh else stored.edges,
     )
-    return rows
 
 
 def _save_edges(
-    turn: Turn, steps: dict[str, TaskStep], rows: dict[str, Step], fresh: bool
-) -> None:
-    """Make the edges' orders match the steps' next_steps / prev_steps lists (`fresh`: every
-    step row was just made, so no edge is stored yet)."""
+    turn: Turn,
+    steps: dict[str, TaskStep],
+    rows: dict[str, Step],
+    existing: dict[tuple[str, str], StepEdge] | None,
+) -> dict[tuple[str, str], StepEdge] | None:
+    """Make the edges' orders match the steps' next_steps / prev_steps lists; every edge row of
+    the turn afterwards (None if not known). `existing`: the edge rows now, if known."""
     next_order: dict[tuple[str, str], int] = {}
     prev_order: dict[tuple[str, str], int] = {}
     for step_id, step in steps.items():
         next_order.update({(step_id, to): i for i, to in enumerate(step.next_steps)})
         prev_order.update({(frm, step_id): i for i, frm in enumerate(step.prev_steps)})
-    existing = {
-        (edge.from_step.step_id, edge.to_step.step_id): edge
-        for edge in (
-            []
-            if fresh
-            else StepEdge.objects.filter(from_step__turn=turn).select_related(
+    if existing is None:
+        existing = {
+            (edge.from_step.step_id, edge.to_step.step_id): edge
+            for edge in StepEdge.objects.filter(from_step__turn=turn).select_related(
                 "from_step", "to_step"
             )
-        )
-    }
-    created: list[StepEdge] = []
+        }
+    created: dict[tuple[str, str], StepEdge] = {}
     for key in next_order.keys() | prev_order.keys() | existing.keys():
         frm, to = key
         if frm not in rows or to not in rows:
@@ -231,19 +248,22 @@ def _save_edges(
         edge = existing.get(key)
         if edge is None:
             if orders != (None, None):
-                created.append(
-                    StepEdge(
-                        from_step=rows[frm],
-                        to_step=rows[to],
-                        next_order=orders[0],
-                        prev_order=orders[1],
-                    )
+                created[key] = StepEdge(
+                    from_step=rows[frm],
+                    to_step=rows[to],
+                    next_order=orders[0],
+                    prev_order=orders[1],
                 )
         elif (edge.next_order, edge.prev_order) != orders:
             StepEdge.objects.filter(pk=edge.pk).update(
                 next_order=orders[0], prev_order=orders[1]
             )
-    StepEdge.objects.bulk_create(created)  # one insert, however many steps a save adds
+            edge.next_order, edge.prev_order = orders
+    # one insert, however many steps a save adds
+    StepEdge.objects.bulk_create(created.values())
+    if any(edge.pk is None for edge in created.values()):
+        return None  # a backend without RETURNING on bulk inserts: read them next time
+    return existing | created
 
 
 def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) -> None:
@@ -254,7 +274,8 @@ def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) 
             clock = tick(task_pk)
         except Task.DoesNotExist:
             raise UnknownTaskError(state.task.task_id) from None
-        turn = _get_or_create_turn(task_pk, state, clock)
+        stored = _stored_turn(task_pk, state, clock)
+        turn = stored.turn
         finished_at = turn.finished_at
         if state.status is TaskStatus.COMPLETED and finished_at is None:
             finished_at = timezone.now()
@@ -268,7 +289,12 @@ def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) 
         }
         if any(getattr(turn, name) != value for name, value in fields.items()):
             Turn.objects.filter(pk=turn.pk).update(**fields)
-        rows = _save_steps(turn, state, copied)
+            # a copy: the engine goes on changing its extra_state in place
+            fields["extra_state"] = copy.deepcopy(fields["extra_state"])
+            for name, value in fields.items():
+                setattr(turn, name, value)
+        _save_steps(stored, state, copied)
+        rows = stored.steps
         producer = (
             rows.get(state.completed_steps[-1].task_step.step_id)
             if state.completed_steps
@@ -280,9 +306,11 @@ def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) 
                 position: rows.get(step_id) if step_id else None
                 for position, step_id in copied.producers.items()
             }
-        save_turn_messages(
-            turn, state.task.memory.get_all(), producer, clock, producers
+        stored.own = save_turn_messages(
+            turn, state.task.memory.get_all(), producer, clock, producers, stored.own
         )
+        stored.clock = clock
+        transaction.on_commit(lambda: cache.put(task_pk, stored))
 
 
 def delete_turn(task_pk: int, task_id: str) -> None:
