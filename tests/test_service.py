@@ -18,10 +18,11 @@ from runs.demo import stop_demo_server
 from runs.demo_scripts import COA_PROMPT, FUNCTION_CALLING_PROMPT, LLM_COMPILER_PROMPT
 from runs.engine.testing import Match, Reply, Rule, Script, Timing
 from runs.live import runtime
-from runs.live.publisher import store_event
+from runs.live.publisher import store_event, store_events
 from runs.models import Event, Step, Task, Turn
 from runs.presets import presets
 from runs.protocol import ErrorCode, ProtocolError
+from runs.store.fence import LeaseLost
 from tests.live_support import (
     QUESTION,
     analyst_rules,
@@ -100,6 +101,30 @@ def test_seqs_stay_contiguous_under_concurrent_writers() -> None:
     )
     assert seqs == list(range(1, 91))
     assert Task.objects.get(pk=task.pk).last_seq == 90
+
+
+def test_events_of_a_lost_lease_are_refused_whole() -> None:
+    """A batch written for a lease that was taken over stores nothing and takes no seq."""
+    task = make_notebook(make_user())
+    Task.objects.filter(pk=task.pk).update(lease_owner="mine")
+    batch = [
+        ({"type": "step_waiting", "step_id": f"s{i}", "at": 1.0}, None)
+        for i in range(3)
+    ]
+    assert store_events(task.pk, batch, "mine") == [1, 2, 3]
+    with pytest.raises(LeaseLost):
+        store_events(task.pk, batch, "taken-over")
+    assert store_events(task.pk, batch[:1], None) == [4]  # no lease named: not fenced
+    stored = Event.objects.filter(task=task).order_by("seq")
+    assert [(e.seq, e.step_id, e.payload["at"]) for e in stored] == [
+        (1, "s0", 1.0),
+        (2, "s1", 1.0),
+        (3, "s2", 1.0),
+        (4, "s0", 1.0),
+    ]
+    assert Task.objects.get(pk=task.pk).last_seq == 4
+    with pytest.raises(Task.DoesNotExist):
+        store_events(task.pk + 1000, batch, None)
 
 
 async def test_steps_left_running_by_a_dead_server_are_interrupted(

@@ -266,9 +266,13 @@ def _message_images(
 ) -> tuple[bool, list[Attachment]]:
     """Whether the notebook's agent takes images, and the uploads to send with the message."""
     notebook = Task.objects.get(pk=task_pk)
-    preset = get_preset(notebook.agent)
-    accepts = bool(preset and preset.accepts_images)
+    accepts = _accepts_images(notebook.agent)
     return accepts, claim_for_message(notebook.owner_id, task_pk, image_ids, accepts)
+
+
+def _accepts_images(agent: str) -> bool:
+    preset = get_preset(agent)
+    return bool(preset and preset.accepts_images)
 
 
 async def send_message(
@@ -282,9 +286,10 @@ async def send_message(
     if problem is not None:
         raise _error(ErrorCode.INVALID_INPUT, f"text: {problem}")
     runtime = await runtime_for(task_pk)
-    accepts_images, attachments = await _check(
-        _message_images, task_pk, list(images or [])
-    )
+    if images:
+        accepts_images, attachments = await _check(_message_images, task_pk, images)
+    else:  # nothing to claim: no need to read the notebook row again
+        accepts_images, attachments = _accepts_images(runtime.agent), []
     lease, view = await claim(task_pk, check_send)
     try:
         with lease.fenced():

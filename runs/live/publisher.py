@@ -27,6 +27,7 @@ from runs.live.stored_once import store_once
 from runs.live.streams import StreamRelay
 from runs.live.wire import bounded
 from runs.models import Event, Step, Turn, group_name
+from runs.store import events
 from runs.store.fence import advance, fence_token
 from runs.telemetry import recorder as telemetry
 
@@ -39,6 +40,17 @@ def store_events(
     task_pk: int, rows: list[tuple[dict[str, Any], int | None]], token: str | None
 ) -> list[int]:
     """Insert Events with the notebook's next seqs, in one transaction; returns the seqs."""
+    failures = [p for p, _ in rows if p["type"] == "step_failed" and p.get("step_id")]
+    if events.supported() and not failures:  # one statement (runs.store.events)
+        first = events.insert_at_once(
+            task_pk,
+            [
+                (turn_pk, p.get("step_id"), p["type"], p, p.get("at") or 0.0)
+                for p, turn_pk in rows
+            ],
+            token,
+        )
+        return list(range(first, first + len(rows)))
     with transaction.atomic():
         # a run that lost its lease adds nothing to the trace (LeaseLost rolls this back)
         first = advance(task_pk, "last_seq", len(rows), token=token) - len(rows) + 1
@@ -54,12 +66,11 @@ def store_events(
             )
             for n, (payload, turn_pk) in enumerate(rows)
         )
-        for payload, _ in rows:
-            if payload["type"] == "step_failed" and payload.get("step_id"):
-                # the reason a step failed belongs on its row too (the store never sees it)
-                Step.objects.filter(step_id=payload["step_id"]).update(
-                    error=str(payload.get("error", ""))[:10_000]
-                )
+        for payload in failures:
+            # the reason a step failed belongs on its row too (the store never sees it)
+            Step.objects.filter(step_id=payload["step_id"]).update(
+                error=str(payload.get("error", ""))[:10_000]
+            )
     return list(range(first, first + len(rows)))
 
 

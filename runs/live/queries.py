@@ -78,31 +78,20 @@ def _step_view(row: Step) -> StepView:
     )
 
 
-def _turn_view(turn: Turn) -> TurnView:
-    """The turn's queue and its last completed step (one query)."""
-    last_index = (
-        Step.objects.filter(turn_id=turn.pk, completion_index__isnull=False)
-        .order_by("-completion_index")
-        .values("completion_index")[:1]
-    )
-    rows = list(
-        turn.steps.filter(
-            Q(queue_position__isnull=False) | Q(completion_index=Subquery(last_index))
-        ).only(
-            "step_id",
-            "kind",
-            "status",
-            "queue_position",
-            "completion_index",
-            "turn_id",
-            "tool_calls",
-        )
-    )
+_VIEWED = ("step_id", "kind", "status", "queue_position", "completion_index")
+
+
+def _turn_view(turn: Turn, rows: list[Step]) -> TurnView:
+    """The turn's queue and its last completed step, from its queued rows and that one."""
     queue = sorted(
         (r for r in rows if r.queue_position is not None),
         key=lambda r: r.queue_position or 0,
     )
-    last = next((r for r in rows if r.completion_index is not None), None)
+    last = max(
+        (r for r in rows if r.completion_index is not None),
+        key=lambda r: r.completion_index or 0,
+        default=None,
+    )
     return TurnView(
         pk=turn.pk,
         engine_id=turn.engine_id,
@@ -113,23 +102,46 @@ def _turn_view(turn: Turn) -> TurnView:
 
 
 def notebook_view(task_pk: int) -> NotebookView:
-    task = Task.objects.only("mode").get(pk=task_pk)
+    """Two queries: the latest turn with the notebook's mode, then the steps that matter (the
+    turn's queue, its last completed step, and any step of the notebook running)."""
     latest = (
         Turn.objects.filter(task_id=task_pk, deleted_at__isnull=True)
+        .select_related("task")
+        .only("engine_id", "status", "task", "task__mode")
         .order_by("-index")
         .first()
     )
-    latest_view = _turn_view(latest) if latest else None
+    mode = (
+        latest.task.mode
+        if latest is not None
+        else Task.objects.values_list("mode", flat=True).get(pk=task_pk)
+    )
+    running = Q(task_id=task_pk, status=StepStatus.RUNNING.value)
+    wanted = running
+    if latest is not None:
+        last_index = (
+            Step.objects.filter(turn_id=latest.pk, completion_index__isnull=False)
+            .order_by("-completion_index")
+            .values("completion_index")[:1]
+        )
+        wanted |= Q(turn_id=latest.pk) & (
+            Q(queue_position__isnull=False) | Q(completion_index=Subquery(last_index))
+        )
+    rows = list(Step.objects.filter(wanted).only(*_VIEWED, "turn_id", "tool_calls"))
+    latest_view = (
+        _turn_view(latest, [r for r in rows if r.turn_id == latest.pk])
+        if latest is not None
+        else None
+    )
     active = (
         latest_view if latest_view and latest_view.status == TurnStatus.ACTIVE else None
     )
-    running = tuple(
-        Step.objects.filter(
-            task_id=task_pk, status=StepStatus.RUNNING.value
-        ).values_list("step_id", flat=True)
-    )
     return NotebookView(
-        pk=task_pk, mode=task.mode, active=active, latest=latest_view, running=running
+        pk=task_pk,
+        mode=mode,
+        active=active,
+        latest=latest_view,
+        running=tuple(r.step_id for r in rows if r.status == StepStatus.RUNNING.value),
     )
 
 

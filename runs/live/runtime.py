@@ -39,6 +39,7 @@ class NotebookRuntime:
     """The runner and publisher of one notebook in this process."""
 
     task_pk: int
+    agent: str  # the preset's name
     runner: AgentRunner
     publisher: Publisher
     loop: asyncio.AbstractEventLoop
@@ -125,7 +126,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         tool_output_chars=model_chars,
     )
     runtime = _runtimes[task_pk] = NotebookRuntime(
-        task_pk, runner, publisher, loop, key
+        task_pk, agent, runner, publisher, loop, key
     )
     while len(_runtimes) > MAX_CACHED:
         _runtimes.popitem(last=False)  # a run in progress keeps its own reference

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from runs.engine import ChatMessage, ToolSelection
 from runs.models import Message, MessageStatus, Step, Task, Turn
@@ -89,13 +89,13 @@ def _common_prefix(rows: list[Message], messages: list[ChatMessage]) -> int:
 
 
 def load_agent_memory(task_pk: int) -> list[ChatMessage]:
-    """The agent's memory: the first `memory_length` messages of the conversation."""
-    length = Task.objects.values_list("memory_length", flat=True).get(pk=task_pk)
-    return (
-        [message_from_row(row) for row in conversation(task_pk)[:length]]
-        if length
-        else []
-    )
+    """The agent's memory: the first `memory_length` messages of the conversation (read with
+    the conversation, in one query)."""
+    rows = list(conversation(task_pk).annotate(memory_length=F("task__memory_length")))
+    if not rows:  # an empty conversation, or no notebook
+        Task.objects.only("pk").get(pk=task_pk)  # Task.DoesNotExist if it is gone
+        return []
+    return [message_from_row(row) for row in rows[: rows[0].memory_length]]
 
 
 def save_agent_memory(task_pk: int, messages: list[ChatMessage]) -> None:
