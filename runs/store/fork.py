@@ -149,7 +149,9 @@ def _store_turn(fork_pk: int, turn: Turn, state: TaskState, renamer: _Renamer) -
         save_agent_memory(fork_pk, memory)
     if turn.deleted_at is not None:
         delete_turn(fork_pk, renamed.task.task_id)
-    cache.drop(fork_pk)  # the update below does not tick the clock
+    # the update below does not tick the clock: forget what the saves above will remember
+    # (after the fork's transaction commits, as they do)
+    transaction.on_commit(lambda: cache.drop(fork_pk))
     Turn.objects.filter(engine_id=renamed.task.task_id).update(
         created_at=turn.created_at,
         finished_at=turn.finished_at
