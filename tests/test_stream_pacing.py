@@ -153,3 +153,17 @@ async def test_something_else_to_send_ends_the_gathering(settings: Any) -> None:
     await asyncio.sleep(MAX_GATHER_S * 2)
     assert deltas(await received(channel)) == ["a", "b", reply, "c"]
     publisher.streams.drop(STEP)
+
+
+def test_each_event_loop_has_its_own_instance() -> None:
+    from runs.live.pacing import per_loop
+
+    current = per_loop(lambda loop: [loop])
+
+    async def twice() -> tuple[list[Any], list[Any]]:
+        return current(), current()
+
+    first = asyncio.run(twice())
+    second = asyncio.run(twice())
+    assert first[0] is first[1] and second[0] is second[1]
+    assert first[0] is not second[0]
