@@ -163,6 +163,9 @@ def _database(url: str) -> dict[str, object]:
     else:
         # Fail in seconds, not minutes, when the server is unreachable.
         config["OPTIONS"] = {"connect_timeout": 10, **options}
+        # Django's backend, checking a reused connection at most every few seconds instead of
+        # before every database_sync_to_async call (agentui.postgresql.base)
+        config["ENGINE"] = "agentui.postgresql"
     test_name = _env("AGENTUI_TEST_DB_NAME")
     if test_name:
         # Lets parallel test runs on one server use separate test databases.

@@ -75,7 +75,7 @@ def test_defaults_are_sqlite_in_memory_layer_and_demo_model(
 
 def test_postgres_url_selects_postgres(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, DATABASE_URL="postgres://postgres@127.0.0.1:5432/test")
-    assert s["engine"] == "django.db.backends.postgresql"
+    assert s["engine"] == "agentui.postgresql"  # Django's, with throttled health checks
     assert (s["name"], s["host"], s["port"], s["user"]) == (
         "test",
         "127.0.0.1",

@@ -1,0 +1,1 @@
+"""PostgreSQL as Django's backend, with reused connections checked at most every few seconds."""
