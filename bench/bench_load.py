@@ -12,8 +12,8 @@ scripted OpenAI-compatible server in its own process stamping every chunk as it 
 here one websocket client per notebook doing what the page does: `resume`, then per turn a
 `send_message`, reading every frame until the turn's `task_completed`, then the next turn;
 like the page (static/js/socket.js), a client that has heard nothing for `QUIET_RESYNC_S` while
-its turn runs sends `resume` with the last seq it has (counted: with the server delivering
-every stored event by itself, none is needed).
+its turn runs sends `resume` with the last seq it has (counted; `--quiet-resume 0`: never, so
+that every stored event must reach the client by the server's own doing).
 
 Per run: turns/s (turns finished / wall time from the first send to the last `task_completed`),
 turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
@@ -63,7 +63,7 @@ REDIS_URL = os.environ.get(
 )
 DATABASE = os.environ.get("AGENTUI_BENCH_DATABASE", "agentui_load")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-QUIET_RESYNC_S = 8.0  # as the page's QUIET_RESYNC_MS
+QUIET_RESYNC_S = 8.0  # as the page's QUIET_RESYNC_MS (--quiet-resume)
 RESUME_MARK = b"#resume"  # in a client's frames: it sent `resume` here
 # (tokens per reply, seconds between tokens, turns per notebook) of each workload
 WORKLOADS = {
@@ -119,12 +119,12 @@ async def read_frames(client: Client) -> None:
             client.signals.put_nowait(("error", stamp, raw))
 
 
-async def resume_when_quiet(client: Client) -> None:
-    """As the page does: a running turn's socket quiet for QUIET_RESYNC_S asks for what it missed."""
+async def resume_when_quiet(client: Client, quiet: float) -> None:
+    """As the page does: a running turn's socket quiet for `quiet` s asks for what it missed."""
     while True:
-        await asyncio.sleep(QUIET_RESYNC_S / 4)
+        await asyncio.sleep(quiet / 4)
         now = time.time()
-        if not client.turn_running or now - client.heard_at < QUIET_RESYNC_S:
+        if not client.turn_running or now - client.heard_at < quiet:
             continue
         client.heard_at = now  # once per quiet spell
         client.resumes += 1
@@ -236,8 +236,10 @@ async def run(
     timeout: float,
     rate: float | None = None,
     profile: Path | None = None,
+    quiet_resume: float = QUIET_RESYNC_S,
 ) -> tuple[list[Client], dict[str, Any]]:
-    """A socket per notebook, then the turns; `rate`: turns/s offered in all, spread evenly."""
+    """A socket per notebook, then the turns; `rate`: turns/s offered in all, spread evenly;
+    `quiet_resume`: seconds of silence during a turn after which a client resumes (0: never)."""
     cookie, ids = make_notebooks(setup, notebooks)
     clients: list[Client] = []
     # connect in batches, as pages opening over a moment would
@@ -249,7 +251,10 @@ async def run(
             )
         )
     readers = [asyncio.create_task(read_frames(c)) for c in clients]
-    readers += [asyncio.create_task(resume_when_quiet(c)) for c in clients]
+    if quiet_resume > 0:
+        readers += [
+            asyncio.create_task(resume_when_quiet(c, quiet_resume)) for c in clients
+        ]
     pids = [p.pid for p in setup.processes]
     spies = [spy(pid, profile) for pid in pids] if profile else []
     cpu_before = [cpu_seconds(pid) for pid in pids]
@@ -317,12 +322,15 @@ def count_events(client: Client, last: int) -> EventCounts:
     counts = EventCounts()
     seen: set[int] = set()
     top = 0
-    replaying = False
+    unanswered = (
+        0  # resumes sent whose replay_done is not read yet (a slow server: several)
+    )
     for _, raw in client.frames:
+        replaying = unanswered > 0
         if raw == RESUME_MARK:
-            replaying = True
+            unanswered += 1
         elif raw.startswith(b'{"type":"replay_done"'):
-            replaying = False
+            unanswered = max(0, unanswered - 1)
         elif raw.startswith(b'{"type":"event"'):
             seq = int(json.loads(raw)["seq"])
             if seq in seen:
@@ -424,6 +432,7 @@ async def measure(
     workdir: Path,
     rate: float | None = None,
     profile: Path | None = None,
+    quiet_resume: float = QUIET_RESYNC_S,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
     llm, llm_url = start_model_server(tokens, delay, workdir, dump)
@@ -433,7 +442,9 @@ async def measure(
         timeout = 120 + turns * (tokens * delay * 4 + notebooks * 0.5)
         if rate:
             timeout += turns * notebooks / rate
-        clients, timing = await run(setup, notebooks, turns, timeout, rate, profile)
+        clients, timing = await run(
+            setup, notebooks, turns, timeout, rate, profile, quiet_resume
+        )
     finally:
         teardown(setup)
         llm.send_signal(signal.SIGTERM)
@@ -445,6 +456,7 @@ async def measure(
         "turns_each": turns,
         "offered": f"{rate:g} turns/s" if rate else "closed loop",
         "reply": f"{tokens} × {delay * 1000:g} ms",
+        "quiet_resume_s": quiet_resume,
         **stats,
     }
 
@@ -486,7 +498,15 @@ async def main(args: argparse.Namespace) -> None:
                     Path(args.profile) / f"{kind}-{notebooks}" if args.profile else None
                 )
                 row = await measure(
-                    kind, notebooks, tokens, delay, turns, Path(tmp), args.rate, profile
+                    kind,
+                    notebooks,
+                    tokens,
+                    delay,
+                    turns,
+                    Path(tmp),
+                    args.rate,
+                    profile,
+                    args.quiet_resume,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -523,6 +543,13 @@ if __name__ == "__main__":
         type=float,
         help="offer this many turns/s in all, spread evenly over the notebooks (a paced run); "
         "default: closed loop, each notebook's next turn right after its last (the capacity)",
+    )
+    parser.add_argument(
+        "--quiet-resume",
+        type=float,
+        default=QUIET_RESYNC_S,
+        help="a client whose turn has sent nothing for this many seconds resumes, as the page "
+        f"does (default {QUIET_RESYNC_S:g}); 0: never (the server alone must deliver everything)",
     )
     parser.add_argument("--json", help="write every row to this file")
     parser.add_argument(

@@ -5,9 +5,10 @@ per socket, channels-redis per process), and a socket fills a gap from the Event
 when a later event arrives: after a turn's last event none does, and the socket would wait
 for good. So every `SWEEP_EVERY_S` this process reads, in one query, the last seq of every
 notebook watched by a socket that has been quiet since the previous sweep (it handled no
-message: its queue is empty, nothing is on the way to it), and sends each such socket that is
-behind the database a `notebook.catch_up` naming that seq; the socket then sends the stored
-events it missed from the Event table, in order, each once (runs.consumers).
+message: its queue is empty) and sends each such socket that is behind the database a
+`notebook.catch_up` naming that seq, unless this process's publisher of the notebook still has
+something to send (the live copy may be on its way); the socket then sends the stored events it
+missed from the Event table, in order, each once (runs.consumers).
 
 Nothing here depends on the layer telling us what it dropped (channels-redis cannot), and a
 socket that is busy is left alone: its queue still holds live copies in order, and a gap it
@@ -27,6 +28,7 @@ from channels.db import database_sync_to_async
 
 from runs.live import broadcast, queries
 from runs.live.publisher import CATCH_UP_MESSAGE
+from runs.live.runtime import existing_publisher
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +117,9 @@ async def sweep_once(sweep: _Sweep) -> int:
     behind = [
         f
         for f in quiet
-        if last.get(f.task_pk, 0) > f.sent_seq and sweep.heard.get(f) == f.heard
+        if last.get(f.task_pk, 0) > f.sent_seq
+        and sweep.heard.get(f) == f.heard
+        and not _sending_here(f.task_pk)
     ]
     for follower in behind:
         await broadcast.channel_send(
@@ -123,3 +127,8 @@ async def sweep_once(sweep: _Sweep) -> int:
             {"type": CATCH_UP_MESSAGE, "last_seq": last[follower.task_pk]},
         )
     return len(behind)
+
+
+def _sending_here(task_pk: int) -> bool:
+    publisher = existing_publisher(task_pk)
+    return publisher is not None and publisher.sending()

@@ -219,9 +219,17 @@ def last_seq(task_pk: int) -> int:
     return Task.objects.values_list("last_seq", flat=True).get(pk=task_pk)
 
 
-def last_seqs(task_pks: set[int]) -> dict[int, int]:
-    """The last seq of each of these notebooks (one query; deleted ones are left out)."""
-    return dict(Task.objects.filter(pk__in=task_pks).values_list("pk", "last_seq"))
+def last_seqs(task_pks: set[int], chunk: int = 900) -> dict[int, int]:
+    """The last seq of each of these notebooks (a query per `chunk`; deleted ones are left out).
+
+    In chunks: SQLite before 3.32 takes at most 999 parameters in a statement.
+    """
+    pks = sorted(task_pks)
+    seqs: dict[int, int] = {}
+    for start in range(0, len(pks), chunk):
+        rows = Task.objects.filter(pk__in=pks[start : start + chunk])
+        seqs.update(rows.values_list("pk", "last_seq"))
+    return seqs
 
 
 def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
