@@ -103,12 +103,19 @@ class Client:
     heard_at: float = field(default_factory=time.time)  # when the last frame was read
     turn_running: bool = False  # a message was sent and its turn's end not read yet
     resumes: int = 0
+    closed: str | None = None  # why the socket closed under us
 
 
 async def read_frames(client: Client) -> None:
-    """Keep every frame with the time it was read; tell the driver about turn ends and errors."""
+    """Keep every frame with the time it was read; tell the driver about turn ends, errors and
+    the socket closing."""
     while True:
-        stamp, raw = await client.sock.recv()
+        try:
+            stamp, raw = await client.sock.recv()
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            client.closed = f"socket closed: {exc!r}"
+            client.signals.put_nowait(("closed", time.time(), client.closed.encode()))
+            return
         client.frames.append((stamp, raw))
         client.heard_at = stamp
         if raw.startswith(b'{"type":"event"'):
@@ -417,6 +424,7 @@ def analyse(
         "lost_tokens": lost_tokens,
         "dup_tokens": dup_tokens,
         "failed_notebooks": failed,
+        "closed_sockets": sum(1 for c in clients if c.closed),
         "retries": sum(c.retries for c in clients),
         "load_before": timing["load_before"],
         "load_after": timing["load_after"],

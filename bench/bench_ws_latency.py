@@ -122,10 +122,14 @@ class Socket:
         return cls(reader, writer)
 
     async def send(self, message: dict[str, Any]) -> None:
-        payload = json.dumps(message).encode()
+        self._write(0x1, json.dumps(message).encode())
+        await self.writer.drain()
+
+    def _write(self, opcode: int, payload: bytes) -> None:
+        """One final frame, masked as a client's must be."""
         mask = os.urandom(4)
         length = len(payload)
-        header = bytes([0x81]) + (
+        header = bytes([0x80 | opcode]) + (
             bytes([0x80 | length])
             if length < 126
             else bytes([0x80 | 126]) + length.to_bytes(2, "big")
@@ -134,7 +138,6 @@ class Socket:
         )
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.writer.write(header + mask + masked)
-        await self.writer.drain()
 
     async def recv(self) -> tuple[float, bytes]:
         """The next text message and when its frame was read."""
@@ -150,7 +153,12 @@ class Socket:
             opcode = first & 0x0F
             if opcode == 0x8:
                 raise ConnectionError(f"closed by the server: {payload[:2].hex()}")
-            if opcode in (0x9, 0xA):
+            if opcode == 0x9:
+                # answered as a browser does: daphne drops a socket whose pong does not come
+                # within 30 s of its ping (sent every 20 s), i.e. every socket after ~50 s
+                self._write(0xA, payload)
+                continue
+            if opcode == 0xA:
                 continue
             chunks.append(payload)
             if first & 0x80:
