@@ -208,7 +208,12 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
             "CONFIG": {
                 # redis-py's default 5 s read timeout equals channels-redis's blocking receive:
                 # an idle socket's consumer would time out and be closed (1011) after ~5 s
-                "hosts": [{"address": url, "socket_timeout": 30}],
+                # redis-py's pool holds 100 connections by default and then raises
+                # MaxConnectionsError, which a socket takes for Redis being down (500 notebooks
+                # on two processes: sockets went `live` false and read the database every second)
+                "hosts": [
+                    {"address": url, "socket_timeout": 30, "max_connections": 1000}
+                ],
                 # one daphne's sockets share a channel key; 100 (the default) overflows under load
                 "capacity": 2000,
             },

@@ -108,7 +108,11 @@ def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> No
     s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
     assert s["layer"] == "agentui.redis_layer.RedisLayer"
     assert s["layer_hosts"] == [
-        {"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}
+        {
+            "address": "redis://127.0.0.1:6379/0",
+            "socket_timeout": 30,
+            "max_connections": 1000,
+        }
     ]
 
 
