@@ -41,6 +41,7 @@ from runs.engine import AgentStream
 from runs.live.pacing import per_loop
 from runs.models import Step
 from runs.protocol import delta_text
+from runs.store.columns import column, table
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ def write_stream(step_id: str, phase: str, text: str) -> None:
 def write_streams(rows: list[tuple[str, str, str]]) -> None:
     """Store several steps' (step_id, phase, text) at once: one prepared UPDATE run for every
     row (`executemany`: one round trip per batch on PostgreSQL, no ORM expression to build)."""
-    table = connection.ops.quote_name(Step._meta.db_table)
     sql = (
-        f"UPDATE {table} SET {_column('stream_text')} = %s, {_column('stream_phase')} = %s "
-        f"WHERE {_column('step_id')} = %s"
+        f"UPDATE {table(Step)} SET {column(Step, 'stream_text')} = %s, "
+        f"{column(Step, 'stream_phase')} = %s "
+        f"WHERE {column(Step, 'step_id')} = %s"
     )
     with transaction.atomic(), connection.cursor() as cursor:
         for start in range(0, len(rows), FLUSH_BATCH):
@@ -75,10 +76,6 @@ def write_streams(rows: list[tuple[str, str, str]]) -> None:
             cursor.executemany(
                 sql, [(text, phase, step) for step, phase, text in batch]
             )
-
-
-def _column(name: str) -> str:
-    return connection.ops.quote_name(Step._meta.get_field(name).column)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.models import Event, Task
+from runs.store.columns import column, pk_column, table
 from runs.store.fence import check
 
 # (turn pk, step id, type, payload, at) of one event
@@ -28,31 +29,26 @@ def supported() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _quoted(model: type[Any], name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
-
-
 def _type(model: type[Any], name: str) -> str:
     return str(model._meta.get_field(name).db_type(connection))
 
 
 def _sql(count: int, fenced: bool) -> str:
-    quote = connection.ops.quote_name
-    last_seq = _quoted(Task, "last_seq")
-    fence = f" AND {_quoted(Task, 'lease_owner')} = %s" if fenced else ""
+    last_seq = column(Task, "last_seq")
+    fence = f" AND {column(Task, 'lease_owner')} = %s" if fenced else ""
     casts = [_type(Event, name) for name in _COLUMNS]
     value = "(%s::integer, " + ", ".join(f"%s::{cast}" for cast in casts) + ")"
     columns = ", ".join(
-        _quoted(Event, name) for name in ("task", "seq", *_COLUMNS, "created_at")
+        column(Event, name) for name in ("task", "seq", *_COLUMNS, "created_at")
     )
     return (
-        f"WITH t AS (UPDATE {quote(Task._meta.db_table)} SET {last_seq} = {last_seq} + %s::integer "
-        f"WHERE {quote(Task._meta.pk.column)} = %s{fence} RETURNING {last_seq}) "
-        f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) "
+        f"WITH t AS (UPDATE {table(Task)} SET {last_seq} = {last_seq} + %s::integer "
+        f"WHERE {pk_column(Task)} = %s{fence} RETURNING {last_seq}) "
+        f"INSERT INTO {table(Event)} ({columns}) "
         f"SELECT %s::{_type(Event, 'task')}, t.{last_seq} - %s::integer + v.i, v.turn, "
         f"v.step_id, v.type, v.payload, v.at, %s::{_type(Event, 'created_at')} "
         f"FROM t, (VALUES {', '.join([value] * count)}) AS v(i, {', '.join(_COLUMNS)}) "
-        f"RETURNING {_quoted(Event, 'seq')}"
+        f"RETURNING {column(Event, 'seq')}"
     )
 
 
@@ -75,7 +71,7 @@ def insert_at_once(task_pk: int, rows: list[EventRow], token: str | None) -> int
         cursor.execute(_sql(len(rows), token is not None), params)
         seqs = [seq for (seq,) in cursor.fetchall()]
     if len(seqs) == len(rows):
-        return min(seqs)
+        return int(min(seqs))
     # nothing was stored: say why
     owner = (
         Task.objects.filter(pk=task_pk).values_list("lease_owner", flat=True).first()

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
 from runs.models import Task
+from runs.store.columns import column, pk_column, table
 
 fence_token: ContextVar[str | None] = ContextVar("agentui_fence_token", default=None)
 
@@ -57,17 +59,16 @@ def advance(
     a lease that was taken over raises LeaseLost (and the caller's transaction rolls back).
     Raises Task.DoesNotExist if the notebook is gone.
     """
-    quote = connection.ops.quote_name
-    column = quote(Task._meta.get_field(counter).column)
-    sets = [f"{column} = {column} + %s"]
-    params: list[object] = [by]
+    counted = column(Task, counter)
+    sets = [f"{counted} = {counted} + %s"]
+    params: list[Any] = [by]
     if touch:
-        sets.append(f"{quote(Task._meta.get_field('updated_at').column)} = %s")
+        sets.append(f"{column(Task, 'updated_at')} = %s")
         params.append(connection.ops.adapt_datetimefield_value(timezone.now()))
     sql = (
-        f"UPDATE {quote(Task._meta.db_table)} SET {', '.join(sets)} "
-        f"WHERE {quote(Task._meta.pk.column)} = %s "
-        f"RETURNING {column}, {quote(Task._meta.get_field('lease_owner').column)}"
+        f"UPDATE {table(Task)} SET {', '.join(sets)} "
+        f"WHERE {pk_column(Task)} = %s "
+        f"RETURNING {counted}, {column(Task, 'lease_owner')}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, task_pk])
