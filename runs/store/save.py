@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from runs.engine import (
@@ -33,23 +33,31 @@ _DONE = StepStatus.COMPLETED.value
 
 def _stored_turn(task_pk: int, state: TaskState, clock: int) -> StoredTurn:
     """The turn's rows as stored before this save (at `clock - 1`): known, read, or new."""
-    known = cache.take(task_pk, state.task.task_id, clock - 1)
+    engine_id = state.task.task_id
+    known = cache.take(task_pk, engine_id, clock - 1)
     if known is not None:
         return known
-    turn = Turn.objects.filter(task_id=task_pk, engine_id=state.task.task_id).first()
+    # the turn, and the notebook's latest turn (a new one's index follows it): one query
+    latest = Turn.objects.filter(task_id=task_pk).order_by("-index").values("pk")[:1]
+    found = list(
+        Turn.objects.filter(task_id=task_pk).filter(
+            Q(engine_id=engine_id) | Q(pk=Subquery(latest))
+        )
+    )
+    turn = next((t for t in found if t.engine_id == engine_id), None)
     if turn is None:
-        return StoredTurn(clock, _create_turn(task_pk, state, clock), {}, {}, [])
+        index = max((t.index for t in found), default=0) + 1
+        return StoredTurn(clock, _create_turn(task_pk, state, clock, index), {}, {}, [])
     steps = {row.step_id: row for row in turn.steps.all()}
     return StoredTurn(clock, turn, steps, None, None)
 
 
-def _create_turn(task_pk: int, state: TaskState, clock: int) -> Turn:
+def _create_turn(task_pk: int, state: TaskState, clock: int, index: int) -> Turn:
     task = state.task
-    last = Turn.objects.filter(task_id=task_pk).aggregate(m=Max("index"))["m"] or 0
     return Turn.objects.create(
         task_id=task_pk,
         engine_id=task.task_id,
-        index=last + 1,
+        index=index,
         input=task.input,
         approve_tool_calls=task.approve_tool_calls,
         history_length=task.history_length,
