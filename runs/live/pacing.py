@@ -8,7 +8,7 @@ loop. So a busy process spent most of its time on per-frame work, fell further b
 (through Redis) overflowed the layer's queues.
 
 `LoopLag` watches how long work waits in this process's event loop (the publishers report how
-late their sender tasks start) and lets a stream's next delta gather tokens for about twice that
+late their sender tasks start) and lets a stream's next delta gather tokens for `GAIN` times that
 long, never more than `MAX_GATHER_S`: nothing while the loop is quick (below `LAG_FLOOR_S` a
 token leaves as it comes, so a lightly loaded server adds no delay), more as the process falls
 behind, where the tokens would have waited in the loop anyway and merging them is what lets it
@@ -26,6 +26,9 @@ from typing import Any, TypeVar
 LAG_FLOOR_S = 0.002
 # a delta's tokens span at most this long (issue 15: frames may coalesce at most 50 ms)
 MAX_GATHER_S = 0.05
+# how many times the lag a stream's tokens may gather: the lag seen when a sender starts is one
+# pass of the loop, and a busy process's tokens come out of the engine a pass or more apart
+GAIN = 8
 # the weight of one observation in the running average
 SMOOTHING = 0.05
 
@@ -45,7 +48,7 @@ class LoopLag:
         """How long a stream's next delta may wait for more tokens."""
         if self.lag < LAG_FLOOR_S:
             return 0.0
-        return min(MAX_GATHER_S, 2 * self.lag)
+        return min(MAX_GATHER_S, GAIN * self.lag)
 
 
 def per_loop(make: Callable[[asyncio.AbstractEventLoop], T]) -> Callable[[], T]:
