@@ -8,7 +8,8 @@ them after reading the clock alone. Anything else moving the clock (another proc
 an undo, a fork, recovery, a mode change) makes them useless, and the next save or load reads
 the database as before. The database stays the truth: only reads are saved, never writes.
 
-Kept per process (a bounded LRU); entries are put only once their transaction committed.
+Kept per process for turns still going on (a bounded LRU); entries are put only once their
+transaction committed.
 Values handed out are copies where the caller may change them (`turn_state` takes copies).
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from runs.models import Message, Step, StepEdge, Turn
 
-MAX_TURNS = 1024
+MAX_TURNS = 1024  # active turns: a running turn's own, at most one per notebook
 
 
 @dataclass

@@ -318,7 +318,8 @@ def save_state(task_pk: int, state: TaskState, copied: CopiedRun | None = None) 
             turn, state.task.memory.get_all(), producer, clock, producers, stored.own
         )
         stored.clock = clock
-        transaction.on_commit(lambda: cache.put(task_pk, stored))
+        if state.status is TaskStatus.ACTIVE:  # a finished turn is seldom read again
+            transaction.on_commit(lambda: cache.put(task_pk, stored))
 
 
 def delete_turn(task_pk: int, task_id: str) -> None:
