@@ -49,6 +49,7 @@ _SERVICE_ENV = (
     "AGENTUI_MODEL",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "AGENTUI_TEST_DB_NAME",  # make test's services pass names its test database with it
 )
 
 
