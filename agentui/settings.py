@@ -203,8 +203,7 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
             raise ImproperlyConfigured(f"REDIS_URL: database {db!r} is not a number")
     return {
         "default": {
-            # channels-redis, taking what waits for the process in one round trip
-            "BACKEND": "agentui.redis_layer.RedisLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # redis-py's default 5 s read timeout equals channels-redis's blocking receive:
                 # an idle socket's consumer would time out and be closed (1011) after ~5 s

@@ -43,7 +43,7 @@ def private_redis(tmp_path: Path, require_service: Any) -> Any:
     redis.start()
     layers = {
         "default": {
-            "BACKEND": "agentui.redis_layer.RedisLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [{"address": redis.url, "socket_timeout": 30}]},
         }
     }

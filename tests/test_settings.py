@@ -106,7 +106,7 @@ def test_sqlite_url_is_accepted(subprocess_env: EnvFactory) -> None:
 
 def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
-    assert s["layer"] == "agentui.redis_layer.RedisLayer"
+    assert s["layer"] == "channels_redis.core.RedisChannelLayer"
     assert s["layer_hosts"] == [
         {
             "address": "redis://127.0.0.1:6379/0",
