@@ -329,6 +329,12 @@ AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S = _env_seconds(
 AGENTUI_LLM_CHUNK_TIMEOUT_S = _env_seconds("AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0)
 # The longest one send to the channel layer (Redis) may take before it counts as failed.
 AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
+# The least time a stream's tokens gather into one `delta` (at most 0.05: issue 15's bound).
+# Through Redis every delta costs ~8 round trips (sending and receiving process), so the
+# default there is 0.04 s: about half the messages at 50 tokens/s; in one process 0 (no delay).
+AGENTUI_DELTA_GATHER_S = min(
+    0.05, _env_seconds("AGENTUI_DELTA_GATHER_S", 0.04 if REDIS_URL else 0.0)
+)
 # OpenTelemetry export of runs as OpenInference spans: None (off) unless an OTLP endpoint is set.
 try:
     AGENTUI_TELEMETRY = _telemetry_from_environ(os.environ)

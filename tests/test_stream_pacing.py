@@ -41,6 +41,15 @@ def test_no_gathering_while_the_loop_keeps_up() -> None:
     assert lag.gather_s() == MAX_GATHER_S
 
 
+def test_a_floor_gathers_even_while_the_loop_keeps_up() -> None:
+    lag = LoopLag()
+    assert lag.gather_s(floor=0.04) == 0.04
+    assert lag.gather_s(floor=1.0) == MAX_GATHER_S  # never past issue 15's 50 ms
+    for _ in range(1000):
+        lag.observe(1.0)
+    assert lag.gather_s(floor=0.01) == MAX_GATHER_S
+
+
 def tokens(words: list[str]) -> list[AgentStream]:
     text = ""
     out = []
@@ -91,8 +100,11 @@ def deltas(messages: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-async def watched_publisher(settings: Any) -> tuple[Publisher, str]:
+async def watched_publisher(
+    settings: Any, gather_floor: float = 0.0
+) -> tuple[Publisher, str]:
     settings.CHANNEL_LAYERS = IN_MEMORY
+    settings.AGENTUI_DELTA_GATHER_S = gather_floor  # (0.04 by default with REDIS_URL)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(group_name(424242), channel)
@@ -128,6 +140,26 @@ async def test_a_lagging_loop_gathers_a_streams_tokens(settings: Any) -> None:
         await asyncio.sleep(0)
     for event in rest:  # ...which comes before it leaves
         await publisher(event)
+    await asyncio.sleep(MAX_GATHER_S * 2)
+    assert deltas(await received(channel)) == [
+        "w0 ",
+        "".join(f"w{n} " for n in range(1, 10)),
+    ]
+    publisher.streams.drop(STEP)
+
+
+async def test_a_gather_floor_merges_tokens_on_a_quick_loop(settings: Any) -> None:
+    # AGENTUI_DELTA_GATHER_S (a Redis layer's default): fewer messages with no lag at all
+    publisher, channel = await watched_publisher(settings, gather_floor=MAX_GATHER_S)
+    first, *rest = tokens([f"w{n} " for n in range(10)])
+    loop_lag().lag = 0.0
+    await publisher(first)  # the first token of a stream still leaves at once
+    for _ in range(3):
+        await asyncio.sleep(0)
+    for event in rest:
+        await publisher(event)
+        for _ in range(3):
+            await asyncio.sleep(0)
     await asyncio.sleep(MAX_GATHER_S * 2)
     assert deltas(await received(channel)) == [
         "w0 ",

@@ -44,11 +44,12 @@ class LoopLag:
     def observe(self, late_s: float) -> None:
         self.lag += (max(0.0, late_s) - self.lag) * SMOOTHING
 
-    def gather_s(self) -> float:
-        """How long a stream's next delta may wait for more tokens."""
+    def gather_s(self, floor: float = 0.0) -> float:
+        """How long a stream's next delta may wait for more tokens: at least `floor`
+        (AGENTUI_DELTA_GATHER_S: a layer whose every message is costly), more if the loop lags."""
         if self.lag < LAG_FLOOR_S:
-            return 0.0
-        return min(MAX_GATHER_S, GAIN * self.lag)
+            return min(MAX_GATHER_S, floor)
+        return min(MAX_GATHER_S, max(floor, GAIN * self.lag))
 
 
 def per_loop(make: Callable[[asyncio.AbstractEventLoop], T]) -> Callable[[], T]:

@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import transaction
 from pydantic import BaseModel
 
@@ -112,6 +113,10 @@ def _image_data_left_out(message: dict[str, Any]) -> dict[str, Any]:
         for i in images
     ]
     return {**message, "images": shown}
+
+
+def gather_floor() -> float:
+    return float(getattr(settings, "AGENTUI_DELTA_GATHER_S", 0.0))
 
 
 async def _bounded(payload: dict[str, Any], task_pk: int, seq: int) -> dict[str, Any]:
@@ -256,7 +261,7 @@ class Publisher:
         while self._outbox:
             item = self._outbox.popleft()
             if isinstance(item, str):
-                wait = self.streams.due_in(item, lag.gather_s())
+                wait = self.streams.due_in(item, lag.gather_s(gather_floor()))
                 if wait > 0 and not self._outbox:
                     await self._gather(loop, wait)
                 text = self.streams.take(item, self.last_seq)
