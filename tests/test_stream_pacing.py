@@ -128,35 +128,24 @@ async def test_each_token_is_its_own_message_while_the_loop_keeps_up(
     publisher.streams.drop(STEP)
 
 
-async def test_a_lagging_loop_gathers_a_streams_tokens(settings: Any) -> None:
-    publisher, channel = await watched_publisher(settings)
-    first, second, *rest = tokens([f"w{n} " for n in range(10)])
-    loop_lag().lag = 1.0  # far behind: gather for MAX_GATHER_S
+@pytest.mark.parametrize(
+    ("lag", "floor"),
+    [
+        (1.0, 0.0),  # far behind: gather for MAX_GATHER_S
+        (0.0, MAX_GATHER_S),  # AGENTUI_DELTA_GATHER_S (Redis's default): no lag at all
+    ],
+    ids=["lagging-loop", "gather-floor"],
+)
+async def test_a_streams_tokens_gather_after_its_first(
+    settings: Any, lag: float, floor: float
+) -> None:
+    publisher, channel = await watched_publisher(settings, gather_floor=floor)
+    first, *rest = tokens([f"w{n} " for n in range(10)])
+    loop_lag().lag = lag
     await publisher(first)  # the stream's first token leaves at once
     for _ in range(3):
         await asyncio.sleep(0)
-    await publisher(second)  # the next one waits for company...
-    for _ in range(3):
-        await asyncio.sleep(0)
-    for event in rest:  # ...which comes before it leaves
-        await publisher(event)
-    await asyncio.sleep(MAX_GATHER_S * 2)
-    assert deltas(await received(channel)) == [
-        "w0 ",
-        "".join(f"w{n} " for n in range(1, 10)),
-    ]
-    publisher.streams.drop(STEP)
-
-
-async def test_a_gather_floor_merges_tokens_on_a_quick_loop(settings: Any) -> None:
-    # AGENTUI_DELTA_GATHER_S (a Redis layer's default): fewer messages with no lag at all
-    publisher, channel = await watched_publisher(settings, gather_floor=MAX_GATHER_S)
-    first, *rest = tokens([f"w{n} " for n in range(10)])
-    loop_lag().lag = 0.0
-    await publisher(first)  # the first token of a stream still leaves at once
-    for _ in range(3):
-        await asyncio.sleep(0)
-    for event in rest:
+    for event in rest:  # the next ones wait for company, which comes before they leave
         await publisher(event)
         for _ in range(3):
             await asyncio.sleep(0)
