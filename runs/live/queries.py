@@ -13,6 +13,7 @@ from django.db.models import Q, Subquery
 from runs.engine import StepStatus
 from runs.live.wire import bounded
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
+from runs.store.load import completed_rows, queued_rows
 
 RUNNABLE = frozenset(
     {
@@ -83,15 +84,9 @@ _VIEWED = ("step_id", "kind", "status", "queue_position", "completion_index")
 
 def _turn_view(turn: Turn, rows: list[Step]) -> TurnView:
     """The turn's queue and its last completed step, from its queued rows and that one."""
-    queue = sorted(
-        (r for r in rows if r.queue_position is not None),
-        key=lambda r: r.queue_position or 0,
-    )
-    last = max(
-        (r for r in rows if r.completion_index is not None),
-        key=lambda r: r.completion_index or 0,
-        default=None,
-    )
+    queue = queued_rows(rows)
+    completed = completed_rows(rows)
+    last = completed[-1] if completed else None
     return TurnView(
         pk=turn.pk,
         engine_id=turn.engine_id,

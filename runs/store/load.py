@@ -175,6 +175,22 @@ def turn_state(turn: Turn) -> TaskState:
     return _state(turn, rows, nexts, prevs, _turn_memory(turn))
 
 
+def queued_rows(rows: Iterable[Step]) -> list[Step]:
+    """The step rows in a turn's queue, in queue order."""
+    return sorted(
+        (row for row in rows if row.queue_position is not None),
+        key=lambda r: r.queue_position or 0,
+    )
+
+
+def completed_rows(rows: Iterable[Step]) -> list[Step]:
+    """The completed step rows, in the order they completed."""
+    return sorted(
+        (row for row in rows if row.completion_index is not None),
+        key=lambda r: r.completion_index or 0,
+    )
+
+
 def _state(
     turn: Turn,
     rows: list[Step],
@@ -188,14 +204,8 @@ def _state(
         row.step_id: _task_step(row, turn, nexts.get(row.pk, []), prevs.get(row.pk, []))
         for row in rows
     }
-    queued = sorted(
-        (row for row in rows if row.queue_position is not None),
-        key=lambda r: r.queue_position or 0,
-    )
-    done = sorted(
-        (row for row in rows if row.completion_index is not None),
-        key=lambda r: r.completion_index or 0,
-    )
+    queued = queued_rows(rows)
+    done = completed_rows(rows)
     completed = []
     for row in done:
         step = steps[row.step_id]
