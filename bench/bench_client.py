@@ -31,6 +31,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -63,6 +64,23 @@ def _body(messages: list[dict[str, str]]) -> bytes:
     return json.dumps(request).encode()
 
 
+async def raw_chunks(http: httpx2.AsyncClient, body: bytes) -> AsyncIterator[Any]:
+    """The floor for any client: POST `body`, split the SSE bytes, `json.loads` each chunk."""
+    async with http.stream(
+        "POST",
+        "/chat/completions",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    ) as response:
+        buffer = b""
+        async for piece in response.aiter_bytes():
+            buffer += piece
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: {"):
+                    yield json.loads(line[6:])
+
+
 class Clients:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
@@ -75,20 +93,8 @@ class Clients:
     async def raw(self, body: bytes) -> tuple[float, int]:
         started = time.perf_counter()
         chunks = 0
-        async with self.http.stream(
-            "POST",
-            "/chat/completions",
-            content=body,
-            headers={"Content-Type": "application/json"},
-        ) as response:
-            buffer = b""
-            async for piece in response.aiter_bytes():
-                buffer += piece
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.startswith(b"data: {"):
-                        json.loads(line[6:])
-                        chunks += 1
+        async for _ in raw_chunks(self.http, body):
+            chunks += 1
         return time.perf_counter() - started, chunks
 
     async def our(self, messages: list[ChatMessage]) -> tuple[float, int]:

@@ -32,6 +32,7 @@ from typing import Any
 import httpx2
 
 from bench._peer import ensure_li_venv, host_info, run_li_json
+from bench.bench_client import raw_chunks
 from bench.bench_ws_latency import pct, start_model_server
 from bench.streams_workload import run_streams
 from runs.engine import ChatMessage, MessageRole, OpenAI
@@ -54,21 +55,9 @@ def raw_opener(base_url: str) -> tuple[httpx2.AsyncClient, Any]:
                 "stream": True,
             }
         ).encode()
-        async with http.stream(
-            "POST",
-            "/chat/completions",
-            content=body,
-            headers={"Content-Type": "application/json"},
-        ) as response:
-            buffer = b""
-            async for piece in response.aiter_bytes():
-                buffer += piece
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.startswith(b"data: {"):
-                        chunk = json.loads(line[6:])
-                        for choice in chunk.get("choices") or []:
-                            yield (choice.get("delta") or {}).get("content") or ""
+        async for chunk in raw_chunks(http, body):
+            for choice in chunk.get("choices") or []:
+                yield (choice.get("delta") or {}).get("content") or ""
 
     return http, open_stream
 
