@@ -34,7 +34,7 @@ SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TE
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
-	@echo "make lint        ruff: lint and format check of the whole tree"
+	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts)"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
 	@echo "make clean       remove caches and test artifacts (keeps .venv, .venv-phoenix and db.sqlite3)"
 	@echo "make phoenix     install Arize Phoenix into .venv-phoenix for the telemetry tests (make test does it)"
@@ -95,6 +95,7 @@ login-link: $(RUN_STAMP)
 lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/lint-imports --no-logo --no-cache
 
 test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	@set -u; \

@@ -16,7 +16,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from agentui.origin import SameOriginValidator  # noqa: E402
-from runs.routing import websocket_urlpatterns  # noqa: E402
+from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -29,7 +29,7 @@ application = ProtocolTypeRouter(
 
 
 def _start_sweeper_with_daphne() -> None:
-    """Under daphne, start the lease sweep (runs.live.sweeper) once its loop runs.
+    """Under daphne, start the lease sweep (runs.service.sweeper) once its loop runs.
 
     daphne has no ASGI lifespan events; its loop is `daphne.server.twisted_loop`. Under other
     servers (and in tests) nothing starts: operators run `manage.py recover_runs` instead.
@@ -38,7 +38,7 @@ def _start_sweeper_with_daphne() -> None:
     loop = getattr(server, "twisted_loop", None)
     if loop is None:
         return
-    from runs.live.sweeper import start_sweeper
+    from runs.service.sweeper import start_sweeper
 
     loop.call_soon_threadsafe(start_sweeper)
 

@@ -22,7 +22,7 @@ Every streamed token is one message per socket, so the per-message work is cut f
 What it delivers, to whom, in what order, and what it drops when a socket's queue is full
 (`ChannelFull` from `send()`; silently, per member, from `group_send()`) are Channels' own; the
 drops are counted (`dropped`) and logged, at most once per `REPORT_EVERY_S`. A socket that missed
-a stored event catches up from the database (runs.live.catch_up); a dropped token delta is
+a stored event catches up from the database (runs.realtime.catch_up); a dropped token delta is
 healed by the step's next reply.
 """
 

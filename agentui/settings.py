@@ -287,7 +287,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "runs.views.navigation",
+                "runs.web.views.navigation",
             ],
         },
     },
@@ -301,7 +301,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = _env("REDIS_URL")
 CHANNEL_LAYERS = _channel_layers(REDIS_URL)
 
-# --- The language model (resolved by runs.llm_config) -----------------------
+# --- The language model (resolved by runs.service.llm) -----------------------
 
 OPENAI_API_KEY = _env("OPENAI_API_KEY")
 OPENAI_BASE_URL = _env("OPENAI_BASE_URL").rstrip("/")

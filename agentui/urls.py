@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from runs.rest.api import urls as rest_api_urls
-from runs.views import login_with_link
+from runs.web.views import login_with_link
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),

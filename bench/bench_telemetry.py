@@ -83,8 +83,8 @@ def run_case(steps: int) -> dict[str, Any]:
 
     from runs import service
     from runs.engine.testing import ScriptedServer
-    from runs.live import runtime
     from runs.models import Event
+    from runs.service import runtime
     from runs.telemetry import recorder as telemetry
 
     # the hook's own time: every event the publisher stores goes through observe()
@@ -102,7 +102,7 @@ def run_case(steps: int) -> dict[str, Any]:
         "long": {
             "label": "Long tool loop",
             "worker": "bench.bench_telemetry.long_worker",
-            "tools": ["runs.tools.arithmetic.add"],
+            "tools": ["runs.presets.tools.arithmetic.add"],
         }
     }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copy the installed libraries' browser builds and every installed package's license into
-# static/vendor/, and Vega-Lite's JSON schema to runs/tools/ (the chart tool validates with it).
+# static/vendor/, and Vega-Lite's JSON schema to runs/presets/tools/ (the chart tool validates with it).
 # Run by `make vendor` after `npm ci` in npm/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ copy dompurify dist/purify.es.mjs
 copy vega build/vega.min.js
 copy vega-lite build/vega-lite.min.js
 copy vega-embed build/vega-embed.min.js
-cp "$modules/vega-lite/build/vega-lite-schema.json" runs/tools/vega-lite-schema.json
+cp "$modules/vega-lite/build/vega-lite-schema.json" runs/presets/tools/vega-lite-schema.json
 # The builds bundle their dependencies: keep the license of every installed package.
 for dir in "$modules"/* "$modules"/@*/*; do
   [ -f "$dir/package.json" ] || continue

@@ -10,7 +10,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # Demo scripts only register rules (no database access), so they are safe this early;
-        # crash recovery needs the database and runs from runs.live.recovery instead.
-        from runs.demo_scripts import register_demo_scripts
+        # crash recovery needs the database and runs from runs.service.recovery instead.
+        from runs.demo import register_demo_scripts
 
         register_demo_scripts()

@@ -96,7 +96,7 @@ class Task(models.Model):
     # A logical clock, ticked by every state-store write: messages and turns record when they
     # came and went, so a turn's history is "the conversation as it was when the turn began".
     clock = models.PositiveBigIntegerField(default=0)
-    # Who may change the engine state right now (runs.live.lease); "" when nobody.
+    # Who may change the engine state right now (runs.service.lease); "" when nobody.
     lease_owner = models.CharField(max_length=64, blank=True, default="")
     lease_at = models.DateTimeField(null=True, blank=True)
     # Set by `abandon` while a step runs: the driver abandons the turn after that step.
@@ -375,7 +375,7 @@ class Annotation(models.Model):
 
 
 class ApiToken(models.Model):
-    """A person's key for scripts (`Authorization: Bearer <token>`, runs.api_auth).
+    """A person's key for scripts (`Authorization: Bearer <token>`, runs.service.tokens).
 
     Only the SHA-256 of the token is kept: it is shown once, when created, and cannot be read
     back. Revoking keeps the row, so the settings page still tells what was revoked and when.

@@ -2,13 +2,13 @@
 
 from django.urls import include, path
 
-from runs import views
+from runs.web import views
 
 app_name = "runs"
 
 urlpatterns = [
     path("", views.index, name="index"),
-    path("", include("runs.api_urls")),
-    path("", include("runs.page_urls")),
+    path("", include("runs.web.json_urls")),
+    path("", include("runs.web.page_urls")),
     path("", include("runs.agui.urls")),
 ]

@@ -105,7 +105,7 @@ def analyst_script(**kwargs: Any) -> Script:
 @contextmanager
 def llm_at(server: ScriptedServer) -> Any:
     """Point the app's LLM settings at `server` (and forget runners built for another one)."""
-    from runs.live import runtime
+    from runs.service import runtime
 
     with override_settings(
         OPENAI_BASE_URL=server.base_url,

@@ -11,8 +11,8 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import AsyncClient
 
-from runs.api_auth import create_token
 from runs.models import Event, Message, Step, Task, Turn
+from runs.service.tokens import create_token
 from tests.live_support import make_user
 
 API = "/api/v1"

@@ -15,13 +15,13 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs import service
-from runs.api_auth import create_token
-from runs.demo_research import ANSWER as RESEARCH_ANSWER
-from runs.demo_research import RESEARCH_PROMPT, research_rules
-from runs.demo_team import QUESTION as TEAM_QUESTION
-from runs.demo_team import TEAM_PROMPT, team_rules
+from runs.demo.research import ANSWER as RESEARCH_ANSWER
+from runs.demo.research import RESEARCH_PROMPT, research_rules
+from runs.demo.team import QUESTION as TEAM_QUESTION
+from runs.demo.team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
 from runs.models import Event, Step, Task
+from runs.service.tokens import create_token
 from tests.agui_support import (
     outcome,
     post_run,

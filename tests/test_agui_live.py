@@ -43,7 +43,7 @@ def api_token(app: LiveApp) -> str:
     """A new API token of the live app's user."""
     return app.shell(
         "from django.contrib.auth import get_user_model; "
-        "from runs.api_auth import create_token; "
+        "from runs.service.tokens import create_token; "
         f"print(create_token(get_user_model().objects.get(username={USERNAME!r}), 'agui')[1])"
     ).split()[-1]
 

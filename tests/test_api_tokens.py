@@ -9,14 +9,14 @@ from django.contrib.auth.models import AnonymousUser
 from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client, RequestFactory
 
-from runs.api_auth import (
+from runs.models import ApiToken
+from runs.service.tokens import (
     AuthFailed,
     create_token,
     request_user,
     revoke_token,
     token_digest,
 )
-from runs.models import ApiToken
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 

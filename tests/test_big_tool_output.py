@@ -17,9 +17,9 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.live.wire import WIRE_EVENT_BYTES
 from runs.models import Event, Message, Step
-from runs.tools.logs import server_log
+from runs.presets.tools.logs import server_log
+from runs.protocol.wire import WIRE_EVENT_BYTES
 from tests.live_support import (
     Client,
     body,
@@ -173,7 +173,7 @@ async def test_the_trace_pages_export_cuts_events_as_sockets_do_and_sends_the_re
     """Small events go out as the database holds them; a large one, even one that is short in
     characters but long once escaped (50,000 'é' are 300 KB as JSON escapes; PostgreSQL's
     stored text has them unescaped, 50,000 characters), is cut."""
-    from runs.live.wire import bounded
+    from runs.protocol.wire import bounded
 
     user = await database_sync_to_async(make_user)("alice")
     notebook = await database_sync_to_async(make_notebook)(user)

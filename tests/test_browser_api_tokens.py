@@ -69,7 +69,7 @@ def test_a_run_driven_over_rest_shows_live_in_the_page(
     scripted_model.load(analyst_script(), reset_log=True)
     token = live_app.shell(
         "from django.contrib.auth import get_user_model; "
-        "from runs.api_auth import create_token; "
+        "from runs.service.tokens import create_token; "
         f"user = get_user_model().objects.get(username={USERNAME!r}); "
         "print(create_token(user, 'browser test')[1])"
     ).split()[-1]

@@ -22,9 +22,9 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     start_notebook,
 )
 
-from runs.demo_logs import LOG_LINES, LOG_PROMPT, log_rules
+from runs.demo.logs import LOG_LINES, LOG_PROMPT, log_rules
 from runs.engine.testing import Script, ScriptedServer
-from runs.tools.logs import server_log
+from runs.presets.tools.logs import server_log
 
 pytestmark = pytest.mark.browser
 

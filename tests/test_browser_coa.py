@@ -22,7 +22,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from runs.demo_scripts import COA_PROMPT, coa_rules
+from runs.demo.analyst import COA_PROMPT, coa_rules
 from runs.engine.testing import Script, ScriptedServer
 
 pytestmark = pytest.mark.browser

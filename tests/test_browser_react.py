@@ -1,6 +1,6 @@
 """The ReAct and Vision ReAct presets in Chromium, in every approval mode.
 
-The scripted model runs the presets' demo scripts (runs/demo_react.py), so what the page shows is
+The scripted model runs the presets' demo scripts (runs/demo/react.py), so what the page shows is
 computed from real tool results. Screenshots: test-artifacts/react-*.png.
 """
 
@@ -25,7 +25,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from runs.demo_react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
+from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, Timing
 
 pytestmark = pytest.mark.browser

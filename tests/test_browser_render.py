@@ -27,7 +27,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 )
 
 from bench.bench_render import markdown_answer
-from runs.demo_charts import CHART_PROMPT, CITY_REVENUE_SQL, chart_rules
+from runs.demo.charts import CHART_PROMPT, CITY_REVENUE_SQL, chart_rules
 from runs.engine.testing import (
     Match,
     Reply,
@@ -37,7 +37,7 @@ from runs.engine.testing import (
     Timing,
     ToolCallSpec,
 )
-from runs.tools.sql import ROW_LIMIT, sql_export
+from runs.presets.tools.sql import ROW_LIMIT, sql_export
 
 SHOWN_ROWS = 50  # static/js/render/table.js draws this many rows at first
 

@@ -21,7 +21,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 
-from runs.demo_research import ANSWER, RESEARCH_PROMPT, SUBQUESTIONS, research_rules
+from runs.demo.research import ANSWER, RESEARCH_PROMPT, SUBQUESTIONS, research_rules
 from runs.engine.testing import Script, ScriptedServer
 
 pytestmark = pytest.mark.browser

@@ -23,7 +23,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     watch_errors,
 )
 
-from runs.demo_team import QUESTION, TEAM_PROMPT, team_rules
+from runs.demo.team import QUESTION, TEAM_PROMPT, team_rules
 from runs.engine.testing import Script, ScriptedServer
 
 pytestmark = pytest.mark.browser

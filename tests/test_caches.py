@@ -10,7 +10,7 @@ from engine_helpers import llm_for, serving
 
 from runs.engine import ChatMessage, ImagePart
 from runs.engine.testing import Reply, Rule
-from runs.live import runtime
+from runs.realtime import publisher as publishers
 
 DATA_URL = "data:image/png;base64," + "A" * 2_000_000
 
@@ -64,26 +64,26 @@ def test_the_cache_has_a_ceiling_for_messages_that_all_stay_alive() -> None:
 
 
 def publishers_of_this_loop() -> int:
-    return len(runtime._publishers.get(asyncio.get_running_loop(), {}))
+    return len(publishers._publishers.get(asyncio.get_running_loop(), {}))
 
 
 async def test_a_publisher_stays_while_used_and_goes_when_nothing_uses_it() -> None:
-    used = runtime.publisher_for(10**9)
+    used = publishers.publisher_for(10**9)
     for pk in range(10**9 + 1, 10**9 + 1001):  # notebooks opened once, long ago
-        runtime.publisher_for(pk)
+        publishers.publisher_for(pk)
     gc.collect()
     # one per notebook while in use: its events keep their order
-    assert runtime.publisher_for(10**9) is used
-    assert runtime.existing_publisher(10**9 + 1) is None
+    assert publishers.publisher_for(10**9) is used
+    assert publishers.existing_publisher(10**9 + 1) is None
     assert publishers_of_this_loop() == 1
 
 
 def test_a_finished_event_loop_takes_its_publishers_with_it() -> None:
     async def open_notebooks() -> list[object]:
-        return [runtime.publisher_for(pk) for pk in range(10**9, 10**9 + 20)]
+        return [publishers.publisher_for(pk) for pk in range(10**9, 10**9 + 20)]
 
-    before = len(runtime._publishers)
+    before = len(publishers._publishers)
     held = asyncio.run(open_notebooks())  # even while they are still referenced
     del held
     gc.collect()
-    assert len(runtime._publishers) == before
+    assert len(publishers._publishers) == before

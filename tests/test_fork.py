@@ -305,7 +305,7 @@ async def test_a_fork_of_a_stopped_turn_goes_on_where_it_stopped(
 async def test_a_fork_at_one_branch_of_a_fan_out_leaves_the_others_waiting(
     scripted_server: Any,
 ) -> None:
-    from runs.demo_research import RESEARCH_PROMPT, research_rules
+    from runs.demo.research import RESEARCH_PROMPT, research_rules
     from runs.engine import StepStatus, rewind_to
 
     srv = scripted_server(Script(rules=research_rules()))

@@ -17,11 +17,11 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from runs import demo
+from runs.demo import server as demo
 from runs.engine.testing import Match, Reply, Rule, Script
-from runs.llm_config import DEMO_LABEL, llm_settings
 from runs.management.commands import login_link as login_link_command
-from runs.views import make_login_token
+from runs.service.llm import DEMO_LABEL, llm_settings
+from runs.web.views import make_login_token
 
 
 def _no_llm(settings: Any) -> None:

@@ -19,8 +19,8 @@ from channels.layers import channel_layers, get_channel_layer
 from django.test import override_settings
 
 from runs import service
-from runs.live.runtime import existing_publisher
 from runs.models import Event
+from runs.realtime.publisher import existing_publisher
 from tests.live_support import (
     QUESTION,
     Client,

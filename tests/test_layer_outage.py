@@ -11,8 +11,8 @@ from channels.layers import channel_layers
 from django.test import override_settings
 
 from runs import service
-from runs.live import broadcast
 from runs.models import Event, Step, Task
+from runs.realtime import broadcast
 from tests.live_support import (
     ANSWER,
     QUESTION,

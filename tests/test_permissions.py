@@ -228,7 +228,7 @@ async def test_the_origin_check_compares_the_port_too(
 
 
 async def test_the_trace_export_streams_and_holds_the_whole_trace(server: Any) -> None:
-    from runs.api_views import EXPORT_BATCH, trace_json
+    from runs.traces.export import EXPORT_BATCH, trace_json
 
     alice, client = await logged_in("alice")
     notebook = await service.create_notebook(

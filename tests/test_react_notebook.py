@@ -10,11 +10,11 @@ from channels.db import database_sync_to_async
 from django.test import Client
 
 from runs import service
-from runs.demo_react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
+from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.engine.testing import Fault, Match, Rule, Script
 from runs.models import Attachment, Event, Message, Task
+from runs.presets.tools.sample_chart import sample_chart_png
 from runs.protocol import ProtocolError
-from runs.tools.sample_chart import sample_chart_png
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,

@@ -17,8 +17,8 @@ from django.test import AsyncClient, override_settings
 
 from runs import service
 from runs.engine.testing import Match, Reply, Rule, Script, Timing, ToolCallSpec
-from runs.live import broadcast
 from runs.models import Event, Task
+from runs.realtime import broadcast
 from tests.live_support import (
     Client,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)

@@ -15,9 +15,9 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
 from runs import service
-from runs.api_auth import revoke_token
 from runs.models import ApiToken, Task
 from runs.rest.reading import MAX_PAGE_SIZE
+from runs.service.tokens import revoke_token
 from tests.live_support import (
     ANSWER,
     QUESTION,

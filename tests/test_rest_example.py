@@ -39,7 +39,7 @@ def app(subprocess_env: Callable[..., dict[str, str]]) -> Iterator[LiveApp]:
 def test_the_example_script_drives_a_run_to_the_end(app: LiveApp) -> None:
     token = app.shell(
         "from django.contrib.auth import get_user_model; "
-        "from runs.api_auth import create_token; "
+        "from runs.service.tokens import create_token; "
         f"user = get_user_model().objects.get(username={USERNAME!r}); "
         "print(create_token(user, 'example')[1])"
     ).split()[-1]

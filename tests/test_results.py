@@ -14,12 +14,12 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs import service
-from runs.demo import stop_demo_server
-from runs.demo_charts import CHART_PROMPT, CITY_REVENUE_SQL
+from runs.demo.charts import CHART_PROMPT, CITY_REVENUE_SQL
+from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.live import runtime
 from runs.models import Event, Task
-from runs.tools.sql import sql_export, sql_query
+from runs.presets.tools.sql import sql_export, sql_query
+from runs.service import runtime
 from tests.live_support import (
     body,
     close_db_connections,  # noqa: F401  (autouse)

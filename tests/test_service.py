@@ -14,14 +14,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from runs import service
-from runs.demo import stop_demo_server
-from runs.demo_scripts import COA_PROMPT, FUNCTION_CALLING_PROMPT, LLM_COMPILER_PROMPT
+from runs.demo.analyst import COA_PROMPT, FUNCTION_CALLING_PROMPT, LLM_COMPILER_PROMPT
+from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, Timing
-from runs.live import runtime
-from runs.live.publisher import store_event, store_events
 from runs.models import Event, Step, Task, Turn
 from runs.presets import presets
 from runs.protocol import ErrorCode, ProtocolError
+from runs.realtime.publisher import store_event, store_events
+from runs.service import runtime
 from runs.store.fence import LeaseLost
 from tests.live_support import (
     QUESTION,
@@ -188,7 +188,7 @@ async def test_a_fresh_lease_of_an_ended_process_on_this_machine_is_taken_over(
     import subprocess
     import sys
 
-    from runs.live.lease import PROCESS_ID
+    from runs.service.lease import PROCESS_ID
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # reaped: its pid names no process now
@@ -394,7 +394,7 @@ async def test_llm_compiler_plan_waits_for_approval_in_tools_mode(
 ) -> None:
     if "llm_compiler" not in presets():
         pytest.skip("llm_compiler is not available")
-    from runs.demo_scripts import llm_compiler_rules
+    from runs.demo.analyst import llm_compiler_rules
 
     server = scripted_server(Script(rules=llm_compiler_rules()))
     with llm_at(server):

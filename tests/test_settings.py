@@ -15,7 +15,7 @@ from conftest import ROOT
 SHOW_SETTINGS = """
 import json
 from django.conf import settings
-from runs.llm_config import llm_settings
+from runs.service.llm import llm_settings
 
 db = settings.DATABASES["default"]
 layer = settings.CHANNEL_LAYERS["default"]

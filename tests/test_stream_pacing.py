@@ -15,10 +15,10 @@ import pytest
 from channels.layers import get_channel_layer
 
 from runs.engine import AgentStream
-from runs.live.pacing import GAIN, LAG_FLOOR_S, MAX_GATHER_S, LoopLag, loop_lag
-from runs.live.publisher import Publisher
-from runs.live.streams import StreamRelay
 from runs.models import group_name
+from runs.realtime.pacing import GAIN, LAG_FLOOR_S, MAX_GATHER_S, LoopLag, loop_lag
+from runs.realtime.publisher import Publisher
+from runs.realtime.streams import StreamRelay
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the streams' text is flushed
 
@@ -178,7 +178,7 @@ async def test_something_else_to_send_ends_the_gathering(settings: Any) -> None:
 
 
 def test_each_event_loop_has_its_own_instance() -> None:
-    from runs.live.pacing import per_loop
+    from runs.realtime.pacing import per_loop
 
     current = per_loop(lambda loop: [loop])
 

@@ -9,11 +9,11 @@ from channels.db import database_sync_to_async
 from django.test import override_settings
 
 from runs import service
-from runs.demo import stop_demo_server
-from runs.demo_team import QUESTION, TEAM_PROMPT, team_rules
+from runs.demo.server import stop_demo_server
+from runs.demo.team import QUESTION, TEAM_PROMPT, team_rules
 from runs.engine.testing import Script
-from runs.live import runtime
 from runs.models import Event, Task
+from runs.service import runtime
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from runs.results import as_table
-from runs.tools.chart import ChartError, checked_spec
+from runs.presets.tools.chart import ChartError, checked_spec
+from runs.traces.results import as_table
 
 BAR = {
     "mark": "bar",

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from runs.engine import FunctionTool
 from runs.presets import get_preset, presets, resolve_tools
-from runs.tools import ANALYST_TOOLS, arithmetic, dataset, sql
+from runs.presets.tools import ANALYST_TOOLS, arithmetic, dataset, sql
 
 
 @pytest.fixture(autouse=True)
@@ -236,7 +236,9 @@ def test_basic_operations_through_the_tool_wrapper() -> None:
 def test_presets_read_tools_from_settings() -> None:
     assert {"function_calling"} <= set(presets())
     with override_settings(
-        AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.arithmetic.add"]}}
+        AGENTUI_PRESETS={
+            "function_calling": {"tools": ["runs.presets.tools.arithmetic.add"]}
+        }
     ):
         preset = get_preset("function_calling")
         assert preset is not None and [
@@ -246,7 +248,7 @@ def test_presets_read_tools_from_settings() -> None:
         "echo": {
             "label": "Echo",
             "worker": "runs.engine.FunctionCallingAgentWorker",
-            "tools": ["runs.tools.sql.TOOLS"],
+            "tools": ["runs.presets.tools.sql.TOOLS"],
         }
     }
     with override_settings(AGENTUI_PRESETS=config):
@@ -266,12 +268,12 @@ def test_presets_read_tools_from_settings() -> None:
     ):
         presets()
     with override_settings(
-        AGENTUI_PRESETS={"function_calling": {"tools": ["runs.tools.nope"]}}
+        AGENTUI_PRESETS={"function_calling": {"tools": ["runs.presets.tools.nope"]}}
     ):
         preset = get_preset("function_calling")
         assert preset is not None
         with pytest.raises(ImproperlyConfigured):
             preset.make_tools()
     assert isinstance(
-        resolve_tools(["runs.tools.arithmetic.evaluate"])[0], FunctionTool
+        resolve_tools(["runs.presets.tools.arithmetic.evaluate"])[0], FunctionTool
     )

@@ -1,5 +1,5 @@
 """mypy --strict: the engine (a library others build on) and the Django side that runs it
-(runs/live, runs/store, with django-stubs). What is checked is mypy.ini's `files`."""
+(runs/service, runs/realtime, runs/store, with django-stubs). What is checked is mypy.ini's `files`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_engine_live_and_store_pass_mypy_strict() -> None:
+def test_engine_service_and_store_pass_mypy_strict() -> None:
     result = subprocess.run(
         [
             sys.executable,

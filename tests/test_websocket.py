@@ -24,8 +24,8 @@ from runs.engine.testing import (
     ScriptedServer,
     Timing,
 )
-from runs.live.streams import RESPONSE_EVERY_S
 from runs.models import Event, Message, MessageStatus, Step, Turn
+from runs.realtime.streams import RESPONSE_EVERY_S
 from tests.live_support import (
     ANSWER,
     QUESTION,
@@ -475,7 +475,7 @@ async def test_a_fast_stream_arrives_whole(scripted_server: Any) -> None:
 
 
 def test_stored_model_inputs_keep_only_what_is_new_in_each_call() -> None:
-    from runs.live.publisher import compact_agent_input
+    from runs.realtime.publisher import compact_agent_input
 
     history = [
         {"role": "system", "content": "be brief"},

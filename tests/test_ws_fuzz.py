@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 
 from runs import service
 from runs.protocol import MAX_MESSAGE_BYTES, MAX_TEXT_CHARS, ErrorCode
-from runs.text_checks import storable_problem
+from runs.protocol.checks import storable_problem
 from tests.live_support import (
     QUESTION,
     Client,

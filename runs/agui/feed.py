@@ -1,6 +1,6 @@
 """Following a notebook from an HTTP request: its stored events in seq order, and its tokens.
 
-Like a notebook socket (runs.consumers), a feed joins the notebook's channel-layer group and
+Like a notebook socket (runs.web.consumer), a feed joins the notebook's channel-layer group and
 reads what the publisher sends: stored events (each once, in seq order, gaps filled from the
 Event table), streamed tokens, and errors replied to the feed's own channel (a run started with
 it as the `Origin` reports a failing step there). While the layer fails it reads the Event
@@ -18,7 +18,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from runs.live import queries
+from runs import service
 from runs.models import group_name
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class NotebookFeed:
 
     async def open(self) -> str:
         """Join the group; events stored from now on will be read. Returns the feed's channel."""
-        self.sent_seq = await database_sync_to_async(queries.last_seq)(self.task_pk)
+        self.sent_seq = await database_sync_to_async(service.last_seq)(self.task_pk)
         if self.layer is None:
             return ""
         try:
@@ -117,7 +117,7 @@ class NotebookFeed:
         """Stored events this feed has not given yet, up to `upto` (default: all)."""
         if upto is not None and upto <= self.sent_seq:
             return []
-        rows = await database_sync_to_async(queries.events_after)(
+        rows = await database_sync_to_async(service.events_after)(
             self.task_pk, self.sent_seq, upto, 10_000
         )
         if rows:

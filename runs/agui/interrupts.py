@@ -23,12 +23,10 @@ from channels.db import database_sync_to_async
 from runs import service
 from runs.engine import StepKind, TaskStep, ToolCallDecision
 from runs.engine.workflow.run_state import WorkflowRunState
-from runs.live import queries
-from runs.live.driver import runnable_steps
-from runs.live.runtime import runtime_for
 from runs.models import ApprovalMode
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
-from runs.text_checks import storable_problem
+from runs.protocol.checks import storable_problem
+from runs.service import runnable_steps, runtime_for
 
 STEP_APPROVAL = "step_approval"
 TOOL_CALL_APPROVAL = "tool_call_approval"
@@ -95,7 +93,7 @@ def _invalid(reason: str) -> ProtocolError:
 
 async def pending(task_pk: int) -> list[Pending]:
     """The interrupts of the notebook's active turn, in the order its steps would run."""
-    view = await database_sync_to_async(queries.notebook_view)(task_pk)
+    view = await database_sync_to_async(service.notebook_view)(task_pk)
     if view.active is None or view.running:
         return []
     runtime = await runtime_for(task_pk)
@@ -104,7 +102,7 @@ async def pending(task_pk: int) -> list[Pending]:
     found: list[Pending] = []
     for step in await runnable_steps(runtime, turn_id):
         queued = view.step(step.step_id)
-        if queued is None or queued.status not in queries.RUNNABLE:
+        if queued is None or queued.status not in service.RUNNABLE:
             continue
         if step.kind is StepKind.HUMAN_INPUT and not step.input:
             found += _questions(step, WorkflowRunState.of(state.task))

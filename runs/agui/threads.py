@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
-from runs.live.actions import create_notebook_row
 from runs.models import Task
+from runs.service import create_notebook_row
 
 
 class ThreadNotFound(Exception):

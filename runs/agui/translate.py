@@ -1,7 +1,7 @@
 """Our events, as AG-UI events: the one place that maps the notebook's event log to AG-UI 1.0.
 
 A `RunTranslator` follows one AG-UI run. It is fed the notebook's stored events (the payloads of
-`runs/engine/events.py` and `runs/protocol.py`, in seq order) and its streamed tokens
+`runs/engine/events.py` and `runs/protocol/__init__.py`, in seq order) and its streamed tokens
 (`agent_stream` payloads, possibly several tokens merged), and returns the `ag_ui.core` events
 to send, keeping the pairings AG-UI requires: a text message is started before its content and
 ended once, a tool call is started (with its arguments) before its result, a step finishes only
@@ -40,7 +40,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from runs.live.streams import js_length
+from runs.protocol.wire import js_length
 
 # Our events that AG-UI has no event for but a client may want, sent as CUSTOM "agentui.<type>".
 CUSTOM_TYPES = frozenset({"agent_handoff", "human_action", "input_required"})

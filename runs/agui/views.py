@@ -7,7 +7,7 @@ the notebook service, as from the page, and the response streams what the notebo
 (runs.agui.feed, translated by runs.agui.translate) until the turn finishes, waits for a person,
 is stopped, or fails. Refusals before the stream starts are JSON (`detail`, `code`) and change
 nothing: 400 bad input, 401 no or bad credentials (an API token or the session:
-runs.api_auth), 403 CSRF (session only), 404 someone else's thread, 409 not possible now.
+runs.service.tokens), 403 CSRF (session only), 404 someone else's thread, 409 not possible now.
 """
 
 from __future__ import annotations
@@ -33,21 +33,21 @@ from runs.agui.feed import Item, NotebookFeed
 from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
 from runs.agui.threads import Thread, ThreadNotFound, find_thread, start_thread
 from runs.agui.translate import RunTranslator
-from runs.api_auth import (
-    AuthFailed,
-    arequest_user,
-    auth_failed_response,
-    unauthenticated_response,
-)
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.engine.workflow.worker import AgentWorkflowWorker
-from runs.live import queries
-from runs.live.actions import check_send
-from runs.live.runtime import runtime_for, spawn
 from runs.models import ApprovalMode, NotebookStatus, Task
-from runs.presets import all_presets
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
-from runs.text_checks import storable_problem
+from runs.protocol.checks import storable_problem
+from runs.service import (
+    AuthFailed,
+    all_presets,
+    arequest_user,
+    auth_failed_response,
+    check_send,
+    runtime_for,
+    spawn,
+    unauthenticated_response,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class AgentRun:
             state = await self._shared_state()
             if state is not None:
                 yield self._encode(self.translator.snapshot(state))
-            view = await database_sync_to_async(queries.notebook_view)(
+            view = await database_sync_to_async(service.notebook_view)(
                 self.thread.task_pk
             )
             for (
@@ -290,7 +290,7 @@ class AgentRun:
         runtime = await runtime_for(self.thread.task_pk)
         if not isinstance(runtime.runner.agent_worker, AgentWorkflowWorker):
             return None
-        view = await database_sync_to_async(queries.notebook_view)(self.thread.task_pk)
+        view = await database_sync_to_async(service.notebook_view)(self.thread.task_pk)
         if view.latest is None:
             return {}
         state = await runtime.runner.aget_task_state(view.latest.engine_id)
@@ -316,7 +316,7 @@ class AgentRun:
         waiting = await pending(self.thread.task_pk)
         if waiting:
             return self.translator.finished([p.interrupt for p in waiting])
-        view = await database_sync_to_async(queries.notebook_view)(self.thread.task_pk)
+        view = await database_sync_to_async(service.notebook_view)(self.thread.task_pk)
         if view.active is None:
             return self.translator.finished()
         return self.translator.error(

@@ -1,4 +1,4 @@
-"""The NinjaAPI behind `/api/v1/`: who may call (runs.api_auth), how refusals look, the docs.
+"""The NinjaAPI behind `/api/v1/`: who may call (runs.service.tokens), how refusals look, the docs.
 
 Every refusal is JSON `{"code": ..., "detail": ...}` (ErrorOut): 401 for no or bad credentials,
 404 for a notebook or step that is not the caller's (as for one that does not exist), 422 for
@@ -17,15 +17,15 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security.base import AuthBase
 
-from runs.api_auth import (
+from runs.protocol import ErrorCode, ProtocolError
+from runs.rest import acting, reading  # noqa: F401  (they add their operations)
+from runs.rest.router import router
+from runs.service import (
     AuthFailed,
     auth_failed_response,
     request_user,
     unauthenticated_response,
 )
-from runs.protocol import ErrorCode, ProtocolError
-from runs.rest import acting, reading  # noqa: F401  (they add their operations)
-from runs.rest.router import router
 
 # How each refusal of the service (runs.protocol.ErrorCode) answers over HTTP.
 HTTP_STATUS = {

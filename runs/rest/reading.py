@@ -16,18 +16,8 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Schema
 
-from runs.api_views import (
-    filtered_notebooks,
-    notebook_summary,
-    step_json,
-    trace_head,
-    trace_stream,
-    turn_json,
-)
-from runs.live import queries
-from runs.live.lease import is_held
+from runs import service
 from runs.models import Event, NotebookStatus, Step, Task, TurnStatus
-from runs.presets import all_presets
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.router import router
 from runs.rest.schemas import (
@@ -39,7 +29,16 @@ from runs.rest.schemas import (
     StepOut,
     TurnOut,
 )
-from runs.trace_summary import summaries
+from runs.service import all_presets, is_held
+from runs.traces.export import (
+    filtered_notebooks,
+    notebook_summary,
+    step_json,
+    trace_head,
+    trace_stream,
+    turn_json,
+)
+from runs.traces.summary import summaries
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 100
@@ -118,7 +117,7 @@ def notebook_detail(task: Task) -> dict[str, Any]:
     """A notebook with what a script needs to act next: settled, the waiting steps."""
     task.refresh_from_db()
     task.turn_count = task.turns.count()  # type: ignore[attr-defined]
-    active = queries.notebook_view(task.pk).active
+    active = service.notebook_view(task.pk).active
     waiting = (
         Step.objects.filter(turn_id=active.pk, queue_position__isnull=False).order_by(
             "queue_position"

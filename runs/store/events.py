@@ -1,6 +1,6 @@
 """Storing a run of a notebook's events in one statement, on PostgreSQL.
 
-`runs.live.publisher.store_events` takes the notebook's next seqs and inserts the events in one
+`runs.realtime.publisher.store_events` takes the notebook's next seqs and inserts the events in one
 transaction: BEGIN, the seq UPDATE, the INSERT and COMMIT are four round trips on PostgreSQL,
 several times a turn. Here the same is one statement: a data-modifying CTE advances
 `Task.last_seq` (taking the row's lock, and only while the lease named still holds it) and the

@@ -29,11 +29,11 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from runs.engine import StepStatus, TaskState, TaskStatus, rewind_to
-from runs.live.queries import refresh_status
 from runs.models import ApprovalMode, Event, Step, Task, Turn
 from runs.store import cache
 from runs.store.load import shown_step_ids, turn_state
 from runs.store.messages import own_messages, save_agent_memory
+from runs.store.queries import refresh_status
 from runs.store.save import CopiedRun, delete_turn, save_state
 
 _COMPLETED = StepStatus.COMPLETED.value

@@ -1,6 +1,6 @@
 // Reviewers' annotations in the trace and the live notebook: a comment and a thumbs up/down on
 // any step, tool call or answer, stored through /api/tasks/<id>/annotations/
-// (runs/annotations.py) and shown under what they are about.
+// (runs/web/annotations.py) and shown under what they are about.
 
 import { domId, h, postJson } from "./dom.js";
 

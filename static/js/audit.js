@@ -1,4 +1,4 @@
-// What people did, drawn from `human_action` events (runs/live/audit.py): each edit as
+// What people did, drawn from `human_action` events (runs/service/audit.py): each edit as
 // before → after with who and when, rejections with their reason, approvals and stops.
 // Shared by the live notebook and the read-only trace (cells.js).
 

@@ -1,5 +1,5 @@
 // A value the server cut to a preview because the event was too large for a websocket frame
-// (runs/live/wire.py): the event's `truncated` list says what is left out and where the whole
+// (runs/protocol/wire.py): the event's `truncated` list says what is left out and where the whole
 // value downloads from the database.
 
 import { h } from "./dom.js";

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from runs.llm_config import LLMSettings, llm_settings
+from runs.service.llm import LLMSettings, llm_settings
 from runs.telemetry.config import TelemetryConfig
 
 TIMEOUT_S = 5.0

@@ -1,0 +1,97 @@
+"""The offline demo model's chart example: revenue by city as a bar chart, then a Markdown answer.
+
+Three model turns, each reading what the agent really sent: a `sql_query` for revenue per city,
+a `chart` of that call's result (by its call id), and an answer with a Markdown table of the top
+cities.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runs.demo.rules import calls_and_results, staged_rules
+from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
+
+CHART_PROMPT = "Show the 2024 sales revenue by city as a bar chart."
+
+CITY_REVENUE_SQL = (
+    "SELECT c.name AS city, ROUND(SUM(s.revenue), 2) AS revenue FROM sales s "
+    "JOIN cities c ON c.id = s.city_id WHERE s.sold_on LIKE '2024%' "
+    "GROUP BY c.name ORDER BY revenue DESC"
+)
+CITY_REVENUE_SPEC: dict[str, Any] = {
+    "title": "Sales revenue by city, 2024",
+    "mark": {"type": "bar", "tooltip": True},
+    "encoding": {
+        "x": {"field": "city", "type": "nominal", "sort": "-y", "title": "City"},
+        "y": {"field": "revenue", "type": "quantitative", "title": "Revenue"},
+    },
+    "width": "container",
+}
+
+
+def _chart_call(request: RecordedRequest) -> Reply:
+    queries = [
+        (call_id, text)
+        for name, call_id, text in calls_and_results(request)
+        if name == "sql_query"
+    ]
+    if not queries:
+        return Reply(text="I have no query result to chart.")
+    call_id, text = queries[-1]
+    if text.startswith("Error"):
+        return Reply(
+            text=f"The query failed, so there is nothing to chart: {text[:200]}"
+        )
+    return Reply(
+        text="Now I draw the revenue per city as a bar chart, straight from that query's result.",
+        tool_calls=[
+            ToolCallSpec(
+                name="chart",
+                arguments={"spec": CITY_REVENUE_SPEC, "data_from_call": call_id},
+            )
+        ],
+    )
+
+
+def _answer(request: RecordedRequest) -> Reply:
+    results = calls_and_results(request)
+    charts = [text for name, _, text in results if name == "chart"]
+    if charts and charts[-1].startswith("Error"):
+        return Reply(text=f"The chart tool refused the spec ({charts[-1][:300]}).")
+    rows: list[list[Any]] = []
+    for name, _, text in results:
+        if name == "sql_query":
+            try:
+                rows = json.loads(text)["rows"]
+            except (ValueError, KeyError, TypeError):
+                rows = []
+    if not rows:
+        return Reply(text="I could not read the revenue per city.")
+    table = "\n".join(f"| {city} | {revenue:,.2f} |" for city, revenue in rows[:3])
+    return Reply(
+        text=(
+            "## Sales revenue by city, 2024\n\n"
+            f"The chart above shows all **{len(rows)} cities**; the top three are:\n\n"
+            f"| City | Revenue |\n| :--- | ---: |\n{table}\n\n"
+            f"The query behind it:\n\n```sql\n{CITY_REVENUE_SQL}\n```"
+        )
+    )
+
+
+def chart_rules() -> list[Rule]:
+    query = Reply(
+        text="First I total the 2024 revenue for every city.",
+        tool_calls=[
+            ToolCallSpec(name="sql_query", arguments={"sql": CITY_REVENUE_SQL})
+        ],
+    )
+    return staged_rules(
+        CHART_PROMPT,
+        [
+            ("demo-chart-query", query),
+            ("demo-chart-draw", _chart_call),
+            ("demo-chart-answer", _answer),
+        ],
+    )

@@ -1,0 +1,130 @@
+"""The notebook service: the one entrance for the websocket consumer, the pages, REST and AG-UI.
+
+Every action takes a notebook (`Task`) primary key whose ownership the caller has checked,
+raises `runs.protocol.ProtocolError` (with a code and a reason, having changed nothing) when the
+action is not allowed, and returns once the action is accepted: its effects arrive as events on
+the notebook's channel-layer group. Steps run as asyncio tasks in the caller's event loop.
+
+The entrances import this package (and `runs.traces` for reading stored runs), never its
+modules or the layers below it; `make lint` checks that (import-linter, .importlinter).
+"""
+
+from runs.demo import DemoExample, demo_example_prompts
+from runs.presets import Preset, all_presets, get_preset
+from runs.presets.tools.sample_chart import sample_chart_png
+from runs.realtime.catch_up import follow, unfollow
+from runs.service.actions import (
+    abandon,
+    approve,
+    check_send,
+    create_notebook,
+    create_notebook_row,
+    edit_input,
+    perform,
+    reject_tool_call,
+    send_message,
+    set_mode,
+    undo,
+    wait_run,
+)
+from runs.service.attachments import (
+    MAX_IMAGES_PER_MESSAGE,
+    ImageRefused,
+    max_image_bytes,
+    size_text,
+    store_upload,
+)
+from runs.service.attachments import describe as describe_image
+from runs.service.driver import Origin, runnable_steps
+from runs.service.lease import is_held
+from runs.service.llm import LLMSettings, llm_settings
+from runs.service.reading import (
+    RUNNABLE,
+    NotebookView,
+    StepView,
+    events_after,
+    hello_summary,
+    last_seq,
+    notebook_view,
+    owner_of,
+    stream_snapshots,
+)
+from runs.service.recovery import (
+    ensure_recovered,
+    recover_interrupted,
+    recover_notebook,
+)
+from runs.service.runtime import NotebookRuntime, runtime_for, spawn, wait_idle
+from runs.service.tokens import (
+    AuthFailed,
+    arequest_user,
+    auth_failed_response,
+    create_token,
+    request_user,
+    revoke_token,
+    unauthenticated_response,
+)
+from runs.store.fork import ForkError, fork_notebook
+from runs.telemetry.config import TelemetryConfig
+from runs.telemetry.spans import trace_id_of
+
+__all__ = [
+    "MAX_IMAGES_PER_MESSAGE",
+    "RUNNABLE",
+    "AuthFailed",
+    "DemoExample",
+    "ForkError",
+    "ImageRefused",
+    "LLMSettings",
+    "NotebookRuntime",
+    "NotebookView",
+    "Origin",
+    "Preset",
+    "StepView",
+    "TelemetryConfig",
+    "abandon",
+    "all_presets",
+    "approve",
+    "arequest_user",
+    "auth_failed_response",
+    "check_send",
+    "create_notebook",
+    "create_notebook_row",
+    "create_token",
+    "demo_example_prompts",
+    "describe_image",
+    "edit_input",
+    "ensure_recovered",
+    "events_after",
+    "follow",
+    "fork_notebook",
+    "get_preset",
+    "hello_summary",
+    "is_held",
+    "last_seq",
+    "llm_settings",
+    "max_image_bytes",
+    "notebook_view",
+    "owner_of",
+    "perform",
+    "recover_interrupted",
+    "recover_notebook",
+    "reject_tool_call",
+    "request_user",
+    "revoke_token",
+    "runnable_steps",
+    "runtime_for",
+    "sample_chart_png",
+    "send_message",
+    "set_mode",
+    "size_text",
+    "spawn",
+    "store_upload",
+    "stream_snapshots",
+    "trace_id_of",
+    "unauthenticated_response",
+    "undo",
+    "unfollow",
+    "wait_idle",
+    "wait_run",
+]

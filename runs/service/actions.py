@@ -1,0 +1,528 @@
+"""The notebook service: what a person can do to a notebook, checked, claimed and carried out.
+
+Every action first checks the notebook's rows without writing anything (a refusal is a
+`ProtocolError` and changes nothing), then takes the notebook's lease (one conditional UPDATE:
+of two tabs or two server processes acting at once, one wins and the other gets
+`already_running`), checks again under the lease (the winner may have changed things in
+between: an approved step has run, an undone step is gone), and only then calls the engine.
+Steps run in background tasks (`runs.service.driver.drive`) that keep the lease until they stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from runs.engine import (
+    AgentError,
+    BaseAgentWorker,
+    ParallelAgentRunner,
+    ToolArgumentsError,
+    UnknownTaskError,
+)
+from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
+from runs.presets import get_preset
+from runs.protocol import (
+    Abandon,
+    Approve,
+    ClientMessage,
+    EditInput,
+    ErrorCode,
+    HumanAction,
+    HumanActionKind,
+    MessageImages,
+    ModeChanged,
+    ProtocolError,
+    RejectToolCall,
+    SendMessage,
+    SetMode,
+    Undo,
+)
+from runs.protocol.checks import storable_problem
+from runs.realtime.publisher import publisher_for
+from runs.service import stops
+from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
+from runs.service.audit import edit_actions, inputs_of, record
+from runs.service.driver import (
+    Origin,
+    abandon_turn,
+    announce_waiting,
+    drive,
+    finish,
+    take_abandon_request,
+)
+from runs.service.lease import Lease
+from runs.service.recovery import interrupt_orphans
+from runs.service.runtime import NotebookRuntime, runtime_for, spawn
+from runs.store import queries
+from runs.store.messages import tick
+from runs.store.queries import RUNNABLE, NotebookView, StepView
+
+T = TypeVar("T")
+TITLE_CHARS = 80
+
+
+def _error(code: ErrorCode, reason: str) -> ProtocolError:
+    return ProtocolError(code, reason)
+
+
+# --- checks (synchronous, read-only) -----------------------------------------------------------
+
+
+def _waiting_step(
+    task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorCode
+) -> StepView:
+    """The queued step `step_id` of the active turn, or the reason it cannot be acted on."""
+    step = view.step(step_id)
+    if step is not None:
+        return step
+    found = queries.find_step(task_pk, step_id)
+    if found is None:
+        raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
+    if found.completed:
+        raise _error(ran, f"step {step_id} has already run (undo it to run it again)")
+    raise _error(
+        ErrorCode.NOT_ALLOWED,
+        f"step {step_id} is not waiting in the active turn (undone or finished)",
+    )
+
+
+def check_send(task_pk: int) -> NotebookView:
+    view = queries.notebook_view(task_pk)
+    if view.active is not None:
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            "a turn is still going on: finish or abandon it before sending a message",
+        )
+    return view
+
+
+def check_approve(task_pk: int, step_id: str) -> tuple[str, str]:
+    view = queries.notebook_view(task_pk)
+    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.ALREADY_RUNNING)
+    if step.status not in RUNNABLE:
+        raise _error(ErrorCode.ALREADY_RUNNING, f"step {step_id} is already running")
+    assert view.active is not None
+    return view.active.engine_id, step.step_id
+
+
+def _editable(task_pk: int, step_id: str) -> tuple[str, StepView]:
+    view = queries.notebook_view(task_pk)
+    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
+    if step.status not in RUNNABLE:
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} is running; it can no longer be changed",
+        )
+    assert view.active is not None
+    return view.active.engine_id, step
+
+
+def check_edit(task_pk: int, step_id: str) -> str:
+    return _editable(task_pk, step_id)[0]
+
+
+def check_reject(task_pk: int, step_id: str, tool_id: str) -> str:
+    turn_id, step = _editable(task_pk, step_id)
+    if step.kind != "tool_calls":
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} runs no tool calls that could be rejected",
+        )
+    if tool_id not in step.tool_ids:
+        raise _error(
+            ErrorCode.NOT_FOUND, f"step {step_id} has no tool call {tool_id!r}"
+        )
+    return turn_id
+
+
+def check_undo(
+    task_pk: int, step_id: str | None, any_branch: bool = False
+) -> tuple[str, str]:
+    """The turn and step to undo. With `any_branch` (a parallel runner) any completed step
+    of the latest turn may be named; the engine refuses one whose queued steps have run."""
+    found = queries.find_step(task_pk, step_id) if step_id is not None else None
+    if step_id is not None and found is None:
+        raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
+    view = queries.notebook_view(task_pk)
+    if view.running:
+        raise _error(
+            ErrorCode.NOT_ALLOWED, "a step is running; undo once it has finished"
+        )
+    turn = view.latest
+    if turn is None or turn.last_completed is None:
+        raise _error(ErrorCode.NOT_ALLOWED, "there is no completed step to undo")
+    last = turn.last_completed.step_id
+    if any_branch and step_id is not None and found is not None and found.completed:
+        return turn.engine_id, step_id
+    if step_id is not None and step_id != last:
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} is not the last completed step (already undone?)",
+        )
+    return turn.engine_id, last
+
+
+def check_abandon(task_pk: int) -> None:
+    if queries.notebook_view(task_pk).active is None:
+        raise _error(ErrorCode.NOT_ALLOWED, "there is no turn going on to abandon")
+
+
+def stop_action(task_pk: int, by: str) -> list[HumanAction]:
+    """The `stopped` action for the active turn: at its running step, else its waiting one."""
+    view = queries.notebook_view(task_pk)
+    if view.active is None:
+        return []  # it finished meanwhile
+    running = view.running[0] if view.running else None
+    waiting = view.active.queue[0].step_id if view.active.queue else None
+    stop = HumanAction(
+        task_id=view.active.engine_id,
+        step_id=running or waiting,
+        action=HumanActionKind.STOPPED,
+        by=by,
+        while_running=running is not None,
+    )
+    return [stop]
+
+
+def request_abandon(task_pk: int) -> None:
+    Task.objects.filter(pk=task_pk).update(abandon_requested=True)
+
+
+def apply_mode(task_pk: int, mode: str) -> tuple[bool, str | None]:
+    """Set the mode (and the active turn's tool approval); whether it changed, and the turn."""
+    with transaction.atomic():
+        changed = bool(
+            Task.objects.filter(pk=task_pk).exclude(mode=mode).update(mode=mode)
+        )
+        active = Turn.objects.filter(
+            task_id=task_pk, status=TurnStatus.ACTIVE, deleted_at__isnull=True
+        )
+        if changed:
+            tick(
+                task_pk
+            )  # a state write: what runs.store.cache knew of the turn is stale
+        active.update(approve_tool_calls=mode == ApprovalMode.TOOLS)
+        turn_id = active.values_list("engine_id", flat=True).first()
+    return changed, turn_id
+
+
+def set_title(task_pk: int, text: str) -> None:
+    title = " ".join(text.split())
+    title = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+    Task.objects.filter(pk=task_pk, title="").update(title=title)
+
+
+# --- claiming -------------------------------------------------------------------------------
+
+
+async def _check(fn: Callable[..., T], *args: object) -> T:
+    return await database_sync_to_async(fn)(*args)
+
+
+async def claim(
+    task_pk: int, check: Callable[..., T], *args: object
+) -> tuple[Lease, T]:
+    """Check, take the lease, check again; the lease and the second check's result."""
+    await _check(check, task_pk, *args)
+    lease = await Lease.acquire(task_pk)
+    if lease is None:
+        raise _error(
+            ErrorCode.ALREADY_RUNNING,
+            "another action on this notebook is in progress; try again when it ends",
+        )
+    try:
+        with lease.fenced():
+            await interrupt_orphans(task_pk)  # the lease was stale: its run is gone
+        return lease, await _check(check, task_pk, *args)
+    except BaseException:
+        await lease.release()
+        raise
+
+
+async def _engine_call(
+    runtime: NotebookRuntime, lease: Lease, call: Callable[[], Awaitable[object]]
+) -> None:
+    """Run a short engine call under the lease, mapping engine refusals to protocol errors."""
+    try:
+        with lease.fenced():
+            await call()
+    except ToolArgumentsError as exc:
+        raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
+    except AgentError as exc:
+        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    finally:
+        await finish(runtime, lease)
+
+
+# --- actions --------------------------------------------------------------------------------
+
+
+def _message_images(
+    task_pk: int, image_ids: list[int]
+) -> tuple[bool, list[Attachment]]:
+    """Whether the notebook's agent takes images, and the uploads to send with the message."""
+    notebook = Task.objects.get(pk=task_pk)
+    accepts = _accepts_images(notebook.agent)
+    return accepts, claim_for_message(notebook.owner_id, task_pk, image_ids, accepts)
+
+
+def _accepts_images(agent: str) -> bool:
+    preset = get_preset(agent)
+    return bool(preset and preset.accepts_images)
+
+
+async def send_message(
+    task_pk: int,
+    text: str,
+    origin: Origin | None = None,
+    images: list[int] | None = None,
+) -> str:
+    """Start a turn for `text` (and uploaded `images`, by id); its first step runs at once unless the mode is `step`."""
+    problem = storable_problem(text)
+    if problem is not None:
+        raise _error(ErrorCode.INVALID_INPUT, f"text: {problem}")
+    runtime = await runtime_for(task_pk)
+    if images:
+        accepts_images, attachments = await _check(_message_images, task_pk, images)
+    else:  # nothing to claim: no need to read the notebook row again
+        accepts_images, attachments = _accepts_images(runtime.agent), []
+    lease, view = await claim(task_pk, check_send)
+    try:
+        with lease.fenced():
+            await _check(set_title, task_pk, text)
+            extra_state = await _carried(runtime, view)
+            if accepts_images:
+                # the seed's image_docs, as data URLs: the model server cannot fetch this server's URLs
+                extra_state["image_docs"] = [data_url(a) for a in attachments]
+            task = await runtime.runner.acreate_task(
+                text,
+                approve_tool_calls=view.mode == ApprovalMode.TOOLS,
+                extra_state=extra_state,
+            )
+            if attachments:
+                await _check(bind_to_turn, attachments, task_pk, task.task_id)
+                shown = [describe(a) for a in attachments]
+                await publisher_for(task_pk).publish(
+                    MessageImages(task_id=task.task_id, images=shown)
+                )
+            first = await _check(queries.queue_head, task_pk, task.task_id)
+            assert first is not None
+            if view.mode == ApprovalMode.STEP:
+                await announce_waiting(runtime, task.task_id, first)
+    except BaseException:
+        await finish(runtime, lease)
+        raise
+    if view.mode == ApprovalMode.STEP:
+        await finish(runtime, lease)
+    else:
+        _start(runtime, lease, task.task_id, first, origin)
+    return task.task_id
+
+
+async def _carried(runtime: NotebookRuntime, view: NotebookView) -> dict[str, Any]:
+    """What the new turn takes over from the last finished one (a team's state and current agent)."""
+    worker = runtime.runner.agent_worker
+    if view.latest is None or type(worker).carry_over is BaseAgentWorker.carry_over:
+        return {}  # this worker carries nothing over: no need to load the last turn
+    try:
+        previous = await runtime.runner.aget_task_state(view.latest.engine_id)
+    except UnknownTaskError:
+        return {}
+    return worker.carry_over(previous.task)
+
+
+def _start(
+    runtime: NotebookRuntime,
+    lease: Lease,
+    turn_id: str,
+    step_id: str,
+    origin: Origin | None,
+) -> None:
+    run = spawn(
+        drive(runtime, lease, turn_id, step_id, origin),
+        name=f"notebook-{runtime.task_pk}-{step_id[:8]}",
+    )
+    lease.keep_alive(run)
+    stops.track(runtime.task_pk, run)
+
+
+async def wait_run(task_pk: int) -> None:
+    """Return once the run this process has going for the notebook (if any) has ended."""
+    run = stops.run_of(task_pk)
+    if run is not None:
+        await asyncio.wait({run})  # a cancelled run (Stop) has ended too
+
+
+def _by(origin: Origin | None) -> str:
+    return origin.by if origin is not None else ""
+
+
+async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
+    """Run a waiting step exactly once (then go on as the mode says)."""
+    runtime = await runtime_for(task_pk)
+    lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
+    try:
+        with lease.fenced():
+            approval = HumanAction(
+                task_id=turn_id,
+                step_id=step,
+                action=HumanActionKind.APPROVED,
+                by=_by(origin),
+            )
+            await record(runtime, [approval])
+    except BaseException:
+        await finish(runtime, lease)
+        raise
+    _start(runtime, lease, turn_id, step, origin)
+
+
+async def edit_input(
+    task_pk: int, step_id: str, text: str, origin: Origin | None = None
+) -> None:
+    """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
+    runtime = await runtime_for(task_pk)
+    lease, turn_id = await claim(task_pk, check_edit, step_id)
+
+    async def edit() -> None:
+        before = await inputs_of(step_id)
+        await runtime.runner.aupdate_step_input(turn_id, step_id, text)
+        after = await inputs_of(step_id)
+        await record(
+            runtime, edit_actions(turn_id, step_id, before, after, _by(origin))
+        )
+
+    await _engine_call(runtime, lease, edit)
+
+
+async def reject_tool_call(
+    task_pk: int, step_id: str, tool_id: str, reason: str, origin: Origin | None = None
+) -> None:
+    """Reject one call of a waiting tool-call step; the model is told the reason instead."""
+    runtime = await runtime_for(task_pk)
+    lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
+    rejection = HumanAction(
+        task_id=turn_id,
+        step_id=step_id,
+        action=HumanActionKind.REJECTED_CALL,
+        by=_by(origin),
+        tool_id=tool_id,
+        reason=reason,
+    )
+
+    async def reject() -> None:
+        await runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason)
+        await record(runtime, [rejection])
+
+    await _engine_call(runtime, lease, reject)
+
+
+async def undo(task_pk: int, step_id: str | None = None) -> None:
+    """Undo the last completed step (exactly that one, when `step_id` names it); it waits again."""
+    runtime = await runtime_for(task_pk)
+    runner = runtime.runner
+    branches = isinstance(runner, ParallelAgentRunner)
+    lease, (turn_id, target) = await claim(task_pk, check_undo, step_id, branches)
+    try:
+        with lease.fenced():
+            if isinstance(runner, ParallelAgentRunner):
+                undone = await runner.aundo_step(turn_id, target)
+            else:
+                undone = await runner.aundo_step(turn_id)
+            await announce_waiting(runtime, turn_id, undone.step_id)
+    except AgentError as exc:
+        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    finally:
+        await finish(runtime, lease)
+
+
+async def abandon(task_pk: int, origin: Origin | None = None) -> None:
+    """Abandon the active turn now, or after the step that is running."""
+    await _check(check_abandon, task_pk)
+    await _check(request_abandon, task_pk)
+    runtime = await runtime_for(task_pk)
+    await record(runtime, await _check(stop_action, task_pk, _by(origin)))
+    lease = await Lease.acquire(task_pk)
+    if lease is None:
+        # Whoever holds the lease abandons the turn when they release it. If that is a run in
+        # this process, stop it now (e.g. a model call that hangs): the engine puts the task
+        # back as before the step, and the run's end abandons the turn. A run in another
+        # process sees the request within runs.service.stops.STOP_POLL_S and does the same.
+        stops.stop(task_pk)
+        return
+    try:
+        with lease.fenced():
+            await interrupt_orphans(task_pk)
+            if await _check(take_abandon_request, task_pk):
+                view = await _check(queries.notebook_view, task_pk)
+                if view.active is not None:
+                    await abandon_turn(runtime, view.active.engine_id)
+    finally:
+        await finish(runtime, lease)
+
+
+async def set_mode(task_pk: int, mode: str) -> None:
+    """Change the approval mode; it applies from the next step."""
+    changed, turn_id = await _check(apply_mode, task_pk, mode)
+    if changed:
+        await publisher_for(task_pk).publish(ModeChanged(task_id=turn_id, mode=mode))  # type: ignore[arg-type]
+
+
+async def perform(
+    task_pk: int, message: ClientMessage, origin: Origin | None = None
+) -> None:
+    """Carry out one validated client action (not `resume`, which the socket answers itself)."""
+    match message:
+        case SendMessage(text=text, images=images):
+            await send_message(task_pk, text, origin, images)
+        case Approve(step_id=step_id):
+            await approve(task_pk, step_id, origin)
+        case EditInput(step_id=step_id, input=text):
+            await edit_input(task_pk, step_id, text, origin)
+        case RejectToolCall(step_id=step_id, tool_id=tool_id, reason=reason):
+            await reject_tool_call(task_pk, step_id, tool_id, reason, origin)
+        case Undo(step_id=step_id):
+            await undo(task_pk, step_id)
+        case Abandon():
+            await abandon(task_pk, origin)
+        case SetMode(mode=mode):
+            await set_mode(task_pk, mode)
+        case _:
+            raise _error(
+                ErrorCode.UNKNOWN_ACTION,
+                f"{message.action} is not an action the service performs",
+            )
+
+
+# --- notebooks --------------------------------------------------------------------------------
+
+
+def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
+    """A new, empty notebook; ProtocolError for an unknown preset or mode."""
+    if get_preset(agent) is None:
+        raise _error(ErrorCode.INVALID_INPUT, f"there is no agent preset {agent!r}")
+    if mode not in ApprovalMode.values:
+        raise _error(
+            ErrorCode.INVALID_INPUT,
+            f"the mode must be one of {', '.join(ApprovalMode.values)}",
+        )
+    return Task.objects.create(owner=owner, agent=agent, mode=mode)
+
+
+async def create_notebook(
+    owner: User, text: str, agent: str, mode: str, images: list[int] | None = None
+) -> Task:
+    """Create a notebook and start its first turn with `text` and uploaded `images` (all or nothing)."""
+    task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
+    try:
+        await send_message(task.pk, text, images=images)
+    except BaseException:
+        # a notebook whose first message could not be taken is not left behind
+        await Task.objects.filter(pk=task.pk).adelete()
+        raise
+    return task

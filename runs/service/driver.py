@@ -1,0 +1,221 @@
+"""Running a turn's steps, holding the notebook's lease, as far as the approval mode allows.
+
+`auto` runs steps back to back until the turn's last step and then finalizes it; `step` stops
+before every step; `tools` stops only before a step that would run tools (kind `tool_calls`).
+A stop publishes `step_waiting`. The mode is read again after every step, so a `set_mode`
+applies from the next step. A failing step is reported to the socket that asked (the engine
+has already put the task back as it was, so the step can be approved again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+
+from runs.engine import (
+    AgentError,
+    LLMError,
+    ParallelAgentRunner,
+    StepFailedError,
+    StepKind,
+    TaskStep,
+    TaskStepOutput,
+    UnknownTaskError,
+)
+from runs.engine.parallel import ready_steps
+from runs.models import ApprovalMode, Task
+from runs.protocol import (
+    ErrorCode,
+    ProtocolError,
+    StepWaiting,
+    TaskAbandoned,
+    error_message,
+)
+from runs.service.lease import Lease
+from runs.service.runtime import NotebookRuntime
+from runs.store import queries
+from runs.store.fence import LeaseLost
+
+logger = logging.getLogger(__name__)
+
+REPLY_MESSAGE = "notebook.reply"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked for a run: where its errors go."""
+
+    channel: str | None = None
+    request_id: str | None = None
+    action: str | None = None
+    by: str = ""  # the person who asked (their username), for the audit trail
+
+
+def reply_error(
+    runtime: NotebookRuntime, origin: Origin | None, error: ProtocolError
+) -> None:
+    """Send an `error` to the socket that asked (if it is still there), after the events before it."""
+    if origin is None or origin.channel is None:
+        return
+    error.request_id = error.request_id or origin.request_id
+    error.action = error.action or origin.action
+    runtime.publisher.reply(
+        origin.channel, {"type": REPLY_MESSAGE, "message": error_message(error)}
+    )
+
+
+def failure(exc: StepFailedError) -> ProtocolError:
+    cause = exc.__cause__
+    if isinstance(cause, LLMError):
+        return ProtocolError(ErrorCode.LLM_ERROR, str(cause))
+    return ProtocolError(ErrorCode.STEP_FAILED, str(cause or exc))
+
+
+def should_wait(mode: str, step: TaskStep) -> bool:
+    """Whether `step` waits for the person in `mode` (a question waits for its answer in any mode)."""
+    if step.kind is StepKind.HUMAN_INPUT and not step.input:
+        return True
+    if mode == ApprovalMode.STEP:
+        return True
+    if mode == ApprovalMode.TOOLS:
+        return step.kind is StepKind.TOOL_CALLS
+    return False
+
+
+async def announce_waiting(
+    runtime: NotebookRuntime, turn_id: str, step_id: str
+) -> None:
+    await runtime.publisher.publish(StepWaiting(task_id=turn_id, step_id=step_id))
+
+
+async def drive(
+    runtime: NotebookRuntime,
+    lease: Lease,
+    turn_id: str,
+    step_id: str | None,
+    origin: Origin | None,
+) -> None:
+    """Run `step_id` (and, as the mode allows, the steps after it); always releases `lease`."""
+    try:
+        with lease.fenced():
+            await _run_steps(runtime, turn_id, step_id, origin)
+    except asyncio.CancelledError:
+        raise
+    except LeaseLost:
+        logger.error(
+            "notebook %s: another server took the run over; this one stopped",
+            runtime.task_pk,
+        )
+        reply_error(
+            runtime,
+            origin,
+            ProtocolError(
+                ErrorCode.INTERNAL, "the run stalled and another server took it over"
+            ),
+        )
+    except Exception:
+        logger.exception("running notebook %s failed", runtime.task_pk)
+        reply_error(
+            runtime,
+            origin,
+            ProtocolError(
+                ErrorCode.INTERNAL, "the server failed while running the step"
+            ),
+        )
+    finally:
+        await finish(runtime, lease)
+
+
+async def _run_steps(
+    runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
+) -> None:
+    await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
+    batch = [step_id] if step_id is not None else []
+    while batch:
+        # a ParallelAgentRunner's ready steps run side by side; an AgentRunner's one at a time
+        results = await asyncio.gather(
+            *(runtime.runner.arun_step(turn_id, step=sid) for sid in batch),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            _report(runtime, errors[0], origin)
+            return
+        outputs = [r for r in results if isinstance(r, TaskStepOutput)]
+        if any(output.is_last for output in outputs):
+            await runtime.runner.afinalize_response(turn_id)
+            return
+        if await database_sync_to_async(queries.abandon_requested)(runtime.task_pk):
+            return  # finish() abandons the turn
+        mode = await database_sync_to_async(queries.mode_of)(runtime.task_pk)
+        batch = []
+        for following in await runnable_steps(runtime, turn_id):
+            if should_wait(mode, following):
+                await announce_waiting(runtime, turn_id, following.step_id)
+            else:
+                batch.append(following.step_id)
+
+
+async def runnable_steps(runtime: NotebookRuntime, turn_id: str) -> list[TaskStep]:
+    """The steps that may run next: the queue's head, or every ready step of a parallel runner."""
+    state = await runtime.runner.aget_task_state(turn_id)
+    if isinstance(runtime.runner, ParallelAgentRunner):
+        return ready_steps(state)
+    return state.step_queue[:1]
+
+
+def _report(
+    runtime: NotebookRuntime, error: BaseException, origin: Origin | None
+) -> None:
+    if isinstance(error, StepFailedError):
+        if isinstance(error.__cause__, LeaseLost):
+            raise error.__cause__ from None
+        reply_error(runtime, origin, failure(error))
+    elif isinstance(error, AgentError):
+        reply_error(runtime, origin, ProtocolError(ErrorCode.NOT_ALLOWED, str(error)))
+    else:
+        raise error
+
+
+def take_abandon_request(task_pk: int) -> bool:
+    """Take the abandon request (True if there was one)."""
+    with transaction.atomic():
+        return bool(
+            Task.objects.filter(pk=task_pk, abandon_requested=True).update(
+                abandon_requested=False
+            )
+        )
+
+
+async def abandon_turn(runtime: NotebookRuntime, turn_id: str) -> None:
+    """Abandon the turn (the lease is held): its rows stay, the agent's memory is as before it."""
+    try:
+        await runtime.runner.adelete_task(turn_id)
+    except UnknownTaskError:
+        return
+    await runtime.publisher.publish(TaskAbandoned(task_id=turn_id))
+
+
+async def finish(runtime: NotebookRuntime, lease: Lease) -> None:
+    """Release the lease; then honour an `abandon` that arrived while we held it."""
+    task_pk = runtime.task_pk
+    await lease.release()
+    if await database_sync_to_async(queries.abandon_requested)(task_pk):
+        # Whoever gets the lease first abandons: us, or the abandon action retrying.
+        again = await Lease.acquire(task_pk)
+        if again is not None:
+            try:
+                with again.fenced():
+                    if await database_sync_to_async(take_abandon_request)(task_pk):
+                        view = await database_sync_to_async(queries.notebook_view)(
+                            task_pk
+                        )
+                        if view.active is not None:
+                            await abandon_turn(runtime, view.active.engine_id)
+            finally:
+                await again.release()
+    await database_sync_to_async(queries.refresh_status)(task_pk)

@@ -1,0 +1,120 @@
+"""Crash recovery: a step marked running whose run is gone becomes `interrupted`.
+
+A run holds its notebook's lease and renews it; a step still `running` while nobody holds a
+live lease was left behind by a server that stopped or died. Recovery takes the lease, marks
+such steps interrupted (nothing else changes: the engine saved the task before the step began,
+and completed steps are untouched), and publishes `step_interrupted`; the person can approve
+the step again. It runs when a socket connects to a notebook, once per process for all
+notebooks, and from `manage.py recover_runs` before a server starts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from runs.engine import StepStatus
+from runs.models import Step, Task
+from runs.protocol import StepInterrupted
+from runs.realtime.publisher import publisher_for
+from runs.service.lease import Lease, lease_is_dead
+from runs.store.messages import tick
+from runs.store.queries import refresh_status
+
+logger = logging.getLogger(__name__)
+
+_RUNNING = StepStatus.RUNNING.value
+_done_once = False
+
+
+def needs_recovery(task_pk: int) -> bool:
+    """Steps running in the notebook while no live lease covers them."""
+    return bool(candidates([task_pk]))
+
+
+def candidates(among: list[int] | None = None) -> list[int]:
+    """Notebooks (of `among`, or all) with steps left running under a dead lease."""
+    running = Step.objects.filter(status=_RUNNING)
+    if among is not None:
+        running = running.filter(task_id__in=among)
+    rows = Task.objects.filter(pk__in=running.values("task_id")).values_list(
+        "pk", "lease_owner", "lease_at"
+    )
+    return [pk for pk, owner, at in rows if lease_is_dead(owner, at)]
+
+
+def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:
+    """Mark the notebook's running steps interrupted; (turn engine id, step id) of each."""
+    rows = list(
+        Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn")
+    )
+    if not rows:
+        return []
+    with transaction.atomic():
+        tick(
+            task_pk
+        )  # a state write: what runs.store.cache knew of these steps is stale
+        Step.objects.filter(pk__in=[r.pk for r in rows], status=_RUNNING).update(
+            status=StepStatus.INTERRUPTED.value, ended_at=timezone.now()
+        )
+    return [(r.turn.engine_id, r.step_id) for r in rows]
+
+
+async def interrupt_orphans(task_pk: int) -> int:
+    """With the notebook's lease held: interrupt steps still marked running, and say so."""
+    found = await database_sync_to_async(mark_interrupted)(task_pk)
+    publisher = publisher_for(task_pk)
+    for turn_id, step_id in found:
+        logger.warning(
+            "step %s of notebook %s was left running; marked interrupted",
+            step_id,
+            task_pk,
+        )
+        await publisher.publish(StepInterrupted(task_id=turn_id, step_id=step_id))
+    if found:
+        await database_sync_to_async(refresh_status)(task_pk)
+    return len(found)
+
+
+async def recover_notebook(task_pk: int) -> int:
+    """Interrupt the notebook's orphaned steps, if any; how many."""
+    if not await database_sync_to_async(needs_recovery)(task_pk):
+        return 0
+    lease = await Lease.acquire(task_pk)
+    if lease is None:  # someone else holds it now: then it is their run, not an orphan
+        return 0
+    try:
+        with lease.fenced():
+            return await interrupt_orphans(task_pk)
+    finally:
+        await lease.release()
+
+
+def clear_all_leases() -> int:
+    """Forget every lease: only right for a single server process starting up."""
+    return Task.objects.exclude(lease_owner="").update(lease_owner="", lease_at=None)
+
+
+async def recover_interrupted(force: bool = False) -> int:
+    """Interrupt orphaned steps in every notebook; `force` first treats every lease as dead."""
+    if force:
+        await database_sync_to_async(clear_all_leases)()
+    total = 0
+    for task_pk in await database_sync_to_async(candidates)():
+        total += await recover_notebook(task_pk)
+    return total
+
+
+async def ensure_recovered() -> None:
+    """Run recovery over every notebook once per process (on the first socket)."""
+    global _done_once
+    if _done_once:
+        return
+    _done_once = True
+    try:
+        await recover_interrupted()
+    except Exception:  # noqa: BLE001 - recovery must never keep a socket from opening
+        logger.exception("crash recovery failed")

@@ -1,0 +1,168 @@
+"""This process's live notebooks: a runner and a publisher per notebook, and background tasks.
+
+Runners are cheap and hold no task state (the store has it), so they are cached per notebook
+and rebuilt when the LLM settings, the preset or the event loop change. Steps run as asyncio
+tasks started with `spawn`, which keeps a reference to each until it ends (asyncio itself only
+keeps weak ones) and logs what escaped it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections import OrderedDict
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from runs.engine import AgentRunner, OpenAI
+from runs.models import Task
+from runs.presets import get_preset
+from runs.protocol import ErrorCode, ProtocolError
+from runs.realtime.publisher import Publisher, forget_publishers, publisher_for
+from runs.service.llm import llm_settings
+from runs.store import DjangoStateStore, cache
+from runs.telemetry import recorder as telemetry
+
+logger = logging.getLogger(__name__)
+
+MAX_CACHED = 256
+
+
+@dataclass
+class NotebookRuntime:
+    """The runner and publisher of one notebook in this process."""
+
+    task_pk: int
+    agent: str  # the preset's name
+    runner: AgentRunner
+    publisher: Publisher
+    loop: asyncio.AbstractEventLoop
+    key: tuple[str, ...]
+
+
+_runtimes: OrderedDict[int, NotebookRuntime] = OrderedDict()
+_tasks: set[asyncio.Task[Any]] = set()
+_llms: dict[tuple[str, ...], OpenAI] = {}
+
+
+def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
+    """The configured LLM, and a key that changes when its settings do.
+
+    One LLM per settings for the whole process: its HTTP client (one per event loop) and
+    connection pool are shared by every notebook instead of being built per notebook.
+    """
+    config = llm_settings()
+    timeout = float(getattr(settings, "AGENTUI_LLM_TIMEOUT_S", 60.0))
+    retries = int(getattr(settings, "AGENTUI_LLM_MAX_RETRIES", 2))
+    first_byte = float(getattr(settings, "AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S", 60.0))
+    between = float(getattr(settings, "AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0))
+    key = (
+        config.base_url,
+        config.model,
+        config.api_key,
+        *(str(n) for n in (timeout, retries, first_byte, between)),
+    )
+    llm = _llms.get(key)
+    if llm is None:
+        llm = _llms[key] = OpenAI(
+            model=config.model,
+            api_base=config.base_url,
+            api_key=config.api_key,
+            timeout=timeout,
+            max_retries=retries,
+            first_byte_timeout=first_byte or None,
+            chunk_timeout=between or None,
+        )
+    return llm, key
+
+
+async def runtime_for(task_pk: int) -> NotebookRuntime:
+    """The notebook's runtime, built on first use; ProtocolError if its preset is unavailable."""
+    loop = asyncio.get_running_loop()
+    agent = await database_sync_to_async(_agent_of)(task_pk)
+    llm, llm_key = make_llm()
+    model_chars = int(getattr(settings, "AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024))
+    key = (agent, str(model_chars), *llm_key)
+    runtime = _runtimes.get(task_pk)
+    if runtime is not None and runtime.loop is loop and runtime.key == key:
+        _runtimes.move_to_end(task_pk)
+        return runtime
+    preset = get_preset(agent)
+    if preset is None:
+        raise ProtocolError(
+            ErrorCode.NOT_ALLOWED,
+            f"the agent preset {agent!r} is not available on this server",
+        )
+    publisher = publisher_for(task_pk)
+    telemetry.describe(task_pk, agent, llm.model)
+    runner = preset.runner(
+        preset.make_worker(llm),
+        state_store=DjangoStateStore(task_pk),
+        on_event=publisher,
+        tool_output_chars=model_chars,
+    )
+    runtime = _runtimes[task_pk] = NotebookRuntime(
+        task_pk, agent, runner, publisher, loop, key
+    )
+    while len(_runtimes) > MAX_CACHED:
+        _runtimes.popitem(last=False)  # a run in progress keeps its own reference
+    return runtime
+
+
+def _agent_of(task_pk: int) -> str:
+    return Task.objects.values_list("agent", flat=True).get(pk=task_pk)
+
+
+def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+    """Run `coro` as a task of the running loop, keeping it referenced until it ends.
+
+    The task gets a fresh context: one copied from an HTTP request would tie its database calls
+    to that request's worker thread, which is gone once the response is sent.
+    """
+    task = asyncio.get_running_loop().create_task(
+        coro, name=name, context=contextvars.Context()
+    )
+    _tasks.add(task)
+    task.add_done_callback(_done)
+    return task
+
+
+def _done(task: asyncio.Task[Any]) -> None:
+    _tasks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error(
+            "background task %s failed", task.get_name(), exc_info=task.exception()
+        )
+
+
+async def wait_idle(timeout: float = 30.0) -> None:
+    """Wait until every task this loop spawned has ended (tests, management commands)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        mine = [t for t in _tasks if t.get_loop() is loop and not t.done()]
+        if not mine:
+            return
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"{len(mine)} notebook task(s) still running after {timeout} s"
+            )
+        await asyncio.wait(mine, timeout=remaining)
+
+
+def running_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in _tasks if not t.done()]
+
+
+def forget_all() -> None:
+    """Drop every cached runner, publisher and turn (tests switch LLM settings and loops)."""
+    _runtimes.clear()
+    forget_publishers()
+    _llms.clear()
+    cache.forget_all()

@@ -1,0 +1,91 @@
+"""Reviewers' annotations: a comment and a thumbs up/down on a step, a tool call or an answer.
+
+An annotation names what it is about (`target` `step` | `call` | `answer`, `step_id` for steps
+and calls, `tool_id` for calls, `turn_id` for answers), which must exist in that notebook.
+They are shown in the trace, searched by the traces list and exported.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from django.contrib.auth.models import AbstractBaseUser
+from pydantic import BaseModel, ConfigDict, Field
+
+from runs.models import Annotation, AnnotationTarget, Event, Step, Task, Turn
+from runs.protocol.checks import storable_problem
+
+MAX_COMMENT_CHARS = 5000
+
+
+class NewAnnotation(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    target: Literal["step", "call", "answer"]
+    step_id: Annotated[str, Field(max_length=64)] = ""
+    tool_id: Annotated[str, Field(max_length=128)] = ""
+    turn_id: Annotated[str, Field(max_length=64)] = ""
+    rating: Literal[-1, 0, 1] = 0
+    comment: Annotated[str, Field(max_length=MAX_COMMENT_CHARS)] = ""
+
+
+def annotation_json(note: Annotation) -> dict[str, Any]:
+    return {
+        "id": note.pk,
+        "target": note.target,
+        "turn_id": note.turn_id or None,
+        "step_id": note.step_id or None,
+        "tool_id": note.tool_id or None,
+        "rating": note.rating,
+        "comment": note.comment,
+        "by": note.author.get_username(),
+        "created_at": note.created_at.isoformat(),
+    }
+
+
+def annotations_of(task: Task) -> list[dict[str, Any]]:
+    return [annotation_json(n) for n in task.annotations.select_related("author")]
+
+
+def _missing(task: Task, new: NewAnnotation) -> str | None:
+    """Why the annotation's target is not in this notebook, or None."""
+    if new.target == AnnotationTarget.ANSWER:
+        if not Turn.objects.filter(
+            task=task, engine_id=new.turn_id, response__isnull=False
+        ).exists():
+            return f"turn {new.turn_id!r} has no answer in this notebook"
+        return None
+    if not Step.objects.filter(task=task, step_id=new.step_id).exists():
+        return f"no step {new.step_id!r} in this notebook"
+    if (
+        new.target == AnnotationTarget.CALL
+        and not Event.objects.filter(
+            task=task,
+            step_id=new.step_id,
+            type="tool_call",
+            payload__tool_id=new.tool_id,
+        ).exists()
+    ):
+        return f"no tool call {new.tool_id!r} in step {new.step_id!r}"
+    return None
+
+
+def add_annotation(
+    task: Task, author: AbstractBaseUser, new: NewAnnotation
+) -> Annotation:
+    """Store `new` on `task`; ValueError says why it does not fit (nothing stored then)."""
+    problem = _missing(task, new) or storable_problem(new.comment)
+    if problem is None and not new.comment.strip() and new.rating == 0:
+        problem = "give a comment, a thumbs up or a thumbs down"
+    if problem is not None:
+        raise ValueError(problem)
+    return Annotation.objects.create(
+        task=task,
+        author=author,
+        target=new.target,
+        turn_id=new.turn_id,
+        step_id=new.step_id,
+        tool_id=new.tool_id,
+        rating=new.rating,
+        comment=new.comment.strip(),
+    )

@@ -1,0 +1,24 @@
+"""Page URLs of the notebook UI; included by runs/urls.py, so names live in the "runs" namespace."""
+
+from django.urls import path
+
+from runs.web import event_values, fork, pages, tokens
+
+urlpatterns = [
+    path("new/", pages.new_notebook, name="notebook_new"),
+    path("tasks/<int:pk>/", pages.notebook, name="notebook"),
+    path(
+        "tasks/<int:pk>/events/<int:seq>/value",
+        event_values.event_value,
+        name="event_value",
+    ),
+    path("traces/", pages.trace_list, name="traces"),
+    path("traces/compare/", fork.compare, name="compare"),
+    path("traces/<int:pk>/", pages.trace, name="trace"),
+    path("settings/tokens/", tokens.api_tokens, name="api_tokens"),
+    path(
+        "settings/tokens/<int:pk>/revoke",
+        tokens.revoke,
+        name="api_token_revoke",
+    ),
+]

@@ -1,0 +1,200 @@
+"""Pages of the notebook UI: the live notebook, the new-notebook form, the trace list and a trace.
+
+The pages are thin: they check ownership and hand the browser URLs in `data-*` attributes; the
+ES modules under static/js/ fetch or stream everything else (the websocket, /api/tasks/, the
+trace export).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from runs.models import ApprovalMode, NotebookStatus, Task
+from runs.protocol import MAX_TEXT_CHARS
+from runs.service import (
+    MAX_IMAGES_PER_MESSAGE,
+    TelemetryConfig,
+    all_presets,
+    demo_example_prompts,
+    get_preset,
+    max_image_bytes,
+    size_text,
+    trace_id_of,
+)
+from runs.web.fork import review_context
+
+# How a notebook's summary status is coloured (the status-* classes of app.css).
+_STATUS_CLASS = {
+    NotebookStatus.IDLE: "completed",
+    NotebookStatus.RUNNING: "running",
+    NotebookStatus.WAITING: "pending",
+    NotebookStatus.FAILED: "failed",
+    NotebookStatus.INTERRUPTED: "interrupted",
+}
+
+
+@dataclass(frozen=True)
+class PresetChoice:
+    """An agent preset as the pickers show it."""
+
+    name: str
+    label: str
+    description: str
+    accepts_images: bool = False
+
+
+def preset_choices() -> list[PresetChoice]:
+    """The agent presets of runs.presets, for the pickers."""
+    return [
+        PresetChoice(p.name, p.label, p.description, p.accepts_images)
+        for p in all_presets()
+    ]
+
+
+def image_context() -> dict[str, object]:
+    """What the image picker template needs: the limits it states and checks."""
+    return {
+        "max_image_bytes": max_image_bytes(),
+        "max_image_label": size_text(max_image_bytes()),
+        "max_images": MAX_IMAGES_PER_MESSAGE,
+    }
+
+
+def _preset_label(name: str) -> str:
+    return next((p.label for p in preset_choices() if p.name == name), name)
+
+
+def _export_url(task: Task) -> str:
+    return reverse("runs:api_task_trace", args=[task.pk])
+
+
+def _own_task(request: HttpRequest, pk: int) -> Task:
+    # Someone else's notebook is "not found", not "forbidden": its existence is private too.
+    task: Task = get_object_or_404(Task, pk=pk, owner=request.user)
+    return task
+
+
+@require_GET
+def new_notebook(request: HttpRequest) -> HttpResponse:
+    """The form that starts a notebook: first message, agent preset, approval mode."""
+    return render_new_notebook(
+        request,
+        request.GET.get("text", ""),
+        request.GET.get("agent", ""),
+        request.GET.get("mode", ""),
+    )
+
+
+def render_new_notebook(
+    request: HttpRequest,
+    text: str,
+    agent: str,
+    mode: str,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """The new-notebook form, filled in; with `error`, a refused submission shown again with its reason."""
+    presets = preset_choices()
+    labels = {p.name: p.label for p in presets}
+    if agent not in {p.name for p in presets}:
+        agent = presets[0].name if presets else ""
+    if mode not in ApprovalMode.values:
+        mode = ApprovalMode.AUTO
+    context = {
+        "task": None,
+        "presets": presets,
+        "modes": ApprovalMode.choices,
+        "initial_agent": agent,
+        "initial_mode": mode,
+        "initial_text": text,
+        "max_text_chars": MAX_TEXT_CHARS,
+        "error": error,
+        "new_task_url": reverse("runs:task_new"),
+        "examples": demo_example_prompts(),
+        "image_presets": [p.name for p in presets if p.accepts_images],
+        "sample_chart_url": reverse("runs:sample_chart"),
+        "picker_hidden": agent not in {p.name for p in presets if p.accepts_images},
+        **image_context(),
+        "recent": [
+            (task, labels.get(task.agent, task.agent))
+            for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[
+                :5
+            ]
+        ],
+    }
+    return render(request, "runs/notebook.html", context, status=status)
+
+
+@require_GET
+def notebook(request: HttpRequest, pk: int) -> HttpResponse:
+    """A live notebook: cells, step DAG and controls, fed by ws/tasks/<pk>/."""
+    task = _own_task(request, pk)
+    context = {
+        "task": task,
+        "agent_label": _preset_label(task.agent),
+        "modes": ApprovalMode.choices,
+        "ws_path": f"/ws/tasks/{task.pk}/",
+        "max_text_chars": MAX_TEXT_CHARS,
+        "export_url": _export_url(task),
+        "accepts_images": bool(
+            (preset := get_preset(task.agent)) and preset.accepts_images
+        ),
+        **image_context(),
+        **review_context(task),
+    }
+    return render(request, "runs/notebook.html", context)
+
+
+@require_GET
+def trace_list(request: HttpRequest) -> HttpResponse:
+    """The person's notebooks with search, filters and paging (rows come from /api/tasks/)."""
+    filters = {
+        key: request.GET.get(key, "")
+        for key in ("q", "agent", "status", "created_after", "created_before")
+    }
+    context = {
+        "presets": preset_choices(),
+        "statuses": NotebookStatus.choices,
+        "modes_json": json.dumps(dict(ApprovalMode.choices)),
+        "filters": filters,
+        "api_url": reverse("runs:api_tasks"),
+    }
+    return render(request, "runs/trace_list.html", context)
+
+
+@require_GET
+def trace(request: HttpRequest, pk: int) -> HttpResponse:
+    """One notebook's trace, read-only: totals, timeline, DAG and cells."""
+    task = _own_task(request, pk)
+    context = {
+        "task": task,
+        "agent_label": _preset_label(task.agent),
+        "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
+        "export_url": _export_url(task),
+        **review_context(task),
+        "otel": _otel_traces(task),
+        # What the page draws from: the export as the page reads it (large values cut), without
+        # its results section (they are in the events), fetched while the page's modules load
+        # (a preload in the template).
+        "trace_data_url": f"{_export_url(task)}?cut=1&results=0",
+    }
+    return render(request, "runs/trace.html", context)
+
+
+def _otel_traces(task: Task) -> dict[str, object] | None:
+    """Where this notebook's turns are in the trace store, when runs are exported (else None)."""
+    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    if config is None:
+        return None
+    turns = task.turns.order_by("index").values_list("index", "engine_id")
+    return {
+        "project": config.project,
+        "traces": [(index, trace_id_of(engine_id)) for index, engine_id in turns],
+    }

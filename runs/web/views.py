@@ -1,0 +1,100 @@
+"""Pages of the runs app: the start page and one-time login links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model, login
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.decorators import login_not_required
+from django.core import signing
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.utils.crypto import constant_time_compare, salted_hmac
+from django.views.decorators.http import require_GET
+
+from runs.service import demo_example_prompts, llm_settings
+
+# --- Navigation -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NavLink:
+    label: str
+    url: str
+    active: bool
+
+
+def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
+    """Context processor: the header links from settings.AGENTUI_NAV that resolve."""
+    match = getattr(request, "resolver_match", None)
+    current = match.view_name if match else None
+    links = []
+    for label, url_name in settings.AGENTUI_NAV:
+        try:
+            url = reverse(url_name)
+        except NoReverseMatch:  # a page listed before it exists
+            continue
+        links.append(NavLink(label, url, url_name == current))
+    return {"nav_links": links}
+
+
+# --- One-time login links ---------------------------------------------------
+
+_LOGIN_SALT = "agentui.login-link"
+
+
+def _login_fingerprint(user: AbstractBaseUser) -> str:
+    # Logging in updates last_login, so a link stops working once used;
+    # a password change also ends it.
+    last_login = user.last_login.isoformat() if user.last_login else ""
+    value = f"{user.pk}|{user.password}|{last_login}"
+    return salted_hmac(_LOGIN_SALT, value).hexdigest()[:32]
+
+
+def make_login_token(user: AbstractBaseUser) -> str:
+    """A signed token that logs `user` in once, within AGENTUI_LOGIN_LINK_MAX_AGE seconds."""
+    return signing.dumps(
+        {"u": user.pk, "f": _login_fingerprint(user)}, salt=_LOGIN_SALT
+    )
+
+
+def user_for_login_token(token: str) -> AbstractBaseUser | None:
+    """The active user `token` was made for, or None if it is forged, expired or used."""
+    try:
+        data = signing.loads(
+            token, salt=_LOGIN_SALT, max_age=settings.AGENTUI_LOGIN_LINK_MAX_AGE
+        )
+    except signing.BadSignature:  # includes SignatureExpired
+        return None
+    user = get_user_model().objects.filter(pk=data.get("u"), is_active=True).first()
+    if user is None or not constant_time_compare(
+        str(data.get("f")), _login_fingerprint(user)
+    ):
+        return None
+    return user
+
+
+@login_not_required
+@require_GET
+def login_with_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Log in with a link printed by `make run` or `manage.py login_link`."""
+    user = user_for_login_token(token)
+    if user is None:
+        return render(request, "registration/login_link_invalid.html", status=403)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect("runs:index")
+
+
+# --- Pages ------------------------------------------------------------------
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    """Start page: the app is up, which model it uses, what the demo model can do."""
+    context = {
+        "llm": llm_settings(start_demo=False),
+        "examples": demo_example_prompts(),
+    }
+    return render(request, "runs/index.html", context)
