@@ -206,18 +206,25 @@ def scripted_model(_browser_module: _ModuleState) -> ScriptedServer:
 
 
 @pytest.fixture
+def app_env() -> dict[str, str]:
+    """Settings the module's live app gets in its environment (a module overrides this)."""
+    return {}
+
+
+@pytest.fixture
 def live_app(
     _browser_module: _ModuleState,
     scripted_model: ScriptedServer,
     chromium_launch_options: dict[str, Any],
     subprocess_env: Callable[..., dict[str, str]],
+    app_env: dict[str, str],
 ) -> LiveApp:
     """agentui served by daphne for this module (needs Chromium, or the test skips)."""
     state = _browser_module
     if state.app is None:
         state.tmp = tempfile.TemporaryDirectory(prefix="agentui-browser-")
         state.app = LiveApp(
-            Path(state.tmp.name), scripted_model, subprocess_env()
+            Path(state.tmp.name), scripted_model, subprocess_env(**app_env)
         ).start()
     if state.browser is None:
         from playwright.sync_api import sync_playwright

@@ -70,6 +70,51 @@ def test_login_link_works_exactly_once(client: Client) -> None:
     assert Client().get("/").status_code == 302
 
 
+def _signed_in_as(client: Client) -> str | None:
+    user_id = client.session.get("_auth_user_id")
+    return User.objects.get(pk=user_id).username if user_id else None
+
+
+@pytest.mark.db
+@pytest.mark.django_db
+def test_login_link_asks_before_switching_a_browser_logged_in_as_someone_else() -> None:
+    ana = User.objects.create_user("ana")
+    mallory = User.objects.create_user("mallory")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(ana)
+    link = f"/login/{make_login_token(mallory)}/"
+
+    asked = browser.get(link)
+    assert asked.status_code == 200
+    assert b"You are signed in as <strong>ana</strong>" in asked.content
+    assert b"Continue as mallory" in asked.content
+    assert _signed_in_as(browser) == "ana"
+    mallory.refresh_from_db()
+    assert mallory.last_login is None  # the link is not spent by asking
+
+    # a POST from another site's page carries no CSRF token: refused, nothing switched
+    assert browser.post(link).status_code == 403
+    assert _signed_in_as(browser) == "ana"
+
+    csrf = asked.context["csrf_token"]
+    switched = browser.post(link, {"csrfmiddlewaretoken": str(csrf)})
+    assert (switched.status_code, switched["Location"]) == (302, "/")
+    assert _signed_in_as(browser) == "mallory"
+    assert Client().get(link).status_code == 403  # spent
+
+
+@pytest.mark.db
+@pytest.mark.django_db
+def test_login_link_of_the_same_user_logs_in_at_once_and_once() -> None:
+    ana = User.objects.create_user("ana")
+    browser = Client()
+    browser.force_login(ana)
+    link = f"/login/{make_login_token(ana)}/"
+    assert browser.get(link).status_code == 302
+    assert _signed_in_as(browser) == "ana"
+    assert Client().get(link).status_code == 403
+
+
 @pytest.mark.db
 @pytest.mark.django_db
 def test_login_link_rejects_forged_and_expired_tokens(

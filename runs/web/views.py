@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.crypto import constant_time_compare, salted_hmac
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_http_methods
 
 from runs.service import demo_example_prompts, llm_settings
 
@@ -78,12 +78,22 @@ def user_for_login_token(token: str) -> AbstractBaseUser | None:
 
 
 @login_not_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 def login_with_link(request: HttpRequest, token: str) -> HttpResponse:
-    """Log in with a link printed by `make run` or `manage.py login_link`."""
+    """Log in with a link printed by `make run` or `manage.py login_link`.
+
+    A browser logged in as someone else is not switched by opening the link (a page elsewhere
+    could make it do that: login CSRF); it is asked first, and only the POST of that page's
+    form (with its CSRF token) logs in and spends the link. A browser not logged in, or
+    logged in as the same person, is logged in by the GET itself.
+    """
     user = user_for_login_token(token)
     if user is None:
         return render(request, "registration/login_link_invalid.html", status=403)
+    current = request.user
+    if request.method == "GET" and current.is_authenticated and current.pk != user.pk:
+        context = {"signed_in_as": current.get_username(), "link_user": user}
+        return render(request, "registration/login_link_confirm.html", context)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect("runs:index")
 
