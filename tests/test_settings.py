@@ -14,7 +14,9 @@ from conftest import ROOT
 # Prints what the settings resolved to, as JSON.
 SHOW_SETTINGS = """
 import json
+import django
 from django.conf import settings
+django.setup()  # runs.service (where llm_settings lives) loads the models
 from runs.service.llm import llm_settings
 
 db = settings.DATABASES["default"]
