@@ -50,6 +50,8 @@ class ChainCall(BaseModel):
         None  # a problem with its references (undefined, a cycle, a duplicate)
     )
     result: ToolOutput | None = None
+    # the id its call is shown, approved and edited under, fixed when the chain is written down
+    tool_id: str | None = None
 
     @property
     def index(self) -> int | None:

@@ -91,7 +91,13 @@ class CoAState(BaseModel):
         task.extra_state[STATE_KEY] = self.model_dump(mode="json")
 
     def tool_id(self, call: ChainCall) -> str:
-        """The id a placeholder's call runs under: stable per task and placeholder."""
+        """The id a placeholder's call runs under: stable per task and placeholder.
+
+        Fixed on the call when the chain is written down (`name_calls`): a fork renames the
+        reasoning step, and a person's decisions must still find the calls they were made on.
+        """
+        if call.tool_id:
+            return call.tool_id
         prefix = self.reasoning_step_id[:8]
         first = (
             self.chain is not None
@@ -256,6 +262,8 @@ class CoAAgentWorker(BaseAgentWorker):
             state.save(task)
             return self._finish(step, task, state.question, text, reply.usage)
         state.chain = chain
+        for call in chain.calls:
+            call.tool_id = state.tool_id(call)
         state.save(task)
         pending = [
             PendingToolCall(
@@ -288,6 +296,12 @@ class CoAAgentWorker(BaseAgentWorker):
         decisions = {call.tool_id: call for call in step.tool_calls or []}
         for call in chain.calls:
             decided = decisions.get(state.tool_id(call))
+            if decided is None and call.tool_name:
+                # never run a call as the model wrote it when the person was shown another
+                raise RuntimeError(
+                    f"{call.label} has no call in this step to run as approved "
+                    f"({state.tool_id(call)!r})"
+                )
             if decided is not None and decided.tool_kwargs != call.kwargs:
                 # a person corrected the arguments: what the call uses follows the edit
                 call.kwargs = dict(decided.tool_kwargs)

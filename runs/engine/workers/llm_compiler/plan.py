@@ -60,6 +60,9 @@ class PlannedCall(BaseModel):
     )
     line: str = ""
     output: ToolOutput | None = None  # filled in once it ran
+    # the id a person approves and edits it under, when it waits for approval (fixed then: a
+    # fork renames the plan step, and the decisions must still find their calls)
+    tool_id: str | None = None
 
 
 class PlanSyntaxError(ValueError):

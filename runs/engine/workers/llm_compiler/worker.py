@@ -236,15 +236,17 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         self, step: TaskStep, record: RoundRecord, usage: TokenUsage | None
     ) -> TaskStepOutput:
         """Hand the planned calls to a person: the next step runs them once approved, then joins."""
-        pending = [
-            PendingToolCall(
-                tool_id=call_tool_id(step, call.index),
-                tool_name=call.tool_name,
-                tool_kwargs=dict(call.kwargs),
-                arguments_error=call.error,
+        pending = []
+        for call in record.calls:
+            call.tool_id = call_tool_id(step, call.index)
+            pending.append(
+                PendingToolCall(
+                    tool_id=call.tool_id,
+                    tool_name=call.tool_name,
+                    tool_kwargs=dict(call.kwargs),
+                    arguments_error=call.error,
+                )
             )
-            for call in record.calls
-        ]
         state = {
             _ROUND: record.round,
             _PENDING_ROUND: record.model_dump(mode="json"),
@@ -274,7 +276,14 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             task, step, tools_by_name(self._round_tools(state.question)), earlier
         )
         for call in record.calls:
-            approval = approvals.get(call_tool_id(plan_step, call.index))
+            approval = approvals.get(
+                call.tool_id or call_tool_id(plan_step, call.index)
+            )
+            if approval is None:
+                # never run a call as planned when the person was shown another
+                raise RuntimeError(
+                    f"call {call.index} of the plan has no call in this step to run as approved"
+                )
             if approval is not None and approval.tool_kwargs != call.kwargs:
                 # a person edited the arguments: their references decide what the call waits for
                 refs = find_references(approval.tool_kwargs, call.index, known)
