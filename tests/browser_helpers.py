@@ -206,12 +206,6 @@ def scripted_model(_browser_module: _ModuleState) -> ScriptedServer:
 
 
 @pytest.fixture
-def app_env() -> dict[str, str]:
-    """Settings the module's live app gets in its environment (a module overrides this)."""
-    return {}
-
-
-@pytest.fixture
 def live_app(
     _browser_module: _ModuleState,
     scripted_model: ScriptedServer,

@@ -159,6 +159,12 @@ def artifacts_dir() -> Path:
 
 
 @pytest.fixture
+def app_env() -> dict[str, str]:
+    """Settings a browser module's live app gets in its environment (a module overrides this)."""
+    return {}
+
+
+@pytest.fixture
 def subprocess_env() -> Callable[..., dict[str, str]]:
     """Factory `env(**overrides)`: an environment to run python/manage.py in a child process.
 
