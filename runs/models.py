@@ -102,7 +102,8 @@ class Task(models.Model):
     # Set by `abandon` while a step runs: the driver abandons the turn after that step.
     abandon_requested = models.BooleanField(default=False)
     # The AG-UI threadId of a notebook started over AG-UI (runs.agui); its runs continue it.
-    agui_thread = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    # Unique per owner: another person's thread of the same id is another notebook.
+    agui_thread = models.CharField(max_length=200, null=True, blank=True)
     # A fork (runs.store.fork) starts as `forked_from` stood right after one of its steps:
     # the step's id there, its turn's index and its number among that turn's steps.
     forked_from = models.ForeignKey(
@@ -116,6 +117,11 @@ class Task(models.Model):
         verbose_name = "notebook"
         ordering = ["-updated_at", "-pk"]
         indexes = [models.Index(fields=["owner", "-updated_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "agui_thread"], name="task_agui_thread_per_owner"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Notebook {self.pk}"

@@ -166,13 +166,6 @@ async def test_refusals_before_the_stream_change_nothing(
 
     owner, client = await logged_in("ana")
     await run_events(client, run_input("thread-ana", QUESTION))
-    _, intruder = await logged_in("bob")
-    status, body = await post_run(intruder, run_input("thread-ana", "Compute 1 + 1"))
-    assert status == 404, body
-    task = await Task.objects.aget(agui_thread="thread-ana")
-    status, _ = await post_run(intruder, run_input(str(task.pk), "Compute 1 + 1"))
-    assert status == 404, "a notebook's number is a thread id too, and still not bob's"
-    assert await Task.objects.acount() == 1
 
     status, body = await post_run(client, {"threadId": "t"})
     assert status == 400 and "messages" in json.loads(body)["detail"]
@@ -188,6 +181,41 @@ async def test_refusals_before_the_stream_change_nothing(
     )
     assert status == 400 and "mode" in json.loads(body)["detail"]
     assert not await Task.objects.filter(agui_thread="thread-new").aexists()
+
+
+def _shape(events: list[dict[str, Any]]) -> tuple[list[str], str, dict[str, Any]]:
+    """What a run said, without its ids, times and how its text was cut into deltas."""
+    kinds = [t for t in types(events) if t != "TEXT_MESSAGE_CONTENT"]
+    return kinds, text_of(events), outcome(events)
+
+
+async def test_thread_ids_are_each_users_own_and_tell_nothing_of_others(
+    server: ScriptedServer,
+) -> None:
+    ana, client = await logged_in("ana")
+    await run_events(client, run_input("shared-name", QUESTION))
+    anas = await Task.objects.aget(owner=ana)
+    ana_events = await Event.objects.filter(task=anas).acount()
+    bob, intruder = await logged_in("bob")
+
+    # ana's thread id, ana's notebook number and an id nobody used: the same answer for each,
+    # a new notebook of bob's; ana's is untouched
+    runs = {}
+    for thread_id in ("shared-name", str(anas.pk), "never-used"):
+        _, events = await run_events(intruder, run_input(thread_id, QUESTION))
+        assert events[0]["threadId"] == thread_id
+        runs[thread_id] = _shape(events)
+        bobs = await Task.objects.aget(owner=bob, agui_thread=thread_id)
+        assert bobs.pk != anas.pk
+    assert runs["shared-name"] == runs[str(anas.pk)] == runs["never-used"]
+    assert await Event.objects.filter(task=anas).acount() == ana_events
+    assert await Task.objects.filter(owner=bob).acount() == 3
+
+    # each goes on with their own notebook under the shared id
+    _, events = await run_events(client, run_input("shared-name"))
+    assert outcome(events) == {"type": "success"}
+    assert await Task.objects.filter(agui_thread="shared-name").acount() == 2
+    assert await Event.objects.filter(task=anas).acount() == ana_events
 
 
 async def test_a_session_post_needs_the_csrf_token(server: ScriptedServer) -> None:

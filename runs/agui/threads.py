@@ -1,9 +1,10 @@
 """AG-UI threads are notebooks: the thread id names one, and a new id starts one.
 
-A thread id is the `agui_thread` of a notebook started over AG-UI, or the id of any notebook
-(its number, as in `/tasks/<id>/`). An id that names no notebook starts a new one for the
-caller; one that names someone else's notebook is not found, exactly like a notebook that does
-not exist.
+Thread ids belong to their caller. An id is the `agui_thread` of one of the caller's notebooks
+started over AG-UI, or the number of one of the caller's notebooks (as in `/tasks/<id>/`). Any
+other id starts a new notebook of the caller's, also one that is someone else's thread id or
+notebook number: a caller can neither reach another person's notebook through an id nor learn
+whether one exists (the answer is the same either way).
 """
 
 from __future__ import annotations
@@ -17,31 +18,19 @@ from runs.models import Task
 from runs.service import create_notebook_row
 
 
-class ThreadNotFound(Exception):
-    """The thread is someone else's notebook."""
-
-
 @dataclass(frozen=True)
 class Thread:
     task_pk: int
     agent: str
 
 
-def _existing(thread_id: str) -> Task | None:
-    task = Task.objects.filter(agui_thread=thread_id).first()
-    if task is None and thread_id.isdigit() and len(thread_id) < 12:
-        task = Task.objects.filter(pk=int(thread_id)).first()
-    return task
-
-
 def find_thread(user: AbstractBaseUser, thread_id: str) -> Thread | None:
-    """The caller's notebook for `thread_id`, None if there is none; ThreadNotFound if it is another's."""
-    task = _existing(thread_id)
-    if task is None:
-        return None
-    if task.owner_id != user.pk:
-        raise ThreadNotFound(thread_id)
-    return Thread(task.pk, task.agent)
+    """The caller's notebook for `thread_id`, or None if they have none (a new thread)."""
+    own = Task.objects.filter(owner_id=user.pk)
+    task = own.filter(agui_thread=thread_id).first()
+    if task is None and thread_id.isdigit() and len(thread_id) < 12:
+        task = own.filter(pk=int(thread_id)).first()
+    return None if task is None else Thread(task.pk, task.agent)
 
 
 def start_thread(

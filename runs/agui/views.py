@@ -7,7 +7,8 @@ the notebook service, as from the page, and the response streams what the notebo
 (runs.agui.feed, translated by runs.agui.translate) until the turn finishes, waits for a person,
 is stopped, or fails. Refusals before the stream starts are JSON (`detail`, `code`) and change
 nothing: 400 bad input, 401 no or bad credentials (an API token or the session:
-runs.service.tokens), 403 CSRF (session only), 404 someone else's thread, 409 not possible now.
+runs.service.tokens), 403 CSRF (session only), 409 not possible now. A thread id is the
+caller's own: someone else's is a new thread (runs.agui.threads).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 from runs import service
 from runs.agui.feed import Item, NotebookFeed
 from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
-from runs.agui.threads import Thread, ThreadNotFound, find_thread, start_thread
+from runs.agui.threads import Thread, find_thread, start_thread
 from runs.agui.translate import RunTranslator
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.engine.workflow.worker import AgentWorkflowWorker
@@ -171,8 +172,6 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
             plan = plan_resume(list(given.resume), await pending(thread.task_pk))
         elif text is not None:
             await database_sync_to_async(check_send)(thread.task_pk)
-    except ThreadNotFound:
-        return _refusal(404, "not_found", f"there is no thread {given.thread_id!r}")
     except ProtocolError as exc:
         return _from_error(exc)
     run = AgentRun(thread, given, user.get_username(), text, plan)
