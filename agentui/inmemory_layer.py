@@ -37,6 +37,8 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
+from runs.telemetry import metrics
+
 logger = logging.getLogger(__name__)
 
 # values a message may hold and still be copied shallowly: none of them can be changed in place
@@ -113,6 +115,7 @@ class InMemoryLayer(InMemoryChannelLayer):
                 self._put(channel, message)
             except ChannelFull:  # as Channels does: that socket misses the copy
                 self.dropped += 1
+                metrics.lost("queue_full")
                 self._report_drops()
 
     def _report_drops(self) -> None:

@@ -349,6 +349,11 @@ AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
     _env_seconds("AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024)
 )
 
+# /metrics answers only requests with `Authorization: Bearer <this>`; unset: /metrics is off.
+AGENTUI_METRICS_TOKEN = _env("AGENTUI_METRICS_TOKEN")
+# How long /readyz waits for each of the database, the channel layer and the model server.
+AGENTUI_READY_TIMEOUT_S = _env_seconds("AGENTUI_READY_TIMEOUT_S", 2.0)
+
 AUTH_PASSWORD_VALIDATORS = [
     {
         "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"

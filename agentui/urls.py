@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from runs.rest.api import urls as rest_api_urls
+from runs.web import operations
 from runs.web.views import login_with_link
 
 urlpatterns = [
@@ -12,6 +13,10 @@ urlpatterns = [
     path("login/<str:token>/", login_with_link, name="login_link"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # for load balancers, orchestrators and Prometheus (docs/operations.md)
+    path("healthz", operations.healthz, name="healthz"),
+    path("readyz", operations.readyz, name="readyz"),
+    path("metrics", operations.metrics, name="metrics"),
     # the REST API for scripts (docs/api.md); the page's own JSON endpoints stay under /api/
     path("api/v1/", rest_api_urls),
     path("", include("runs.urls")),

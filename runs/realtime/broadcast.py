@@ -22,6 +22,8 @@ from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
+from runs.telemetry import metrics
+
 logger = logging.getLogger(__name__)
 
 PROBE_EVERY_S = 1.0
@@ -75,6 +77,7 @@ health = LayerHealth()
 async def _bounded(what: str, call: Any) -> bool:
     if not health.may_try():
         call.close()  # not awaited: the coroutine is dropped unsent
+        metrics.lost("skipped")
         return False
     try:
         # in this task: wait_for would start a task per send, and every streamed token is one
@@ -82,9 +85,11 @@ async def _bounded(what: str, call: Any) -> bool:
             await call
     except ChannelFull:
         health.worked()
+        metrics.lost("queue_full")
         return False  # that socket's queue is full: the layer itself works
     except Exception as exc:  # noqa: BLE001 - any layer failure only costs a live copy
         health.failed(what, exc)
+        metrics.lost("failed")
         return False
     health.worked()
     return True

@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 from runs.realtime import broadcast
 from runs.realtime.publisher import CATCH_UP_MESSAGE, existing_publisher
 from runs.store import queries
+from runs.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ async def sweep_once(sweep: _Sweep) -> int:
         and sweep.heard.get(f) == f.heard
         and not _sending_here(f.task_pk)
     ]
+    metrics.catch_up("sweep", len(behind))
     for follower in behind:
         await broadcast.channel_send(
             follower.channel_name,

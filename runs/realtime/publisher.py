@@ -31,6 +31,7 @@ from runs.realtime.streams import StreamRelay
 from runs.store import events
 from runs.store.fence import advance, fence_token
 from runs.store.stored_once import store_once
+from runs.telemetry import metrics
 from runs.telemetry import recorder as telemetry
 
 EVENT_MESSAGE = "notebook.event"
@@ -188,6 +189,7 @@ class Publisher:
     async def publish(self, event: BaseModel) -> int:
         """Store `event` with the next seq and send it to every socket watching the notebook."""
         telemetry.observe(self.task_pk, event)  # a no-op unless spans are exported
+        metrics.observe(event)
         payload = event.model_dump(mode="json")
         if payload.get("type") == "agent_input":
             payload = compact_agent_input(payload)
@@ -268,7 +270,7 @@ class Publisher:
                 text = self.streams.take(item, self.last_seq)
                 if text is not None:
                     message = {"type": DELTA_MESSAGE, "text": text}
-                    await broadcast.group_send(self.group, message)
+                    metrics.delta(await broadcast.group_send(self.group, message))
                 continue
             target, payload = item
             if isinstance(target, str):
@@ -305,6 +307,7 @@ class Publisher:
             await asyncio.sleep(broadcast.PROBE_EVERY_S)
             nudge = {"type": CATCH_UP_MESSAGE, "last_seq": self.last_seq}
             if await broadcast.group_send(self.group, nudge):
+                metrics.catch_up("heal")
                 return
 
     async def _turn_of(self, engine_id: str | None) -> int | None:

@@ -36,6 +36,7 @@ from runs.service.attachments import (
 )
 from runs.service.attachments import describe as describe_image
 from runs.service.driver import Origin, runnable_steps
+from runs.service.health import readiness
 from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings
 from runs.service.reading import (
@@ -65,6 +66,7 @@ from runs.service.tokens import (
     unauthenticated_response,
 )
 from runs.store.fork import ForkError, fork_notebook
+from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of
 
@@ -104,9 +106,11 @@ __all__ = [
     "last_seq",
     "llm_settings",
     "max_image_bytes",
+    "metrics",
     "notebook_view",
     "owner_of",
     "perform",
+    "readiness",
     "recover_interrupted",
     "recover_notebook",
     "reject_tool_call",

@@ -82,6 +82,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             return
         self.group = group_name(self.task_pk)
         self.joined = True
+        service.metrics.socket_opened()
         self.layer_ok = await self._join()
         await service.ensure_recovered()
         await service.recover_notebook(self.task_pk)
@@ -109,6 +110,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         service.unfollow(self)
         if self.joined:
             self.joined = False
+            service.metrics.socket_closed()
             try:
                 await asyncio.wait_for(
                     self.channel_layer.group_discard(self.group, self.channel_name), 5
@@ -130,7 +132,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
                 text_data if text_data is not None else bytes_data
             )
         except ProtocolError as exc:
-            await self._send(error_message(exc))
+            await self._refuse(exc)
             return
         if isinstance(message, Resume):
             await self._resume(message)
@@ -145,7 +147,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             await service.perform(self.task_pk, message, origin)
         except ProtocolError as exc:
             exc.request_id, exc.action = message.request_id, message.action
-            await self._send(error_message(exc))
+            await self._refuse(exc)
             return
         except Exception:
             logger.exception(
@@ -157,7 +159,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
                 request_id=message.request_id,
                 action=message.action,
             )
-            await self._send(error_message(failure))
+            await self._refuse(failure)
             return
         await self._send(ack_message(message.action, message.request_id))
 
@@ -172,7 +174,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
                 request_id=message.request_id,
                 action=message.action,
             )
-            await self._send(error_message(error))
+            await self._refuse(error)
             return
         await self._send_stored(message.last_seq, current)
         self.sent_seq = current
@@ -277,6 +279,11 @@ class NotebookConsumer(AsyncWebsocketConsumer):
 
     async def notebook_reply(self, message: dict[str, Any]) -> None:
         await self._send(message["message"])
+
+    async def _refuse(self, error: ProtocolError) -> None:
+        """Tell the client its message was refused, and count it (errors by kind)."""
+        service.metrics.error(f"refused:{error.code}")
+        await self._send(error_message(error))
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(message, separators=(",", ":")))

@@ -1,0 +1,213 @@
+"""Whether the services this process needs answer: the database, the channel layer, the model.
+
+`manage.py preflight` (run by `make run`) reports each in one line naming its setting; `/readyz`
+asks the same of a running process with a short timeout (`readiness`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection
+
+from runs.service.llm import LLMSettings, llm_settings
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's outcome: ok, a warning, or an error that stops `make run`."""
+
+    level: str  # "ok" | "warning" | "error"
+    message: str
+    # the service did not answer although the level is only a warning (the offline demo model)
+    down: bool = False
+
+
+def reason_of(exc: BaseException) -> str:
+    """A short cause, such as "Connection refused", from a driver's exception."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        if isinstance(current, OSError) and current.strerror:
+            return str(current.strerror)
+        reason = getattr(
+            current, "reason", None
+        )  # urllib's URLError wraps the OSError here
+        current = (
+            reason
+            if isinstance(reason, BaseException)
+            else current.__cause__ or current.__context__
+        )
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    text = text.rsplit("failed: ", 1)[-1]  # libpq: '... port 5432 failed: <the reason>'
+    text = re.sub(r"^(FATAL|ERROR):\s+", "", text)
+    return text.rstrip(".")
+
+
+def without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _database_address() -> str:
+    db = settings.DATABASES["default"]
+    if str(db["ENGINE"]).endswith("sqlite3"):
+        return f"SQLite file {db['NAME']}"
+    user = f"{db.get('USER')}@" if db.get("USER") else ""
+    port = f":{db.get('PORT')}" if db.get("PORT") else ""
+    return f"{connection.vendor}://{user}{db.get('HOST') or 'localhost'}{port}/{db['NAME']}"
+
+
+def check_database() -> Finding:
+    address = _database_address()
+    try:
+        connection.ensure_connection()
+    except Exception as exc:  # any driver error means the same thing here
+        return Finding(
+            "error", f"DATABASE_URL: cannot connect to {address} ({reason_of(exc)})"
+        )
+    return Finding("ok", f"database: {address}")
+
+
+def check_redis(timeout: float = TIMEOUT_S) -> Finding:
+    url: str = settings.REDIS_URL
+    if not url:
+        return Finding(
+            "ok", "channel layer: in-memory, one process (REDIS_URL not set)"
+        )
+    import redis
+
+    shown = without_password(url)
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=timeout, socket_timeout=timeout
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return Finding(
+            "error", f"REDIS_URL: cannot connect to {shown} ({reason_of(exc)})"
+        )
+    finally:
+        client.close()
+    return Finding("ok", f"channel layer: Redis at {shown}")
+
+
+def _get_models(llm: LLMSettings, timeout: float) -> Any:
+    request = urllib.request.Request(
+        f"{llm.base_url}/models", headers={"Authorization": f"Bearer {llm.api_key}"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.load(response)
+
+
+def check_llm(timeout: float = TIMEOUT_S) -> Finding:
+    """GET {base_url}/models: unreachable is an error, a refusal only a warning.
+
+    Some keys may not list models, so a 401/403/404 does not stop the app.
+    """
+    try:
+        llm = llm_settings()
+    except Exception as exc:  # the demo server failed to start
+        return Finding(
+            "warning",
+            f"LLM: offline demo model unavailable ({reason_of(exc)})",
+            down=True,
+        )
+    setting = "OPENAI_BASE_URL" if settings.OPENAI_BASE_URL else "OPENAI_API_KEY"
+    url = f"{llm.base_url}/models"
+    try:
+        body = _get_models(llm, timeout)
+    except urllib.error.HTTPError as exc:
+        return Finding(
+            "warning", f"{setting}: GET {url} answered {exc.code} {exc.reason}"
+        )
+    except (OSError, ValueError) as exc:  # URLError, timeouts, a body that is not JSON
+        return Finding(
+            "error", f"{setting}: cannot connect to {url} ({reason_of(exc)})"
+        )
+    served = (
+        [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        if isinstance(body, dict)
+        else []
+    )
+    if served and llm.model not in served:
+        listed = ", ".join(str(m) for m in served[:5]) + (
+            "…" if len(served) > 5 else ""
+        )
+        return Finding(
+            "warning",
+            f"AGENTUI_MODEL: {llm.model!r} is not among the models served ({listed})",
+        )
+    return Finding("ok", f"LLM: {llm.label}")
+
+
+def _database_answers() -> Finding:
+    """A query on a connection of this thread's own, closed again (a probe keeps nothing open)."""
+    try:
+        finding = check_database()
+        if finding.level == "ok":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        return finding
+    except Exception as exc:  # noqa: BLE001 - any driver error means the same thing here
+        return Finding("error", f"DATABASE_URL: {reason_of(exc)}")
+    finally:
+        connection.close()
+
+
+def ready_timeout() -> float:
+    return float(getattr(settings, "AGENTUI_READY_TIMEOUT_S", 2.0))
+
+
+async def _within(name: str, check: Any, timeout: float) -> tuple[str, str]:
+    """("ok" | "failed" | "timeout") for one check run in a thread of its own."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout):
+            finding: Finding = await asyncio.to_thread(check)
+    except TimeoutError:
+        logger.warning("readyz: %s did not answer within %g s", name, timeout)
+        return name, "timeout"
+    if finding.level == "error" or finding.down:
+        logger.warning(
+            "readyz: %s failed after %.2f s: %s",
+            name,
+            time.monotonic() - started,
+            finding.message,
+        )
+        return name, "failed"
+    return name, "ok"
+
+
+async def readiness(timeout: float | None = None) -> dict[str, str]:
+    """Each service this process needs and whether it answered within `timeout` seconds (all
+    three asked at once): {"database": "ok", "channel_layer": "timeout", "model": "failed"}.
+
+    The reasons go to the log, not to the answer: `/readyz` needs no login.
+    """
+    limit = ready_timeout() if timeout is None else timeout
+    results = await asyncio.gather(
+        _within("database", _database_answers, limit),
+        _within("channel_layer", lambda: check_redis(limit), limit),
+        _within("model", lambda: check_llm(limit), limit),
+    )
+    return dict(results)

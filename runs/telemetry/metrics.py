@@ -1,0 +1,215 @@
+"""Prometheus metrics of this server process (prometheus-client), served at `/metrics`.
+
+Per process, with a `process` label (`host:pid`) on every series: each daphne process counts
+what it ran itself (an event is observed only by the publisher of the process whose step
+emitted it, so nothing is counted twice), and Prometheus scrapes every process as a target of
+its own and adds them up (`sum without (process) (...)`). Not prometheus-client's multiprocess
+mode: that shares files between the processes of one machine only, where several machines
+are the case that needs a team's scrape config anyway (docs/operations.md, "Metrics").
+
+Everything here is cheap and never raises into a step: `observe` is called for every event the
+publisher stores and for every streamed token's delta. Label values a model could choose (a
+tool name it invents) are bounded: only names of tools that ran count by name, at most
+`MAX_TOOL_NAMES` of them; the rest count as `other`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import OrderedDict
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CONTENT_TYPE", "exposition", "observe"]
+
+PROCESS = f"{socket.gethostname()}:{os.getpid()}"
+MAX_TOOL_NAMES = 200
+# model calls in flight whose start this process remembers (a call that never ends is forgotten)
+MAX_OPEN_CALLS = 10_000
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+_LABELS = ("process",)
+
+
+def _counter(name: str, doc: str, *labels: str) -> Counter:
+    return Counter(name, doc, (*_LABELS, *labels), registry=REGISTRY)
+
+
+turns = _counter(
+    "agentui_turns",
+    "Turns (a message and the steps it led to), by what happened: started, answered, deleted",
+    "outcome",
+)
+steps = _counter(
+    "agentui_steps",
+    "Runs of steps that ended, by outcome: completed, failed, undone",
+    "outcome",
+)
+tool_calls = _counter(
+    "agentui_tool_calls", "Tool calls that ran, by tool and outcome", "tool", "outcome"
+)
+tokens = _counter(
+    "agentui_tokens", "Tokens the model reported, by kind: prompt, completion", "kind"
+)
+model_calls = Histogram(
+    "agentui_model_call_seconds",
+    "How long a model call took, from its input to its whole output",
+    _LABELS,
+    registry=REGISTRY,
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+)
+tool_seconds = Histogram(
+    "agentui_tool_call_seconds",
+    "How long a tool call ran",
+    _LABELS,
+    registry=REGISTRY,
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30),
+)
+errors = _counter(
+    "agentui_errors",
+    "Errors, by kind: a failed step's error type, or an action refused (its error code)",
+    "kind",
+)
+open_sockets = Gauge(
+    "agentui_open_sockets",
+    "Websockets of this process following a notebook",
+    _LABELS,
+    registry=REGISTRY,
+)
+layer_lost = _counter(
+    "agentui_channel_layer_lost",
+    "Messages the channel layer did not carry, by reason: queue_full (a socket's queue was "
+    "full), failed (the layer raised), skipped (sent while the layer hung)",
+    "reason",
+)
+deltas = _counter(
+    "agentui_deltas",
+    "Streamed-token deltas sent to the channel layer, by outcome: sent, lost (healed by "
+    "the step's next whole reply)",
+    "outcome",
+)
+catch_ups = _counter(
+    "agentui_catch_ups",
+    "Sockets told to read stored events they missed from the database, by who noticed: sweep "
+    "(a quiet socket behind the database), heal (after a send this process lost)",
+    "by",
+)
+
+_call_started: OrderedDict[tuple[str, str], float] = OrderedDict()
+_tool_names: set[str] = set()
+
+
+def _tool_label(name: str, is_error: bool, content: str) -> str:
+    if name in _tool_names:
+        return name
+    if is_error and content.startswith("Error: there is no tool named"):
+        return "unknown"
+    if len(_tool_names) >= MAX_TOOL_NAMES:
+        return "other"
+    _tool_names.add(name)
+    return name
+
+
+def observe(event: Any) -> None:
+    """Count one engine event (the publisher calls this for each one it stores)."""
+    try:
+        _observe(event)
+    except Exception:  # noqa: BLE001 - metrics never fail a step
+        logger.exception("metrics: could not count a %s", type(event).__name__)
+
+
+def _observe(event: Any) -> None:
+    kind = getattr(event, "type", "")
+    if kind == "agent_input":
+        _call_started[(event.step_id or "", event.phase or "")] = event.at
+        while len(_call_started) > MAX_OPEN_CALLS:
+            _call_started.popitem(last=False)
+    elif kind == "agent_output":
+        started = _call_started.pop((event.step_id or "", event.phase or ""), None)
+        if started is not None:
+            model_calls.labels(PROCESS).observe(max(0.0, event.at - started))
+        if event.usage is not None:
+            tokens.labels(PROCESS, "prompt").inc(event.usage.prompt_tokens)
+            tokens.labels(PROCESS, "completion").inc(event.usage.completion_tokens)
+    elif kind == "tool_call_result":
+        output = event.tool_output
+        label = _tool_label(event.tool_name, output.is_error, output.content)
+        outcome = "error" if output.is_error else "ok"
+        tool_calls.labels(PROCESS, label, outcome).inc()
+        tool_seconds.labels(PROCESS).observe(
+            max(0.0, event.ended_at - event.started_at)
+        )
+    elif kind == "step_completed":
+        steps.labels(PROCESS, "completed").inc()
+    elif kind == "step_failed":
+        steps.labels(PROCESS, "failed").inc()
+        errors.labels(PROCESS, f"step:{_bounded_kind(event.error_type)}").inc()
+        _forget_calls(event.step_id)
+    elif kind == "step_undone":
+        steps.labels(PROCESS, "undone").inc()
+    elif kind == "task_created":
+        turns.labels(PROCESS, "started").inc()
+    elif kind == "task_completed":
+        turns.labels(PROCESS, "answered").inc()
+    elif kind == "task_deleted":
+        turns.labels(PROCESS, "deleted").inc()
+
+
+def _forget_calls(step_id: str | None) -> None:
+    for key in [k for k in _call_started if k[0] == (step_id or "")]:
+        del _call_started[key]
+
+
+_ERROR_KINDS: set[str] = set()
+
+
+def _bounded_kind(kind: str) -> str:
+    """An error kind as a label: at most 100 distinct ones, each at most 64 characters."""
+    kind = kind[:64] or "unknown"
+    if kind in _ERROR_KINDS or len(_ERROR_KINDS) < 100:
+        _ERROR_KINDS.add(kind)
+        return kind
+    return "other"
+
+
+def error(kind: str) -> None:
+    """Count one error of `kind` (an action refused: its protocol error code)."""
+    errors.labels(PROCESS, _bounded_kind(kind)).inc()
+
+
+def socket_opened() -> None:
+    open_sockets.labels(PROCESS).inc()
+
+
+def socket_closed() -> None:
+    open_sockets.labels(PROCESS).dec()
+
+
+def lost(reason: str) -> None:
+    layer_lost.labels(PROCESS, reason).inc()
+
+
+def delta(sent: bool) -> None:
+    deltas.labels(PROCESS, "sent" if sent else "lost").inc()
+
+
+def catch_up(by: str, count: int = 1) -> None:
+    if count:
+        catch_ups.labels(PROCESS, by).inc(count)
+
+
+def exposition() -> bytes:
+    """Every metric of this process in Prometheus' text format."""
+    return generate_latest(REGISTRY)

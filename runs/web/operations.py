@@ -1,0 +1,70 @@
+"""Endpoints for whoever runs the server: `/healthz`, `/readyz` and `/metrics` (docs/operations.md).
+
+`/healthz` and `/readyz` need no login (a load balancer or Kubernetes asks them). `/metrics`
+needs the bearer token `AGENTUI_METRICS_TOKEN` and is off (404) without one: not "loopback
+only", because behind a reverse proxy on the same machine every request comes from loopback.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from runs import service
+
+
+@login_not_required
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is up and answers HTTP: no database, no other service asked."""
+    return JsonResponse({"status": "ok"})
+
+
+@login_not_required
+@never_cache
+@require_GET
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """200 when the database, the channel layer and the model server all answer, each within
+    AGENTUI_READY_TIMEOUT_S; else 503 naming the ones that did not (reasons go to the log)."""
+    checks = await service.readiness()
+    failed = sorted(name for name, state in checks.items() if state != "ok")
+    body = {"status": "ready" if not failed else "not ready", "checks": checks}
+    if failed:
+        body["failed"] = failed
+    return JsonResponse(body, status=503 if failed else 200)
+
+
+def _bearer(request: HttpRequest) -> str:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+@login_not_required
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """This process's Prometheus metrics, for a scraper that sends the metrics token."""
+    token: str = getattr(settings, "AGENTUI_METRICS_TOKEN", "")
+    if not token:
+        return HttpResponse(
+            "metrics are off: set AGENTUI_METRICS_TOKEN to serve them\n",
+            status=404,
+            content_type="text/plain; charset=utf-8",
+        )
+    if not hmac.compare_digest(_bearer(request).encode(), token.encode()):
+        response = HttpResponse(
+            "metrics need 'Authorization: Bearer <AGENTUI_METRICS_TOKEN>'\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(
+        service.metrics.exposition(), content_type=service.metrics.CONTENT_TYPE
+    )

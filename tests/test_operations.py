@@ -1,0 +1,162 @@
+"""`/healthz`, `/readyz` and `/metrics` (docs/operations.md): what they answer, who may read
+them, and metrics that move after a real turn (the scripted model over HTTP, the real SDK)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import AsyncClient, Client, override_settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from runs import service
+from tests.live_support import (
+    QUESTION,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
+)
+from tests.rest_support import Api, user_with_token
+
+TOKEN = "metrics-secret-token"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition by (name, labels without `process`)."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(
+                sorted((k, v) for k, v in sample.labels.items() if k != "process")
+            )
+            found[(sample.name, labels)] = sample.value
+    return found
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never answers (a hung Redis or model server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.django_db
+def test_healthz_answers_without_login_or_database(
+    django_assert_num_queries: Any,
+) -> None:
+    with django_assert_num_queries(0):
+        response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert "no-cache" in response["Cache-Control"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db
+async def test_readyz_is_ready_when_everything_answers(server: Any) -> None:  # noqa: F811
+    response = await AsyncClient().get("/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "channel_layer": "ok", "model": "ok"},
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_readyz_names_what_failed_and_does_not_wait_for_a_hung_service(
+    silent_port: int, caplog: Any
+) -> None:
+    dead = closed_port()
+    with override_settings(
+        REDIS_URL=f"redis://127.0.0.1:{silent_port}/0",
+        OPENAI_BASE_URL=f"http://127.0.0.1:{dead}/v1",
+        OPENAI_API_KEY="sk-test",
+        AGENTUI_MODEL="scripted",
+        AGENTUI_READY_TIMEOUT_S=0.5,
+    ):
+        response = await AsyncClient().get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "not ready"
+    assert body["failed"] == ["channel_layer", "model"]
+    assert body["checks"]["database"] == "ok"
+    # the hung Redis is given up on (timeout, or its client's own timeout of the same length)
+    assert body["checks"]["channel_layer"] in {"timeout", "failed"}
+    assert body["checks"]["model"] == "failed"
+    # why is in the log, not in the unauthenticated answer
+    assert str(dead) in caplog.text
+    assert str(dead) not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_metrics_are_off_without_a_token_and_refuse_a_wrong_one() -> None:
+    client = Client()
+    with override_settings(AGENTUI_METRICS_TOKEN=""):
+        off = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert off.status_code == 404
+    assert b"AGENTUI_METRICS_TOKEN" in off.content
+    with override_settings(AGENTUI_METRICS_TOKEN=TOKEN):
+        missing = client.get("/metrics")
+        wrong = client.get("/metrics", headers={"Authorization": "Bearer nope"})
+        right = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert missing.status_code == wrong.status_code == 401
+    assert missing["WWW-Authenticate"].startswith("Bearer")
+    assert right.status_code == 200
+    assert right["Content-Type"].startswith("text/plain; version=")
+    assert "agentui_turns_total" in right.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db
+async def test_metrics_move_after_a_real_turn(server: Any) -> None:  # noqa: F811
+    client = AsyncClient()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def scrape() -> dict[Any, float]:
+        response = await client.get("/metrics", headers=auth)
+        assert response.status_code == 200
+        return samples(response.content.decode())
+
+    with override_settings(AGENTUI_METRICS_TOKEN=TOKEN):
+        before = await scrape()
+        _, token = await user_with_token("alice")
+        api = Api(token)
+        created = await api.post(
+            "/notebooks/", {"text": QUESTION, "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+        detail = await api.wait(created.json()["id"])
+        await service.wait_idle()
+        assert detail["outcome"] == "answered"
+        after = await scrape()
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    # the analyst script: one step calls add and multiply at once, the next answers
+    assert moved("agentui_turns_total", outcome="started") == 1
+    assert moved("agentui_turns_total", outcome="answered") == 1
+    assert moved("agentui_steps_total", outcome="completed") == 2
+    assert moved("agentui_tool_calls_total", tool="add", outcome="ok") == 1
+    assert moved("agentui_tool_calls_total", tool="multiply", outcome="ok") == 1
+    assert moved("agentui_model_call_seconds_count") == 2
+    assert moved("agentui_model_call_seconds_sum") > 0
+    assert moved("agentui_tokens_total", kind="prompt") > 0
+    assert moved("agentui_tokens_total", kind="completion") > 0
+    assert moved("agentui_tool_call_seconds_count") == 2
