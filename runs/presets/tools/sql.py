@@ -1,13 +1,21 @@
 """Read-only SQL over the sample dataset, safe to hand to a model.
 
-Defence in depth: the file is opened read-only (`mode=ro`), an authorizer allows only reading
-(SELECT, READ, FUNCTION; no PRAGMA, ATTACH, writes or recursive CTEs), a progress handler stops
-a query after a time limit, values are capped in size, and at most `ROW_LIMIT` rows come back.
+Defence in depth: the file is opened read-only (`mode=ro`); an authorizer allows only reading
+(SELECT, READ, recursive CTEs) and only the functions in `ALLOWED_FUNCTIONS` (no PRAGMA, ATTACH,
+writes, `load_extension`, `fts3_tokenizer`, `printf`, ...); a progress handler stops a query past
+its time budget, and a query that still ends past it is an error, never a result. The budget
+holds because no allowed function can run long in one call: values are capped at
+`MAX_VALUE_BYTES` and LIKE/GLOB patterns at `MAX_PATTERN_CHARS` (the slowest calls, `replace`,
+`instr` and `like` on the largest values, take ~0.1 s), and `printf`/`format` (whose width and
+precision loop up to 2^31 times inside one call) and the character-list forms of `trim` (quadratic
+in SQLite, seconds per call) are refused or run by our own linear code. At most `ROW_LIMIT` rows
+come back.
 
 What one call hands the model is bounded twice (settings, read per call): at most
 `AGENTUI_SQL_MAX_ROWS` rows and about `AGENTUI_SQL_MAX_BYTES` of JSON, long text values cut
 to `MAX_CELL_CHARS`; the result then says how many rows were left out. A person still gets
-every row as CSV (`sql_export`).
+every row as CSV (`sql_export`: batches from an open query, within `AGENTUI_CSV_EXPORT_MAX_ROWS`
+and `EXPORT_TIME_LIMIT_S` of SQLite's own work).
 """
 
 from __future__ import annotations
@@ -26,17 +34,44 @@ from runs.presets.tools.dataset import ensure_sample_db
 
 ROW_LIMIT = 200
 TIME_LIMIT_S = 2.0
-# A person downloading a result as CSV gets every row, within these bounds.
-EXPORT_ROW_LIMIT = 1_000_000
+# A person downloading a result as CSV gets every row, within the export's row cap
+# (AGENTUI_CSV_EXPORT_MAX_ROWS) and this much of SQLite's own time (not the download's).
 EXPORT_TIME_LIMIT_S = 30.0
+EXPORT_BATCH_ROWS = 1000
 MAX_SQL_CHARS = 5000
-MAX_VALUE_BYTES = 1_000_000
+# One text or blob value at most: also what keeps every allowed function's single call short.
+MAX_VALUE_BYTES = 100_000
+MAX_PATTERN_CHARS = 1000  # a LIKE or GLOB pattern
 MAX_CELL_CHARS = 2000  # a longer text value reaches the model cut, with a note
-_PROGRESS_EVERY = 1000  # VM instructions between time checks
+_PROGRESS_EVERY = 100  # VM instructions between time checks
 
 _ALLOWED = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 )
+# The SQL functions a query may call: SQLite's core, date, math, aggregate and window functions
+# that finish quickly on bounded values. Everything else is refused, among them load_extension,
+# fts3_tokenizer, readfile/writefile, printf/format, sqlite_* and changes().
+ALLOWED_FUNCTIONS = frozenset(
+    {
+        # core scalar
+        "abs", "char", "coalesce", "concat", "concat_ws", "glob", "hex", "ifnull", "iif",
+        "instr", "length", "like", "likelihood", "likely", "lower", "ltrim", "max", "min",
+        "nullif", "octet_length", "quote", "random", "randomblob", "replace", "round",
+        "rtrim", "sign", "soundex", "substr", "substring", "trim", "typeof", "unhex",
+        "unicode", "unlikely", "upper", "zeroblob",
+        # date and time
+        "date", "datetime", "julianday", "strftime", "time", "timediff", "unixepoch",
+        # math
+        "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos",
+        "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow",
+        "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+        # aggregate
+        "avg", "count", "group_concat", "string_agg", "sum", "total",
+        # window
+        "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
+        "lead", "first_value", "last_value", "nth_value",
+    }
+)  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -44,22 +79,102 @@ class SQLError(ValueError):
     """A query refused or failed; the message says why, for the model to fix its query."""
 
 
-def _authorizer(action: int, *_: Any) -> int:
-    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+def _trim_with(left: bool, right: bool) -> Callable[[Any, Any], Any]:
+    """`trim(x, chars)` and its kin in linear time (SQLite's compares every character of x with
+    every one of chars: seconds for one call on large values). Text only; NULL otherwise."""
+
+    def trim(value: Any, chars: Any) -> Any:
+        if isinstance(value, (int, float)):
+            value = str(value)
+        if not isinstance(value, str) or not isinstance(chars, str):
+            return None
+        drop = set(chars)
+        start, end = 0, len(value)
+        while left and start < end and value[start] in drop:
+            start += 1
+        while right and end > start and value[end - 1] in drop:
+            end -= 1
+        return value[start:end]
+
+    return trim
 
 
-def _connect(deadline: float) -> sqlite3.Connection:
+_TRIMS = {
+    "trim": _trim_with(True, True),
+    "ltrim": _trim_with(True, False),
+    "rtrim": _trim_with(False, True),
+}
+
+
+class _Budget:
+    """Seconds of SQLite work a query may take. The clock runs only while SQLite works, so a
+    download that reads its batches slowly does not spend it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
+        self._since: float | None = None
+        self.refused_function: str | None = (
+            None  # what the authorizer last refused, to say so
+        )
+
+    def authorize(self, action: int, _arg1: Any, arg2: Any, *_: Any) -> int:
+        """SQLite's authorizer: reading, and only the functions in ALLOWED_FUNCTIONS."""
+        if action == sqlite3.SQLITE_FUNCTION:
+            if isinstance(arg2, str) and arg2.lower() in ALLOWED_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            self.refused_function = str(arg2)
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+    def __enter__(self) -> _Budget:
+        self._since = time.monotonic()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._since is not None:
+            self.spent += time.monotonic() - self._since
+            self._since = None
+
+    def over(self) -> bool:
+        running = time.monotonic() - self._since if self._since is not None else 0.0
+        return self.spent + running > self.seconds
+
+
+def _connect(budget: _Budget) -> sqlite3.Connection:
     path = ensure_sample_db()
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
-    connection.set_authorizer(_authorizer)
-    # A non-zero return interrupts the running statement.
-    connection.set_progress_handler(
-        lambda: int(time.monotonic() > deadline), _PROGRESS_EVERY
+    # Batches of an export may be read from different threads, one at a time.
+    connection = sqlite3.connect(
+        f"file:{path}?mode=ro", uri=True, timeout=1.0, check_same_thread=False
     )
+    for name, trim in _TRIMS.items():  # over SQLite's own two-argument forms
+        connection.create_function(name, 2, trim, deterministic=True)
+    connection.set_authorizer(budget.authorize)
+    # A non-zero return interrupts the running statement.
+    connection.set_progress_handler(lambda: int(budget.over()), _PROGRESS_EVERY)
     connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     connection.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, MAX_SQL_CHARS * 4)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, MAX_PATTERN_CHARS)
     connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
     return connection
+
+
+def _guarded(budget: _Budget, work: Callable[[], Any]) -> Any:
+    """`work()` on the connection within `budget`; any SQLite failure, or finishing past the
+    budget (a call the progress handler could not stop), is an SQLError."""
+    try:
+        with budget:
+            result = work()
+    except sqlite3.DatabaseError as exc:
+        raise _explain(exc, budget) from None
+    except (
+        sqlite3.ProgrammingError,
+        sqlite3.Warning,
+    ) as exc:  # e.g. two statements at once
+        raise SQLError(str(exc)) from None
+    if budget.over():
+        raise _too_long(budget.seconds)
+    return result
 
 
 def _plain(value: Any) -> Any:
@@ -72,19 +187,11 @@ def _run(
     sql: str,
     params: tuple[Any, ...] = (),
     limit: int = ROW_LIMIT,
-    time_limit: float = TIME_LIMIT_S,
 ) -> tuple[list[str], list[list[Any]], bool]:
-    deadline = time.monotonic() + time_limit
-    with closing(_connect(deadline)) as connection:
-        try:
-            cursor = connection.execute(sql, params)
-            rows = cursor.fetchmany(limit + 1)
-        except sqlite3.DatabaseError as exc:
-            raise _explain(exc) from None
-        except sqlite3.ProgrammingError as exc:  # e.g. two statements at once
-            raise SQLError(str(exc)) from None
-        except sqlite3.Warning as exc:
-            raise SQLError(str(exc)) from None
+    budget = _Budget(TIME_LIMIT_S)
+    with closing(_connect(budget)) as connection:
+        cursor = _guarded(budget, lambda: connection.execute(sql, params))
+        rows = _guarded(budget, lambda: cursor.fetchmany(limit + 1))
         columns = [column[0] for column in cursor.description or []]
     return (
         columns,
@@ -102,16 +209,25 @@ def _total_rows(sql: str) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
-def _explain(exc: sqlite3.DatabaseError) -> SQLError:
+def _too_long(seconds: float) -> SQLError:
+    return SQLError(f"the query took longer than {seconds:g} s and was stopped")
+
+
+def _explain(exc: sqlite3.DatabaseError, budget: _Budget) -> SQLError:
     text = str(exc)
+    if "not authorized" in text and budget.refused_function:
+        return SQLError(
+            f"the function {budget.refused_function}() is not allowed; queries may use"
+            " SQLite's core, date, math, aggregate and window functions"
+            " (not printf, format or load_extension)"
+        )
     if "not authorized" in text or "prohibited" in text:
         return SQLError(
             "only read-only SELECT queries over the sample tables are allowed"
+            " (no PRAGMA, ATTACH or writes)"
         )
     if "interrupted" in text:
-        return SQLError(
-            f"the query took longer than {TIME_LIMIT_S:g} s and was stopped"
-        )
+        return _too_long(budget.seconds)
     if "readonly" in text or "read-only" in text:
         return SQLError("the database is read-only")
     return SQLError(f"SQLite error: {text}")
@@ -182,19 +298,43 @@ def _checked(sql: str) -> str:
     return text
 
 
-def sql_export(sql: str) -> tuple[list[str], list[list[Any]]]:
-    """Every row of a read-only query (up to EXPORT_ROW_LIMIT), for a person's CSV download.
-
-    The same guards as `sql_query`; not a tool (the model gets capped results).
+class Export:
+    """Every row of one read-only query, read in batches from an open query: a person's CSV
+    download (not a tool; the model gets capped results). The same guards as `sql_query`, with
+    `EXPORT_TIME_LIMIT_S` of SQLite's own work for the whole read; the reader decides how many
+    rows it takes. Opening runs the query, so a bad one fails here; close it when done.
     """
-    columns, rows, truncated = _run(
-        _checked(sql), limit=EXPORT_ROW_LIMIT, time_limit=EXPORT_TIME_LIMIT_S
-    )
-    if truncated:
-        raise SQLError(
-            f"the result has more than {EXPORT_ROW_LIMIT:,} rows; narrow the query"
-        )
-    return columns, rows
+
+    def __init__(self, sql: str) -> None:
+        self._budget = _Budget(EXPORT_TIME_LIMIT_S)
+        self._connection = _connect(self._budget)
+        try:
+            self._cursor = _guarded(
+                self._budget, lambda: self._connection.execute(_checked(sql))
+            )
+        except BaseException:
+            self._connection.close()
+            raise
+        self.columns = [column[0] for column in self._cursor.description or []]
+
+    def batch(self, size: int = EXPORT_BATCH_ROWS) -> list[list[Any]]:
+        """The next rows, at most `size`; [] at the end. SQLError past the time budget."""
+        rows = _guarded(self._budget, lambda: self._cursor.fetchmany(size))
+        return [[_plain(v) for v in row] for row in rows]
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> Export:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def sql_export(sql: str) -> Export:
+    """An open `Export` of every row of `sql` (SQLError when the query is refused or fails)."""
+    return Export(sql)
 
 
 def sql_value(sql: str) -> Any:
