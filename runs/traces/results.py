@@ -3,17 +3,26 @@
 The page makes the same call on its own (static/js/render/results.js); here it serves the CSV
 download of a table, which for `sql_query` runs the query again for every row (the model saw at
 most 200), and the `results` section of the JSON export.
+
+The CSV download streams: rows are read and written a batch at a time, never all held, up to
+`AGENTUI_CSV_EXPORT_MAX_ROWS` rows and `AGENTUI_CSV_EXPORT_MAX_BYTES` bytes; a download cut
+short ends with a line that says so and why. Every cell a spreadsheet would read as a formula
+is neutralised (`safe_cell`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import csv
-import io
-from collections.abc import Iterable
-from typing import Any
+import json
+import re
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, Protocol
+
+from django.conf import settings
 
 from runs.models import Event, Task
-from runs.presets.tools.sql import SQLError, sql_export
+from runs.presets.tools.sql import EXPORT_BATCH_ROWS, SQLError, sql_export
 from runs.presets.tools.tables import Table, as_table
 from runs.store.stored_once import raw_output_of
 
@@ -47,8 +56,34 @@ class NotTabular(ValueError):
     """The call's result is not a table (or its query no longer runs); the message says why."""
 
 
-def full_table(payload: dict[str, Any]) -> Table:
-    """Every row of a call's table: `sql_query` runs again uncapped, other tools give what they returned."""
+class _Rows(Protocol):
+    columns: list[str]
+
+    def batch(self, size: int) -> list[list[Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class _StoredRows:
+    """A table a tool returned (already stored), read like an open query."""
+
+    def __init__(self, table: Table) -> None:
+        self.columns = table.columns
+        self._rows = table.rows
+        self._at = 0
+
+    def batch(self, size: int) -> list[list[Any]]:
+        rows = self._rows[self._at : self._at + size]
+        self._at += len(rows)
+        return rows
+
+    def close(self) -> None:
+        pass
+
+
+def open_rows(payload: dict[str, Any]) -> _Rows:
+    """Every row of a call's table, to read in batches: `sql_query` runs again uncapped (an open
+    query; close it), other tools give what they returned. NotTabular when there is none."""
     output = payload.get("tool_output") or {}
     if output.get("is_error"):
         raise NotTabular("this call failed; it has no table")
@@ -56,22 +91,134 @@ def full_table(payload: dict[str, Any]) -> Table:
         payload.get("tool_kwargs", {}).get("sql"), str
     ):
         try:
-            columns, rows = sql_export(payload["tool_kwargs"]["sql"])
+            return sql_export(payload["tool_kwargs"]["sql"])
         except SQLError as exc:
             raise NotTabular(f"the query cannot be run again: {exc}") from None
-        return Table(columns, rows)
     table = as_table(raw_output_of(output))
     if table is None:
         raise NotTabular("this call's result is not a table")
-    return table
+    return _StoredRows(table)
 
 
-def csv_text(table: Table) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(table.columns)
-    writer.writerows(table.rows)
-    return buffer.getvalue()
+# OWASP's rule for CSV injection: a cell starting with one of these is a formula to a spreadsheet.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def safe_cell(value: Any) -> Any:
+    """`value` as a CSV cell that no spreadsheet runs: text starting with = + - @ tab or CR gets a
+    leading single quote (OWASP); numbers, and text that is a plain number, stay as they are."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def export_max_rows() -> int:
+    return int(getattr(settings, "AGENTUI_CSV_EXPORT_MAX_ROWS", 1_000_000))
+
+
+def export_max_bytes() -> int:
+    return int(getattr(settings, "AGENTUI_CSV_EXPORT_MAX_BYTES", 64 * 1024 * 1024))
+
+
+class _Lines:
+    """What csv.writer writes, one row's text at a time."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def write(self, text: str) -> None:
+        self.last = text
+
+
+class CsvWriter:
+    """The CSV text of `rows`, a chunk (a batch of rows) at a time, within the export's caps."""
+
+    def __init__(self, rows: _Rows, max_rows: int, max_bytes: int) -> None:
+        self._rows = rows
+        self._max_rows = max_rows
+        self._max_bytes = max_bytes
+        self._line = _Lines()
+        self._writer = csv.writer(self._line, lineterminator="\r\n")
+        self.rows_written = 0
+        self.bytes_written = 0
+        self.cut: str | None = None  # why the download stopped early
+        self._header: str | None = self._text([safe_cell(c) for c in rows.columns])
+        self._done = False
+
+    def _text(self, row: list[Any]) -> str:
+        self._writer.writerow(row)
+        return self._line.last
+
+    def next_chunk(self) -> str | None:
+        """The next piece of the CSV; None once it is all written (the rows are then closed)."""
+        if self._done:
+            return None
+        parts: list[str] = []
+        if self._header is not None:
+            parts.append(self._header)
+            self.bytes_written += len(self._header.encode())
+            self._header = None
+        batch: list[list[Any]] = []
+        try:
+            room = self._max_rows - self.rows_written
+            batch = self._rows.batch(min(EXPORT_BATCH_ROWS, room) if room > 0 else 1)
+            if batch and room <= 0:
+                self.cut = (
+                    f"more than {self._max_rows:,} rows; the download stops at"
+                    f" {self._max_rows:,} (AGENTUI_CSV_EXPORT_MAX_ROWS)"
+                )
+                batch = []
+            for row in batch:
+                text = self._text([safe_cell(v) for v in row])
+                size = len(text.encode())
+                if self.bytes_written + size > self._max_bytes:
+                    self.cut = (
+                        f"the download stops at {self._max_bytes:,} bytes"
+                        " (AGENTUI_CSV_EXPORT_MAX_BYTES)"
+                    )
+                    break
+                parts.append(text)
+                self.bytes_written += size
+                self.rows_written += 1
+        except SQLError as exc:
+            self.cut = f"the query stopped: {exc}"
+        if self.cut is not None or not batch:
+            self._done = True
+            self._rows.close()
+            if self.cut is not None:
+                parts.append(
+                    self._text(
+                        [
+                            f"# cut after {self.rows_written:,} rows: {self.cut};"
+                            " narrow the query to get the rest"
+                        ]
+                    )
+                )
+        return "".join(parts)
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._rows.close()
+
+
+def csv_writer(payload: dict[str, Any]) -> CsvWriter:
+    """A CsvWriter for a call's table (NotTabular when there is none), within the settings' caps."""
+    return CsvWriter(open_rows(payload), export_max_rows(), export_max_bytes())
+
+
+async def csv_stream(writer: CsvWriter) -> AsyncIterator[str]:
+    """The writer's chunks, each made in a worker thread (the event loop never waits on SQLite);
+    the rows are closed however the download ends."""
+    try:
+        while (chunk := await asyncio.to_thread(writer.next_chunk)) is not None:
+            yield chunk
+    finally:
+        await asyncio.to_thread(writer.close)
 
 
 def result_items(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -31,9 +31,11 @@ from runs.traces.export import (
 )
 from runs.traces.results import (
     NotTabular,
-    csv_text,
+    csv_stream,
+    csv_writer,
+    export_max_bytes,
+    export_max_rows,
     find_result,
-    full_table,
 )
 from runs.traces.summary import summaries
 from runs.web.pages import render_new_notebook
@@ -199,7 +201,8 @@ def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 @require_GET
 def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
     """`GET /api/tasks/<pk>/result.csv?step=<step_id>&call=<tool_id>`: a tool call's table as CSV,
-    every row (a SQL query runs again without the model's row cap)."""
+    every row (a SQL query runs again without the model's row cap), streamed within the export's
+    caps; a download cut short ends with a `# cut after N rows: why` line."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
     step_id, tool_id = request.GET.get("step", ""), request.GET.get("call", "")
     payload = find_result(task, step_id, tool_id) if step_id and tool_id else None
@@ -209,12 +212,17 @@ def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
             status=404,
         )
     try:
-        table = full_table(payload)
+        writer = csv_writer(payload)  # runs the query: a bad one is a 409 here
     except NotTabular as exc:
         return JsonResponse({"error": str(exc)}, status=409)
-    response = HttpResponse(csv_text(table), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(
+        csv_stream(writer), content_type="text/csv; charset=utf-8"
+    )
     name = f"notebook-{task.pk}-{payload.get('tool_name', 'result')}-{tool_id}"
     response["Content-Disposition"] = (
         f'attachment; filename="{"".join(c if c.isalnum() or c in "-_" else "_" for c in name)}.csv"'
+    )
+    response["X-Export-Limits"] = (
+        f"rows={export_max_rows()}; bytes={export_max_bytes()}"
     )
     return response

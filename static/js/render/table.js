@@ -35,9 +35,22 @@ function cellText(value) {
   return String(value);
 }
 
-/** Tab-separated text of a table (tabs and newlines inside values become spaces). */
+// OWASP's rule for CSV/TSV injection (the server's CSV does the same: runs/traces/results.py):
+// a cell starting with = + - @ tab or CR is a formula to a spreadsheet, so it gets a leading
+// single quote; numbers, and text that is a plain number, stay as they are.
+const FORMULA_START = /^[=+\-@\t\r]/;
+const PLAIN_NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/** A cell's text as a spreadsheet may read it without running anything. */
+export function safeCell(value) {
+  const text = cellText(value);
+  return FORMULA_START.test(text) && !PLAIN_NUMBER.test(text) ? `'${text}` : text;
+}
+
+/** Tab-separated text of a table (formula cells neutralised; tabs and newlines inside values
+ * become spaces). */
 export function toTsv(columns, rows) {
-  const clean = (v) => cellText(v).replace(/[\t\r\n]+/g, " ");
+  const clean = (v) => safeCell(v).replace(/[\t\r\n]+/g, " ");
   return [columns, ...rows].map((row) => row.map(clean).join("\t")).join("\n");
 }
 
