@@ -365,6 +365,10 @@ AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
     _env_seconds("AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024)
 )
 
+# Where the sample dataset and each user's uploaded data (users/<id>.duckdb) live.
+AGENTUI_DATA_DIR = _env("AGENTUI_DATA_DIR") or str(BASE_DIR / ".local" / "data")
+# The largest data file (CSV, Parquet, Excel) a person may upload.
+AGENTUI_DATA_MAX_FILE_BYTES = int(_env_seconds("AGENTUI_DATA_MAX_FILE_BYTES", 1024**3))
 # /metrics answers only requests with `Authorization: Bearer <this>`; unset: /metrics is off.
 AGENTUI_METRICS_TOKEN = _env("AGENTUI_METRICS_TOKEN")
 # How long /readyz waits for each of the database, the channel layer and the model server.

@@ -159,12 +159,19 @@ class ToolContext:
     """
 
 
-def _takes_context(fn: Callable[..., Any]) -> bool:
+def context_type_of(fn: Callable[..., Any]) -> type[ToolContext] | None:
+    """The ``ToolContext`` class ``fn``'s first parameter is annotated with, if any."""
     params = list(inspect.signature(fn).parameters.values())
     if not params:
-        return False
+        return None
     annotation = get_type_hints(fn).get(params[0].name)
-    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+    if isinstance(annotation, type) and issubclass(annotation, ToolContext):
+        return annotation
+    return None
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    return context_type_of(fn) is not None
 
 
 def _error_output(tool_name: str, kwargs: dict[str, Any], message: str) -> ToolOutput:
@@ -307,8 +314,9 @@ class FunctionTool(BaseTool):
         self._async_fn = async_fn
         source = async_fn or fn
         assert source is not None
-        # True when the function's first parameter is the run's context (see ToolContext)
-        self.requires_context = _takes_context(source)
+        # the class of the run's context when the function's first parameter takes one
+        self.context_type = context_type_of(source)
+        self.requires_context = self.context_type is not None
 
     @classmethod
     def from_defaults(

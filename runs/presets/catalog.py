@@ -45,6 +45,7 @@ from runs.engine import (
 from runs.engine.workers.react import REACT_MM_CHAT_SYSTEM_HEADER
 from runs.presets.team import build_team
 from runs.presets.tools import ANALYST_TOOLS
+from runs.presets.tools.data import scope_binder
 from runs.presets.tools.team import TEAM_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ ANALYST_SYSTEM_PROMPT = (
     "You are a careful data analyst. A sample SQLite database of coffee-shop sales is available "
     "through your tools: cities(id, name, country, region, population), products(id, name, "
     "category, unit_price) and sales(id, sold_on, city_id, product_id, quantity, revenue), for "
-    "2023 and 2024. Look at the data with the SQL tools and compute with the arithmetic tools "
+    "2023 and 2024. The person's own uploaded tables (DuckDB) are read with data_tables, "
+    "describe_data_table and data_query. Look at the data with the SQL tools and compute with the arithmetic tools "
     "rather than in your head; then answer briefly and say which numbers you used."
 )
 
@@ -80,12 +82,17 @@ class Preset:
     # the composer offers image uploads; they reach the task as image_docs
     accepts_images: bool = False
 
-    def make_tools(self) -> list[BaseTool]:
-        """The preset's tools, resolved from their dotted paths."""
-        return resolve_tools(self.tools)
+    def make_tools(self, owner_id: int | None = None) -> list[BaseTool]:
+        """The preset's tools, resolved from their dotted paths; with `owner_id`, the data tools
+        read that user's own tables (runs.presets.tools.data)."""
+        tools = resolve_tools(self.tools)
+        if owner_id is None:
+            return tools
+        bind = scope_binder(owner_id)
+        return [bind(tool) for tool in tools]
 
-    def make_worker(self, llm: LLM) -> BaseAgentWorker:
-        return self.build(self.make_tools(), llm)
+    def make_worker(self, llm: LLM, owner_id: int | None = None) -> BaseAgentWorker:
+        return self.build(self.make_tools(owner_id), llm)
 
 
 def _as_tools(value: Any, path: str) -> list[BaseTool]:

@@ -35,6 +35,13 @@ from runs.service.attachments import (
     store_upload,
 )
 from runs.service.attachments import describe as describe_image
+from runs.service.data import (
+    DataError,
+    delete_data_table,
+    import_data_file,
+    list_data_tables,
+    preview_data_table,
+)
 from runs.service.driver import Origin, runnable_steps
 from runs.service.health import readiness
 from runs.service.lease import is_held
@@ -74,6 +81,7 @@ __all__ = [
     "MAX_IMAGES_PER_MESSAGE",
     "RUNNABLE",
     "AuthFailed",
+    "DataError",
     "DemoExample",
     "ForkError",
     "ImageRefused",
@@ -93,6 +101,7 @@ __all__ = [
     "create_notebook",
     "create_notebook_row",
     "create_token",
+    "delete_data_table",
     "demo_example_prompts",
     "describe_image",
     "edit_input",
@@ -102,14 +111,17 @@ __all__ = [
     "fork_notebook",
     "get_preset",
     "hello_summary",
+    "import_data_file",
     "is_held",
     "last_seq",
+    "list_data_tables",
     "llm_settings",
     "max_image_bytes",
     "metrics",
     "notebook_view",
     "owner_of",
     "perform",
+    "preview_data_table",
     "readiness",
     "recover_interrupted",
     "recover_notebook",

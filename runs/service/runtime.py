@@ -84,7 +84,7 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
 async def runtime_for(task_pk: int) -> NotebookRuntime:
     """The notebook's runtime, built on first use; ProtocolError if its preset is unavailable."""
     loop = asyncio.get_running_loop()
-    agent = await database_sync_to_async(_agent_of)(task_pk)
+    agent, owner_id = await database_sync_to_async(_agent_of)(task_pk)
     llm, llm_key = make_llm()
     model_chars = int(getattr(settings, "AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024))
     key = (agent, str(model_chars), *llm_key)
@@ -101,7 +101,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     publisher = publisher_for(task_pk)
     telemetry.describe(task_pk, agent, llm.model)
     runner = preset.runner(
-        preset.make_worker(llm),
+        preset.make_worker(llm, owner_id),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
         tool_output_chars=model_chars,
@@ -114,8 +114,10 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     return runtime
 
 
-def _agent_of(task_pk: int) -> str:
-    return Task.objects.values_list("agent", flat=True).get(pk=task_pk)
+def _agent_of(task_pk: int) -> tuple[str, int]:
+    """The notebook's preset and owner (its data tools read the owner's tables)."""
+    agent, owner_id = Task.objects.values_list("agent", "owner_id").get(pk=task_pk)
+    return agent, owner_id
 
 
 def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

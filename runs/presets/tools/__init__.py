@@ -19,6 +19,12 @@ SQL_TOOLS = (
     "runs.presets.tools.sql.sql_query",
     "runs.presets.tools.sql.sql_value",
 )
+# the person's own uploaded tables (DuckDB), bound to the notebook's owner when its runner is built
+DATA_TOOLS = (
+    "runs.presets.tools.data.data_tables",
+    "runs.presets.tools.data.describe_data_table",
+    "runs.presets.tools.data.data_query",
+)
 CHART_TOOLS = ("runs.presets.tools.chart.CHART_TOOL",)
 LOG_TOOLS = ("runs.presets.tools.logs.server_log",)
-ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + CHART_TOOLS + LOG_TOOLS
+ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + DATA_TOOLS + CHART_TOOLS + LOG_TOOLS

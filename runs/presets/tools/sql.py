@@ -266,8 +266,20 @@ def sql_query(sql: str) -> dict[str, Any]:
     whether more rows matched, and then `total_rows` how many and `rows_left_out` how many
     were not returned.
     """
-    text = _checked(sql)
+    text = checked_sql(sql)
     columns, fetched, more = _run(text, limit=max_rows())
+    return capped_result(columns, fetched, more, lambda: _total_rows(text))
+
+
+def capped_result(
+    columns: list[str],
+    fetched: list[list[Any]],
+    more: bool,
+    count_all: Callable[[], int | None],
+) -> dict[str, Any]:
+    """What a query tool hands the model: `fetched` (up to max_rows + 1 rows read; `more` when
+    there were more) within max_bytes, long texts cut, and how many rows were left out
+    (`count_all` counts them when needed; None when it cannot)."""
     rows = _within_bytes([[_cell(v) for v in row] for row in fetched], max_bytes())
     truncated = more or len(rows) < len(fetched)
     result: dict[str, Any] = {
@@ -277,7 +289,7 @@ def sql_query(sql: str) -> dict[str, Any]:
         "truncated": truncated,
     }
     if truncated:
-        total = _total_rows(text) if more else len(fetched)
+        total = count_all() if more else len(fetched)
         result["total_rows"] = total
         if total is not None:
             result["rows_left_out"] = total - len(rows)
@@ -289,7 +301,7 @@ def sql_query(sql: str) -> dict[str, Any]:
     return result
 
 
-def _checked(sql: str) -> str:
+def checked_sql(sql: str) -> str:
     text = sql.strip()
     if not text:
         raise SQLError("the query is empty")
@@ -310,7 +322,7 @@ class Export:
         self._connection = _connect(self._budget)
         try:
             self._cursor = _guarded(
-                self._budget, lambda: self._connection.execute(_checked(sql))
+                self._budget, lambda: self._connection.execute(checked_sql(sql))
             )
         except BaseException:
             self._connection.close()

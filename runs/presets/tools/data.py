@@ -1,0 +1,470 @@
+"""Each user's own data: uploaded CSV, Parquet and Excel files as tables of a DuckDB database.
+
+One database file per user, `<AGENTUI_DATA_DIR>/users/<user id>.duckdb`. A file becomes a table
+in one transaction: it is read into a temporary table under a name of its own (DuckDB reads the
+file from disk, never whole into Python), checked (rows, a name that is free) and renamed into
+place, so a bad file leaves nothing behind.
+
+The model reads the tables through `data_query`, `data_tables` and `describe_data_table`, on a
+connection that is read-only, cannot reach files or the network (`enable_external_access`
+false, no extension loading) and cannot change that (`lock_configuration`), one SELECT at a
+time, stopped after `TIME_LIMIT_S`, with the same row and byte caps as `sql_query`. Every result
+names the tables it read (`tables`), so a notebook's trace shows which data it used.
+
+DuckDB lets one process at a time open a file for writing, and one process cannot open it with
+two configurations at once: so every use opens the file, does its work and closes it, under a
+per-user lock in this process, and waits a little (`BUSY_WAIT_S`) for another process's use.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from django.conf import settings
+
+from runs.engine.tools import ToolContext
+from runs.presets.tools.dataset import data_dir
+from runs.presets.tools.sql import (
+    SQLError,
+    capped_result,
+    checked_sql,
+    max_rows,
+)
+
+TIME_LIMIT_S = 5.0
+BUSY_WAIT_S = 10.0
+PREVIEW_ROWS = 20
+MAX_TABLES = 200
+FORMATS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".xlsx": "xlsx"}
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_IMPORTING = "__importing_"
+_READ_ONLY_CONFIG: dict[str, str | bool | int] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+    "memory_limit": "512MB",
+    "threads": 2,
+    "lock_configuration": True,
+}
+
+
+class DataError(ValueError):
+    """A file or a query refused; the message says why, for the person or the model.
+
+    `kind`: "invalid" (the file or name), "clash" (the name is taken), "too_large", "not_found".
+    """
+
+    def __init__(self, message: str, kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class DataScope(ToolContext):
+    """Whose data a notebook's data tools read (bound when its runner is built)."""
+
+    user_id: int
+
+
+def max_file_bytes() -> int:
+    return int(getattr(settings, "AGENTUI_DATA_MAX_FILE_BYTES", 1024**3))
+
+
+def database_path(user_id: int) -> Path:
+    return data_dir() / "users" / f"{int(user_id)}.duckdb"
+
+
+_locks: dict[int, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(user_id: int) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(user_id, threading.Lock())
+
+
+@contextmanager
+def _connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The user's database, opened for this use only (read-only and locked down unless `write`)."""
+    path = database_path(user_id)
+    if not write and not path.exists():
+        raise DataError(
+            "you have no data yet: upload a CSV, Parquet or Excel file", "not_found"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + BUSY_WAIT_S
+    with _lock(user_id):
+        while True:
+            try:
+                if write:
+                    connection = duckdb.connect(str(path), config={"threads": 2})
+                else:
+                    connection = duckdb.connect(
+                        str(path), read_only=True, config=dict(_READ_ONLY_CONFIG)
+                    )
+                break
+            except duckdb.IOException as exc:  # another process holds the file's lock
+                if time.monotonic() > deadline:
+                    raise DataError(
+                        "your data is busy (another server process is using it); try again"
+                    ) from exc
+                time.sleep(0.1)
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+
+# --- importing files --------------------------------------------------------------------------
+
+
+def table_name_for(filename: str) -> str:
+    """A table name from a file name: `Sales 2024.csv` -> `sales_2024`."""
+    stem = Path(filename).stem.lower()
+    name = re.sub(r"[^a-z0-9_]+", "_", stem).strip("_")[:63] or "data"
+    return f"t_{name}"[:63] if name[0].isdigit() else name
+
+
+def format_of(filename: str) -> str:
+    suffix = Path(filename).suffix.lower()
+    kind = FORMATS.get(suffix)
+    if kind is None:
+        raise DataError(
+            f"{filename!r} is not a CSV, Parquet or Excel (.xlsx) file"
+            f" (got {suffix or 'no extension'})"
+        )
+    return kind
+
+
+def _check_content(path: Path, kind: str, filename: str) -> None:
+    """The file's first bytes fit its kind (a renamed binary is refused before DuckDB reads it)."""
+    with path.open("rb") as handle:
+        head = handle.read(65536)
+    if not head:
+        raise DataError(f"{filename!r} is empty")
+    if kind == "parquet" and not head.startswith(b"PAR1"):
+        raise DataError(f"{filename!r} is not a Parquet file (no PAR1 header)")
+    if kind == "xlsx" and not head.startswith(b"PK\x03\x04"):
+        raise DataError(f"{filename!r} is not an Excel .xlsx file")
+    if kind == "csv" and b"\x00" in head:
+        raise DataError(f"{filename!r} is not a text CSV file (it has NUL bytes)")
+
+
+def _xlsx_to_csv(path: Path, filename: str) -> Path:
+    """The first sheet of an .xlsx as a CSV file next to it, read row by row (openpyxl's
+    read-only mode), so DuckDB detects the column types as for a CSV."""
+    import openpyxl  # type: ignore[import-untyped]
+
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # noqa: BLE001 - any parse error means the same here
+        raise DataError(f"{filename!r} could not be read as Excel ({exc})") from None
+    out = path.with_suffix(".csv")
+    try:
+        sheet = book.worksheets[0]
+        with out.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            for row in sheet.iter_rows(values_only=True):
+                if any(value is not None for value in row):
+                    writer.writerow(["" if v is None else v for v in row])
+    finally:
+        book.close()
+    return out
+
+
+def _reader(kind: str, path: Path) -> str:
+    literal = "'" + str(path).replace("'", "''") + "'"
+    if kind == "parquet":
+        return f"read_parquet({literal})"
+    return f"read_csv({literal}, header = true, sample_size = 20480)"
+
+
+def _explain_import(exc: duckdb.Error, filename: str) -> DataError:
+    text = str(exc)
+    if "unicode" in text.lower() or "utf-8" in text.lower():
+        return DataError(
+            f"{filename!r} is not UTF-8 text; save it as UTF-8 and upload again"
+        )
+    if "sniff" in text.lower():
+        return DataError(
+            f"{filename!r} does not look like a CSV file (no columns found)"
+        )
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return DataError(f"{filename!r} could not be imported: {first}")
+
+
+def import_file(
+    user_id: int, source: Path, filename: str, name: str = ""
+) -> dict[str, Any]:
+    """Import the file at `source` (on disk) as table `name` (from the file name if empty) of the
+    user's database; returns the new table's description. Nothing is left behind on failure."""
+    kind = format_of(filename)
+    size = source.stat().st_size
+    if size > max_file_bytes():
+        raise DataError(
+            f"{filename!r} is {size:,} bytes; files are limited to {max_file_bytes():,} bytes",
+            "too_large",
+        )
+    _check_content(source, kind, filename)
+    table = (name.strip() or table_name_for(filename)).lower()
+    if not _NAME.match(table) or table.startswith(_IMPORTING):
+        raise DataError(
+            f"{table!r} is not a usable table name: use lower-case letters, digits and _,"
+            " starting with a letter (at most 63 characters)"
+        )
+    readable = source
+    if kind == "xlsx":
+        readable = _xlsx_to_csv(source, filename)
+    staging = f"{_IMPORTING}{uuid.uuid4().hex[:12]}"
+    try:
+        with _connected(user_id, write=True) as connection:
+            _drop_leftovers(connection)
+            connection.execute("BEGIN")
+            try:
+                existing = _table_names(connection)
+                if table in existing:
+                    raise DataError(
+                        f"you already have a table named {table!r}; delete it first or"
+                        " choose another name",
+                        "clash",
+                    )
+                if len(existing) >= MAX_TABLES:
+                    raise DataError(
+                        f"you have {MAX_TABLES} tables already; delete some first"
+                    )
+                try:
+                    connection.execute(
+                        f'CREATE TABLE "{staging}" AS SELECT * FROM {_reader(kind, readable)}'
+                    )
+                except duckdb.Error as exc:
+                    raise _explain_import(exc, filename) from None
+                count = _count(connection, staging)
+                if count == 0:
+                    raise DataError(
+                        f"{filename!r} has no rows (only a header, or nothing)"
+                    )
+                connection.execute(f'ALTER TABLE "{staging}" RENAME TO "{table}"')
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            return _describe(connection, table)
+    finally:
+        if readable is not source:
+            readable.unlink(missing_ok=True)
+
+
+def _drop_leftovers(connection: duckdb.DuckDBPyConnection) -> None:
+    """Staging tables of an import whose process died mid-way (never committed, but be sure)."""
+    for table in _table_names(connection, include_staging=True):
+        if table.startswith(_IMPORTING):
+            connection.execute(f'DROP TABLE IF EXISTS "{table}"')
+
+
+def delete_table(user_id: int, name: str) -> None:
+    with _connected(user_id, write=True) as connection:
+        if name not in _table_names(connection):
+            raise DataError(f"there is no table {name!r}", "not_found")
+        connection.execute(f'DROP TABLE "{name}"')
+        connection.execute("CHECKPOINT")
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _table_names(
+    connection: duckdb.DuckDBPyConnection, include_staging: bool = False
+) -> list[str]:
+    rows = connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+        "AND database_name = current_database() ORDER BY table_name"
+    ).fetchall()
+    return [r[0] for r in rows if include_staging or not r[0].startswith(_IMPORTING)]
+
+
+def _count(connection: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = connection.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+    return int(row[0]) if row else 0
+
+
+def _describe(connection: duckdb.DuckDBPyConnection, table: str) -> dict[str, Any]:
+    columns = connection.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
+        "AND database_name = current_database() AND table_name = ? ORDER BY column_index",
+        [table],
+    ).fetchall()
+    return {
+        "name": table,
+        "rows": _count(connection, table),
+        "columns": [{"name": n, "type": t} for n, t in columns],
+    }
+
+
+def list_data_tables(user_id: int) -> list[dict[str, Any]]:
+    """The user's tables with their columns (name, type) and row counts."""
+    if not database_path(user_id).exists():
+        return []
+    with _connected(user_id, write=False) as connection:
+        return [_describe(connection, t) for t in _table_names(connection)]
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return str(value)  # dates, decimals, lists, structs: as DuckDB prints them
+
+
+def _run(
+    connection: duckdb.DuckDBPyConnection, sql: str, limit: int, time_limit: float
+) -> tuple[list[str], list[list[Any]], bool]:
+    """One SELECT, at most `limit` + 1 rows, interrupted after `time_limit` seconds."""
+    try:
+        statements = connection.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise SQLError(f"DuckDB error: {exc}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        raise SQLError("only one read-only SELECT query at a time is allowed")
+    timer = threading.Timer(time_limit, connection.interrupt)
+    timer.start()
+    try:
+        cursor = connection.execute(sql)
+        rows = cursor.fetchmany(limit + 1)
+        columns = [c[0] for c in cursor.description or []]
+    except duckdb.InterruptException:
+        raise SQLError(
+            f"the query took longer than {time_limit:g} s and was stopped"
+        ) from None
+    except duckdb.PermissionException:
+        raise SQLError(
+            "files, the network and settings are not available to queries"
+        ) from None
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise SQLError(f"DuckDB error: {first}") from None
+    finally:
+        timer.cancel()
+    return (
+        columns,
+        [[_plain(v) for v in row] for row in rows[:limit]],
+        len(rows) > limit,
+    )
+
+
+def _tables_read(connection: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    try:
+        named = connection.get_table_names(sql)
+    except duckdb.Error:
+        return []
+    known = set(_table_names(connection))
+    return sorted(t for t in named if t in known)
+
+
+def preview(user_id: int, name: str, rows: int = PREVIEW_ROWS) -> dict[str, Any]:
+    """The first `rows` rows of one of the user's tables, with its description."""
+    with _connected(user_id, write=False) as connection:
+        if name not in _table_names(connection):
+            raise DataError(f"there is no table {name!r}", "not_found")
+        described = _describe(connection, name)
+        _, fetched, _ = _run(
+            connection, f'SELECT * FROM "{name}"', max(1, min(rows, 200)), TIME_LIMIT_S
+        )
+    return {**described, "preview": fetched}
+
+
+def query(user_id: int, sql: str) -> dict[str, Any]:
+    """A read-only query over the user's tables, capped as `sql_query` is, naming its tables."""
+    text = checked_sql(sql)
+    with _connected(user_id, write=False) as connection:
+        columns, fetched, more = _run(connection, text, max_rows(), TIME_LIMIT_S)
+
+        def count_all() -> int | None:
+            try:
+                _, total, _ = _run(
+                    connection,
+                    f"SELECT COUNT(*) FROM ({text.rstrip(';')})",
+                    1,
+                    TIME_LIMIT_S,
+                )
+            except SQLError:
+                return None
+            return int(total[0][0]) if total else None
+
+        result = capped_result(columns, fetched, more, count_all)
+        result["tables"] = _tables_read(connection, text)
+    return result
+
+
+# --- the model's tools ------------------------------------------------------------------------
+
+
+def data_tables(ctx: DataScope) -> list[dict[str, Any]]:
+    """List your uploaded data tables (DuckDB) with their columns, types and row counts."""
+    return list_data_tables(ctx.user_id)
+
+
+def describe_data_table(ctx: DataScope, name: str) -> dict[str, Any]:
+    """Describe one of your uploaded data tables: its columns, types, row count and five rows."""
+    return preview(ctx.user_id, name, rows=5)
+
+
+def data_query(ctx: DataScope, sql: str) -> dict[str, Any]:
+    """Run one read-only SQL SELECT (DuckDB dialect) over your uploaded data tables.
+
+    Returns the column names and the first rows (up to a row and a size cap); `truncated` says
+    whether more rows matched, and `tables` which of your tables the query read.
+    """
+    return query(ctx.user_id, sql)
+
+
+def scope_binder(user_id: int) -> Callable[[Any], Any]:
+    """Binds a tool that takes a DataScope to `user_id`'s data; other tools stay as they are."""
+    scope = DataScope(user_id)
+
+    def bind(tool: Any) -> Any:
+        context_type = getattr(tool, "context_type", None)
+        if isinstance(context_type, type) and issubclass(context_type, DataScope):
+            return tool.bind_context(scope)
+        return tool
+
+    return bind
+
+
+def import_uploaded(
+    user_id: int, chunks: Iterator[bytes], filename: str, name: str = ""
+) -> dict[str, Any]:
+    """Import a file given as chunks (an upload): written to a temporary file first, counting
+    bytes so an oversized one is refused before it fills the disk."""
+    format_of(filename)
+    limit = max_file_bytes()
+    suffix = Path(filename).suffix.lower()
+    handle, raw = tempfile.mkstemp(prefix="agentui-upload-", suffix=suffix)
+    path = Path(raw)
+    try:
+        written = 0
+        with os.fdopen(handle, "wb") as out:
+            for chunk in chunks:
+                written += len(chunk)
+                if written > limit:
+                    raise DataError(
+                        f"{filename!r} is over the size limit of {limit:,} bytes",
+                        "too_large",
+                    )
+                out.write(chunk)
+        return import_file(user_id, path, filename, name)
+    finally:
+        path.unlink(missing_ok=True)

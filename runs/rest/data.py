@@ -1,0 +1,116 @@
+"""The caller's own data: upload CSV, Parquet and Excel files as DuckDB tables, list and preview
+them, delete one (runs.service: import_data_file and the rest).
+
+A refused file answers with what was wrong and leaves nothing behind: 422 for a file or name
+that does not fit (wrong type, not UTF-8, no rows, a bad name), 409 for a name already taken,
+413 for a file over `AGENTUI_DATA_MAX_FILE_BYTES`, 404 for a table that is not there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import File, Form, Schema, Status
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+
+from runs import service
+from runs.rest.router import router
+from runs.rest.schemas import ErrorOut
+
+STATUS = {"invalid": 422, "clash": 409, "too_large": 413, "not_found": 404}
+CODES = {"invalid": "invalid_file", "clash": "name_taken", "too_large": "too_large"}
+
+
+class ColumnOut(Schema):
+    name: str
+    type: str
+
+
+class DataTableOut(Schema):
+    name: str
+    rows: int
+    columns: list[ColumnOut]
+
+
+class DataPreviewOut(DataTableOut):
+    preview: list[list[Any]]
+
+
+def _user_id(request: HttpRequest) -> int:
+    return int(request.auth.pk)  # type: ignore[attr-defined]
+
+
+def _refused(exc: service.DataError) -> Status[dict[str, str]]:
+    kind = getattr(exc, "kind", "invalid")
+    return Status(
+        STATUS.get(kind, 422), {"code": CODES.get(kind, kind), "detail": str(exc)}
+    )
+
+
+@router.post(
+    "/data/files",
+    response={
+        201: DataTableOut,
+        404: ErrorOut,
+        409: ErrorOut,
+        413: ErrorOut,
+        422: ErrorOut,
+    },
+    tags=["data"],
+    summary="Upload a CSV, Parquet or Excel (.xlsx) file as a table of your data",
+)
+async def upload_data_file(
+    request: HttpRequest,
+    file: File[UploadedFile],
+    name: Form[str] = "",
+) -> Status[Any]:
+    """The file becomes a table of your own DuckDB database, named `name` or after the file
+    (`Sales 2024.csv` -> `sales_2024`); the agents' data tools can then query it."""
+    try:
+        table = await service.import_data_file(_user_id(request), file, name)
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(201, table)
+
+
+@router.get(
+    "/data/tables",
+    response=list[DataTableOut],
+    tags=["data"],
+    summary="Your data tables with their columns, types and row counts",
+)
+async def data_tables(request: HttpRequest) -> list[dict[str, Any]]:
+    return await service.list_data_tables(_user_id(request))
+
+
+@router.get(
+    "/data/tables/{name}",
+    response={200: DataPreviewOut, 404: ErrorOut},
+    tags=["data"],
+    summary="One data table: columns, row count and its first rows",
+)
+async def data_table(request: HttpRequest, name: str, rows: int = 20) -> Status[Any]:
+    if not 1 <= rows <= 200:
+        raise HttpError(422, "rows: between 1 and 200")
+    try:
+        return Status(
+            200, await service.preview_data_table(_user_id(request), name, rows)
+        )
+    except service.DataError as exc:
+        return _refused(exc)
+
+
+@router.delete(
+    "/data/tables/{name}",
+    response={204: None, 404: ErrorOut},
+    tags=["data"],
+    summary="Delete one of your data tables",
+)
+async def delete_data_table(request: HttpRequest, name: str) -> Status[Any]:
+    try:
+        await service.delete_data_table(_user_id(request), name)
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(204, None)

@@ -1,0 +1,216 @@
+"""Files into DuckDB (issue 27): uploads over REST become tables of the user's own database, bad
+files are refused with a clear message and leave nothing behind, and the data tools read the
+tables read-only, within the caps, without files, network or settings."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import openpyxl
+import pytest
+from django.test import AsyncClient, override_settings
+
+from runs.presets.tools import data
+from runs.presets.tools.sql import SQLError
+from tests.rest_support import API, user_with_token
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+CSV = b"city,month,visitors\nLisbon,2024-01,1200\nPorto,2024-01,800\nLisbon,2024-02,1500\n"
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path) -> Any:
+    with override_settings(AGENTUI_DATA_DIR=str(tmp_path)):
+        yield tmp_path
+
+
+class DataApi:
+    def __init__(self, token: str) -> None:
+        self.client = AsyncClient()
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    async def upload(self, filename: str, content: bytes, name: str = "") -> Any:
+        upload = io.BytesIO(content)
+        upload.name = filename
+        form: dict[str, Any] = {"file": upload}
+        if name:
+            form["name"] = name
+        return await self.client.post(f"{API}/data/files", form, headers=self.headers)
+
+    async def tables(self) -> list[dict[str, Any]]:
+        response = await self.client.get(f"{API}/data/tables", headers=self.headers)
+        assert response.status_code == 200, response.content
+        return list(response.json())
+
+    async def table(self, name: str, **params: Any) -> Any:
+        return await self.client.get(
+            f"{API}/data/tables/{name}", params, headers=self.headers
+        )
+
+
+def every_table(user_id: int) -> list[str]:
+    """All tables in the user's file, staging ones included (nothing half-made may stay)."""
+    path = data.database_path(user_id)
+    if not path.exists():
+        return []
+    with duckdb.connect(str(path), read_only=True) as connection:
+        return [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
+
+
+async def test_a_csv_becomes_a_table_with_columns_types_and_rows() -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    created = await api.upload("Visitors 2024.csv", CSV)
+    assert created.status_code == 201, created.content
+    assert created.json() == {
+        "name": "visitors_2024",
+        "rows": 3,
+        "columns": [
+            {"name": "city", "type": "VARCHAR"},
+            {"name": "month", "type": "VARCHAR"},
+            {"name": "visitors", "type": "BIGINT"},
+        ],
+    }
+    assert [t["name"] for t in await api.tables()] == ["visitors_2024"]
+    preview = await api.table("visitors_2024", rows=2)
+    assert preview.status_code == 200
+    assert preview.json()["preview"] == [
+        ["Lisbon", "2024-01", 1200],
+        ["Porto", "2024-01", 800],
+    ]
+    # another user sees none of it
+    _, bob_token = await user_with_token("bob")
+    assert await DataApi(bob_token).tables() == []
+    assert (await DataApi(bob_token).table("visitors_2024")).status_code == 404
+
+
+async def test_parquet_and_excel_files_become_tables(tmp_path: Path) -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    parquet = tmp_path / "made.parquet"
+    with duckdb.connect() as connection:
+        connection.execute(
+            f"COPY (SELECT range AS n, range * 2.5::DOUBLE AS x FROM range(1000)) TO '{parquet}'"
+            " (FORMAT parquet)"
+        )
+    created = await api.upload("numbers.parquet", parquet.read_bytes())
+    assert created.status_code == 201, created.content
+    assert created.json()["rows"] == 1000
+    assert [c["type"] for c in created.json()["columns"]] == ["BIGINT", "DOUBLE"]
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(["product", "units"])
+    sheet.append(["mug", 3])
+    sheet.append(["grinder", 7])
+    buffer = io.BytesIO()
+    book.save(buffer)
+    created = await api.upload("Stock.xlsx", buffer.getvalue(), name="stock")
+    assert created.status_code == 201, created.content
+    assert created.json()["rows"] == 2
+    preview = (await api.table("stock")).json()["preview"]
+    assert preview == [["mug", 3], ["grinder", 7]]
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "status", "words"),
+    [
+        ("notes.txt", CSV, 422, "not a CSV, Parquet or Excel"),
+        ("data.csv", b"a,b\n1,\x00\x01\n", 422, "NUL bytes"),
+        ("latin.csv", "name,city\nJosé,Évora\n".encode("latin-1"), 422, "not UTF-8"),
+        ("header.csv", b"a,b,c\n", 422, "has no rows"),
+        ("empty.csv", b"", 422, "is empty"),
+        ("fake.parquet", CSV, 422, "not a Parquet file"),
+        ("fake.xlsx", CSV, 422, "not an Excel"),
+        ("big.csv", CSV * 50, 413, "limited to"),
+    ],
+)
+async def test_a_bad_file_is_refused_clearly_and_leaves_nothing(
+    filename: str, content: bytes, status: int, words: str
+) -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    assert (await api.upload("kept.csv", CSV)).status_code == 201
+    with override_settings(AGENTUI_DATA_MAX_FILE_BYTES=1000):
+        refused = await api.upload(filename, content)
+    assert refused.status_code == status, refused.content
+    assert words in refused.json()["detail"]
+    assert [t["name"] for t in await api.tables()] == ["kept"]
+    assert every_table(user.pk) == ["kept"]
+
+
+async def test_a_name_clash_or_a_bad_name_is_refused() -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    assert (await api.upload("sales.csv", CSV)).status_code == 201
+    clash = await api.upload("other.csv", b"x\n1\n", name="sales")
+    assert clash.status_code == 409
+    assert clash.json() == {
+        "code": "name_taken",
+        "detail": "you already have a table named 'sales'; delete it first or choose another name",
+    }
+    bad = await api.upload("other.csv", b"x\n1\n", name='x"; DROP TABLE sales; --')
+    assert bad.status_code == 422
+    assert "not a usable table name" in bad.json()["detail"]
+    assert every_table(user.pk) == ["sales"]
+    assert (await api.table("sales")).json()["rows"] == 3
+
+
+async def test_data_query_reads_the_tables_and_names_them() -> None:
+    user, token = await user_with_token("alice")
+    assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
+    scope = data.DataScope(user.pk)
+    result = data.data_query(
+        scope,
+        "SELECT city, SUM(visitors) AS total FROM visitors GROUP BY city ORDER BY city",
+    )
+    assert result["rows"] == [["Lisbon", 2700], ["Porto", 800]]
+    assert result["tables"] == ["visitors"]
+    assert data.data_tables(scope)[0]["rows"] == 3
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("SELECT * FROM read_csv('/etc/passwd')", "not available"),
+        ("COPY visitors TO '/tmp/out.csv'", "only one read-only SELECT"),
+        ("ATTACH '/tmp/other.duckdb'", "only one read-only SELECT"),
+        ("SET enable_external_access = true", "only one read-only SELECT"),
+        ("SELECT 1; DROP TABLE visitors", "only one read-only SELECT"),
+        ("INSTALL httpfs", "only one read-only SELECT"),
+        ("SELECT * FROM read_text('/etc/hostname')", "not available"),
+        ("SELECT * FROM 'https://example.org/x.csv'", "not available"),
+        ("SELECT * FROM nowhere", "DuckDB error"),
+    ],
+)
+async def test_data_query_refuses_files_network_settings_and_writes(
+    sql: str, words: str
+) -> None:
+    user, token = await user_with_token("alice")
+    assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
+    with pytest.raises(SQLError) as refused:
+        data.data_query(data.DataScope(user.pk), sql)
+    assert words in str(refused.value)
+    assert data.list_data_tables(user.pk)[0]["rows"] == 3
+
+
+async def test_data_query_stops_a_long_query_and_caps_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user, token = await user_with_token("alice")
+    assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
+    scope = data.DataScope(user.pk)
+    monkeypatch.setattr(data, "TIME_LIMIT_S", 0.3)
+    with pytest.raises(SQLError, match="took longer than 0.3 s"):
+        data.data_query(
+            scope,
+            "SELECT COUNT(*) FROM range(100000000) a, range(100000000) b WHERE a.range + b.range = 7",
+        )
+    with override_settings(AGENTUI_SQL_MAX_ROWS=10):
+        capped = data.data_query(scope, "SELECT range FROM range(25)")
+    assert capped["row_count"] == 10 and capped["truncated"]
+    assert capped["total_rows"] == 25 and capped["rows_left_out"] == 15
