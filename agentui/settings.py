@@ -386,6 +386,20 @@ AGENTUI_CSV_EXPORT_MAX_BYTES = _env_count(
     "AGENTUI_CSV_EXPORT_MAX_BYTES", 64 * 1024 * 1024, least=1024
 )
 
+# --- Per-person limits (issue 24; runs.service.quotas, docs/operations.md) ------------------
+# Every limit is per person (user); 0 turns one off.
+# Runs (messages sent and approvals) one person may start a minute, counted across processes
+# (in Redis when REDIS_URL is set, else in the database). The test suite sets 0.
+AGENTUI_RUNS_PER_MINUTE = _env_count("AGENTUI_RUNS_PER_MINUTE", 60)
+# Images uploaded and not yet sent with a message; older unsent ones are discarded.
+AGENTUI_MAX_PENDING_IMAGES = _env_count("AGENTUI_MAX_PENDING_IMAGES", 12)
+AGENTUI_PENDING_IMAGE_TTL_S = _env_seconds("AGENTUI_PENDING_IMAGE_TTL_S", 3600.0)
+# Annotations on one step (or one answer) of a notebook.
+AGENTUI_MAX_ANNOTATIONS_PER_STEP = _env_count("AGENTUI_MAX_ANNOTATIONS_PER_STEP", 50)
+# API tokens not revoked.
+AGENTUI_MAX_API_TOKENS = _env_count("AGENTUI_MAX_API_TOKENS", 20)
+# --- end of per-person limits ----------------------------------------------------------------
+
 AUTH_PASSWORD_VALIDATORS = [
     {
         "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"

@@ -408,3 +408,26 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class RunCount(models.Model):
+    """How many runs (turns and approvals) a person started in one minute (runs.service.quotas).
+
+    The rate limit's count when no Redis is configured (or Redis does not answer), shared by
+    every server process through the database. Rows of past minutes are deleted as new ones
+    are made.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    minute = models.PositiveBigIntegerField(help_text="epoch seconds // 60")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "minute"], name="run_count_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} runs of user {self.user_id} in minute {self.minute}"

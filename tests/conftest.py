@@ -26,6 +26,9 @@ ARTIFACTS_DIR = Path(
     os.environ.setdefault("AGENTUI_ARTIFACTS", str(ROOT / "test-artifacts"))
 )
 REQUIRE_SERVICES = os.environ.get("AGENTUI_REQUIRE_SERVICES", "") == "1"
+# The rate limit on runs started (runs.service.quotas) is on outside tests; in them, and in
+# the servers they start, it is off unless a test of it turns it on.
+os.environ.setdefault("AGENTUI_RUNS_PER_MINUTE", "0")
 
 CHROMIUM_PATH = os.environ.get("AGENTUI_CHROMIUM", "/usr/bin/chromium")
 # Headless as root in a sandbox with no internet: no sandboxing, no background fetches.
@@ -64,6 +67,11 @@ def require_service(name: str, reason: str) -> NoReturn:
 def is_postgres() -> bool:
     """Whether the configured database is PostgreSQL."""
     return "postgresql" in str(settings.DATABASES["default"]["ENGINE"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Django's settings were read before this module: give them the rate limit set above.
+    settings.AGENTUI_RUNS_PER_MINUTE = int(os.environ["AGENTUI_RUNS_PER_MINUTE"])
 
 
 # --- Markers -------------------------------------------------------------------

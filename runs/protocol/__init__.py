@@ -62,6 +62,10 @@ class ErrorCode(StrEnum):
     LLM_ERROR = "llm_error"
     STEP_FAILED = "step_failed"
     INTERNAL = "internal"
+    # a per-person limit (runs.service.quotas): too many model runs started this minute
+    # (`retry_after` says when to try again), or too many stored things of one kind
+    RATE_LIMITED = "rate_limited"
+    QUOTA_EXCEEDED = "quota_exceeded"
 
 
 class ProtocolError(Exception):
@@ -74,12 +78,15 @@ class ProtocolError(Exception):
         *,
         request_id: str | None = None,
         action: str | None = None,
+        retry_after: int | None = None,
     ):
         super().__init__(f"{code.value}: {reason}")
         self.code = code
         self.reason = reason
         self.request_id = request_id
         self.action = action
+        # whole seconds until the same action may be taken again (rate_limited)
+        self.retry_after = retry_after
 
 
 # --- client -> server ---------------------------------------------------------------------------
@@ -343,6 +350,8 @@ def error_message(error: ProtocolError) -> dict[str, Any]:
         message["request_id"] = error.request_id
     if error.action is not None:
         message["action"] = error.action
+    if error.retry_after is not None:
+        message["retry_after"] = error.retry_after
     return message
 
 

@@ -36,6 +36,7 @@ REFUSALS: dict[int | tuple[int, ...], Any] = {
     **NOT_FOUND,
     409: ErrorOut,
     422: ErrorOut,
+    429: ErrorOut,
 }
 
 
@@ -58,7 +59,11 @@ async def _act(
     return Status(202, {"action": action, "notebook": pk})
 
 
-@router.post("/notebooks/", tags=["act"], response={201: NotebookDetail, 422: ErrorOut})
+@router.post(
+    "/notebooks/",
+    tags=["act"],
+    response={201: NotebookDetail, 422: ErrorOut, 429: ErrorOut},
+)
 async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]:
     """Start a notebook with its first message; in auto and tools mode its steps start now."""
     first = validate_action(

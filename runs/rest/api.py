@@ -40,6 +40,8 @@ HTTP_STATUS = {
     ErrorCode.LLM_ERROR: 502,
     ErrorCode.STEP_FAILED: 500,
     ErrorCode.INTERNAL: 500,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.QUOTA_EXCEEDED: 409,
 }
 
 
@@ -80,7 +82,12 @@ def _no_credentials(request: HttpRequest, exc: AuthenticationError) -> HttpRespo
 
 @api.exception_handler(ProtocolError)
 def _refused(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
-    return _error(request, HTTP_STATUS.get(exc.code, 400), exc.code.value, exc.reason)
+    response = _error(
+        request, HTTP_STATUS.get(exc.code, 400), exc.code.value, exc.reason
+    )
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _where(loc: list[Any]) -> str:

@@ -45,7 +45,7 @@ from runs.protocol import (
 )
 from runs.protocol.checks import storable_problem
 from runs.realtime.publisher import publisher_for
-from runs.service import stops
+from runs.service import quotas, stops
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
 from runs.service.driver import (
@@ -295,6 +295,7 @@ async def send_message(
     lease, view = await claim(task_pk, check_send)
     try:
         with lease.fenced():
+            await _check(quotas.take_run, task_pk)
             await _check(set_title, task_pk, text)
             extra_state = await _carried(runtime, view)
             if accepts_images:
@@ -369,6 +370,7 @@ async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> N
     lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
     try:
         with lease.fenced():
+            await _check(quotas.take_run, task_pk)
             approval = HumanAction(
                 task_id=turn_id,
                 step_id=step,

@@ -12,11 +12,13 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.urls import reverse
 
 from runs.engine.workers.react.images import sniff_image_type
 from runs.models import Attachment
 from runs.protocol import ErrorCode, ProtocolError
+from runs.service.quotas import hold_pending_image
 
 DEFAULT_MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_IMAGES_PER_MESSAGE = 4
@@ -57,10 +59,14 @@ def check_image(name: str, data: bytes) -> str:
 
 
 def store_upload(owner: User, name: str, data: bytes) -> Attachment:
+    """Store an upload for a message to come: ImageRefused if it is not an image we take,
+    ProtocolError (`quota_exceeded`) if the person has as many unsent images as they may."""
     mime = check_image(name, data)
-    return Attachment.objects.create(
-        owner=owner, name=name[:255], mime=mime, size=len(data), data=data
-    )
+    with transaction.atomic():
+        hold_pending_image(owner.pk)
+        return Attachment.objects.create(
+            owner=owner, name=name[:255], mime=mime, size=len(data), data=data
+        )
 
 
 def describe(attachment: Attachment) -> dict[str, Any]:

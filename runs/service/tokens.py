@@ -21,11 +21,13 @@ import secrets
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
 from runs.models import ApiToken
+from runs.service.quotas import hold_api_token
 
 TOKEN_PREFIX = "agentui_"
 SHOWN_PREFIX_CHARS = len(TOKEN_PREFIX) + 6
@@ -49,14 +51,17 @@ def token_digest(token: str) -> str:
 
 
 def create_token(user: User, name: str) -> tuple[ApiToken, str]:
-    """A new token for `user`: the row and the token itself, which is never stored."""
+    """A new token for `user`: the row and the token itself, which is never stored.
+    ProtocolError (`quota_exceeded`) when they have as many active tokens as they may."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=token[:SHOWN_PREFIX_CHARS],
-        digest=token_digest(token),
-    )
+    with transaction.atomic():
+        hold_api_token(user.pk)
+        row = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=token[:SHOWN_PREFIX_CHARS],
+            digest=token_digest(token),
+        )
     return row, token
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field
 
 from runs.models import Annotation, AnnotationTarget, Event, Step, Task, Turn
+from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
 
 MAX_COMMENT_CHARS = 5000
@@ -73,19 +76,43 @@ def _missing(task: Task, new: NewAnnotation) -> str | None:
 def add_annotation(
     task: Task, author: AbstractBaseUser, new: NewAnnotation
 ) -> Annotation:
-    """Store `new` on `task`; ValueError says why it does not fit (nothing stored then)."""
+    """Store `new` on `task`; ValueError says why it does not fit, ProtocolError
+    (`quota_exceeded`) that its step has too many already (nothing stored then)."""
     problem = _missing(task, new) or storable_problem(new.comment)
     if problem is None and not new.comment.strip() and new.rating == 0:
         problem = "give a comment, a thumbs up or a thumbs down"
     if problem is not None:
         raise ValueError(problem)
-    return Annotation.objects.create(
-        task=task,
-        author=author,
-        target=new.target,
-        turn_id=new.turn_id,
-        step_id=new.step_id,
-        tool_id=new.tool_id,
-        rating=new.rating,
-        comment=new.comment.strip(),
-    )
+    with transaction.atomic():
+        _hold_annotation(task, new)
+        return Annotation.objects.create(
+            task=task,
+            author=author,
+            target=new.target,
+            turn_id=new.turn_id,
+            step_id=new.step_id,
+            tool_id=new.tool_id,
+            rating=new.rating,
+            comment=new.comment.strip(),
+        )
+
+
+def _hold_annotation(task: Task, new: NewAnnotation) -> None:
+    """ProtocolError (`quota_exceeded`) when the step (or answer) `new` is about has as many
+    annotations as one may have (`AGENTUI_MAX_ANNOTATIONS_PER_STEP`; 0: no limit). Holds the
+    notebook's row until the transaction ends, so notes added at once cannot pass it together."""
+    limit = int(getattr(settings, "AGENTUI_MAX_ANNOTATIONS_PER_STEP", 0) or 0)
+    if limit <= 0:
+        return
+    Task.objects.select_for_update().filter(pk=task.pk).exists()
+    notes = Annotation.objects.filter(task=task)
+    if new.target == AnnotationTarget.ANSWER:
+        notes, what = notes.filter(target=new.target, turn_id=new.turn_id), "answer"
+    else:
+        notes, what = notes.exclude(target=AnnotationTarget.ANSWER), "step"
+        notes = notes.filter(step_id=new.step_id)
+    if notes.count() >= limit:
+        raise ProtocolError(
+            ErrorCode.QUOTA_EXCEEDED,
+            f"This {what} has {limit} annotations, the most one {what} may have.",
+        )

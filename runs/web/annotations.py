@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 from pydantic import ValidationError
 
 from runs.models import Task
+from runs.protocol import ProtocolError
 from runs.traces.annotations import (
     NewAnnotation,
     add_annotation,
@@ -41,4 +42,6 @@ def task_annotations(request: HttpRequest, pk: int) -> JsonResponse:
         note = add_annotation(task, request.user, new)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    except ProtocolError as exc:  # quota_exceeded: the step has as many notes as it may
+        return JsonResponse({"error": exc.reason, "code": exc.code.value}, status=409)
     return JsonResponse({"annotation": annotation_json(note)}, status=201)

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Attachment
+from runs.protocol import ProtocolError
 from runs.service import (
     ImageRefused,
     describe_image,
@@ -37,6 +38,8 @@ def upload_image(request: HttpRequest) -> JsonResponse:
         attachment = store_upload(request.user, name, upload.read())  # type: ignore[arg-type]
     except ImageRefused as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    except ProtocolError as exc:  # quota_exceeded: too many unsent images
+        return JsonResponse({"error": exc.reason, "code": exc.code.value}, status=409)
     return JsonResponse(describe_image(attachment), status=201)
 
 

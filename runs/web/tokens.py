@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.models import ApiToken
+from runs.protocol import ProtocolError
 from runs.protocol.checks import storable_problem
 from runs.service import create_token, revoke_token
 
@@ -50,7 +51,10 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
     problem = _name_problem(name)
     if problem:
         return _page(request, name=name, error=problem, status=400)
-    _, token = create_token(request.user, name)  # type: ignore[arg-type]
+    try:
+        _, token = create_token(request.user, name)  # type: ignore[arg-type]
+    except ProtocolError as exc:  # quota_exceeded: too many active tokens
+        return _page(request, name=name, error=exc.reason, status=409)
     # Rendered, not redirected: the token must not sit in a session or a URL to survive one.
     return _page(request, new_token=token, status=201)
 

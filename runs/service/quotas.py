@@ -1,0 +1,193 @@
+"""Per-person limits: how many runs one person may start a minute, and how much they may keep.
+
+**Runs started** (`AGENTUI_RUNS_PER_MINUTE`, 0: no limit): every message sent (a new turn) and
+every approval starts a run of steps that calls the model, paid for by the server. Each is
+counted for the notebook's owner in the current minute (a fixed window: epoch seconds // 60)
+in a store every server process shares: Redis when `REDIS_URL` is set, else the database
+(`runs.models.RunCount`); if Redis does not answer, the database counts meanwhile. Over the
+limit the action is refused with `rate_limited` and `retry_after` (the seconds until the
+minute ends), having changed nothing. The count is taken under the notebook's lease, after
+the action's own checks, so a refused or impossible action costs nothing.
+
+**Stored per person**: unsent images (`AGENTUI_MAX_PENDING_IMAGES`; unsent uploads older than
+`AGENTUI_PENDING_IMAGE_TTL_S` are discarded and do not count) and active API tokens
+(`AGENTUI_MAX_API_TOKENS`). Each is checked with the person's user row locked, so requests
+made at once cannot pass the limit together; over it: `quota_exceeded`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs.models import ApiToken, Attachment, RunCount, Task
+from runs.protocol import ErrorCode, ProtocolError
+
+logger = logging.getLogger(__name__)
+
+WINDOW_S = 60
+REDIS_TIMEOUT_S = 1.0
+# after Redis failed to answer, count in the database this long before asking Redis again
+REDIS_RETRY_S = 10.0
+_redis_lock = threading.Lock()
+_redis: dict[str, Any] = {}  # REDIS_URL -> its client, made on first use
+_redis_down_until = 0.0
+
+
+def _limit(name: str) -> int:
+    return int(getattr(settings, name, 0) or 0)
+
+
+# --- runs started per minute ----------------------------------------------------------------
+
+
+def take_run(task_pk: int) -> None:
+    """Count one run started on notebook `task_pk` for its owner; `rate_limited` if over."""
+    limit = _limit("AGENTUI_RUNS_PER_MINUTE")
+    if limit <= 0:
+        return
+    owner_id = (
+        Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()
+    )
+    if owner_id is None:
+        return  # gone: the action's own checks say so
+    now = time.time()
+    minute = int(now // WINDOW_S)
+    allowed = _take_in_redis(owner_id, minute, limit)
+    if allowed is None:
+        allowed = _take_in_database(owner_id, minute, limit)
+    if not allowed:
+        wait = max(1, math.ceil((minute + 1) * WINDOW_S - now))
+        raise ProtocolError(
+            ErrorCode.RATE_LIMITED,
+            f"You have started {limit} runs in this minute, the most one person may; "
+            f"try again in {wait} s.",
+            retry_after=wait,
+        )
+
+
+def _take_in_database(user_id: int, minute: int, limit: int) -> bool:
+    counts = RunCount.objects.filter(user_id=user_id, minute=minute)
+    if counts.filter(count__lt=limit).update(count=F("count") + 1):
+        return True
+    if counts.exists():
+        return False
+    try:
+        with transaction.atomic():
+            RunCount.objects.create(user_id=user_id, minute=minute, count=1)
+    except IntegrityError:  # another request made this minute's row first: count on it
+        return bool(counts.filter(count__lt=limit).update(count=F("count") + 1))
+    RunCount.objects.filter(user_id=user_id, minute__lt=minute).delete()
+    return True
+
+
+def _redis_client() -> Any:
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return None
+    with _redis_lock:
+        client = _redis.get(url)
+        if client is None:
+            import redis
+
+            client = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=REDIS_TIMEOUT_S,
+                socket_timeout=REDIS_TIMEOUT_S,
+            )
+            _redis[url] = client
+        return client
+
+
+def _take_in_redis(user_id: int, minute: int, limit: int) -> bool | None:
+    """Whether the run is within the limit, counted in Redis; None without a usable Redis."""
+    global _redis_down_until
+    client = _redis_client()
+    if client is None or time.monotonic() < _redis_down_until:
+        return None
+    import redis
+
+    key = f"agentui:runs:{user_id}:{minute}"
+    try:
+        with client.pipeline() as pipe:
+            pipe.incr(key)
+            pipe.expire(key, 2 * WINDOW_S)
+            count, _ = pipe.execute()
+    except redis.RedisError as exc:
+        _redis_down_until = time.monotonic() + REDIS_RETRY_S
+        logger.warning(
+            "rate limit: Redis did not answer (%s); counting in the database for %.0f s",
+            exc,
+            REDIS_RETRY_S,
+        )
+        return None
+    return int(count) <= limit
+
+
+# --- things kept per person -------------------------------------------------------------------
+
+
+def _lock_user(user_id: int) -> None:
+    """Serialise this person's quota checks until the transaction ends."""
+    get_user_model().objects.select_for_update().filter(pk=user_id).exists()
+
+
+def _refuse(reason: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.QUOTA_EXCEEDED, reason)
+
+
+def hold_pending_image(user_id: int) -> None:
+    """Within a transaction, before storing an upload: discard expired unsent uploads and
+    refuse (`quota_exceeded`) when the person has as many unsent ones as they may."""
+    limit = _limit("AGENTUI_MAX_PENDING_IMAGES")
+    if limit <= 0:
+        return
+    _lock_user(user_id)
+    unsent = Attachment.objects.filter(owner_id=user_id, turn_engine_id="")
+    ttl = float(getattr(settings, "AGENTUI_PENDING_IMAGE_TTL_S", 0) or 0)
+    if ttl > 0:
+        unsent.filter(
+            created_at__lt=timezone.now() - dt.timedelta(seconds=ttl)
+        ).delete()
+    if unsent.count() >= limit:
+        expiry = (
+            f" Unsent images are discarded {_duration(ttl)} after upload."
+            if ttl > 0
+            else ""
+        )
+        raise _refuse(
+            f"You have {limit} images uploaded and not sent, the most one person may keep: "
+            f"send a message with them first.{expiry}"
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        hours = int(seconds // 3600)
+        return "an hour" if hours == 1 else f"{hours} hours"
+    minutes = max(1, round(seconds / 60))
+    return "a minute" if minutes == 1 else f"{minutes} minutes"
+
+
+def hold_api_token(user_id: int) -> None:
+    """Within a transaction, before creating a token: `quota_exceeded` at the limit of active ones."""
+    limit = _limit("AGENTUI_MAX_API_TOKENS")
+    if limit <= 0:
+        return
+    _lock_user(user_id)
+    active = ApiToken.objects.filter(user_id=user_id, revoked_at=None).count()
+    if active >= limit:
+        raise _refuse(
+            f"You have {limit} active API tokens, the most one person may have: "
+            "revoke one you no longer use to create another."
+        )
