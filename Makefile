@@ -34,7 +34,7 @@ SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TE
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
-	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts)"
+	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts), mypy"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
 	@echo "make clean       remove caches and test artifacts (keeps .venv, .venv-phoenix and db.sqlite3)"
 	@echo "make phoenix     install Arize Phoenix into .venv-phoenix for the telemetry tests (make test does it)"
@@ -92,10 +92,12 @@ login-link: $(RUN_STAMP)
 # Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
 # (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
 # pytest's exit code 5 (no tests collected) does not fail a pass.
+# Each pass ends with its 25 slowest tests (setup, call and teardown apart).
 lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/lint-imports --no-logo --no-cache
+	@$(PY) -m mypy --config-file mypy.ini
 
 test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	@set -u; \
@@ -106,7 +108,7 @@ test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	  echo "$$problems" | sed 's/^/    /'; \
 	fi; \
 	echo "== Pass 1: all tests, SQLite + in-memory channel layer"; \
-	$(CLEAN_ENV) $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	$(CLEAN_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi; \
 	if [ $$services_ok = 0 ]; then \
 	  if [ "$${AGENTUI_REQUIRE_SERVICES:-}" = 1 ]; then \
@@ -117,7 +119,7 @@ test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	  exit 0; \
 	fi; \
 	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
-	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest -m "db or ws" $(PYTEST_ARGS); rc=$$?; \
+	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
 
 # The page's libraries (Markdown, sanitiser, charts) from npm at the versions npm/package-lock.json

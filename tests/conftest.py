@@ -6,12 +6,19 @@ both. A service that is configured but unusable (or Chromium missing) skips
 the test, or fails it when AGENTUI_REQUIRE_SERVICES=1 (as CI does).
 
     def test_x(require_service, redis_url, scripted_server, artifacts_dir): ...
+
+No test reaches past this machine: a connection to any address but loopback fails the test
+that made it (see "Loopback only" below), so a developer's OPENAI_API_KEY or OPENAI_BASE_URL
+in the shell can never send a test's prompts to a real model.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from collections.abc import Callable, Iterator
+import socket
+import threading
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -72,6 +79,98 @@ def is_postgres() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     # Django's settings were read before this module: give them the rate limit set above.
     settings.AGENTUI_RUNS_PER_MINUTE = int(os.environ["AGENTUI_RUNS_PER_MINUTE"])
+
+
+# --- Loopback only ---------------------------------------------------------------
+#
+# Every client the tests use (the openai SDK over httpx2 or aiohttp, redis-py, urllib, the
+# OTLP exporter) opens its connections through socket.socket.connect or connect_ex, asyncio's
+# included. A connection to an address that is not loopback is refused before anything is
+# sent and noted; the test that made it fails even when the client swallowed the error (the
+# SDK turns it into APIConnectionError and may retry). Child processes are kept off the
+# developer's settings by `subprocess_env` instead.
+
+
+class RemoteConnectionRefused(ConnectionRefusedError):
+    """A test tried to reach an address off this machine."""
+
+
+_remote_attempts: list[str] = []
+_remote_lock = threading.Lock()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False  # a name: connect would resolve it itself, to anywhere
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def _check_address(sock: socket.socket, address: Any) -> None:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # Unix sockets stay on this machine
+    host, port = str(address[0]), address[1]
+    if _is_loopback(host):
+        return
+    message = (
+        f"a test connected to {host}:{port}, which is not a loopback address: tests talk "
+        "only to servers on this machine (the scripted model: runs.engine.testing)"
+    )
+    with _remote_lock:
+        _remote_attempts.append(message)
+    raise RemoteConnectionRefused(message)
+
+
+def _guard(original: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(self: socket.socket, address: Any) -> Any:
+        _check_address(self, address)
+        return original(self, address)
+
+    guarded.__name__ = original.__name__
+    guarded.__doc__ = original.__doc__
+    return guarded
+
+
+socket.socket.connect = _guard(socket.socket.connect)  # type: ignore[method-assign]
+socket.socket.connect_ex = _guard(socket.socket.connect_ex)  # type: ignore[method-assign]
+
+
+def take_remote_attempts() -> list[str]:
+    """The refused connections since the last call (and forget them)."""
+    with _remote_lock:
+        taken = list(_remote_attempts)
+        _remote_attempts.clear()
+    return taken
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_setup")
+def pytest_runtest_setup_remote_guard(item: pytest.Item) -> Generator[None, None, None]:
+    take_remote_attempts()  # one test's attempts are not blamed on the next
+    return (yield from _fail_on_remote_attempts())
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
+def pytest_runtest_call_remote_guard(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _fail_on_remote_attempts())
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_teardown")
+def pytest_runtest_teardown_remote_guard(
+    item: pytest.Item,
+) -> Generator[None, None, None]:
+    return (yield from _fail_on_remote_attempts())
+
+
+def _fail_on_remote_attempts() -> Generator[None, None, None]:
+    result = yield
+    attempts = take_remote_attempts()
+    if attempts:
+        pytest.fail("\n".join(dict.fromkeys(attempts)), pytrace=False)
+    return result
 
 
 # --- Markers -------------------------------------------------------------------

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,6 +36,27 @@ async def close_db_connections() -> Any:
     from django.db import connections
 
     await database_sync_to_async(connections.close_all)()
+
+
+async def until_true(
+    check: Callable[[], Awaitable[Any] | Any],
+    timeout: float = 15,
+    what: str = "the condition",
+) -> Any:
+    """Poll `check` (plain or async: a row, a server's log) until it gives something truthy.
+
+    The loop keeps running meanwhile, so steps of this process go on while the test waits."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 def analyst_rules() -> list[Rule]:

@@ -481,6 +481,8 @@ def long_reply(words: int) -> str:
     return " ".join(f"word{i}" for i in range(words)) + "."
 
 
+# longer than pytest.ini's default: a 900-word reply streamed twice across reloads
+@pytest.mark.timeout(600)
 def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
     live_app: LiveApp,
     scripted_model: ScriptedServer,

@@ -38,6 +38,8 @@ def _agent_classes(page: Any) -> dict[str, str]:
     return found
 
 
+# longer than pytest.ini's default: a whole Team run, a server restart and a second tab
+@pytest.mark.timeout(600)
 def test_team_question_restart_other_tab_handoffs_state_and_undo(
     live_app: LiveApp,
     scripted_model: ScriptedServer,

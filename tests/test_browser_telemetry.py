@@ -28,7 +28,8 @@ from phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
 
 from runs.engine.testing import Script, ScriptedServer
 
-pytestmark = pytest.mark.browser
+# longer than pytest.ini's default: Phoenix starts in the setup (~20 s alone)
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 PROJECT = "agentui-browser"
 

@@ -201,6 +201,8 @@ def test_trace_list_filters_and_pages(
     assert not page.console_errors, page.console_errors
 
 
+# longer than pytest.ini's default: 500 steps stored, then drawn
+@pytest.mark.timeout(600)
 def test_a_500_step_trace_opens_in_the_trace_view(
     live_app: LiveApp, page: Any, artifacts_dir: Path
 ) -> None:

@@ -31,6 +31,7 @@ from tests.live_support import (
     llm_at,
     make_notebook,
     make_user,
+    until_true,
 )
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -235,7 +236,10 @@ async def test_a_run_that_loses_its_lease_stops(scripted_server: Any) -> None:
     with llm_at(server), override_settings(AGENTUI_LEASE_STALE_S=0.6):
         task = await notebook()
         await service.send_message(task.pk, "Say a lot")
-        await asyncio.sleep(0.2)
+        await until_true(
+            lambda: server.requests and server.requests[0].chunks_sent > 0,
+            what="the step's model call streaming",
+        )
         await Task.objects.filter(pk=task.pk).aupdate(
             lease_owner="usurper"
         )  # someone took it over
@@ -251,12 +255,13 @@ async def test_abandon_while_a_step_runs_stops_it_and_abandons_the_turn(
     scripted_server: Any,
 ) -> None:
     rules = analyst_rules()
-    rules[0] = rules[0].model_copy(update={"timing": Timing(latency_s=0.3)})
+    # the model takes long to answer: the stop cuts the call off while the server holds it
+    rules[0] = rules[0].model_copy(update={"timing": Timing(latency_s=30)})
     server = scripted_server(Script(rules=rules))
     with llm_at(server):
         task = await notebook()
         await service.send_message(task.pk, QUESTION)
-        await asyncio.sleep(0.1)
+        await until_true(lambda: server.requests, what="the model call to arrive")
         await service.abandon(task.pk)  # stops the model call in flight (issue 16)
         await service.wait_idle()
     everything = await events(task)

@@ -40,7 +40,8 @@ from tests.live_support import (
 )
 from tests.phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# longer than pytest.ini's default: Phoenix starts in the first test's setup (~20 s alone)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
 Span = dict[str, Any]
 

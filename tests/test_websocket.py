@@ -37,6 +37,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
+    until_true,
 )
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -298,9 +299,20 @@ async def test_resume_after_disconnect_loses_and_repeats_nothing(
             lambda m: m["type"] == "delta" and m["event"]["delta"].startswith("word")
         )
         seen = first.seqs()
+        deltas = [m["event"] for m in first.messages if m["type"] == "delta"]
+        streaming = deltas[-1]["step_id"]
+        streamed = "".join(d["delta"] for d in deltas if d["step_id"] == streaming)
         await first.close()  # the step keeps running without any socket
 
-        await asyncio.sleep(0.2)
+        async def stored_past_the_socket() -> bool:
+            text = await (
+                Step.objects.filter(step_id=streaming)
+                .values_list("stream_text", flat=True)
+                .afirst()
+            )
+            return len(text or "") > len(streamed)
+
+        await until_true(stored_past_the_socket, what="tokens streamed with no socket")
         second = await Client.open(user, notebook.pk)
         await second.send("resume", last_seq=seen[-1])
         replay_done = await second.until(lambda m: m["type"] == "replay_done")

@@ -15,6 +15,7 @@ from runs.engine import (
     FunctionAgent,
     HumanResponseEvent,
     InputRequiredEvent,
+    StepCompleted,
     ToolCall,
     ToolCallResult,
     WorkflowCancelledError,
@@ -87,7 +88,7 @@ async def test_paused_run_is_saved_restored_in_a_fresh_workflow_and_finished() -
             question.tool_name == "ask_budget"
             and question.current_agent_name == "planner"
         )
-        await asyncio.sleep(0.05)  # the other call finishes meanwhile
+        await _until(handler, StepCompleted)  # the other call finished meanwhile
         saved = json.loads(json.dumps(handler.ctx.to_dict()))
         handler.cancel_run()
         with pytest.raises(WorkflowCancelledError):
@@ -124,7 +125,7 @@ async def test_a_paused_call_yields_no_result_until_answered_and_other_calls_do(
     with serving(*RULES) as server:
         handler = _workflow(server).run(user_msg="Plan")
         seen = await _until(handler, InputRequiredEvent)
-        await asyncio.sleep(0.05)
+        seen += await _until(handler, StepCompleted)  # the step paused, lookup done
         handler.ctx.send_event(HumanResponseEvent(response="100"))
         rest = [e async for e in handler.stream_events()]
         result = await handler
@@ -168,7 +169,9 @@ async def test_one_open_question_per_waiter_id() -> None:
     with serving(*rules) as server:
         handler = _workflow(server).run(user_msg="Plan")
         seen = await _until(handler, InputRequiredEvent)
-        await asyncio.sleep(0.1)
+        seen += await _until(
+            handler, StepCompleted
+        )  # both calls asked before the answer
         handler.ctx.send_event(HumanResponseEvent(response="7"))
         rest = [e async for e in handler.stream_events()]
         await handler

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
@@ -142,13 +143,28 @@ async def test_approvals_from_two_processes_run_the_step_once(child_env: Any) ->
     await client.close()
 
 
-async def test_an_idle_socket_stays_open(child_env: Any) -> None:
+async def test_an_idle_socket_stays_open(
+    child_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layer = get_channel_layer()
+    empty_read = asyncio.Event()
+    blocking_read = layer._brpop_with_clean
+
+    async def observed_read(index: int, channel: str, timeout: float) -> Any:
+        member = await blocking_read(index, channel, timeout)
+        if member is None:
+            empty_read.set()
+        return member
+
+    monkeypatch.setattr(layer, "_brpop_with_clean", observed_read)
     user = await database_sync_to_async(make_user)()
     notebook = await database_sync_to_async(make_notebook)(user)
     client = await Client.open(user, notebook.pk)
     await client.send("resume", last_seq=0)
     await client.until(lambda m: m["type"] == "replay_done")
-    await asyncio.sleep(7)  # longer than one blocking read of the channel layer
+    empty_read.clear()
+    # idle for longer than one blocking read of the channel layer (channels-redis: 5 s)
+    await asyncio.wait_for(empty_read.wait(), timeout=60)
     await client.send("set_mode", mode="step")
     assert (await client.until_event("mode_changed", timeout=10))["event"][
         "mode"
