@@ -411,23 +411,18 @@ class ApiToken(models.Model):
 
 
 class RunCount(models.Model):
-    """How many runs (turns and approvals) a person started in one minute (runs.service.quotas).
+    """How many runs (turns and approvals) a person started in their current minute.
 
-    The rate limit's count when no Redis is configured (or Redis does not answer), shared by
-    every server process through the database. Rows of past minutes are deleted as new ones
-    are made.
+    The rate limit's count (runs.service.quotas) when no Redis is configured (or Redis does not
+    answer), shared by every server process through the database. A person's minute starts at
+    the first run they start after the previous minute ended, so one row per person.
     """
 
-    user = models.ForeignKey(
+    user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
     )
-    minute = models.PositiveBigIntegerField(help_text="epoch seconds // 60")
+    window_start = models.FloatField(help_text="epoch seconds: when this minute began")
     count = models.PositiveIntegerField(default=0)
 
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "minute"], name="run_count_unique")
-        ]
-
     def __str__(self) -> str:
-        return f"{self.count} runs of user {self.user_id} in minute {self.minute}"
+        return f"{self.count} runs of user {self.user_id} since {self.window_start}"

@@ -73,7 +73,7 @@ async def test_rest_refuses_the_run_over_the_limit_with_429_and_retry_after(
     refused = await api.post(f"/notebooks/{pk}/messages", {"text": "once more"})
     assert refused.status_code == 429, refused.content
     assert refused.json()["code"] == "rate_limited"
-    assert "You have started 2 runs in this minute" in refused.json()["detail"]
+    assert "You have started 2 runs within a minute" in refused.json()["detail"]
     assert 1 <= int(refused["Retry-After"]) <= 60
     assert str(int(refused["Retry-After"])) + " s" in refused.json()["detail"]
     # nothing changed: no turn, no model call; the count kept in the database, for every process
@@ -138,6 +138,22 @@ async def test_agui_ends_the_run_over_the_limit_with_run_error(server: Any) -> N
     assert await Turn.objects.acount() == 1
 
 
+@override_settings(AGENTUI_RUNS_PER_MINUTE=2, REDIS_URL="")
+def test_a_persons_minute_starts_with_their_first_run_and_ends_a_minute_later() -> None:
+    notebook = make_notebook(make_user("ana"))
+    quotas.take_run(notebook.pk)
+    started = RunCount.objects.get().window_start
+    quotas.take_run(notebook.pk)
+    with pytest.raises(ProtocolError) as refused:
+        quotas.take_run(notebook.pk)
+    assert 1 <= (refused.value.retry_after or 0) <= 60
+    # the minute ends (as if 61 s had passed): the next run starts a new one
+    RunCount.objects.update(window_start=started - 61)
+    quotas.take_run(notebook.pk)
+    row = RunCount.objects.get()
+    assert row.count == 1 and row.window_start > started - 61
+
+
 @override_settings(AGENTUI_RUNS_PER_MINUTE=0)
 def test_no_limit_counts_nothing() -> None:
     notebook = make_notebook(make_user("ana"))
@@ -152,15 +168,16 @@ def test_with_redis_every_process_counts_in_redis(redis_url: str) -> None:
 
     notebook = make_notebook(make_user("ana"))
     client = redis.Redis.from_url(redis_url)
-    client.delete(*client.keys(f"agentui:runs:{notebook.owner_id}:*") or ["none"])
+    key = f"agentui:runs:{notebook.owner_id}"
+    client.delete(key)
     with override_settings(AGENTUI_RUNS_PER_MINUTE=2, REDIS_URL=redis_url):
         quotas.take_run(notebook.pk)
         quotas.take_run(notebook.pk)
         with pytest.raises(ProtocolError) as refused:
             quotas.take_run(notebook.pk)
     assert refused.value.code == "rate_limited"
-    (key,) = client.keys(f"agentui:runs:{notebook.owner_id}:*")
-    assert int(client.get(key)) == 3 and 60 < client.ttl(key) <= 120
+    assert 1 <= (refused.value.retry_after or 0) <= 60
+    assert int(client.get(key)) == 3 and 0 < client.ttl(key) <= 60
     assert not RunCount.objects.exists()
 
 

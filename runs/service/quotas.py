@@ -2,11 +2,11 @@
 
 **Runs started** (`AGENTUI_RUNS_PER_MINUTE`, 0: no limit): every message sent (a new turn) and
 every approval starts a run of steps that calls the model, paid for by the server. Each is
-counted for the notebook's owner in the current minute (a fixed window: epoch seconds // 60)
-in a store every server process shares: Redis when `REDIS_URL` is set, else the database
-(`runs.models.RunCount`); if Redis does not answer, the database counts meanwhile. Over the
-limit the action is refused with `rate_limited` and `retry_after` (the seconds until the
-minute ends), having changed nothing. The count is taken under the notebook's lease, after
+counted for the notebook's owner in their current minute (a fixed window that starts with the
+first run after the previous one ended) in a store every server process shares: Redis when
+`REDIS_URL` is set, else the database (`runs.models.RunCount`); if Redis does not answer, the
+database counts meanwhile. Over the limit the action is refused with `rate_limited` and
+`retry_after` (the seconds until the minute ends), having changed nothing. The count is taken under the notebook's lease, after
 the action's own checks, so a refused or impossible action costs nothing.
 
 **Stored per person**: unsent images (`AGENTUI_MAX_PENDING_IMAGES`; unsent uploads older than
@@ -62,33 +62,43 @@ def take_run(task_pk: int) -> None:
     if owner_id is None:
         return  # gone: the action's own checks say so
     now = time.time()
-    minute = int(now // WINDOW_S)
-    allowed = _take_in_redis(owner_id, minute, limit)
-    if allowed is None:
-        allowed = _take_in_database(owner_id, minute, limit)
-    if not allowed:
-        wait = max(1, math.ceil((minute + 1) * WINDOW_S - now))
+    wait = _take_in_redis(owner_id, limit)
+    if wait is None:
+        wait = _take_in_database(owner_id, now, limit)
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
         raise ProtocolError(
             ErrorCode.RATE_LIMITED,
-            f"You have started {limit} runs in this minute, the most one person may; "
-            f"try again in {wait} s.",
-            retry_after=wait,
+            f"You have started {limit} runs within a minute, the most one person may; "
+            f"try again in {seconds} s.",
+            retry_after=seconds,
         )
 
 
-def _take_in_database(user_id: int, minute: int, limit: int) -> bool:
-    counts = RunCount.objects.filter(user_id=user_id, minute=minute)
-    if counts.filter(count__lt=limit).update(count=F("count") + 1):
-        return True
-    if counts.exists():
-        return False
-    try:
-        with transaction.atomic():
-            RunCount.objects.create(user_id=user_id, minute=minute, count=1)
-    except IntegrityError:  # another request made this minute's row first: count on it
-        return bool(counts.filter(count__lt=limit).update(count=F("count") + 1))
-    RunCount.objects.filter(user_id=user_id, minute__lt=minute).delete()
-    return True
+def _take_in_database(user_id: int, now: float, limit: int) -> float:
+    """0 when the run is within the limit (and counted), else the seconds until the person's
+    minute ends. Each step is one conditional UPDATE, so processes counting at once agree."""
+    mine = RunCount.objects.filter(user_id=user_id)
+    current = mine.filter(window_start__gt=now - WINDOW_S)
+    for _ in range(3):
+        if current.filter(count__lt=limit).update(count=F("count") + 1):
+            return 0.0
+        ended = mine.filter(window_start__lte=now - WINDOW_S)
+        if ended.update(window_start=now, count=1):
+            return 0.0  # a new minute starts with this run
+        row = mine.values_list("window_start", "count").first()
+        if row is None:
+            try:
+                with transaction.atomic():
+                    RunCount.objects.create(user_id=user_id, window_start=now, count=1)
+            except IntegrityError:  # another request made the row first: count on it
+                continue
+            return 0.0
+        started, count = row
+        if started > now - WINDOW_S and count >= limit:
+            return started + WINDOW_S - now
+        # another request changed the row between two statements: look again
+    return 1.0
 
 
 def _redis_client() -> Any:
@@ -109,20 +119,22 @@ def _redis_client() -> Any:
         return client
 
 
-def _take_in_redis(user_id: int, minute: int, limit: int) -> bool | None:
-    """Whether the run is within the limit, counted in Redis; None without a usable Redis."""
+def _take_in_redis(user_id: int, limit: int) -> float | None:
+    """As `_take_in_database`, counted in Redis (a key that lives for the person's minute);
+    None without a usable Redis."""
     global _redis_down_until
     client = _redis_client()
     if client is None or time.monotonic() < _redis_down_until:
         return None
     import redis
 
-    key = f"agentui:runs:{user_id}:{minute}"
+    key = f"agentui:runs:{user_id}"
     try:
-        with client.pipeline() as pipe:
+        with client.pipeline() as pipe:  # MULTI: the three at once
+            pipe.set(key, 0, ex=WINDOW_S, nx=True)  # the first run starts the minute
             pipe.incr(key)
-            pipe.expire(key, 2 * WINDOW_S)
-            count, _ = pipe.execute()
+            pipe.pttl(key)
+            _, count, ttl_ms = pipe.execute()
     except redis.RedisError as exc:
         _redis_down_until = time.monotonic() + REDIS_RETRY_S
         logger.warning(
@@ -131,7 +143,9 @@ def _take_in_redis(user_id: int, minute: int, limit: int) -> bool | None:
             REDIS_RETRY_S,
         )
         return None
-    return int(count) <= limit
+    if int(count) <= limit:
+        return 0.0
+    return ttl_ms / 1000 if ttl_ms > 0 else float(WINDOW_S)
 
 
 # --- things kept per person -------------------------------------------------------------------
