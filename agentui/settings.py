@@ -417,6 +417,7 @@ AGENTUI_NAV = [
     ("Home", "runs:index"),
     ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
+    ("Data", "runs:data"),
     ("API tokens", "runs:api_tokens"),
 ]
 

@@ -214,3 +214,11 @@ async def test_data_query_stops_a_long_query_and_caps_rows(
         capped = data.data_query(scope, "SELECT range FROM range(25)")
     assert capped["row_count"] == 10 and capped["truncated"]
     assert capped["total_rows"] == 25 and capped["rows_left_out"] == 15
+
+
+def test_the_offline_demo_offers_the_uploaded_file_example() -> None:
+    from runs.demo import demo_example_prompts
+    from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE
+
+    assert any(e.prompt == DATA_PROMPT for e in demo_example_prompts())
+    assert EXAMPLE_FILE.read_text().startswith("shop,city,month,visitors,")

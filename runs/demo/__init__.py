@@ -18,6 +18,7 @@ from runs.demo.analyst import (
     llm_compiler_rules,
 )
 from runs.demo.charts import CHART_PROMPT, chart_rules
+from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.demo.logs import LOG_PROMPT, log_rules
 from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.demo.research import RESEARCH_PROMPT, research_rules
@@ -33,6 +34,7 @@ from runs.engine.testing import Rule
 
 __all__ = [
     "DEMO_MODEL",
+    "EXAMPLE_FILE",
     "DemoExample",
     "demo_base_url",
     "demo_example_prompts",
@@ -52,6 +54,7 @@ DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
 EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-chart": ("function_calling", chart_rules, CHART_PROMPT),
     "function_calling-log": ("function_calling", log_rules, LOG_PROMPT),
+    "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),
 }
 
 

@@ -60,6 +60,7 @@ def _refused(exc: service.DataError) -> Status[dict[str, str]]:
     },
     tags=["data"],
     summary="Upload a CSV, Parquet or Excel (.xlsx) file as a table of your data",
+    url_name="upload_data_file",
 )
 async def upload_data_file(
     request: HttpRequest,
@@ -80,6 +81,7 @@ async def upload_data_file(
     response=list[DataTableOut],
     tags=["data"],
     summary="Your data tables with their columns, types and row counts",
+    url_name="data_tables",
 )
 async def data_tables(request: HttpRequest) -> list[dict[str, Any]]:
     return await service.list_data_tables(_user_id(request))

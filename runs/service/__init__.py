@@ -9,6 +9,7 @@ The entrances import this package (and `runs.traces` for reading stored runs), n
 modules or the layers below it; `make lint` checks that (import-linter, .importlinter).
 """
 
+from runs.demo import EXAMPLE_FILE as DEMO_DATA_FILE
 from runs.demo import DemoExample, demo_example_prompts
 from runs.presets import Preset, all_presets, get_preset
 from runs.presets.tools.sample_chart import sample_chart_png
@@ -42,6 +43,7 @@ from runs.service.data import (
     list_data_tables,
     preview_data_table,
 )
+from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.driver import Origin, runnable_steps
 from runs.service.health import readiness
 from runs.service.lease import is_held
@@ -80,6 +82,7 @@ from runs.telemetry.spans import trace_id_of
 __all__ = [
     "MAX_IMAGES_PER_MESSAGE",
     "RUNNABLE",
+    "DEMO_DATA_FILE",
     "AuthFailed",
     "DataError",
     "DemoExample",
@@ -116,6 +119,7 @@ __all__ = [
     "last_seq",
     "list_data_tables",
     "llm_settings",
+    "max_data_file_bytes",
     "max_image_bytes",
     "metrics",
     "notebook_view",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import event_values, fork, pages, tokens
+from runs.web import data, event_values, fork, pages, tokens
 
 urlpatterns = [
     path("new/", pages.new_notebook, name="notebook_new"),
@@ -15,6 +15,8 @@ urlpatterns = [
     path("traces/", pages.trace_list, name="traces"),
     path("traces/compare/", fork.compare, name="compare"),
     path("traces/<int:pk>/", pages.trace, name="trace"),
+    path("data/", data.data_page, name="data"),
+    path("data/example.csv", data.data_example, name="data_example"),
     path("settings/tokens/", tokens.api_tokens, name="api_tokens"),
     path(
         "settings/tokens/<int:pk>/revoke",

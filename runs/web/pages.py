@@ -28,6 +28,7 @@ from runs.service import (
     size_text,
     trace_id_of,
 )
+from runs.traces.data_used import data_tables_used
 from runs.web.fork import review_context
 
 # How a notebook's summary status is coloured (the status-* classes of app.css).
@@ -180,6 +181,7 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "export_url": _export_url(task),
         **review_context(task),
         "otel": _otel_traces(task),
+        "data_tables": data_tables_used(task),
         # What the page draws from: the export as the page reads it (large values cut), without
         # its results section (they are in the events), fetched while the page's modules load
         # (a preload in the template).

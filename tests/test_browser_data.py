@@ -1,0 +1,135 @@
+"""The Data page in Chromium: a CSV dropped on the Data panel becomes a table (columns, types,
+rows, a preview), a bad file is refused there with its reason and adds nothing, and the demo's
+prompt over the uploaded table answers from it, its trace naming the table.
+Screenshots: data-*.png at 1280x800 and 1920x1080."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    start_notebook,
+)
+
+from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
+from runs.engine.testing import Script, ScriptedServer
+
+pytestmark = pytest.mark.browser
+
+# the live app's own data folder (it runs in another process)
+DATA_DIR = tempfile.mkdtemp(prefix="agentui-browser-data-")
+LARGE = (1280, 800), (1920, 1080)
+
+
+@pytest.fixture
+def app_env() -> dict[str, str]:
+    return {"AGENTUI_DATA_DIR": DATA_DIR}
+
+
+def drop_file(page: Any, name: str, content: str, mime: str = "text/csv") -> None:
+    """Drop a file on the Data panel's drop zone as a person dragging it from their desktop."""
+    transfer = page.evaluate_handle(
+        """([name, content, mime]) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([content], name, { type: mime }));
+            return transfer;
+        }""",
+        [name, content, mime],
+    )
+    zone = page.locator("#drop-zone")
+    zone.dispatch_event("dragover", {"dataTransfer": transfer})
+    zone.dispatch_event("drop", {"dataTransfer": transfer})
+
+
+def both_sizes(page: Any, artifacts_dir: Path, name: str) -> None:
+    for width, height in LARGE:
+        page.set_viewport_size({"width": width, "height": height})
+        shot(page, artifacts_dir, f"{name}-{width}x{height}", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_drop_a_csv_see_it_and_ask_the_demo_about_it(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=data_file_rules()), reset_log=True)
+    page.goto(f"{live_app.url}/")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Data").click()
+    page.wait_for_url("**/data/")
+    page.locator("#tables-empty").wait_for()
+
+    drop_file(page, EXAMPLE_FILE.name, EXAMPLE_FILE.read_text())
+    done = page.locator("#data-done")
+    done.wait_for()
+    assert "is now the table shop_visits (24 rows)" in done.inner_text()
+    table = page.locator("li.data-table[data-table='shop_visits']")
+    assert "24 rows" in table.inner_text()
+    columns = table.locator(".data-columns li").all_inner_texts()
+    assert columns == [
+        "shop VARCHAR",
+        "city VARCHAR",
+        "month VARCHAR",
+        "visitors BIGINT",
+        "avg_ticket_eur DOUBLE",
+    ]
+    preview = page.locator("#data-preview")
+    preview.locator("tbody tr").first.wait_for()
+    assert preview.locator("tbody tr").count() == 20
+    assert preview.locator("tbody tr").first.inner_text().split("\t") == [
+        "Baixa",
+        "Lisbon",
+        "2024-01",
+        "1185",
+        "6.45",
+    ]
+    both_sizes(page, artifacts_dir, "data-uploaded")
+
+    # bad files are refused where the person looks, and add nothing: a header without rows,
+    drop_file(page, "header-only.csv", "x\n")
+    page.locator("#data-error").wait_for()
+    assert "has no rows" in page.locator("#data-error").inner_text()
+    # and a file that is not UTF-8 (Latin-1 "José")
+    page.evaluate(
+        """() => {
+            const transfer = new DataTransfer();
+            const bytes = new Uint8Array([110, 97, 109, 101, 10, 74, 111, 115, 233, 10]);
+            transfer.items.add(new File([bytes], "latin.csv", { type: "text/csv" }));
+            const zone = document.getElementById("drop-zone");
+            zone.dispatchEvent(new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+        }"""
+    )
+    page.locator("#data-error", has_text="not UTF-8").wait_for()
+    assert page.locator("li.data-table").count() == 1
+    both_sizes(page, artifacts_dir, "data-refused")
+    refused = [e for e in page.console_errors if "/api/v1/data/files" in e]
+    assert len(refused) == 2 and all("HTTP 422" in e for e in refused)
+    assert [e for e in page.console_errors if e not in refused] == []
+
+    # the demo's example prompt, answered from the uploaded table
+    pk = start_notebook(
+        page, live_app, DATA_PROMPT, agent="function_calling", mode="auto"
+    )
+    answer = page.locator(".cell-answer")
+    answer.wait_for()
+    assert (
+        "Baixa in Lisbon had the most visitors: 8,010 in total in your shop_visits table."
+        in answer.inner_text()
+    )
+    page.locator(".tool-card.status-completed", has_text="data_query").wait_for()
+    both_sizes(page, artifacts_dir, "data-notebook-answered")
+
+    page.goto(f"{live_app.url}/traces/{pk}/")
+    used = page.locator("#data-used")
+    used.wait_for()
+    assert used.inner_text() == "Data used: shop_visits"
+    both_sizes(page, artifacts_dir, "data-trace")
+    assert [e for e in page.console_errors if e not in refused] == []
