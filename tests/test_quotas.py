@@ -239,7 +239,7 @@ def test_active_api_tokens_are_limited(client: Client) -> None:
     assert client.post("/settings/tokens/", {"name": "one"}).status_code == 201
     refused = client.post("/settings/tokens/", {"name": "two"})
     assert refused.status_code == 409
-    assert b"You have 1 active API tokens, the most one person may have" in (
+    assert b"You have 1 active API token, the most one person may have" in (
         refused.content
     )
     assert ApiToken.objects.count() == 1

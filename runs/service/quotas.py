@@ -156,6 +156,10 @@ def _lock_user(user_id: int) -> None:
     get_user_model().objects.select_for_update().filter(pk=user_id).exists()
 
 
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
 def _refuse(reason: str) -> ProtocolError:
     return ProtocolError(ErrorCode.QUOTA_EXCEEDED, reason)
 
@@ -180,7 +184,7 @@ def hold_pending_image(user_id: int) -> None:
             else ""
         )
         raise _refuse(
-            f"You have {limit} images uploaded and not sent, the most one person may keep: "
+            f"You have {limit} image{_s(limit)} uploaded and not sent, the most one person may keep: "
             f"send a message with them first.{expiry}"
         )
 
@@ -202,6 +206,6 @@ def hold_api_token(user_id: int) -> None:
     active = ApiToken.objects.filter(user_id=user_id, revoked_at=None).count()
     if active >= limit:
         raise _refuse(
-            f"You have {limit} active API tokens, the most one person may have: "
+            f"You have {limit} active API token{_s(limit)}, the most one person may have: "
             "revoke one you no longer use to create another."
         )

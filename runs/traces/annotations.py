@@ -114,5 +114,5 @@ def _hold_annotation(task: Task, new: NewAnnotation) -> None:
     if notes.count() >= limit:
         raise ProtocolError(
             ErrorCode.QUOTA_EXCEEDED,
-            f"This {what} has {limit} annotations, the most one {what} may have.",
+            f"This {what} has {limit} annotation{'' if limit == 1 else 's'}, the most one {what} may have.",
         )
