@@ -50,6 +50,7 @@ def test_create_show_once_and_revoke_a_token(
     assert token not in page.content()
 
     page.get_by_role("button", name="Revoke").click()
+    page.get_by_role("dialog").get_by_role("button", name="Revoke token").click()
     page.wait_for_url("**/settings/tokens/")
     assert "Token revoked." in page.locator(".messages").inner_text()
     assert "revoked" in page.locator("tr[data-token-id]").inner_text()

@@ -455,6 +455,7 @@ def test_switch_mode_mid_turn_then_stop_a_turn(
     stop = page.get_by_role("button", name="Stop")
     assert stop.is_enabled()
     stop.click()
+    page.get_by_role("dialog").get_by_role("button", name="Stop the turn").click()
     page.locator("section.turn").nth(1).locator(".turn-note").wait_for()
     assert (
         page.locator("section.turn")

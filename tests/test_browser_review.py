@@ -206,6 +206,7 @@ def test_a_stopped_turn_says_who_stopped_it_where_and_its_unrun_step_says_so(
         "() => document.querySelectorAll('article.cell-step')[1]?.classList.contains('is-waiting')"
     )
     page.get_by_role("button", name="Stop").click()
+    page.get_by_role("dialog").get_by_role("button", name="Stop the turn").click()
     note = page.locator(".turn-stopped")
     note.wait_for()
     assert note.inner_text().startswith("Stopped by analyst at step 2, before it ran")

@@ -271,11 +271,12 @@ async def test_abandon_while_a_step_runs_stops_it_and_abandons_the_turn(
     types = [e["type"] for e in stored]
     assert types[-4:] == [
         "agent_input",
-        "step_failed",
+        "step_interrupted",  # stopped, not failed (issue 25)
         "task_deleted",
         "task_abandoned",
     ]
-    assert stored[-3]["error"] == "the step was interrupted"
+    assert stored[-3]["reason"] == "cancelled"
+    assert (await Step.objects.aget(task=task)).status == "interrupted"
     assert len(server.requests) <= 1  # the call was cut off, not made again
     turn = await Turn.objects.aget(task=task)
     assert turn.status == "abandoned" and turn.deleted_at is not None

@@ -236,7 +236,7 @@ def test_a_stopped_turn_ends_its_open_spans_and_keeps_what_people_did() -> None:
             input=[ChatMessage.user("better question")],
             at=106.0,
         ),
-        StepInterrupted(task_id=turn, step_id=one, at=107.0),
+        StepInterrupted(task_id=turn, step_id=one, reason="server_stopped", at=107.0),
         StepCreated(task_id=turn, step_id=two, at=108.0),
         HumanAction(
             task_id=turn, step_id=two, action=HumanActionKind.STOPPED, by="bo", at=109.0
@@ -249,12 +249,15 @@ def test_a_stopped_turn_ends_its_open_spans_and_keeps_what_people_did() -> None:
 
     names = [(s.name, s.attributes["openinference.span.kind"]) for s in spans]
     assert names == [
-        ("step llm", "CHAIN"),  # the first run of step 1, later undone
         ("llm", "LLM"),  # the model call cut off by the interruption
+        # step runs go out with their turn (an undo may still mark them)
+        ("step llm", "CHAIN"),  # the first run of step 1, later undone
         ("step llm", "CHAIN"),  # the second run of step 1
         ("react", "AGENT"),
     ]
-    first, call, second, agent = spans
+    call, first, second, agent = spans
+    assert first.attributes["agentui.undone"] is True
+    assert "agentui.undone" not in second.attributes
     assert {s.context.trace_id for s in spans} == {int(trace_id_of(turn), 16)}
     assert agent.parent is None
     assert first.parent is not None and second.parent is not None

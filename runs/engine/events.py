@@ -187,6 +187,15 @@ class StepFailed(BaseEvent):
     error_type: str
 
 
+class StepInterrupted(BaseEvent):
+    """The step stopped part way and did not complete; the task is as before it, and the step
+    can run again. ``reason`` says why: ``cancelled`` (its run was cancelled, e.g. a person
+    pressed Stop) or ``server_stopped`` (a server found it running after its process died)."""
+
+    type: Literal["step_interrupted"] = "step_interrupted"
+    reason: str = "cancelled"
+
+
 class StepUndone(BaseEvent):
     type: Literal["step_undone"] = "step_undone"
     dropped_steps: list[str] = Field(default_factory=list)
@@ -229,6 +238,7 @@ AgentEvent = Annotated[
     | StepStarted
     | StepCompleted
     | StepFailed
+    | StepInterrupted
     | StepUndone
     | StepInputEdited
     | TaskCreated

@@ -28,7 +28,13 @@ from .errors import (
     TaskFinishedError,
     UnknownStepError,
 )
-from .events import StepCompleted, StepFailed, StepStarted, StepUndone
+from .events import (
+    StepCompleted,
+    StepFailed,
+    StepInterrupted,
+    StepStarted,
+    StepUndone,
+)
 from .llms.base import ToolChoice
 from .rewind import take_back, without_block
 from .runner import AgentRunner, TaskRef, _own_messages, _task_id
@@ -199,31 +205,34 @@ class ParallelAgentRunner(AgentRunner):
     ) -> NoReturn:
         """The step ran on a copy, so the task is as before it: mark the step and report."""
         interrupted = not isinstance(exc, Exception)
-        message = (
-            "the step was interrupted"
-            if interrupted
-            else (str(exc) or type(exc).__name__)
-        )
+        message = str(exc) or type(exc).__name__
+        status: StepStatus | None
+        ended: StepFailed | StepInterrupted | None
+        if interrupted and not started:
+            status, ended = None, None  # never began: pending, as before
+        elif interrupted:
+            status = StepStatus.INTERRUPTED  # cut off part way: it can run again
+            ended = StepInterrupted(task_id=task_id, step_id=step_id)
+        else:
+            status = StepStatus.FAILED
+            ended = StepFailed(
+                task_id=task_id,
+                step_id=step_id,
+                error=message,
+                error_type=type(exc).__name__,
+            )
 
         async def report() -> None:
             async with self._lock(task_id):
                 state = await self._load(task_id)
                 if any(s.step_id == step_id for s in state.step_queue):
-                    if interrupted:
-                        state.step_status.pop(step_id, None)  # pending again
+                    if status is None:
+                        state.step_status.pop(step_id, None)
                     else:
-                        state.step_status[step_id] = StepStatus.FAILED
+                        state.step_status[step_id] = status
                     await self.state_store.save_task(state)
-            if not started and interrupted:
-                return
-            await self._emit(
-                StepFailed(
-                    task_id=task_id,
-                    step_id=step_id,
-                    error=message,
-                    error_type=type(exc).__name__,
-                )
-            )
+            if ended is not None:
+                await self._emit(ended)
 
         # a cancelled step still records that it stopped: shielded from a second cancel
         await asyncio.shield(report()) if interrupted else await report()

@@ -29,6 +29,7 @@ from .events import (
     StepCreated,
     StepFailed,
     StepInputEdited,
+    StepInterrupted,
     StepStarted,
     StepUndone,
     TaskCompleted,
@@ -467,34 +468,33 @@ class AgentRunner:
         state.restore_queue(checkpoint.queue)
         step_id = checkpoint.step.step_id
         interrupted = not isinstance(exc, Exception)
-        if interrupted:
-            state.step_status.pop(
-                step_id, None
-            )  # pending again, exactly as before it ran
+        ended: StepFailed | StepInterrupted | None
+        if interrupted and not started:
+            state.step_status.pop(step_id, None)  # never began: pending, as before
+            ended = None
+        elif interrupted:
+            # it began and was cut off: not a failure, and not silently pending either
+            state.step_status[step_id] = StepStatus.INTERRUPTED
+            ended = StepInterrupted(task_id=task.task_id, step_id=step_id)
         else:
             state.step_status[step_id] = StepStatus.FAILED
-        message = (
-            "the step was interrupted"
-            if interrupted
-            else (str(exc) or type(exc).__name__)
-        )
-        failed = StepFailed(
-            task_id=task.task_id,
-            step_id=step_id,
-            error=message,
-            error_type=type(exc).__name__,
-        )
+            ended = StepFailed(
+                task_id=task.task_id,
+                step_id=step_id,
+                error=str(exc) or type(exc).__name__,
+                error_type=type(exc).__name__,
+            )
 
         async def report() -> None:
             await self.state_store.save_task(state)
-            if started or not interrupted:
-                await self._emit(failed)
+            if ended is not None:
+                await self._emit(ended)
 
         # a cancelled step still saves its rollback: shielded, so a second cancel cannot cut it short
         await asyncio.shield(report()) if interrupted else await report()
         if interrupted:
             raise exc
-        raise StepFailedError(f"step failed: {message}") from exc
+        raise StepFailedError(f"step failed: {str(exc) or type(exc).__name__}") from exc
 
     async def arun_step(
         self,

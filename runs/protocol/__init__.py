@@ -22,6 +22,7 @@ from pydantic import (
     ValidationError,
 )
 
+from runs.engine.events import StepInterrupted as StepInterrupted  # stored like ours
 from runs.protocol.checks import json_nesting_problem, storable_problem
 
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -246,12 +247,6 @@ class _ServerEvent(BaseModel):
     at: float = Field(default_factory=time.time)
 
 
-class StepInterrupted(_ServerEvent):
-    """The step was found running after its server stopped; it can be approved again."""
-
-    type: Literal["step_interrupted"] = "step_interrupted"
-
-
 class ModeChanged(_ServerEvent):
     type: Literal["mode_changed"] = "mode_changed"
     mode: Literal["auto", "step", "tools"]
@@ -282,6 +277,7 @@ class HumanActionKind(StrEnum):
     REJECTED_CALL = "rejected_call"
     APPROVED = "approved"
     STOPPED = "stopped"
+    UNDONE = "undone"
 
 
 class HumanAction(_ServerEvent):
@@ -289,7 +285,7 @@ class HumanAction(_ServerEvent):
 
     Edits carry the value before and after (a step's input text, or one call's arguments);
     a rejection its reason; a stop the step that was running (the turn stops after it) or
-    the step that was waiting.
+    the step that was waiting; an undo the step taken back (it waits again).
     """
 
     type: Literal["human_action"] = "human_action"

@@ -42,6 +42,12 @@ class NotebookOut(Schema):
         description="how the last turn ended: answered, stopped, failed, max_iterations, "
         "waiting, running, interrupted or empty"
     )
+    by: str | None = Field(None, description="for a stopped turn: who pressed Stop")
+    stopped_steps: list[int] = Field(
+        default_factory=list,
+        description="for a stopped turn: the numbers of the steps that were running when "
+        "Stop was pressed (every one of them), or of the step that waited",
+    )
     steps: int
     tool_calls: int
     tokens: int

@@ -174,18 +174,26 @@ def check_abandon(task_pk: int) -> None:
 
 
 def stop_action(task_pk: int, by: str) -> list[HumanAction]:
-    """The `stopped` action for the active turn: at its running step, else its waiting one."""
+    """The `stopped` actions for the active turn: one at each step running (parallel branches
+    run side by side), else one at the step that waits."""
     view = queries.notebook_view(task_pk)
     if view.active is None:
         return []  # it finished meanwhile
-    running = view.running[0] if view.running else None
+    turn_id = view.active.engine_id
+    if view.running:
+        return [
+            HumanAction(
+                task_id=turn_id,
+                step_id=step_id,
+                action=HumanActionKind.STOPPED,
+                by=by,
+                while_running=True,
+            )
+            for step_id in view.running
+        ]
     waiting = view.active.queue[0].step_id if view.active.queue else None
     stop = HumanAction(
-        task_id=view.active.engine_id,
-        step_id=running or waiting,
-        action=HumanActionKind.STOPPED,
-        by=by,
-        while_running=running is not None,
+        task_id=turn_id, step_id=waiting, action=HumanActionKind.STOPPED, by=by
     )
     return [stop]
 
@@ -424,8 +432,12 @@ async def reject_tool_call(
     await _engine_call(runtime, lease, reject)
 
 
-async def undo(task_pk: int, step_id: str | None = None) -> None:
-    """Undo the last completed step (exactly that one, when `step_id` names it); it waits again."""
+async def undo(
+    task_pk: int, step_id: str | None = None, origin: Origin | None = None
+) -> None:
+    """Undo the last completed step (exactly that one, when `step_id` names it); it waits again.
+
+    The undo is recorded as the person's action (who, when, which step), like an edit."""
     runtime = await runtime_for(task_pk)
     runner = runtime.runner
     branches = isinstance(runner, ParallelAgentRunner)
@@ -436,6 +448,13 @@ async def undo(task_pk: int, step_id: str | None = None) -> None:
                 undone = await runner.aundo_step(turn_id, target)
             else:
                 undone = await runner.aundo_step(turn_id)
+            taken_back = HumanAction(
+                task_id=turn_id,
+                step_id=undone.step_id,
+                action=HumanActionKind.UNDONE,
+                by=_by(origin),
+            )
+            await record(runtime, [taken_back])
             await announce_waiting(runtime, turn_id, undone.step_id)
     except AgentError as exc:
         raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
@@ -489,7 +508,7 @@ async def perform(
         case RejectToolCall(step_id=step_id, tool_id=tool_id, reason=reason):
             await reject_tool_call(task_pk, step_id, tool_id, reason, origin)
         case Undo(step_id=step_id):
-            await undo(task_pk, step_id)
+            await undo(task_pk, step_id, origin)
         case Abandon():
             await abandon(task_pk, origin)
         case SetMode(mode=mode):

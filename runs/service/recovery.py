@@ -73,7 +73,9 @@ async def interrupt_orphans(task_pk: int) -> int:
             step_id,
             task_pk,
         )
-        await publisher.publish(StepInterrupted(task_id=turn_id, step_id=step_id))
+        await publisher.publish(
+            StepInterrupted(task_id=turn_id, step_id=step_id, reason="server_stopped")
+        )
     if found:
         await database_sync_to_async(refresh_status)(task_pk)
     return len(found)

@@ -112,7 +112,7 @@ def _status_change(row: Step, status: str, changed: set[str]) -> None:
         changed.update(
             {"started_at", "ended_at", "runs", "error", "stream_text", "stream_phase"}
         )
-    elif status in (_DONE, StepStatus.FAILED.value):
+    elif status in (_DONE, StepStatus.FAILED.value, StepStatus.INTERRUPTED.value):
         row.ended_at = now
         changed.add("ended_at")
     row.status = status

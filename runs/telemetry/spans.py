@@ -6,6 +6,12 @@ people did (edit, approve, reject, undo, stop, answer) becomes span events: on t
 were about, or on the turn once that step is over. A span is built when it ends, from the
 events' timestamps, so nothing here is timed and a span never waits for its children.
 
+A step run's CHAIN span is exported with its turn's AGENT span, not when the step ends: until
+then an undo can still mark it (`agentui.undone`, `agentui.undone_by` and a `human.undone`
+event). A run Stop cut off is `agentui.outcome = "stopped"` with status UNSET, not an error;
+a question's tool call (Team's `ask_person`) ends when its answer comes, under the step that
+asked it, not as an error when that step ends.
+
 The turn's trace id and AGENT span id are derived from the turn's id, so a step run after a
 restart still lands in the same trace, and the trace page can name the trace without storing it.
 """
@@ -39,10 +45,12 @@ from runs.engine.events import (
     AgentInput,
     AgentOutput,
     HumanResponseEvent,
+    InputRequiredEvent,
     StepCompleted,
     StepCreated,
     StepFailed,
     StepInputEdited,
+    StepInterrupted,
     StepStarted,
     StepUndone,
     TaskCompleted,
@@ -52,7 +60,7 @@ from runs.engine.events import (
     ToolCallResult,
 )
 from runs.engine.messages import ChatMessage, TokenUsage, ToolSelection, new_in_call
-from runs.protocol import HumanAction, StepInterrupted, TaskAbandoned
+from runs.protocol import HumanAction, HumanActionKind, TaskAbandoned
 
 Attributes = dict[str, AttributeValue]
 
@@ -69,6 +77,7 @@ MAX_TEXT = 32_000  # characters of one attribute value; longer text is cut and s
 MAX_OPEN_TURNS = (
     1024  # turns followed at once per notebook; the oldest is forgotten beyond
 )
+STOPPED = "stopped by a person"  # a step or call a Stop cut off: not an error
 
 
 def _ns(at: float) -> int:
@@ -154,6 +163,14 @@ class _Turn:
     calls: dict[tuple[str, str], _Open] = field(default_factory=dict)  # (step, phase)
     tools: dict[str, ToolCall] = field(default_factory=dict)  # started, no result yet
     waiting: dict[str, list[Event]] = field(default_factory=dict)  # for unstarted steps
+    asking: set[str] = field(
+        default_factory=set
+    )  # tool calls waiting for a person's answer
+    # a waiting call whose step span has ended: the span id of the step that asked
+    asked_in: dict[str, int] = field(default_factory=dict)
+    # step runs that have ended, exported with the turn: an undo may still mark them undone
+    ended_runs: list[tuple[str, _Open, float, str | None]] = field(default_factory=list)
+    stopped_by: str | None = None  # who pressed Stop, once someone did
 
 
 class TraceBuilder:
@@ -171,6 +188,9 @@ class TraceBuilder:
         self.agent = agent  # the preset, the AGENT span's name
         self.model = model
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self._ended: OrderedDict[str, None] = (
+            OrderedDict()
+        )  # turns whose AGENT span is out
         self._random = random.Random()
 
     # --- the turn and its spans ---------------------------------------------------------------
@@ -209,21 +229,23 @@ class TraceBuilder:
         end: float,
         error: str | None = None,
     ) -> ReadableSpan:
-        attributes: Attributes = {
-            KIND: span.kind,
-            SpanAttributes.SESSION_ID: self.session_id,
-            **span.attributes,
-        }
-        status = (
-            Status(StatusCode.ERROR, error[:1000])
-            if error is not None
-            else Status(StatusCode.OK)
-        )
+        if error == STOPPED:  # cut off by a person: neither failed nor finished
+            span.attributes["agentui.outcome"] = "stopped"
+            status = Status(StatusCode.UNSET)
+        elif error is not None:
+            status = Status(StatusCode.ERROR, error[:1000])
+        else:
+            status = Status(StatusCode.OK)
         parent = (
             SpanContext(turn.trace_id, span.parent_id, False, SAMPLED)
             if span.parent_id is not None
             else None
         )
+        attributes: Attributes = {
+            KIND: span.kind,
+            SpanAttributes.SESSION_ID: self.session_id,
+            **span.attributes,
+        }
         return ReadableSpan(
             name=span.name,
             context=SpanContext(turn.trace_id, span.span_id, False, SAMPLED),
@@ -247,7 +269,10 @@ class TraceBuilder:
             return []
         at = float(getattr(event, "at", 0.0))
         if isinstance(event, (TaskCompleted, TaskAbandoned, TaskDeleted)):
+            if turn_id in self._ended:
+                return []  # Stop deletes the task, then says it was abandoned: one end
             return self._end_turn(turn_id, event, at)
+        self._ended.pop(turn_id, None)  # going on again (an undo of its last step)
         turn = self._turn(turn_id, at)
         if isinstance(event, TaskCreated):
             turn.agent.start = at
@@ -272,13 +297,31 @@ class TraceBuilder:
         elif isinstance(event, StepFailed) and event.step_id:
             return self._end_step(turn, event.step_id, at, error=event.error)
         elif isinstance(event, StepInterrupted) and event.step_id:
-            error = "interrupted: its server stopped while it ran"
+            error = (
+                STOPPED
+                if event.reason == "cancelled"
+                else "interrupted: its server stopped while it ran"
+            )
             return self._end_step(turn, event.step_id, at, error=error)
+        elif isinstance(event, InputRequiredEvent) and event.tool_id:
+            turn.asking.add(
+                event.tool_id
+            )  # its result comes with the answer, steps later
         elif isinstance(event, StepUndone):
             undone = [s for s in (event.step_id, *event.dropped_steps) if s]
             turn.ended_steps.difference_update(undone)  # it is up for editing again
+            for step_id, span, _, _ in turn.ended_runs:
+                if step_id in undone and "agentui.undone" not in span.attributes:
+                    span.attributes["agentui.undone"] = True
+                    span.attributes["agentui.undone_at"] = at
             self._note(turn, None, "human.undo", at, {"agentui.steps": undone})
         elif isinstance(event, HumanAction):
+            if event.action is HumanActionKind.STOPPED:
+                turn.stopped_by = event.by
+            if event.action is HumanActionKind.UNDONE and self._on_undone_run(
+                turn, event, at
+            ):
+                return []
             self._note(
                 turn, event.step_id, f"human.{event.action.value}", at, _who(event)
             )
@@ -345,9 +388,16 @@ class TraceBuilder:
         return [self._finish(turn, span, event.at)]
 
     def _tool_span(self, turn: _Turn, event: ToolCallResult) -> ReadableSpan:
-        turn.tools.pop(event.tool_id, None)
-        parent = self._parent(turn, event.step_id)
-        span = self._open(event.tool_name, TOOL, parent, event.started_at)
+        asked = turn.tools.pop(event.tool_id, None)
+        turn.asking.discard(event.tool_id)
+        span = self._open(
+            event.tool_name,
+            TOOL,
+            self._parent(turn, asked.step_id if asked else event.step_id),
+            event.started_at,
+        )
+        # a question's call belongs to the step that asked it, though the answer came later
+        span.parent_id = turn.asked_in.pop(event.tool_id, span.parent_id)
         output = event.tool_output
         span.attributes.update(
             {
@@ -372,13 +422,19 @@ class TraceBuilder:
         error: str | None = None,
     ) -> list[ReadableSpan]:
         ended = self._unfinished(turn, step_id, at, error or "the step ended first")
+        if step_id in turn.steps:
+            for tool_id in turn.asking:
+                call = turn.tools.get(tool_id)
+                if call is not None and call.step_id == step_id:
+                    # its span ends when the answer comes: keep its parent's id meanwhile
+                    turn.asked_in[tool_id] = turn.steps[step_id].span_id
         span = turn.steps.pop(step_id, None)
         turn.ended_steps.add(step_id)
         if span is None:
             return ended
         if output:
             span.attributes[SpanAttributes.OUTPUT_VALUE] = _text(output)
-        ended.append(self._finish(turn, span, at, error))
+        turn.ended_runs.append((step_id, span, at, error))
         return ended
 
     def _unfinished(
@@ -389,6 +445,8 @@ class TraceBuilder:
         for key in [k for k in turn.calls if step_id is None or k[0] == step_id]:
             spans.append(self._finish(turn, turn.calls.pop(key), at, reason))
         for tool_id, call in list(turn.tools.items()):
+            if step_id is not None and tool_id in turn.asking:
+                continue  # waits for a person's answer: it ends when that comes
             if step_id is None or call.step_id == step_id:
                 del turn.tools[tool_id]
                 span = self._open(
@@ -408,6 +466,10 @@ class TraceBuilder:
             spans.extend(
                 self._end_step(turn, step_id, at, error="the turn ended first")
             )
+        spans.extend(
+            self._finish(turn, span, end, error)
+            for _, span, end, error in turn.ended_runs
+        )
         agent = turn.agent
         for actions in turn.waiting.values():
             agent.events.extend(actions)
@@ -415,16 +477,34 @@ class TraceBuilder:
         if isinstance(event, TaskCompleted):
             agent.attributes[SpanAttributes.OUTPUT_VALUE] = _text(event.response)
             agent.attributes["agentui.outcome"] = "answered"
+        elif turn.stopped_by is not None or isinstance(event, TaskAbandoned):
+            # Stop deletes the engine's task first: a person's stop is what ended it
+            agent.attributes["agentui.outcome"] = "stopped"
+            if turn.stopped_by:
+                agent.attributes["agentui.stopped_by"] = turn.stopped_by
         else:
-            outcome = "stopped" if isinstance(event, TaskAbandoned) else "deleted"
-            agent.attributes["agentui.outcome"] = outcome
+            agent.attributes["agentui.outcome"] = "deleted"
         spans.append(self._finish(turn, agent, at))
+        self._ended[turn_id] = None
+        while len(self._ended) > MAX_OPEN_TURNS:
+            self._ended.popitem(last=False)
         return spans
 
     def _turn_gone(self, turn_id: str, at: float) -> _Turn:
         turn = self._turn(turn_id, at)
         self._turns.pop(turn_id, None)
         return turn
+
+    def _on_undone_run(self, turn: _Turn, action: HumanAction, at: float) -> bool:
+        """Put an undo on the span of the run it took back (still held); whether it was."""
+        for step_id, span, _, _ in reversed(turn.ended_runs):
+            if step_id == action.step_id and span.attributes.get("agentui.undone"):
+                span.attributes["agentui.undone_by"] = action.by
+                span.events.append(
+                    Event("human.undone", _values(_who(action)), _ns(at))
+                )
+                return True
+        return False
 
     def _note(
         self,
@@ -435,11 +515,7 @@ class TraceBuilder:
         attributes: Mapping[str, Any],
     ) -> None:
         """A person's action as a span event: on its step if that is still to end, else the turn."""
-        values: Attributes = {
-            key: (value if isinstance(value, (str, int, float, bool)) else _json(value))
-            for key, value in attributes.items()
-            if value is not None
-        }
+        values = _values(attributes)
         if step_id:
             values["agentui.step_id"] = step_id
         event = Event(name, values, _ns(at))
@@ -449,6 +525,14 @@ class TraceBuilder:
             turn.waiting.setdefault(step_id, []).append(event)
         else:
             turn.agent.events.append(event)
+
+
+def _values(attributes: Mapping[str, Any]) -> Attributes:
+    return {
+        key: (value if isinstance(value, (str, int, float, bool)) else _json(value))
+        for key, value in attributes.items()
+        if value is not None
+    }
 
 
 def _who(action: HumanAction) -> dict[str, Any]:

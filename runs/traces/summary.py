@@ -33,21 +33,24 @@ def first_line(text: str | None) -> str:
 
 
 def _stop_of(turn: Turn) -> dict[str, Any]:
-    """Who stopped the turn and at which of its steps (1-based among the steps shown)."""
-    stop = (
+    """Who stopped the turn and at which of its steps (1-based among the steps shown): every
+    step that was running when Stop was pressed (parallel branches), or the one that waited."""
+    stops = list(
         Event.objects.filter(turn=turn, type="human_action", payload__action="stopped")
-        .order_by("-seq")
+        .order_by("seq")
         .values_list("payload", flat=True)
-        .first()
     )
-    if stop is None:
-        return {"by": None, "step": None, "while_running": False}
+    if not stops:
+        return {"by": None, "step": None, "stopped_steps": [], "while_running": False}
     ids = shown_step_ids(turn)
-    step_id = stop.get("step_id")
+    steps = sorted(
+        {ids.index(s["step_id"]) + 1 for s in stops if s.get("step_id") in ids}
+    )
     return {
-        "by": stop.get("by"),
-        "step": ids.index(step_id) + 1 if step_id in ids else None,
-        "while_running": bool(stop.get("while_running")),
+        "by": stops[-1].get("by"),
+        "step": steps[0] if steps else None,
+        "stopped_steps": steps,
+        "while_running": any(s.get("while_running") for s in stops),
     }
 
 
@@ -64,6 +67,17 @@ def _outcome(turn: Turn | None, status: str, hit_limit: bool) -> dict[str, Any]:
             "outcome": "failed" if status == NotebookStatus.FAILED else "interrupted"
         }
     return {"outcome": "waiting" if status == NotebookStatus.WAITING else "running"}
+
+
+def _wall_time(task: Any, event_row: dict[str, Any]) -> float:
+    """From the first event to the last; a fork's from its own start (the events it copied
+    from its source keep the source's times, which are not the fork's)."""
+    if not event_row:
+        return 0.0
+    first = event_row["first"]
+    if task.fork_turn_index is not None:
+        first = max(first, task.created_at.timestamp())
+    return max(0.0, event_row["last"] - first)
 
 
 def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
@@ -108,7 +122,7 @@ def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
         turn = last_turns.get(task.pk)
         step_row = steps.get(task.pk, {})
         event_row = events.get(task.pk, {})
-        wall = (event_row["last"] - event_row["first"]) if event_row else 0.0
+        wall = _wall_time(task, event_row)
         result[task.pk] = {
             **_outcome(turn, task.status, bool(turn and limited[turn.pk])),
             "steps": step_row.get("n", 0),

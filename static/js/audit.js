@@ -10,6 +10,7 @@ const VERB = {
   rejected_call: "rejected",
   approved: "approved the step",
   stopped: "stopped the turn",
+  undone: "undid the step",
 };
 
 function clock(at) {
@@ -73,13 +74,20 @@ export function humanActionsBlock(model, step) {
   );
 }
 
-/** How a stopped turn ended, for its end-of-turn note. */
+function numbers(list) {
+  return list.length < 2 ? `${list[0]}` : `${list.slice(0, -1).join(", ")} and ${list[list.length - 1]}`;
+}
+
+/** How a stopped turn ended, for its end-of-turn note: who, and every step it cut off. */
 export function stoppedText(model, turn) {
-  const stop = turn.stop;
+  const stops = turn.stops || [];
+  const stop = stops[stops.length - 1];
   if (!stop) return "This turn was stopped before it finished.";
-  const position = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped).indexOf(stop.stepId) + 1;
-  if (position <= 0) return `Stopped by ${stop.by} (${clock(stop.at)}).`;
+  const shown = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped);
+  const positions = [...new Set(stops.map((s) => shown.indexOf(s.stepId) + 1).filter((p) => p > 0))].sort((a, b) => a - b);
+  if (!positions.length) return `Stopped by ${stop.by} (${clock(stop.at)}).`;
+  const steps = `step${positions.length > 1 ? "s" : ""} ${numbers(positions)}`;
   return stop.whileRunning
-    ? `Stopped by ${stop.by} during step ${position} (${clock(stop.at)}).`
-    : `Stopped by ${stop.by} at step ${position}, before it ran (${clock(stop.at)}).`;
+    ? `Stopped by ${stop.by} during ${steps} (${clock(stop.at)}).`
+    : `Stopped by ${stop.by} at ${steps}, before it ran (${clock(stop.at)}).`;
 }

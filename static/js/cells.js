@@ -27,6 +27,7 @@ const STATUS_TEXT = {
   interrupted: "interrupted",
   waiting: "waiting for you",
   not_run: "not run: stopped",
+  stopped: "stopped",
 };
 
 export class CellsView {
@@ -218,7 +219,8 @@ class StepView {
 
   patch(model, step) {
     const stopped = step.status === "pending" && model.turns.get(step.turnId)?.status === "abandoned";
-    const status = stopped ? "not_run" : step.status === "pending" && step.waiting ? "waiting" : step.status;
+    const cutOff = step.status === "interrupted" && step.interruptedBy === "cancelled";
+    const status = stopped ? "not_run" : cutOff ? "stopped" : step.status === "pending" && step.waiting ? "waiting" : step.status;
     const agentName = stepAgent(model, step);
     const colour = agentName ? agentClass(model, agentName) : "";
     this.root.className = `cell cell-step status status-${step.status}${step.waiting && !stopped ? " is-waiting" : ""}${step.humanActions.length ? " has-human" : ""}${colour ? ` agent-cell ${colour}` : ""}`;

@@ -125,7 +125,7 @@ function drawRow(row) {
 }
 
 function drawTotals(models) {
-  const sums = models.map(totals);
+  const sums = models.map((model) => totals(model));
   root.querySelectorAll("[data-totals]").forEach((dl, side) => {
     dl.replaceChildren(
       ...TOTALS.map(([label, show]) => {
@@ -164,7 +164,11 @@ async function main() {
     return;
   }
   const t1 = performance.now();
-  const models = exports.map((data) => reduceEvents(eventsOf(data)));
+  const models = exports.map((data) => {
+    const model = reduceEvents(eventsOf(data));
+    if (data.task) model.task = data.task; // a fork's wall time counts from its own start
+    return model;
+  });
   const t2 = performance.now();
   const rows = align(models);
   drawTotals(models);

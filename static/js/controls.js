@@ -240,7 +240,9 @@ function hintFor(step, perms, model) {
   if (perms.running) return "Another step is running.";
   if (!perms.canApprove && step.status === "pending" && model.mode === "auto") return "Runs by itself in auto mode.";
   if (step.status === "failed") return "The step failed; run it again or undo the step before it.";
-  if (step.status === "interrupted") return "The server stopped while this step ran; run it again.";
+  if (step.status === "interrupted") {
+    return step.interruptedBy === "cancelled" ? "This step was stopped while it ran; run it again." : "The server stopped while this step ran; run it again.";
+  }
   return "Ctrl+Enter approves.";
 }
 

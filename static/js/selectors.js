@@ -89,8 +89,18 @@ export function shownAttempt(step) {
   return step.attempts[step.attempts.length - 1] || null;
 }
 
-/** Totals over the whole log: steps, tool calls, tokens and wall time (seconds). */
-export function totals(model) {
+/**
+ * When a notebook's own time began (seconds), for its wall time: a fork's log starts with the
+ * events it copied from its source, which keep the source's times; null for any other notebook.
+ */
+export function ownStart(task) {
+  if (!task?.forked_from || !task.created_at) return null;
+  const at = Date.parse(task.created_at);
+  return Number.isNaN(at) ? null : at / 1000;
+}
+
+/** Totals over the whole log: steps, tool calls, tokens and wall time (seconds, from `since` if given). */
+export function totals(model, since = ownStart(model.task)) {
   let steps = 0;
   let calls = 0;
   let tokens = 0;
@@ -113,5 +123,6 @@ export function totals(model) {
     if (turn.createdAt) first = Math.min(first, turn.createdAt);
     if (turn.endedAt) last = Math.max(last, turn.endedAt);
   }
+  if (since != null) first = Math.max(first, since);
   return { steps, calls, tokens, humanActions: human, wallTime: last > first ? last - first : 0 };
 }

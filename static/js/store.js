@@ -288,7 +288,11 @@ const STEP_EVENTS = {
     };
     step.humanActions.push(action);
     const turn = model.turns.get(step.turnId);
-    if (turn && action.action === "stopped") turn.stop = { ...action, stepId: step.id };
+    if (turn && action.action === "stopped") {
+      // one stop per step that was running (parallel branches), or one at the step that waited
+      turn.stop = { ...action, stepId: step.id };
+      turn.stops = [...(turn.stops || []), turn.stop];
+    }
   },
   step_input_edited(model, step, event) {
     step.input = event.input ?? null;
@@ -311,12 +315,14 @@ const STEP_EVENTS = {
     step.status = "failed";
   },
   step_interrupted(model, step, event) {
+    // cut off part way: by a Stop ("cancelled"), or by its server dying ("server_stopped")
     const attempt = step.attempts[step.attempts.length - 1];
     if (attempt && attempt.status === "running") {
       Object.assign(attempt, { status: "interrupted", endedAt: event.at });
-      finishRunningCalls(attempt, "failed", event.at);
+      finishRunningCalls(attempt, "interrupted", event.at);
     }
     step.status = "interrupted";
+    step.interruptedBy = event.reason || "server_stopped";
   },
   step_undone(model, step, event) {
     // The step is pending again; what its last run produced stays visible, marked undone.

@@ -2,6 +2,7 @@
 // comes from the template; greyed out as selectors.permissions says.
 
 import { isCtrlEnter } from "./actions.js";
+import { confirmAction } from "./confirm.js";
 import { watchLength } from "./length_limit.js";
 
 /** The notebook's toolbar (mode, stop) and composer (send a message), from the template. */
@@ -19,7 +20,15 @@ export class NotebookControls {
       const ok = await bus.act("mode", "set_mode", { mode }, null);
       if (!ok && this.model?.mode) els.mode.value = this.model.mode;
     });
-    els.abandon.addEventListener("click", () => bus.act("abandon", "abandon", {}, els.abandon));
+    els.abandon.addEventListener("click", async () => {
+      const ok = await confirmAction({
+        title: "Stop this turn?",
+        text: "A step that is running is cut off and nothing after it runs. The turn cannot be resumed; its steps stay in the notebook and the trace.",
+        confirm: "Stop the turn",
+        cancel: "Keep going",
+      });
+      if (ok) bus.act("abandon", "abandon", {}, els.abandon);
+    });
     els.form.addEventListener("submit", (event) => {
       event.preventDefault();
       this.#send();

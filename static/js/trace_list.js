@@ -52,7 +52,8 @@ export function outcomeOf(task) {
     case "answered":
       return { text: "answered", cls: "completed" };
     case "stopped": {
-      const where = task.step ? ` at step ${task.step}` : "";
+      const steps = task.stopped_steps?.length ? task.stopped_steps : task.step ? [task.step] : [];
+      const where = steps.length ? ` at step${steps.length > 1 ? "s" : ""} ${steps.join(", ")}` : "";
       return { text: `stopped${task.by ? ` by ${task.by}` : ""}${where}`, cls: "interrupted" };
     }
     case "max_iterations":
