@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -94,3 +96,21 @@ def validate_recorded(raw: str, path: Path) -> tuple[int, dict[str, Any]]:
     )
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)
+
+
+def post_live(base_url: str, token: str, body: dict[str, Any]) -> tuple[int, str]:
+    """POST a RunAgentInput to a served agentui with an API token; the status and whole body."""
+    request = urllib.request.Request(
+        f"{base_url}{URL}",
+        data=json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()

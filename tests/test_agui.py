@@ -27,6 +27,7 @@ from tests.agui_support import (
     post_run,
     run_events,
     run_input,
+    sse_events,
     types,
     validate_recorded,
 )
@@ -585,3 +586,36 @@ async def test_parallel_branches_in_step_mode_are_one_interrupt_each(
     conforms("".join(recorded), artifacts_dir, "parallel")
     assert widest == 3, "the three branches wait side by side, one interrupt each"
     assert events[-1]["result"] == RESEARCH_ANSWER
+
+
+async def test_eight_resumes_of_one_interrupt_at_once_run_it_once_and_refuse_seven(
+    server: ScriptedServer,
+) -> None:
+    """As docs/agui.md says: one 200 stream runs the step; the others are 409 JSON (issue 25)."""
+    _, client = await logged_in()
+    _, events = await run_events(client, run_input("thread-8", QUESTION, mode="step"))
+    (interrupt,) = interrupts_of(events)
+    edit = {"action": "edit", "input": "Compute (2 + 3) and (4 * 5) please, once"}
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": edit}]
+    answers = await asyncio.gather(
+        *(post_run(client, run_input("thread-8", resume=resume)) for _ in range(8))
+    )
+    streams = [body for status, body in answers if status == 200]
+    refusals = [json.loads(body) for status, body in answers if status == 409]
+    assert len(streams) == 1 and len(refusals) == 7, [s for s, _ in answers]
+    assert {r["code"] for r in refusals} == {"already_running"}
+    assert all(r["detail"] for r in refusals)
+    ran = sse_events(streams[0])
+    assert types(ran).count("STEP_STARTED") == 1 and "RUN_ERROR" not in types(ran)
+    # the step ran once, with the one edit: nothing of the refused resumes was applied
+    assert len(server.requests) == 1
+    assert server.requests[0].last_user_text.endswith("once")
+    task = await Task.objects.aget(agui_thread="thread-8")
+    actions = [
+        e["action"]
+        async for e in Event.objects.filter(task=task, type="human_action")
+        .order_by("seq")
+        .values_list("payload", flat=True)
+    ]
+    assert actions == ["edited_input", "approved"]
+    assert await Event.objects.filter(task=task, type="step_started").acount() == 1

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 )
 
 from runs.engine.testing import ScriptedServer
-from tests.agui_support import outcome, run_input, sse_events
+from tests.agui_support import outcome, post_live, run_input, sse_events
 from tests.live_support import ANSWER, QUESTION, analyst_script
 
 CLIENT_DIR = ROOT / "tests" / "agui_client"
@@ -110,17 +109,9 @@ def test_the_official_client_resumes_tool_call_interrupts(
 
 
 def post_agui(app: LiveApp, token: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    request = urllib.request.Request(
-        f"{app.url}/agui/",
-        data=json.dumps(body).encode(),
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-        },
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return sse_events(response.read().decode())
+    status, raw = post_live(app.url, token, body)
+    assert status == 200, raw
+    return sse_events(raw)
 
 
 @pytest.mark.browser

@@ -116,6 +116,7 @@ async def test_rest_and_websocket_store_the_same_state(server: Any) -> None:
         "edited_arguments",
         "rejected_call",
         "approved",
+        "undone",  # an undo is the person's action too (issue 25)
         "approved",
     ]
     assert {h[1] for h in rest["human_actions"]} == {"alice"}

@@ -267,29 +267,39 @@ def _decide(decision: StepDecision, target: Pending, payload: dict[str, Any]) ->
         )
 
 
-async def carry_out(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
-    """The service calls of `plan`, step by step, each approval's run ended before the next."""
+async def begin(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
+    """The plan's first service call: Stop, or the first step's whole decision (one claim of
+    the notebook). Awaited before the run's response, so of several resumes of the same
+    interrupts at once one goes on and the others are refused (409) having changed nothing."""
     if plan.stop:
         await service.abandon(task_pk, origin)
-        await service.wait_run(task_pk)
+    elif plan.steps:
+        await _decide_step(task_pk, plan.steps[0], origin)
+
+
+async def carry_on(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
+    """The rest of `plan` once `begin` has taken it: each step's run ends before the next."""
+    await service.wait_run(task_pk)
+    if plan.stop:
         return
-    for decision in plan.steps:
-        sid = decision.step_id
-        if decision.answers:
-            answers = decision.answers
-            text = (
-                next(iter(answers.values()))
-                if len(answers) == 1
-                else json.dumps(answers)
-            )
-            await service.edit_input(task_pk, sid, text, origin)
-        if decision.edit is not None:
-            await service.edit_input(task_pk, sid, decision.edit, origin)
-        if decision.call_edits:
-            await service.edit_input(
-                task_pk, sid, json.dumps(decision.call_edits), origin
-            )
-        for tool_id, reason in decision.rejections:
-            await service.reject_tool_call(task_pk, sid, tool_id, reason, origin)
-        await service.approve(task_pk, sid, origin)
+    for decision in plan.steps[1:]:
+        await _decide_step(task_pk, decision, origin)
         await service.wait_run(task_pk)
+
+
+async def _decide_step(
+    task_pk: int, decision: StepDecision, origin: service.Origin
+) -> None:
+    inputs = []
+    if decision.answers:
+        answers = decision.answers
+        inputs.append(
+            next(iter(answers.values())) if len(answers) == 1 else json.dumps(answers)
+        )
+    if decision.edit is not None:
+        inputs.append(decision.edit)
+    if decision.call_edits:
+        inputs.append(json.dumps(decision.call_edits))
+    await service.decide(
+        task_pk, decision.step_id, inputs, list(decision.rejections), origin
+    )

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from runs import service
 from runs.agui.feed import Item, NotebookFeed
-from runs.agui.interrupts import ResumePlan, carry_out, pending, plan_resume
+from runs.agui.interrupts import ResumePlan, begin, carry_on, pending, plan_resume
 from runs.agui.threads import Thread, find_thread, start_thread
 from runs.agui.translate import RunTranslator
 from runs.engine.workflow.run_state import WorkflowRunState
@@ -175,6 +175,11 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     except ProtocolError as exc:
         return _from_error(exc)
     run = AgentRun(thread, given, user.get_username(), text, plan)
+    try:
+        await run.begin()
+    except ProtocolError as exc:
+        # e.g. another resume of the same interrupts took them first: nothing was changed
+        return _from_error(exc)
     response = StreamingHttpResponse(run.stream(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -206,25 +211,40 @@ class AgentRun:
         self.plan = plan
         self.translator = RunTranslator(given.thread_id, given.run_id)
         self.encoder = EventEncoder()
+        self.feed = NotebookFeed(thread.task_pk)
+        self.origin = service.Origin(None, given.run_id, "agui_run", username)
 
     def _encode(self, events: list[BaseEvent]) -> str:
         return "".join(self.encoder.encode(e) for e in events)
 
-    async def _conduct(self, origin: service.Origin) -> None:
+    async def begin(self) -> None:
+        """Follow the notebook, then make the run's first service call (the one that claims
+        the turn: a new message, or the first decision of a resume); ProtocolError if it is
+        refused, with nothing changed and the feed closed."""
+        channel = await self.feed.open()
+        self.origin = service.Origin(
+            channel or None, self.given.run_id, "agui_run", self.username
+        )
+        task_pk = self.thread.task_pk
+        try:
+            if self.plan is not None:
+                await begin(task_pk, self.plan, self.origin)
+            elif self.text is not None:
+                await service.send_message(task_pk, self.text, self.origin)
+        except BaseException:
+            await self.feed.close()
+            raise
+
+    async def _conduct(self) -> None:
         task_pk = self.thread.task_pk
         if self.plan is not None:
-            await carry_out(task_pk, self.plan, origin)
+            await carry_on(task_pk, self.plan, self.origin)
         elif self.text is not None:
-            await service.send_message(task_pk, self.text, origin)
             await service.wait_run(task_pk)
 
     async def stream(self) -> AsyncIterator[str]:
-        feed = NotebookFeed(self.thread.task_pk)
-        channel = await feed.open()
-        origin = service.Origin(
-            channel or None, self.given.run_id, "agui_run", self.username
-        )
-        conductor = spawn(self._conduct(origin), name=f"agui-{self.thread.task_pk}")
+        feed = self.feed
+        conductor = spawn(self._conduct(), name=f"agui-{self.thread.task_pk}")
         try:
             yield self._encode(self.translator.run_started(self.given))
             state = await self._shared_state()

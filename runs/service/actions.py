@@ -374,22 +374,38 @@ def _by(origin: Origin | None) -> str:
 
 async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
     """Run a waiting step exactly once (then go on as the mode says)."""
-    runtime = await runtime_for(task_pk)
-    lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
-    try:
-        with lease.fenced():
-            await _check(quotas.take_run, task_pk)
-            approval = HumanAction(
-                task_id=turn_id,
-                step_id=step,
-                action=HumanActionKind.APPROVED,
-                by=_by(origin),
-            )
-            await record(runtime, [approval])
-    except BaseException:
-        await finish(runtime, lease)
-        raise
-    _start(runtime, lease, turn_id, step, origin)
+    await decide(task_pk, step_id, origin=origin)
+
+
+async def _edit(
+    runtime: NotebookRuntime, turn_id: str, step_id: str, text: str, by: str
+) -> None:
+    """Apply an edit and record it, before → after (the caller holds the lease)."""
+    before = await inputs_of(step_id)
+    await runtime.runner.aupdate_step_input(turn_id, step_id, text)
+    after = await inputs_of(step_id)
+    await record(runtime, edit_actions(turn_id, step_id, before, after, by))
+
+
+async def _reject(
+    runtime: NotebookRuntime,
+    turn_id: str,
+    step_id: str,
+    tool_id: str,
+    reason: str,
+    by: str,
+) -> None:
+    """Reject a call and record it with its reason (the caller holds the lease)."""
+    await runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason)
+    rejection = HumanAction(
+        task_id=turn_id,
+        step_id=step_id,
+        action=HumanActionKind.REJECTED_CALL,
+        by=by,
+        tool_id=tool_id,
+        reason=reason,
+    )
+    await record(runtime, [rejection])
 
 
 async def edit_input(
@@ -398,16 +414,9 @@ async def edit_input(
     """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_edit, step_id)
-
-    async def edit() -> None:
-        before = await inputs_of(step_id)
-        await runtime.runner.aupdate_step_input(turn_id, step_id, text)
-        after = await inputs_of(step_id)
-        await record(
-            runtime, edit_actions(turn_id, step_id, before, after, _by(origin))
-        )
-
-    await _engine_call(runtime, lease, edit)
+    await _engine_call(
+        runtime, lease, lambda: _edit(runtime, turn_id, step_id, text, _by(origin))
+    )
 
 
 async def reject_tool_call(
@@ -416,20 +425,50 @@ async def reject_tool_call(
     """Reject one call of a waiting tool-call step; the model is told the reason instead."""
     runtime = await runtime_for(task_pk)
     lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
-    rejection = HumanAction(
-        task_id=turn_id,
-        step_id=step_id,
-        action=HumanActionKind.REJECTED_CALL,
-        by=_by(origin),
-        tool_id=tool_id,
-        reason=reason,
+    await _engine_call(
+        runtime,
+        lease,
+        lambda: _reject(runtime, turn_id, step_id, tool_id, reason, _by(origin)),
     )
 
-    async def reject() -> None:
-        await runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason)
-        await record(runtime, [rejection])
 
-    await _engine_call(runtime, lease, reject)
+async def decide(
+    task_pk: int,
+    step_id: str,
+    inputs: list[str] | None = None,
+    rejections: list[tuple[str, str]] | None = None,
+    origin: Origin | None = None,
+) -> None:
+    """A person's whole decision on one waiting step, under one claim of the notebook: its new
+    input(s) in order (text, an answer, or the calls' arguments as JSON), the calls rejected
+    with their reasons, then its approval; the step then runs as `approve` runs it.
+
+    Of two decisions on the same step at once (two AG-UI resumes of one interrupt), one is
+    carried out whole and the other refused with `already_running` before it changes anything:
+    never the edits of one and the approval of the other.
+    """
+    runtime = await runtime_for(task_pk)
+    lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
+    by = _by(origin)
+    try:
+        with lease.fenced():
+            await _check(quotas.take_run, task_pk)  # refused: nothing changed yet
+            for text in inputs or []:
+                await _edit(runtime, turn_id, step, text, by)
+            for tool_id, reason in rejections or []:
+                await _reject(runtime, turn_id, step, tool_id, reason, by)
+            approval = HumanAction(
+                task_id=turn_id, step_id=step, action=HumanActionKind.APPROVED, by=by
+            )
+            await record(runtime, [approval])
+    except BaseException as exc:
+        await finish(runtime, lease)
+        if isinstance(exc, ToolArgumentsError):
+            raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
+        if isinstance(exc, AgentError):
+            raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+        raise
+    _start(runtime, lease, turn_id, step, origin)
 
 
 async def undo(
