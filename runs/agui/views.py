@@ -178,8 +178,10 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     try:
         await run.begin()
     except ProtocolError as exc:
-        # e.g. another resume of the same interrupts took them first: nothing was changed
-        return _from_error(exc)
+        if exc.code in _STATUS:
+            # e.g. another resume of the same interrupts took them first: nothing was changed
+            return _from_error(exc)
+        run.refusal = exc  # e.g. rate_limited, a bad edit: the run ends with RUN_ERROR
     response = StreamingHttpResponse(run.stream(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -212,6 +214,9 @@ class AgentRun:
         self.translator = RunTranslator(given.thread_id, given.run_id)
         self.encoder = EventEncoder()
         self.feed = NotebookFeed(thread.task_pk)
+        self.refusal: ProtocolError | None = (
+            None  # the first call was refused (not a 409)
+        )
         self.origin = service.Origin(None, given.run_id, "agui_run", username)
 
     def _encode(self, events: list[BaseEvent]) -> str:
@@ -243,6 +248,11 @@ class AgentRun:
             await service.wait_run(task_pk)
 
     async def stream(self) -> AsyncIterator[str]:
+        if self.refusal is not None:
+            yield self._encode(self.translator.run_started(self.given))
+            error = self.refusal
+            yield self._encode(self.translator.error(error.reason, error.code.value))
+            return
         feed = self.feed
         conductor = spawn(self._conduct(), name=f"agui-{self.thread.task_pk}")
         try:
