@@ -1,6 +1,8 @@
 """ASGI entry point: Django for HTTP, Channels for websockets.
 
-Run with `daphne agentui.asgi:application` (what `make run` does).
+Run with `daphne agentui.asgi:application` (what `make run` does). Every HTTP request body is
+bounded before it is read (agentui/body_limit.py): by `BodyLimit` here, and under daphne already
+in its HTTP layer, which would otherwise take in whole bodies before the app runs.
 """
 
 import os
@@ -15,12 +17,15 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from agentui.body_limit import BodyLimit, install_in_daphne  # noqa: E402
 from agentui.origin import SameOriginValidator  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 
+install_in_daphne()
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": SameOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -377,6 +377,30 @@ AGENTUI_READY_TIMEOUT_S = _env_seconds("AGENTUI_READY_TIMEOUT_S", 2.0)
 # --- Limits on what one request may cost (issue 24; docs/operations.md) ------------------------
 # One block, so that it moves as one into the typed settings object later.
 
+# A request body over its limit is refused with 413 before it is read (agentui/body_limit.py):
+# this many bytes anywhere, and the larger upload limit on the paths that take files
+# (POST /api/images/: one image of at most AGENTUI_MAX_IMAGE_BYTES, plus the form around it).
+AGENTUI_MAX_BODY_BYTES = _env_count(
+    "AGENTUI_MAX_BODY_BYTES", 2 * 1024 * 1024, least=64 * 1024
+)
+AGENTUI_MAX_IMAGE_BYTES = _env_count(
+    "AGENTUI_MAX_IMAGE_BYTES", 5 * 1024 * 1024, least=1024
+)
+AGENTUI_MAX_UPLOAD_BODY_BYTES = _env_count(
+    "AGENTUI_MAX_UPLOAD_BODY_BYTES",
+    max(AGENTUI_MAX_BODY_BYTES, AGENTUI_MAX_IMAGE_BYTES + 64 * 1024),
+)
+if AGENTUI_MAX_UPLOAD_BODY_BYTES <= AGENTUI_MAX_IMAGE_BYTES:
+    raise ImproperlyConfigured(
+        f"AGENTUI_MAX_UPLOAD_BODY_BYTES: {AGENTUI_MAX_UPLOAD_BODY_BYTES} leaves no room for an"
+        f" image of AGENTUI_MAX_IMAGE_BYTES ({AGENTUI_MAX_IMAGE_BYTES}) and its form"
+    )
+# Django's own checks behind the guard: a body is held in memory only up to 64 KiB, beyond that
+# it (and every uploaded file) is spooled to a temporary file; form fields at most the limit.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTUI_MAX_BODY_BYTES
+DATA_UPLOAD_MAX_NUMBER_FILES = 10
+
 # A tool call's table downloaded as CSV (streamed): at most this many rows and bytes; a download
 # cut short ends with a line saying so.
 AGENTUI_CSV_EXPORT_MAX_ROWS = _env_count(

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ class LiveApp:
             "OPENAI_API_KEY": "sk-test",
             "AGENTUI_MODEL": "scripted",
             "SECRET_KEY": "browser-tests-only-" + "x" * 40,
-            "DEBUG": "true",
+            "DEBUG": env.get("DEBUG", "true"),  # the bench runs it off
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PYTHONPATH": os.pathsep.join(
                 [str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
@@ -155,6 +156,21 @@ class LiveApp:
             "print(json.dumps(list(Task.objects.order_by('-pk').values('id', 'title', 'status', 'mode', 'agent'))))"
         )
         return list(json.loads(out.strip().splitlines()[-1]))
+
+
+@contextmanager
+def served_app(
+    env: dict[str, str], script: Script | None = None, prefix: str = "agentui-live-"
+) -> Iterator[LiveApp]:
+    """A LiveApp on a throwaway folder with its own scripted model, stopped afterwards."""
+    model = ScriptedServer(script or Script()).start()
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        app = LiveApp(Path(workdir), model, env)
+        try:
+            yield app.start()
+        finally:
+            app.stop()
+            model.stop()
 
 
 class _ModuleState:

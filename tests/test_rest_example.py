@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
-from browser_helpers import USERNAME, LiveApp
+from browser_helpers import USERNAME, LiveApp, served_app
 
-from runs.engine.testing import ScriptedServer
 from tests.live_support import ANSWER, QUESTION, analyst_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,14 +24,8 @@ EXAMPLE = ROOT / "docs" / "examples" / "rest_client.py"
 
 @pytest.fixture
 def app(subprocess_env: Callable[..., dict[str, str]]) -> Iterator[LiveApp]:
-    model = ScriptedServer(analyst_script()).start()
-    with tempfile.TemporaryDirectory(prefix="agentui-rest-") as workdir:
-        live = LiveApp(Path(workdir), model, subprocess_env()).start()
-        try:
-            yield live
-        finally:
-            live.stop()
-            model.stop()
+    with served_app(subprocess_env(), analyst_script(), "agentui-rest-") as live:
+        yield live
 
 
 def test_the_example_script_drives_a_run_to_the_end(app: LiveApp) -> None:
