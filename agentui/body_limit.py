@@ -16,9 +16,13 @@ anything looked at it (issue 24). Two guards, one rule (`limit_for`):
   multipart body ~11 times over in memory before daphne even ran the app (what made an accepted
   5 MB upload cost ~60 MB). `install_in_daphne()` puts it in place (agentui/asgi.py calls it).
 
-Limits (settings, docs/operations.md): `AGENTUI_MAX_BODY_BYTES` everywhere, and the larger
-`AGENTUI_MAX_UPLOAD_BODY_BYTES` on the upload paths (`UPLOAD_PATHS`). Paths under /api/ and
-/agui/ get JSON (`{"error": ...}`), pages a plain page.
+Limits (settings, docs/operations.md): `AGENTUI_MAX_BODY_BYTES` everywhere, and larger ones on
+the upload paths: `AGENTUI_MAX_UPLOAD_BODY_BYTES` for an image (`IMAGE_UPLOAD_PATH`), and
+`AGENTUI_DATA_MAX_FILE_BYTES` + 64 KiB for a data file (`DATA_UPLOAD_PATH`). Paths under /api/
+and /agui/ get JSON (`{"error": ...}`), pages a plain page.
+
+Under daphne a body within its limit is still held in memory once (daphne queues it whole for
+the app), so the upload limits are also what one accepted upload can cost.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-# Paths that take file uploads (multipart), with the larger limit.
-UPLOAD_PATHS = ("/api/images/",)
+# Paths that take file uploads (multipart), each with its larger limit (a function of settings).
+IMAGE_UPLOAD_PATH = "/api/images/"
+DATA_UPLOAD_PATH = "/api/v1/data/files"
+FORM_ROOM = 64 * 1024  # what a multipart form adds around its one file
 # How long a refused request's connection keeps reading (and dropping) the rest of its body.
 LINGER_S = 30.0
 JSON_PREFIXES = ("/api/", "/agui/")
@@ -55,11 +61,23 @@ def upload_limit() -> int:
     return int(getattr(settings, "AGENTUI_MAX_UPLOAD_BODY_BYTES", general_limit()))
 
 
+def data_upload_limit() -> int:
+    """A data file (runs/rest/data.py) of at most AGENTUI_DATA_MAX_FILE_BYTES and its form."""
+    file_bytes = getattr(settings, "AGENTUI_DATA_MAX_FILE_BYTES", None)
+    return general_limit() if file_bytes is None else int(file_bytes) + FORM_ROOM
+
+
 def limit_for(path: str) -> int:
     """The most bytes a request body to `path` may have."""
-    if path.startswith(UPLOAD_PATHS):
+    if path.startswith(IMAGE_UPLOAD_PATH):
         return upload_limit()
+    if path.startswith(DATA_UPLOAD_PATH):
+        return max(general_limit(), data_upload_limit())
     return general_limit()
+
+
+def largest_limit() -> int:
+    return max(general_limit(), upload_limit(), data_upload_limit())
 
 
 def _size_text(count: int) -> str:
@@ -177,9 +195,7 @@ def _request_class() -> type | None:
             # Twisted has the request line but has not parsed it into self.path yet.
             raw = getattr(self.channel, "_path", b"") or b""
             self._target = unquote(raw.split(b"?", 1)[0].decode("latin-1"))
-            self._limit = (
-                limit_for(self._target) if raw else max(general_limit(), upload_limit())
-            )
+            self._limit = limit_for(self._target) if raw else largest_limit()
             if length is not None and length > self._limit:
                 self.content = BytesIO()
                 self._refuse()

@@ -123,21 +123,28 @@ def test_daphne_answers_413_before_the_body_is_sent(served: LiveApp) -> None:
         )
         assert json.loads(body)["error"].endswith("at most 2 MiB may be sent here.")
 
-    # `Expect: 100-continue`: the upload path takes 3 MiB (over the general limit, under its
+    # `Expect: 100-continue`: the upload paths take 3 MiB (over the general limit, under their
     # own), any other path answers 413 instead of "100 Continue".
-    raw = Raw(app.port)
-    try:
-        raw.send_head(
-            "/api/images/",
-            {
-                "Content-Type": "multipart/form-data; boundary=x",
-                "Content-Length": str(3 * MIB),
-                "Expect": "100-continue",
-            },
-        )
-        assert raw.status_line() == b"HTTP/1.1 100 Continue"
-    finally:
-        raw.close()
+    for upload in ("/api/images/", "/api/v1/data/files"):
+        raw = Raw(app.port)
+        try:
+            raw.send_head(
+                upload,
+                {
+                    "Content-Type": "multipart/form-data; boundary=x",
+                    "Content-Length": str(3 * MIB),
+                    "Expect": "100-continue",
+                },
+            )
+            assert raw.status_line() == b"HTTP/1.1 100 Continue", upload
+        finally:
+            raw.close()
+    headers, body = refused_early(
+        app,
+        "/api/v1/data/files",
+        {"Content-Type": "multipart/form-data; boundary=x", "Content-Length": "2" * 12},
+    )
+    assert json.loads(body)["error"].endswith("at most 1024.1 MiB may be sent here.")
     headers, _ = refused_early(
         app,
         "/api/tasks/1/annotations/",
