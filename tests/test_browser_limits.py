@@ -164,6 +164,16 @@ def test_runs_over_the_limit_are_refused_in_the_composer_and_the_form(
     _both_sizes(page, artifacts_dir, "limit-runs-new-notebook")
     assert len(scripted_model.requests) == asked
 
+    # the count is the database's, not the server process's: another process sees it too
+    other_process = live_app.shell(
+        "from runs.models import Task; from runs.protocol import ProtocolError; "
+        "from runs.service.quotas import take_run\n"
+        "try:\n take_run(Task.objects.filter(owner__username='hasty').first().pk)\n"
+        "except ProtocolError as exc:\n print(exc.code.value, exc.retry_after)"
+    )
+    code, retry_after = other_process.split()[-2:]
+    assert code == "rate_limited" and 1 <= int(retry_after) <= 60
+
 
 def test_unsent_images_tokens_and_annotations_are_refused_where_they_are_made(
     live_app: LiveApp,
@@ -185,11 +195,19 @@ def test_unsent_images_tokens_and_annotations_are_refused_where_they_are_made(
     error = picker.locator("[data-image-error]")
     error.wait_for()
     assert error.inner_text() == (
-        "You have 1 image uploaded and not sent, the most one person may keep: send a "
-        "message with them first. Unsent images are discarded an hour after upload."
+        "You have 1 image uploaded and not sent, the most one person may keep: send "
+        "them with a message, or remove some from the composer. Unsent images are discarded "
+        "an hour after upload."
     )
     assert picker.locator("[data-image-list] img").count() == 1
     _both_sizes(page, artifacts_dir, "limit-images")
+    # removed from the composer, an upload no longer counts: the next one is taken
+    with page.expect_response(lambda r: r.request.method == "DELETE") as removal:
+        picker.get_by_role("button", name="Remove one.png").click()
+    assert removal.value.status == 204
+    files.set_input_files({"name": "two.png", "mimeType": "image/png", "buffer": chart})
+    picker.locator("[data-image-list] img[alt='Attached image two.png']").wait_for()
+    assert error.is_hidden()
 
     # one active API token at most
     page.goto(f"{live_app.url}/settings/tokens/")

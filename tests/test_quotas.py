@@ -212,7 +212,8 @@ def test_unsent_images_are_limited_and_expire(client: Client) -> None:
     assert refused.status_code == 409
     assert refused.json() == {
         "error": "You have 2 images uploaded and not sent, the most one person may keep: "
-        "send a message with them first. Unsent images are discarded an hour after upload.",
+        "send them with a message, or remove some from the composer. Unsent images are "
+        "discarded an hour after upload.",
         "code": "quota_exceeded",
     }
     assert Attachment.objects.count() == 2
@@ -231,6 +232,24 @@ def test_unsent_images_are_limited_and_expire(client: Client) -> None:
     )
     assert _upload(client).status_code == 201
     assert not Attachment.objects.filter(pk=second.pk).exists()
+
+
+@override_settings(AGENTUI_MAX_PENDING_IMAGES=1)
+def test_an_upload_removed_from_the_composer_no_longer_counts(client: Client) -> None:
+    client.force_login(make_user("ana"))
+    first = _upload(client).json()
+    assert _upload(client).status_code == 409
+    other = Client()
+    other.force_login(make_user("bob"))
+    assert other.delete(first["url"]).status_code == 404  # not bob's to discard
+    assert client.delete(first["url"]).status_code == 204
+    assert not Attachment.objects.filter(pk=first["id"]).exists()
+    second = _upload(client).json()
+    Attachment.objects.filter(pk=second["id"]).update(turn_engine_id="turn-1")
+    assert (
+        client.delete(second["url"]).status_code == 404
+    )  # sent: it stays with its message
+    assert client.get(second["url"]).status_code == 200
 
 
 @override_settings(AGENTUI_MAX_API_TOKENS=1)

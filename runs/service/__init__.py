@@ -32,6 +32,7 @@ from runs.service.actions import (
 from runs.service.attachments import (
     MAX_IMAGES_PER_MESSAGE,
     ImageRefused,
+    discard_upload,
     max_image_bytes,
     size_text,
     store_upload,
@@ -109,6 +110,7 @@ __all__ = [
     "delete_data_table",
     "demo_example_prompts",
     "describe_image",
+    "discard_upload",
     "edit_input",
     "ensure_recovered",
     "events_after",

@@ -121,3 +121,12 @@ def bind_to_turn(
     Attachment.objects.filter(pk__in=[a.pk for a in attachments]).update(
         task_id=task_pk, turn_engine_id=turn_engine_id
     )
+
+
+def discard_upload(owner_id: int, pk: int) -> bool:
+    """Delete one of the person's unsent uploads (removed from the composer); False if they
+    have no such unsent image (a sent one stays with its message)."""
+    deleted, _ = Attachment.objects.filter(
+        pk=pk, owner_id=owner_id, turn_engine_id=""
+    ).delete()
+    return deleted > 0

@@ -185,7 +185,7 @@ def hold_pending_image(user_id: int) -> None:
         )
         raise _refuse(
             f"You have {limit} image{_s(limit)} uploaded and not sent, the most one person may keep: "
-            f"send a message with them first.{expiry}"
+            f"send them with a message, or remove some from the composer.{expiry}"
         )
 
 

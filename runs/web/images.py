@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from runs.models import Attachment
 from runs.protocol import ProtocolError
 from runs.service import (
     ImageRefused,
     describe_image,
+    discard_upload,
     max_image_bytes,
     sample_chart_png,
     size_text,
@@ -43,9 +44,14 @@ def upload_image(request: HttpRequest) -> JsonResponse:
     return JsonResponse(describe_image(attachment), status=201)
 
 
-@require_GET
+@require_http_methods(["GET", "DELETE"])
 def image(request: HttpRequest, pk: int) -> HttpResponse:
-    """`GET /images/<id>/`: an image its owner uploaded."""
+    """`GET /images/<id>/`: an image its owner uploaded. `DELETE`: discard an unsent upload
+    (removed from the composer), 204; 404 for a sent image or someone else's."""
+    if request.method == "DELETE":
+        if not discard_upload(request.user.pk, pk):  # type: ignore[arg-type]
+            return JsonResponse({"error": "No such unsent image."}, status=404)
+        return HttpResponse(status=204)
     attachment = get_object_or_404(Attachment, pk=pk, owner_id=request.user.pk)
     response = HttpResponse(bytes(attachment.data), content_type=attachment.mime)
     response["Cache-Control"] = "private, max-age=86400"

@@ -145,6 +145,15 @@ export class ImagePicker {
     }
   }
 
+  /** Let the server drop a removed upload, so it no longer counts as unsent (best effort). */
+  #discard(image) {
+    fetch(image.url, {
+      method: "DELETE",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() },
+    }).catch(() => {});
+  }
+
   #render() {
     replaceChildren(
       this.list,
@@ -162,6 +171,7 @@ export class ImagePicker {
               onclick: () => {
                 this.images = this.images.filter((i) => i !== image);
                 this.#render();
+                this.#discard(image);
               },
             },
             "×",
