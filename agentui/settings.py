@@ -9,6 +9,7 @@ manage.py prints as one line.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -369,6 +370,16 @@ AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
 AGENTUI_DATA_DIR = _env("AGENTUI_DATA_DIR") or str(BASE_DIR / ".local" / "data")
 # The largest data file (CSV, Parquet, Excel) a person may upload.
 AGENTUI_DATA_MAX_FILE_BYTES = int(_env_seconds("AGENTUI_DATA_MAX_FILE_BYTES", 1024**3))
+# DuckDB's memory for one import: it spills to <data dir>/users/tmp beyond this, so a large
+# file's import stays flat in memory (docs/benchmarks.md, "Files into DuckDB").
+AGENTUI_DATA_IMPORT_MEMORY = _env("AGENTUI_DATA_IMPORT_MEMORY") or "128MB"
+if not re.fullmatch(
+    r"\d+(\.\d+)?\s*(KB|MB|GB|KiB|MiB|GiB)", AGENTUI_DATA_IMPORT_MEMORY
+):
+    raise ImproperlyConfigured(
+        "AGENTUI_DATA_IMPORT_MEMORY: expected a size such as 128MB or 1GB, "
+        f"got {AGENTUI_DATA_IMPORT_MEMORY!r}"
+    )
 # /metrics answers only requests with `Authorization: Bearer <this>`; unset: /metrics is off.
 AGENTUI_METRICS_TOKEN = _env("AGENTUI_METRICS_TOKEN")
 # How long /readyz waits for each of the database, the channel layer and the model server.

@@ -61,6 +61,16 @@ _READ_ONLY_CONFIG: dict[str, str | bool | int] = {
 }
 
 
+def _write_config(path: Path) -> dict[str, str | bool | int]:
+    """An import's DuckDB: a bounded buffer pool that spills next to the database, so memory
+    stays flat however large the file (AGENTUI_DATA_IMPORT_MEMORY, default 128MB)."""
+    return {
+        "threads": 2,
+        "memory_limit": str(getattr(settings, "AGENTUI_DATA_IMPORT_MEMORY", "128MB")),
+        "temp_directory": str(path.parent / "tmp"),
+    }
+
+
 class DataError(ValueError):
     """A file or a query refused; the message says why, for the person or the model.
 
@@ -110,7 +120,7 @@ def _connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnecti
         while True:
             try:
                 if write:
-                    connection = duckdb.connect(str(path), config={"threads": 2})
+                    connection = duckdb.connect(str(path), config=_write_config(path))
                 else:
                     connection = duckdb.connect(
                         str(path), read_only=True, config=dict(_READ_ONLY_CONFIG)
