@@ -61,7 +61,7 @@ _READ_ONLY_CONFIG: dict[str, str | bool | int] = {
 }
 
 
-def _write_config(path: Path) -> dict[str, str | bool | int]:
+def _write_config(path: Path) -> dict[str, Any]:
     """An import's DuckDB: a bounded buffer pool that spills next to the database, so memory
     stays flat however large the file (AGENTUI_DATA_IMPORT_MEMORY, default 128MB)."""
     return {
