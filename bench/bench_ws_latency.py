@@ -201,8 +201,6 @@ def base_env(database_url: str, redis_url: str | None, llm_url: str) -> dict[str
         PYTHONPATH=str(ROOT),
         DJANGO_SETTINGS_MODULE="agentui.settings",
         AGENTUI_LOG_LEVEL="WARNING",
-        # a benchmark's few users start hundreds of turns a minute: no per-person rate limit
-        AGENTUI_RUNS_PER_MINUTE="0",
     )
     if redis_url:
         env["REDIS_URL"] = redis_url
