@@ -35,7 +35,7 @@ from io import BytesIO
 from typing import Any
 from urllib.parse import unquote
 
-from django.conf import settings
+from runs.conf import UPLOAD_FORM_ROOM, conf
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -45,26 +45,23 @@ Send = Callable[[Message], Awaitable[None]]
 # Paths that take file uploads (multipart), each with its larger limit (a function of settings).
 IMAGE_UPLOAD_PATH = "/api/images/"
 DATA_UPLOAD_PATH = "/api/v1/data/files"
-FORM_ROOM = 64 * 1024  # what a multipart form adds around its one file
+FORM_ROOM = UPLOAD_FORM_ROOM  # what a multipart form adds around its one file
 # How long a refused request's connection keeps reading (and dropping) the rest of its body.
 LINGER_S = 30.0
 JSON_PREFIXES = ("/api/", "/agui/")
 
-DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
-
 
 def general_limit() -> int:
-    return int(getattr(settings, "AGENTUI_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+    return conf().max_body_bytes
 
 
 def upload_limit() -> int:
-    return int(getattr(settings, "AGENTUI_MAX_UPLOAD_BODY_BYTES", general_limit()))
+    return conf().max_upload_body_bytes
 
 
 def data_upload_limit() -> int:
     """A data file (runs/rest/data.py) of at most AGENTUI_DATA_MAX_FILE_BYTES and its form."""
-    file_bytes = getattr(settings, "AGENTUI_DATA_MAX_FILE_BYTES", None)
-    return general_limit() if file_bytes is None else int(file_bytes) + FORM_ROOM
+    return conf().data_max_file_bytes + FORM_ROOM
 
 
 def limit_for(path: str) -> int:

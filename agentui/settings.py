@@ -9,7 +9,6 @@ manage.py prints as one line.
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from runs import conf as _conf
 from runs.telemetry.config import TelemetryConfigError
 from runs.telemetry.config import from_environ as _telemetry_from_environ
 
@@ -49,44 +49,6 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     if not raw:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def _env_seconds(name: str, default: float) -> float:
-    raw = _env(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ImproperlyConfigured(f"{name}: expected seconds (>= 0), got {raw!r}")
-    return value
-
-
-def _env_count(name: str, default: int, *, least: int = 0) -> int:
-    """A whole number (bytes, rows) of at least `least`; `_` may group digits (64_000_000)."""
-    raw = _env(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = least - 1
-    if value < least:
-        raise ImproperlyConfigured(
-            f"{name}: expected a whole number >= {least}, got {raw!r}"
-        )
-    return value
-
-
-def _log_level(name: str) -> str:
-    level = _env(name, "INFO").upper()
-    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ImproperlyConfigured(
-            f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}"
-        )
-    return level
 
 
 def _port_problem(name: str, url: str) -> str | None:
@@ -147,7 +109,7 @@ def _database(url: str) -> dict[str, object]:
     # database call of a socket or a step through one thread, and with a connection opened and
     # closed per call (Django's default) that thread spent most of its time connecting.
     reuse: dict[str, object] = {
-        "CONN_MAX_AGE": _env_seconds("AGENTUI_DB_CONN_MAX_AGE_S", 60.0),
+        "CONN_MAX_AGE": _AGENTUI.db_conn_max_age_s,
         "CONN_HEALTH_CHECKS": True,
     }
     if not url:
@@ -183,7 +145,7 @@ def _database(url: str) -> dict[str, object]:
         # Django's backend, checking a reused connection at most every few seconds instead of
         # before every database_sync_to_async call (agentui.postgresql.base)
         config["ENGINE"] = "agentui.postgresql"
-    test_name = _env("AGENTUI_TEST_DB_NAME")
+    test_name = _AGENTUI.test_db_name
     if test_name:
         # Lets parallel test runs on one server use separate test databases.
         config["TEST"] = {"NAME": test_name}
@@ -258,6 +220,18 @@ def _check_llm(api_key: str, base_url: str, model: str) -> None:
         )
 
 
+# --- agentui's own settings: every AGENTUI_* variable (runs/conf.py) -----------
+
+try:
+    _AGENTUI = _conf.from_environ(
+        os.environ, base_dir=BASE_DIR, redis=bool(_env("REDIS_URL"))
+    )
+except _conf.ConfError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+# Each as the Django setting of its name (AGENTUI_LEASE_STALE_S, ...), so tests can override
+# them; code reads them as one object, runs.conf.conf().
+globals().update(_conf.as_django_settings(_AGENTUI))
+
 # --- Core -------------------------------------------------------------------
 
 SECRET_KEY = _env("SECRET_KEY") or _local_secret_key(BASE_DIR / ".local" / "secret_key")
@@ -322,118 +296,28 @@ CHANNEL_LAYERS = _channel_layers(REDIS_URL)
 
 OPENAI_API_KEY = _env("OPENAI_API_KEY")
 OPENAI_BASE_URL = _env("OPENAI_BASE_URL").rstrip("/")
-AGENTUI_MODEL = _env("AGENTUI_MODEL")
-_check_llm(OPENAI_API_KEY, OPENAI_BASE_URL, AGENTUI_MODEL)
+_check_llm(OPENAI_API_KEY, OPENAI_BASE_URL, _AGENTUI.model)
 
 # --- Auth ---------------------------------------------------------------------
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:index"
 LOGOUT_REDIRECT_URL = "login"
-AGENTUI_LOGIN_LINK_MAX_AGE = 24 * 3600  # seconds a printed login link stays valid
 
-# --- Reliability (docs/operations.md) ------------------------------------------
-
-# A run renews its notebook's lease; one not renewed for this long belongs to a dead process.
-AGENTUI_LEASE_STALE_S = _env_seconds("AGENTUI_LEASE_STALE_S", 30.0)
-# Every server process looks for steps left running under dead leases this often (0: never).
-AGENTUI_LEASE_SWEEP_S = _env_seconds("AGENTUI_LEASE_SWEEP_S", 10.0)
-# A model call that sends nothing fails after this long: before its first byte (retries
-# included) and between two streamed chunks (0: no limit of its own).
-AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S = _env_seconds(
-    "AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S", 60.0
-)
-AGENTUI_LLM_CHUNK_TIMEOUT_S = _env_seconds("AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0)
-# The longest one send to the channel layer (Redis) may take before it counts as failed.
-AGENTUI_BROADCAST_TIMEOUT_S = _env_seconds("AGENTUI_BROADCAST_TIMEOUT_S", 5.0)
-# The least time a stream's tokens gather into one `delta` (at most 0.05: issue 15's bound).
-# Through Redis every delta costs ~8 round trips (sending and receiving process), so the
-# default there is 0.04 s: about half the messages at 50 tokens/s; in one process 0 (no delay).
-AGENTUI_DELTA_GATHER_S = min(
-    0.05, _env_seconds("AGENTUI_DELTA_GATHER_S", 0.04 if REDIS_URL else 0.0)
-)
 # OpenTelemetry export of runs as OpenInference spans: None (off) unless an OTLP endpoint is set.
 try:
-    AGENTUI_TELEMETRY = _telemetry_from_environ(os.environ)
+    AGENTUI_TELEMETRY = _telemetry_from_environ(
+        os.environ, project=_AGENTUI.otel_project
+    )
 except TelemetryConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
-# What one sql_query tool call hands the model, at most (the rest is counted, not sent).
-AGENTUI_SQL_MAX_ROWS = int(_env_seconds("AGENTUI_SQL_MAX_ROWS", 200))
-AGENTUI_SQL_MAX_BYTES = int(_env_seconds("AGENTUI_SQL_MAX_BYTES", 256 * 1024))
-# The most characters of one tool output a model call is given (the rest is left out, and the
-# model told so; 0: no limit). As large as a capped SQL result, so that one is never cut again.
-AGENTUI_TOOL_OUTPUT_MODEL_CHARS = int(
-    _env_seconds("AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024)
-)
 
-# Where the sample dataset and each user's uploaded data (users/<id>.duckdb) live.
-AGENTUI_DATA_DIR = _env("AGENTUI_DATA_DIR") or str(BASE_DIR / ".local" / "data")
-# The largest data file (CSV, Parquet, Excel) a person may upload.
-AGENTUI_DATA_MAX_FILE_BYTES = int(_env_seconds("AGENTUI_DATA_MAX_FILE_BYTES", 1024**3))
-# DuckDB's memory for one import: it spills to <data dir>/users/tmp beyond this, so a large
-# file's import stays flat in memory (docs/benchmarks.md, "Files into DuckDB").
-AGENTUI_DATA_IMPORT_MEMORY = _env("AGENTUI_DATA_IMPORT_MEMORY") or "128MB"
-if not re.fullmatch(
-    r"\d+(\.\d+)?\s*(KB|MB|GB|KiB|MiB|GiB)", AGENTUI_DATA_IMPORT_MEMORY
-):
-    raise ImproperlyConfigured(
-        "AGENTUI_DATA_IMPORT_MEMORY: expected a size such as 128MB or 1GB, "
-        f"got {AGENTUI_DATA_IMPORT_MEMORY!r}"
-    )
-# /metrics answers only requests with `Authorization: Bearer <this>`; unset: /metrics is off.
-AGENTUI_METRICS_TOKEN = _env("AGENTUI_METRICS_TOKEN")
-# How long /readyz waits for each of the database, the channel layer and the model server.
-AGENTUI_READY_TIMEOUT_S = _env_seconds("AGENTUI_READY_TIMEOUT_S", 2.0)
-
-# --- Limits on what one request may cost (issue 24; docs/operations.md) ------------------------
-# One block, so that it moves as one into the typed settings object later.
-
-# A request body over its limit is refused with 413 before it is read (agentui/body_limit.py):
-# this many bytes anywhere, and the larger upload limit on the paths that take files
-# (POST /api/images/: one image of at most AGENTUI_MAX_IMAGE_BYTES, plus the form around it).
-AGENTUI_MAX_BODY_BYTES = _env_count(
-    "AGENTUI_MAX_BODY_BYTES", 2 * 1024 * 1024, least=64 * 1024
-)
-AGENTUI_MAX_IMAGE_BYTES = _env_count(
-    "AGENTUI_MAX_IMAGE_BYTES", 5 * 1024 * 1024, least=1024
-)
-AGENTUI_MAX_UPLOAD_BODY_BYTES = _env_count(
-    "AGENTUI_MAX_UPLOAD_BODY_BYTES",
-    max(AGENTUI_MAX_BODY_BYTES, AGENTUI_MAX_IMAGE_BYTES + 64 * 1024),
-)
-if AGENTUI_MAX_UPLOAD_BODY_BYTES <= AGENTUI_MAX_IMAGE_BYTES:
-    raise ImproperlyConfigured(
-        f"AGENTUI_MAX_UPLOAD_BODY_BYTES: {AGENTUI_MAX_UPLOAD_BODY_BYTES} leaves no room for an"
-        f" image of AGENTUI_MAX_IMAGE_BYTES ({AGENTUI_MAX_IMAGE_BYTES}) and its form"
-    )
-# Django's own checks behind the guard: a body is held in memory only up to 64 KiB, beyond that
-# it (and every uploaded file) is spooled to a temporary file; form fields at most the limit.
+# Django's own checks behind the body limit (agentui/body_limit.py): a body is held in memory
+# only up to 64 KiB, beyond that it (and every uploaded file) is spooled to a temporary file;
+# form fields at most AGENTUI_MAX_BODY_BYTES.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
-DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTUI_MAX_BODY_BYTES
+DATA_UPLOAD_MAX_MEMORY_SIZE = _AGENTUI.max_body_bytes
 DATA_UPLOAD_MAX_NUMBER_FILES = 10
-
-# A tool call's table downloaded as CSV (streamed): at most this many rows and bytes; a download
-# cut short ends with a line saying so.
-AGENTUI_CSV_EXPORT_MAX_ROWS = _env_count(
-    "AGENTUI_CSV_EXPORT_MAX_ROWS", 1_000_000, least=1
-)
-AGENTUI_CSV_EXPORT_MAX_BYTES = _env_count(
-    "AGENTUI_CSV_EXPORT_MAX_BYTES", 64 * 1024 * 1024, least=1024
-)
-
-# --- Per-person limits (issue 24; runs.service.quotas, docs/operations.md) ------------------
-# Every limit is per person (user); 0 turns one off.
-# Runs (messages sent and approvals) one person may start a minute, counted across processes
-# (in Redis when REDIS_URL is set, else in the database). The test suite sets 0.
-AGENTUI_RUNS_PER_MINUTE = _env_count("AGENTUI_RUNS_PER_MINUTE", 60)
-# Images uploaded and not yet sent with a message; older unsent ones are discarded.
-AGENTUI_MAX_PENDING_IMAGES = _env_count("AGENTUI_MAX_PENDING_IMAGES", 12)
-AGENTUI_PENDING_IMAGE_TTL_S = _env_seconds("AGENTUI_PENDING_IMAGE_TTL_S", 3600.0)
-# Annotations on one step (or one answer) of a notebook.
-AGENTUI_MAX_ANNOTATIONS_PER_STEP = _env_count("AGENTUI_MAX_ANNOTATIONS_PER_STEP", 50)
-# API tokens not revoked.
-AGENTUI_MAX_API_TOKENS = _env_count("AGENTUI_MAX_API_TOKENS", 20)
-# --- end of per-person limits ----------------------------------------------------------------
 
 AUTH_PASSWORD_VALIDATORS = [
     {
@@ -475,7 +359,5 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {
-        "runs": {"handlers": ["console"], "level": _log_level("AGENTUI_LOG_LEVEL")}
-    },
+    "loggers": {"runs": {"handlers": ["console"], "level": _AGENTUI.log_level}},
 }

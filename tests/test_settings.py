@@ -169,6 +169,9 @@ def test_generated_secret_key_is_kept(subprocess_env: EnvFactory) -> None:
         ("REDIS_URL", "redis://127.0.0.1:6379/zero", "is not a number"),
         ("OPENAI_BASE_URL", "localhost:11434", "expected an http(s) URL"),
         ("DEBUG", "perhaps", "expected true or false"),
+        ("AGENTUI_LLM_TIMEOUT_S", "soon", "expected seconds (>= 0), got 'soon'"),
+        ("AGENTUI_LLM_MAX_RETRIES", "-1", "expected a whole number >= 0"),
+        ("AGENTUI_LEASE_STALE_S", "half a minute", "expected seconds"),
     ],
 )
 def test_bad_setting_is_one_line_naming_it(

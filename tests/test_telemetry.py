@@ -47,9 +47,9 @@ def test_export_is_off_unless_an_endpoint_is_set() -> None:
         {
             **base,
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://phoenix.example/v1/traces",
-            "AGENTUI_OTEL_PROJECT": "shop",
             "OTEL_BSP_MAX_QUEUE_SIZE": "64",
-        }
+        },
+        project="shop",
     )
     assert traces is not None and traces.endpoint == "https://phoenix.example/v1/traces"
     assert (traces.project, traces.max_queue_size, traces.max_export_batch_size) == (

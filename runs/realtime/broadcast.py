@@ -20,8 +20,8 @@ from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer, get_channel_layer
-from django.conf import settings
 
+from runs.conf import conf
 from runs.telemetry import metrics
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ PROBE_EVERY_S = 1.0
 
 
 def send_timeout() -> float:
-    return float(getattr(settings, "AGENTUI_BROADCAST_TIMEOUT_S", 5.0))
+    return conf().broadcast_timeout_s
 
 
 class LayerHealth:

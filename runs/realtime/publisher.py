@@ -17,10 +17,10 @@ from collections import deque
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.db import transaction
 from pydantic import BaseModel
 
+from runs.conf import conf
 from runs.engine import AgentEvent, AgentOutput, AgentStream, StepCompleted, StepFailed
 from runs.engine.messages import new_in_call
 from runs.models import Event, Step, Turn, group_name
@@ -118,7 +118,7 @@ def _image_data_left_out(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def gather_floor() -> float:
-    return float(getattr(settings, "AGENTUI_DELTA_GATHER_S", 0.0))
+    return conf().delta_gather_s
 
 
 async def _bounded(payload: dict[str, Any], task_pk: int, seq: int) -> dict[str, Any]:

@@ -10,23 +10,22 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.urls import reverse
 
+from runs.conf import conf
 from runs.engine.workers.react.images import sniff_image_type
 from runs.models import Attachment
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service.quotas import hold_pending_image
 
-DEFAULT_MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_IMAGES_PER_MESSAGE = 4
 ACCEPTED = "PNG, JPEG, WebP or GIF"
 
 
 def max_image_bytes() -> int:
-    return int(getattr(settings, "AGENTUI_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES))
+    return conf().max_image_bytes
 
 
 def size_text(size: int) -> str:

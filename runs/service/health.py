@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.db import connection
 
+from runs.conf import conf
 from runs.service.llm import LLMSettings, llm_settings
 
 logger = logging.getLogger(__name__)
@@ -175,7 +176,7 @@ def _database_answers() -> Finding:
 
 
 def ready_timeout() -> float:
-    return float(getattr(settings, "AGENTUI_READY_TIMEOUT_S", 2.0))
+    return conf().ready_timeout_s
 
 
 async def _within(name: str, check: Any, timeout: float) -> tuple[str, str]:

@@ -24,10 +24,10 @@ import uuid
 from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.conf import conf
 from runs.models import Task
 from runs.store.fence import fenced
 
@@ -79,7 +79,7 @@ def lease_is_dead(owner: str, at: datetime | None) -> bool:
 
 def stale_after() -> float:
     """Seconds without renewal after which a lease counts as abandoned (its process died)."""
-    return float(getattr(settings, "AGENTUI_LEASE_STALE_S", 30.0))
+    return conf().lease_stale_s
 
 
 def heartbeat_every() -> float:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from runs.conf import conf
 from runs.demo import DEMO_MODEL, demo_base_url
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -41,7 +42,7 @@ def llm_settings(*, start_demo: bool = True) -> LLMSettings:
     """The configured LLM; in demo mode starts the scripted server unless start_demo is False."""
     api_key: str = settings.OPENAI_API_KEY
     base_url: str = settings.OPENAI_BASE_URL
-    model: str = settings.AGENTUI_MODEL
+    model = conf().model
     if not api_key and not base_url:
         demo_url = ""
         if start_demo:

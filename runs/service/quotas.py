@@ -30,6 +30,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from runs.conf import conf
 from runs.models import ApiToken, Attachment, RunCount, Task
 from runs.protocol import ErrorCode, ProtocolError
 
@@ -44,16 +45,12 @@ _redis: dict[str, Any] = {}  # REDIS_URL -> its client, made on first use
 _redis_down_until = 0.0
 
 
-def _limit(name: str) -> int:
-    return int(getattr(settings, name, 0) or 0)
-
-
 # --- runs started per minute ----------------------------------------------------------------
 
 
 def take_run(task_pk: int) -> None:
     """Count one run started on notebook `task_pk` for its owner; `rate_limited` if over."""
-    limit = _limit("AGENTUI_RUNS_PER_MINUTE")
+    limit = conf().runs_per_minute
     if limit <= 0:
         return
     owner_id = (
@@ -167,12 +164,12 @@ def _refuse(reason: str) -> ProtocolError:
 def hold_pending_image(user_id: int) -> None:
     """Within a transaction, before storing an upload: discard expired unsent uploads and
     refuse (`quota_exceeded`) when the person has as many unsent ones as they may."""
-    limit = _limit("AGENTUI_MAX_PENDING_IMAGES")
+    limit = conf().max_pending_images
     if limit <= 0:
         return
     _lock_user(user_id)
     unsent = Attachment.objects.filter(owner_id=user_id, turn_engine_id="")
-    ttl = float(getattr(settings, "AGENTUI_PENDING_IMAGE_TTL_S", 0) or 0)
+    ttl = conf().pending_image_ttl_s
     if ttl > 0:
         unsent.filter(
             created_at__lt=timezone.now() - dt.timedelta(seconds=ttl)
@@ -199,7 +196,7 @@ def _duration(seconds: float) -> str:
 
 def hold_api_token(user_id: int) -> None:
     """Within a transaction, before creating a token: `quota_exceeded` at the limit of active ones."""
-    limit = _limit("AGENTUI_MAX_API_TOKENS")
+    limit = conf().max_api_tokens
     if limit <= 0:
         return
     _lock_user(user_id)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 
+from runs.conf import conf
 from runs.engine import AgentRunner, OpenAI
 from runs.models import Task
 from runs.presets import get_preset
@@ -57,10 +57,9 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
     connection pool are shared by every notebook instead of being built per notebook.
     """
     config = llm_settings()
-    timeout = float(getattr(settings, "AGENTUI_LLM_TIMEOUT_S", 60.0))
-    retries = int(getattr(settings, "AGENTUI_LLM_MAX_RETRIES", 2))
-    first_byte = float(getattr(settings, "AGENTUI_LLM_FIRST_BYTE_TIMEOUT_S", 60.0))
-    between = float(getattr(settings, "AGENTUI_LLM_CHUNK_TIMEOUT_S", 30.0))
+    values = conf()
+    timeout, retries = values.llm_timeout_s, values.llm_max_retries
+    first_byte, between = values.llm_first_byte_timeout_s, values.llm_chunk_timeout_s
     key = (
         config.base_url,
         config.model,
@@ -86,7 +85,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     loop = asyncio.get_running_loop()
     agent, owner_id = await database_sync_to_async(_agent_of)(task_pk)
     llm, llm_key = make_llm()
-    model_chars = int(getattr(settings, "AGENTUI_TOOL_OUTPUT_MODEL_CHARS", 256 * 1024))
+    model_chars = conf().tool_output_model_chars
     key = (agent, str(model_chars), *llm_key)
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:

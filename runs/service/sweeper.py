@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from django.conf import settings
-
+from runs.conf import conf
 from runs.service.recovery import recover_interrupted
 
 logger = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ _sweeps: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
 
 def sweep_every() -> float:
-    return float(getattr(settings, "AGENTUI_LEASE_SWEEP_S", 10.0))
+    return conf().lease_sweep_s
 
 
 def start_sweeper() -> None:

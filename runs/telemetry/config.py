@@ -77,8 +77,11 @@ def _checked_url(name: str, url: str) -> str:
     return url
 
 
-def from_environ(env: Mapping[str, str]) -> TelemetryConfig | None:
-    """The export settings, or None when export is off; TelemetryConfigError if malformed."""
+def from_environ(
+    env: Mapping[str, str], *, project: str = "agentui"
+) -> TelemetryConfig | None:
+    """The export settings from the OTEL_* variables, or None when export is off;
+    TelemetryConfigError if malformed. `project` is AGENTUI_OTEL_PROJECT (runs.conf)."""
     disabled = _text(env, "OTEL_SDK_DISABLED").lower()
     if disabled not in ("", "true", "false"):
         raise TelemetryConfigError(
@@ -113,7 +116,7 @@ def from_environ(env: Mapping[str, str]) -> TelemetryConfig | None:
     config = TelemetryConfig(
         endpoint=endpoint,
         setting=setting,
-        project=_text(env, "AGENTUI_OTEL_PROJECT") or "agentui",
+        project=project,
         service_name=_text(env, "OTEL_SERVICE_NAME") or "agentui",
         max_queue_size=max_queue,
         max_export_batch_size=batch,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field
 
+from runs.conf import conf
 from runs.models import Annotation, AnnotationTarget, Event, Step, Task, Turn
 from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
@@ -101,7 +101,7 @@ def _hold_annotation(task: Task, new: NewAnnotation) -> None:
     """ProtocolError (`quota_exceeded`) when the step (or answer) `new` is about has as many
     annotations as one may have (`AGENTUI_MAX_ANNOTATIONS_PER_STEP`; 0: no limit). Holds the
     notebook's row until the transaction ends, so notes added at once cannot pass it together."""
-    limit = int(getattr(settings, "AGENTUI_MAX_ANNOTATIONS_PER_STEP", 0) or 0)
+    limit = conf().max_annotations_per_step
     if limit <= 0:
         return
     Task.objects.select_for_update().filter(pk=task.pk).exists()

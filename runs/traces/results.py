@@ -19,8 +19,7 @@ import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
-from django.conf import settings
-
+from runs.conf import conf
 from runs.models import Event, Task
 from runs.presets.tools.sql import EXPORT_BATCH_ROWS, SQLError, sql_export
 from runs.presets.tools.tables import Table, as_table
@@ -117,11 +116,11 @@ def safe_cell(value: Any) -> Any:
 
 
 def export_max_rows() -> int:
-    return int(getattr(settings, "AGENTUI_CSV_EXPORT_MAX_ROWS", 1_000_000))
+    return conf().csv_export_max_rows
 
 
 def export_max_bytes() -> int:
-    return int(getattr(settings, "AGENTUI_CSV_EXPORT_MAX_BYTES", 64 * 1024 * 1024))
+    return conf().csv_export_max_bytes
 
 
 class _Lines:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hmac
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from runs import service
+from runs.conf import conf
 
 
 @login_not_required
@@ -50,7 +50,7 @@ def _bearer(request: HttpRequest) -> str:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """This process's Prometheus metrics, for a scraper that sends the metrics token."""
-    token: str = getattr(settings, "AGENTUI_METRICS_TOKEN", "")
+    token = conf().metrics_token
     if not token:
         return HttpResponse(
             "metrics are off: set AGENTUI_METRICS_TOKEN to serve them\n",

@@ -15,6 +15,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.http import require_http_methods
 
+from runs.conf import conf
 from runs.service import demo_example_prompts, llm_settings
 
 # --- Navigation -------------------------------------------------------------
@@ -64,9 +65,7 @@ def make_login_token(user: AbstractBaseUser) -> str:
 def user_for_login_token(token: str) -> AbstractBaseUser | None:
     """The active user `token` was made for, or None if it is forged, expired or used."""
     try:
-        data = signing.loads(
-            token, salt=_LOGIN_SALT, max_age=settings.AGENTUI_LOGIN_LINK_MAX_AGE
-        )
+        data = signing.loads(token, salt=_LOGIN_SALT, max_age=conf().login_link_max_age)
     except signing.BadSignature:  # includes SignatureExpired
         return None
     user = get_user_model().objects.filter(pk=data.get("u"), is_active=True).first()

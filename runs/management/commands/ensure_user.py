@@ -6,10 +6,10 @@ import getpass
 import re
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
+from runs.conf import conf
 from runs.management.commands.login_link import login_link
 
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         user = User(**{User.USERNAME_FIELD: username}, is_staff=True, is_superuser=True)
         user.set_unusable_password()  # the link is the way in; `manage.py changepassword` adds one
         user.save()
-        hours = settings.AGENTUI_LOGIN_LINK_MAX_AGE // 3600
+        hours = conf().login_link_max_age // 3600
         self.stdout.write(
             f"Created user {username!r}. Open this link to log in "
             f"(works once, for {hours} hours):\n\n    {login_link(user, options['base_url'])}\n"

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from django.conf import settings
 
+from runs.conf import conf
 from runs.engine.tools import ToolContext
 from runs.presets.tools.dataset import data_dir
 from runs.presets.tools.sql import (
@@ -66,7 +66,7 @@ def _write_config(path: Path) -> dict[str, Any]:
     stays flat however large the file (AGENTUI_DATA_IMPORT_MEMORY, default 128MB)."""
     return {
         "threads": 2,
-        "memory_limit": str(getattr(settings, "AGENTUI_DATA_IMPORT_MEMORY", "128MB")),
+        "memory_limit": conf().data_import_memory,
         "temp_directory": str(path.parent / "tmp"),
     }
 
@@ -90,7 +90,7 @@ class DataScope(ToolContext):
 
 
 def max_file_bytes() -> int:
-    return int(getattr(settings, "AGENTUI_DATA_MAX_FILE_BYTES", 1024**3))
+    return conf().data_max_file_bytes
 
 
 def database_path(user_id: int) -> Path:

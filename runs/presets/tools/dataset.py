@@ -1,6 +1,6 @@
 """The sample dataset the SQL tools read: a small, deterministic sales database in SQLite.
 
-Built on first use into the data folder (settings.AGENTUI_DATA_DIR, default .local/data) from a
+Built on first use into the data folder (AGENTUI_DATA_DIR, runs.conf; default .local/data) from a
 fixed seed, so every install has the same numbers and demo answers can quote them. The file is
 written under a temporary name and renamed into place, so concurrent first uses are safe.
 """
@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
+
+from runs.conf import conf
 
 DATASET_VERSION = 1
 SEED = 20_241
@@ -81,7 +83,7 @@ _lock = threading.Lock()
 
 
 def data_dir() -> Path:
-    configured = getattr(settings, "AGENTUI_DATA_DIR", None)
+    configured = conf().data_dir
     return (
         Path(configured) if configured else Path(settings.BASE_DIR) / ".local" / "data"
     )

@@ -28,8 +28,7 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
-from django.conf import settings
-
+from runs.conf import conf
 from runs.presets.tools.dataset import ensure_sample_db
 
 ROW_LIMIT = 200
@@ -234,11 +233,11 @@ def _explain(exc: sqlite3.DatabaseError, budget: _Budget) -> SQLError:
 
 
 def max_rows() -> int:
-    return int(getattr(settings, "AGENTUI_SQL_MAX_ROWS", ROW_LIMIT))
+    return conf().sql_max_rows
 
 
 def max_bytes() -> int:
-    return int(getattr(settings, "AGENTUI_SQL_MAX_BYTES", 256 * 1024))
+    return conf().sql_max_bytes
 
 
 def _cell(value: Any) -> Any:

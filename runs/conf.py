@@ -1,0 +1,342 @@
+"""agentui's own settings, every `AGENTUI_*` variable: one typed object, read and checked once.
+
+`from_environ` reads them from the environment at start (agentui/settings.py calls it; a wrong
+value stops start-up with one line naming the variable, `ConfError`). agentui/settings.py keeps
+each as the Django setting of the same name, so tests change them the usual way
+(`override_settings`, pytest-django's `settings`). Code reads them through `conf()`: this object
+built from Django's settings, kept until one of them changes. docs/operations.md lists them from
+`table()` (`manage.py settings_table --write`), and a test fails when the two differ.
+
+The engine does not read this: the service hands it the values it needs as arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+PREFIX = "AGENTUI_"
+UPLOAD_FORM_ROOM = 64 * 1024  # what a multipart form adds around its one file
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfError(ValueError):
+    """A malformed setting; the message is one line that starts with the variable's name."""
+
+
+def _setting(default: Any, kind: str, doc: str, shown: str = "", **limits: Any) -> Any:
+    """A field: its default, how its text is read (`kind`), what it does, its default as the
+    table shows it when that is not the value itself (`shown`), and bounds (`least`, `most`)."""
+    return dataclasses.field(
+        default=default, metadata={"kind": kind, "doc": doc, "shown": shown, **limits}
+    )
+
+
+@dataclass(frozen=True)
+class Conf:
+    """Every AGENTUI_* setting (the field `lease_stale_s` is `AGENTUI_LEASE_STALE_S`)."""
+
+    # --- the model
+    model: str = _setting(
+        "",
+        "text",
+        "The model to call: required with `OPENAI_BASE_URL` (the name your server serves); "
+        "with `OPENAI_API_KEY` alone `gpt-4.1-mini`; unset and neither: the offline demo model",
+    )
+    llm_timeout_s: float = _setting(
+        60.0, "seconds", "The openai SDK's timeout of one request to the model"
+    )
+    llm_max_retries: int = _setting(
+        2, "count", "How often the openai SDK retries a failed model request"
+    )
+    llm_first_byte_timeout_s: float = _setting(
+        60.0,
+        "seconds",
+        "A model call that sends nothing before its first byte (retries included) fails after "
+        "this long (`llm_error`); 0: no limit of its own",
+    )
+    llm_chunk_timeout_s: float = _setting(
+        30.0,
+        "seconds",
+        "A streamed model answer that sends nothing for this long between two chunks fails; "
+        "0: no limit of its own",
+    )
+    tool_output_model_chars: int = _setting(
+        256 * 1024,
+        "count",
+        "The most characters of one tool output a model call is given (the rest is left out "
+        "and the model told so); 0: no limit",
+    )
+    # --- reliability
+    lease_stale_s: float = _setting(
+        30.0,
+        "seconds",
+        "A notebook's lease not renewed for this long belongs to a dead process",
+    )
+    lease_sweep_s: float = _setting(
+        10.0,
+        "seconds",
+        "How often every server process looks for steps left running under dead leases; "
+        "0: never",
+    )
+    broadcast_timeout_s: float = _setting(
+        5.0,
+        "seconds",
+        "The longest one send to the channel layer may take before it counts as failed",
+    )
+    delta_gather_s: float = _setting(
+        0.0,
+        "seconds",
+        "The least time a stream's tokens gather into one `delta`; never more than 0.05",
+        shown="0.04 with `REDIS_URL`, else 0",
+        most=0.05,
+    )
+    db_conn_max_age_s: float = _setting(
+        60.0,
+        "seconds",
+        "How long a thread keeps its database connection (checked before reuse); 0: closed "
+        "after every call",
+    )
+    # --- tools and data
+    sql_max_rows: int = _setting(
+        200, "count", "The most rows of one `sql_query` result the model is given"
+    )
+    sql_max_bytes: int = _setting(
+        256 * 1024,
+        "count",
+        "About the most bytes of JSON of one `sql_query` result the model is given",
+    )
+    data_dir: str = _setting(
+        "",
+        "path",
+        "Where the sample dataset and each user's uploaded data (`users/<id>.duckdb`) live",
+        shown="`.local/data` in the project folder",
+    )
+    data_max_file_bytes: int = _setting(
+        1024**3, "count", "The largest data file (CSV, Parquet, Excel) one may upload"
+    )
+    data_import_memory: str = _setting(
+        "128MB",
+        "size",
+        "DuckDB's memory for one import of a data file; it spills to "
+        "`<data dir>/users/tmp` beyond this",
+    )
+    max_image_bytes: int = _setting(
+        5 * 1024 * 1024,
+        "count",
+        "The largest image one may attach to a message",
+        least=1024,
+    )
+    # --- what one request may cost
+    max_body_bytes: int = _setting(
+        2 * 1024 * 1024,
+        "count",
+        "The largest request body (larger: 413 before it is read), but on the upload paths",
+        least=64 * 1024,
+    )
+    max_upload_body_bytes: int = _setting(
+        5 * 1024 * 1024 + UPLOAD_FORM_ROOM,
+        "count",
+        "The largest body of an image upload (`POST /api/images/`): more than "
+        "`AGENTUI_MAX_IMAGE_BYTES`, room for the form around the image",
+        shown="the larger of `AGENTUI_MAX_BODY_BYTES` and `AGENTUI_MAX_IMAGE_BYTES` + 64 KiB",
+    )
+    csv_export_max_rows: int = _setting(
+        1_000_000,
+        "count",
+        "The most rows of a tool call's table downloaded as CSV",
+        least=1,
+    )
+    csv_export_max_bytes: int = _setting(
+        64 * 1024 * 1024,
+        "count",
+        "The most bytes of a tool call's table downloaded as CSV",
+        least=1024,
+    )
+    # --- per-person limits (0 turns one off)
+    runs_per_minute: int = _setting(
+        60,
+        "count",
+        "Runs (messages sent and approvals) one person may start a minute, counted across "
+        "processes; 0: no limit",
+    )
+    max_pending_images: int = _setting(
+        12,
+        "count",
+        "Images one person uploaded and has not sent with a message yet; 0: no limit",
+    )
+    pending_image_ttl_s: float = _setting(
+        3600.0,
+        "seconds",
+        "How long an unsent upload is kept (older ones are discarded and do not count)",
+    )
+    max_annotations_per_step: int = _setting(
+        50,
+        "count",
+        "Annotations on one step (or one answer) of a notebook; 0: no limit",
+    )
+    max_api_tokens: int = _setting(
+        20, "count", "API tokens one person has that are not revoked; 0: no limit"
+    )
+    # --- operations
+    login_link_max_age: int = _setting(
+        24 * 3600, "count", "Seconds a printed login link stays valid", least=1
+    )
+    metrics_token: str = _setting(
+        "",
+        "text",
+        "`/metrics` answers only `Authorization: Bearer <this>`; unset: `/metrics` is off",
+    )
+    ready_timeout_s: float = _setting(
+        2.0,
+        "seconds",
+        "How long `/readyz` waits for each of the database, the channel layer and the model",
+    )
+    otel_project: str = _setting(
+        "agentui",
+        "text",
+        "The Phoenix project spans go to (`openinference.project.name`)",
+    )
+    log_level: str = _setting(
+        "INFO", "level", "The log level of agentui's own loggers (`runs`)"
+    )
+    test_db_name: str = _setting(
+        "",
+        "text",
+        "Test runs only: the name of the test database (parallel runs on one server)",
+    )
+
+
+def env_name(field: dataclasses.Field[Any]) -> str:
+    return PREFIX + field.name.upper()
+
+
+def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
+    name, meta = env_name(field), field.metadata
+    kind, least, most = meta["kind"], meta.get("least", 0), meta.get("most")
+    if kind == "seconds":
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds >= least):
+            raise ConfError(f"{name}: expected seconds (>= {least}), got {raw!r}")
+        return seconds if most is None else min(most, seconds)
+    if kind == "count":
+        try:
+            count = int(raw)
+        except ValueError:
+            try:  # "200.0" was read as 200 before; still is
+                number = float(raw)
+            except ValueError:
+                number = math.nan
+            count = int(number) if number.is_integer() else least - 1
+        if count < least:
+            raise ConfError(f"{name}: expected a whole number >= {least}, got {raw!r}")
+        return count
+    if kind == "size":
+        if not re.fullmatch(r"\d+(\.\d+)?\s*(KB|MB|GB|KiB|MiB|GiB)", raw):
+            raise ConfError(
+                f"{name}: expected a size such as 128MB or 1GB, got {raw!r}"
+            )
+        return raw
+    if kind == "level":
+        level = raw.upper()
+        if level not in LOG_LEVELS:
+            raise ConfError(
+                f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}"
+            )
+        return level
+    return raw  # text, path
+
+
+def from_environ(
+    environ: Mapping[str, str], *, base_dir: Path, redis: bool = False
+) -> Conf:
+    """The settings from `environ` (unset or blank: the default); ConfError if one is malformed.
+
+    `base_dir` (the project folder) and `redis` (REDIS_URL set) give the defaults that depend
+    on them."""
+    values: dict[str, Any] = {}
+    for field in fields(Conf):
+        raw = environ.get(env_name(field), "").strip()
+        if raw:
+            values[field.name] = _parse(field, raw)
+    values.setdefault("data_dir", str(base_dir / ".local" / "data"))
+    if redis:
+        values.setdefault("delta_gather_s", 0.04)
+    made = Conf(**values)
+    if "max_upload_body_bytes" not in values:
+        room = max(made.max_body_bytes, made.max_image_bytes + UPLOAD_FORM_ROOM)
+        made = dataclasses.replace(made, max_upload_body_bytes=room)
+    if made.max_upload_body_bytes <= made.max_image_bytes:
+        raise ConfError(
+            f"AGENTUI_MAX_UPLOAD_BODY_BYTES: {made.max_upload_body_bytes} leaves no room for an"
+            f" image of AGENTUI_MAX_IMAGE_BYTES ({made.max_image_bytes}) and its form"
+        )
+    return made
+
+
+def as_django_settings(values: Conf) -> dict[str, Any]:
+    """{"AGENTUI_LEASE_STALE_S": 30.0, ...}: how agentui/settings.py keeps them."""
+    return {env_name(f): getattr(values, f.name) for f in fields(Conf)}
+
+
+_current: Conf | None = None
+
+
+def conf() -> Conf:
+    """The settings in force: Django's `AGENTUI_*` settings (with any test override) as one
+    object. One missing from Django's settings has its default."""
+    global _current
+    current = _current
+    if current is None:
+        values: dict[str, Any] = {
+            f.name: getattr(settings, env_name(f), f.default) for f in fields(Conf)
+        }
+        current = _current = Conf(**values)
+    return current
+
+
+def forget(**_: Any) -> None:
+    """Build `conf()` again at its next use (a setting changed)."""
+    global _current
+    _current = None
+
+
+def _on_setting_changed(setting: str, **kwargs: Any) -> None:
+    if setting.startswith(PREFIX):
+        forget()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="runs.conf")
+
+
+def table() -> str:
+    """docs/operations.md's table of every setting, as Markdown."""
+    rows = [
+        "| Variable | Default | What it sets |",
+        "|---|---|---|",
+    ]
+    for field in fields(Conf):
+        shown = field.metadata["shown"] or _shown(field.default, field.metadata["kind"])
+        rows.append(f"| `{env_name(field)}` | {shown} | {field.metadata['doc']} |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown(default: Any, kind: str) -> str:
+    if default == "":
+        return "unset"
+    if kind == "seconds":
+        return f"{default:g} s"
+    if kind == "count" and isinstance(default, int):
+        return f"{default:,}"
+    return f"`{default}`"
