@@ -79,6 +79,9 @@ def is_postgres() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     # Django's settings were read before this module: give them the rate limit set above.
     settings.AGENTUI_RUNS_PER_MINUTE = int(os.environ["AGENTUI_RUNS_PER_MINUTE"])
+    from runs.conf import forget
+
+    forget()  # a plain assignment sends no setting_changed: runs.conf.conf() reads it anew
 
 
 # --- Loopback only ---------------------------------------------------------------
