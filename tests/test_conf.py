@@ -92,6 +92,21 @@ def test_a_malformed_value_is_one_error_naming_it(
     assert str(error.value).startswith(f"{name}: ") and reason in str(error.value)
 
 
+def test_the_upload_limit_follows_the_image_and_body_limits() -> None:
+    def made(**env: str) -> Conf:
+        return from_environ(env, base_dir=Path("/x"))
+
+    assert made().max_upload_body_bytes == 5 * 1024 * 1024 + 64 * 1024
+    assert made(AGENTUI_MAX_BODY_BYTES="8000000").max_upload_body_bytes == 8_000_000
+    assert (
+        made(AGENTUI_MAX_IMAGE_BYTES="65536").max_upload_body_bytes == 2 * 1024 * 1024
+    )
+    with pytest.raises(
+        ConfError, match="^AGENTUI_MAX_UPLOAD_BODY_BYTES: 70000 leaves no"
+    ):
+        made(AGENTUI_MAX_IMAGE_BYTES="80000", AGENTUI_MAX_UPLOAD_BODY_BYTES="70000")
+
+
 def test_the_object_follows_django_settings_at_use_time() -> None:
     before = conf()
     assert before.lease_stale_s == settings.AGENTUI_LEASE_STALE_S
