@@ -136,6 +136,10 @@ async def test_agui_ends_the_run_over_the_limit_with_run_error(server: Any) -> N
     assert events[-1]["code"] == "rate_limited"
     assert "try again in" in events[-1]["message"]
     assert await Turn.objects.acount() == 1
+    # a new thread refused so leaves no empty notebook behind
+    _, events = await run_events(client, run_input("new-thread", QUESTION))
+    assert events[-1]["code"] == "rate_limited"
+    assert await Task.objects.acount() == 1
 
 
 @override_settings(AGENTUI_RUNS_PER_MINUTE=2, REDIS_URL="")

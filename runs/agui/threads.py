@@ -22,6 +22,7 @@ from runs.service import create_notebook_row
 class Thread:
     task_pk: int
     agent: str
+    created: bool = False  # made by this request (start_thread), not found
 
 
 def find_thread(user: AbstractBaseUser, thread_id: str) -> Thread | None:
@@ -48,4 +49,4 @@ def start_thread(
         if found is None:
             raise
         return found
-    return Thread(task.pk, task.agent)
+    return Thread(task.pk, task.agent, created=True)

@@ -178,6 +178,10 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     try:
         await run.begin()
     except ProtocolError as exc:
+        if thread.created:
+            # a new thread whose first message was refused (rate_limited) is not left behind
+            # as an empty notebook: the same thread id starts afresh next time
+            await Task.objects.filter(pk=thread.task_pk).adelete()
         if exc.code in _STATUS:
             # e.g. another resume of the same interrupts took them first: nothing was changed
             return _from_error(exc)
