@@ -19,6 +19,7 @@ from runs.models import group_name
 from runs.realtime.pacing import GAIN, LAG_FLOOR_S, MAX_GATHER_S, LoopLag, loop_lag
 from runs.realtime.publisher import Publisher
 from runs.realtime.streams import StreamRelay
+from tests.live_support import until_true
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the streams' text is flushed
 
@@ -93,6 +94,11 @@ async def received(channel: str) -> list[dict[str, Any]]:
     return out
 
 
+async def all_sent(publisher: Publisher) -> None:
+    """Until the publisher has sent all it emitted (a gathering delta leaves when it ends)."""
+    await until_true(lambda: not publisher.sending(), what="the gathered tokens sent")
+
+
 def deltas(messages: list[dict[str, Any]]) -> list[str]:
     return [
         json.loads(m["text"])["event"]["delta"] if m["type"] == "notebook.delta" else m
@@ -149,7 +155,7 @@ async def test_a_streams_tokens_gather_after_its_first(
         await publisher(event)
         for _ in range(3):
             await asyncio.sleep(0)
-    await asyncio.sleep(MAX_GATHER_S * 2)
+    await all_sent(publisher)
     assert deltas(await received(channel)) == [
         "w0 ",
         "".join(f"w{n} " for n in range(1, 10)),
@@ -172,7 +178,7 @@ async def test_something_else_to_send_ends_the_gathering(settings: Any) -> None:
     for _ in range(3):
         await asyncio.sleep(0)  # "b" left with the reply behind it, not waiting for "c"
     await publisher(third)
-    await asyncio.sleep(MAX_GATHER_S * 2)
+    await all_sent(publisher)
     assert deltas(await received(channel)) == ["a", "b", reply, "c"]
     publisher.streams.drop(STEP)
 
