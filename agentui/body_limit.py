@@ -28,13 +28,13 @@ the app), so the upload limits are also what one accepted upload can cost.
 from __future__ import annotations
 
 import html
-import json
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from io import BytesIO
 from typing import Any
 from urllib.parse import unquote
 
+from agentui.errors import error_json, wants_json
 from runs.conf import UPLOAD_FORM_ROOM, conf
 
 Scope = MutableMapping[str, Any]
@@ -48,7 +48,6 @@ DATA_UPLOAD_PATH = "/api/v1/data/files"
 FORM_ROOM = UPLOAD_FORM_ROOM  # what a multipart form adds around its one file
 # How long a refused request's connection keeps reading (and dropping) the rest of its body.
 LINGER_S = 30.0
-JSON_PREFIXES = ("/api/", "/agui/")
 
 
 def general_limit() -> int:
@@ -88,8 +87,8 @@ def _size_text(count: int) -> str:
 def too_large(path: str, limit: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """The 413 answer's headers and body: JSON under /api/ and /agui/, a plain page elsewhere."""
     message = f"The request is too large: at most {_size_text(limit)} may be sent here."
-    if path.startswith(JSON_PREFIXES):
-        body = json.dumps({"error": message}).encode()
+    if wants_json(path):
+        body = error_json(path, "too_large", message)
         kind = b"application/json"
     else:
         body = (

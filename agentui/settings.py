@@ -51,6 +51,60 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def _env_hosts(name: str, default: list[str]) -> list[str]:
+    """Host names (`example.org`, `.example.org` for its subdomains, `*`), comma-separated."""
+    hosts = _env_list(name, default)
+    for host in hosts:
+        if "://" in host or "/" in host or " " in host:
+            raise ImproperlyConfigured(
+                f"{name}: {host!r} is not a host name (no scheme or path: example.org)"
+            )
+    return hosts
+
+
+def _env_origins(name: str) -> list[str]:
+    """Origins (`https://example.org`, `https://*.example.org`, with a port if not the default)."""
+    origins = _env_list(name, [])
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise ImproperlyConfigured(
+                f"{name}: {origin!r} is not an origin (expected https://example.org)"
+            )
+        if parts.path.strip("/") or parts.query or parts.fragment:
+            raise ImproperlyConfigured(
+                f"{name}: {origin!r} has a path; give only scheme://host[:port]"
+            )
+    return [origin.rstrip("/") for origin in origins]
+
+
+def _env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto,https`: the header a TLS proxy sets and its value for https."""
+    raw = _env(name)
+    if not raw:
+        return None
+    header, _, value = raw.partition(",")
+    header, value = header.strip(), value.strip()
+    if not header or not value or not all(c.isalnum() or c == "-" for c in header):
+        raise ImproperlyConfigured(
+            f"{name}: expected a header and its value for https, such as"
+            f" X-Forwarded-Proto,https; got {raw!r}"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
+def _env_seconds_whole(name: str) -> int:
+    """A whole number of seconds (>= 0); 0 when unset."""
+    raw = _env(name)
+    if not raw:
+        return 0
+    if not raw.isdigit():
+        raise ImproperlyConfigured(
+            f"{name}: expected a whole number of seconds >= 0, got {raw!r}"
+        )
+    return int(raw)
+
+
 def _port_problem(name: str, url: str) -> str | None:
     """The reason `url` has an unusable port, or None."""
     try:
@@ -235,8 +289,9 @@ globals().update(_conf.as_django_settings(_AGENTUI))
 # --- Core -------------------------------------------------------------------
 
 SECRET_KEY = _env("SECRET_KEY") or _local_secret_key(BASE_DIR / ".local" / "secret_key")
-DEBUG = _env_bool("DEBUG", True)
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+# Off unless DEBUG=true: Django's debug pages show tracebacks, settings and the URL map.
+DEBUG = _env_bool("DEBUG", False)
+ALLOWED_HOSTS = _env_hosts("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
     "daphne",  # first: runserver serves ASGI through daphne
@@ -327,6 +382,31 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Error answers and running behind TLS (issue 24; docs/operations.md, "Running behind TLS") --
+# A failed CSRF check under /api/ and /agui/ is JSON (agentui/errors.py), a page elsewhere.
+CSRF_FAILURE_VIEW = "agentui.errors.csrf_failure"
+# All off by default (a local `make run` is plain http); a malformed value stops every command
+# with a line naming it.
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_PROXY_SSL_HEADER = _env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+SECURE_HSTS_SECONDS = _env_seconds_whole("SECURE_HSTS_SECONDS")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+if SECURE_HSTS_PRELOAD and (
+    SECURE_HSTS_SECONDS < 31_536_000 or not SECURE_HSTS_INCLUDE_SUBDOMAINS
+):
+    raise ImproperlyConfigured(
+        "SECURE_HSTS_PRELOAD: browsers' preload lists need SECURE_HSTS_SECONDS >= 31536000"
+        " (a year) and SECURE_HSTS_INCLUDE_SUBDOMAINS=true"
+    )
+if SECURE_HSTS_INCLUDE_SUBDOMAINS and not SECURE_HSTS_SECONDS:
+    raise ImproperlyConfigured(
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS: has no effect without SECURE_HSTS_SECONDS > 0"
+    )
+CSRF_TRUSTED_ORIGINS = _env_origins("CSRF_TRUSTED_ORIGINS")
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
 
 # --- Pages ------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Root URLs: login, admin and the runs app."""
+"""Root URLs: login, admin and the runs app; error answers (agentui/errors.py)."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -21,3 +21,9 @@ urlpatterns = [
     path("api/v1/", rest_api_urls),
     path("", include("runs.urls")),
 ]
+
+# With DEBUG off: JSON under /api/ and /agui/, Django's plain pages elsewhere.
+handler400 = "agentui.errors.bad_request"
+handler403 = "agentui.errors.permission_denied"
+handler404 = "agentui.errors.page_not_found"
+handler500 = "agentui.errors.server_error"

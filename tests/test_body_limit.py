@@ -101,7 +101,8 @@ def test_daphne_answers_413_before_the_body_is_sent(served: LiveApp) -> None:
     )
     assert headers["content-type"] == "application/json"
     assert json.loads(body) == {
-        "error": "The request is too large: at most 5.1 MiB may be sent here."
+        "error": "The request is too large: at most 5.1 MiB may be sent here.",
+        "code": "too_large",
     }
     # A page: a plain page, not JSON, and never Django's debug page.
     headers, body = refused_early(

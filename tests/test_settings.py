@@ -29,6 +29,11 @@ print(json.dumps({
     "is_demo": llm.is_demo, "model": llm.model, "base_url": llm.base_url, "label": llm.label,
     "debug": settings.DEBUG, "allowed_hosts": settings.ALLOWED_HOSTS,
     "secret_key": settings.SECRET_KEY,
+    "tls": [settings.SECURE_SSL_REDIRECT, settings.SECURE_PROXY_SSL_HEADER,
+            settings.SECURE_HSTS_SECONDS, settings.SECURE_HSTS_INCLUDE_SUBDOMAINS,
+            settings.SECURE_HSTS_PRELOAD, settings.CSRF_TRUSTED_ORIGINS,
+            settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE],
+    "bodies": [settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.FILE_UPLOAD_MAX_MEMORY_SIZE],
 }))
 """
 
@@ -71,8 +76,10 @@ def test_defaults_are_sqlite_in_memory_layer_and_demo_model(
     assert s["layer"] == "agentui.inmemory_layer.InMemoryLayer"
     assert s["is_demo"] is True
     assert s["label"] == "Offline demo model — no LLM configured"
-    assert s["debug"] is True
+    assert s["debug"] is False  # on only with DEBUG=true
     assert s["allowed_hosts"] == ["localhost", "127.0.0.1", "[::1]"]
+    assert s["tls"] == [False, None, 0, False, False, [], False, False]
+    assert s["bodies"] == [2 * 1024**2, 64 * 1024]
 
 
 def test_postgres_url_selects_postgres(subprocess_env: EnvFactory) -> None:
@@ -149,6 +156,34 @@ def test_plain_settings_are_honoured(subprocess_env: EnvFactory) -> None:
     assert s["allowed_hosts"] == ["agentui.example", "10.0.0.5"]
 
 
+def test_debug_and_tls_settings_are_honoured(subprocess_env: EnvFactory) -> None:
+    s = resolved(
+        subprocess_env,
+        DEBUG="true",
+        SECURE_SSL_REDIRECT="true",
+        SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto, https",
+        SECURE_HSTS_SECONDS="31536000",
+        SECURE_HSTS_INCLUDE_SUBDOMAINS="true",
+        SECURE_HSTS_PRELOAD="yes",
+        CSRF_TRUSTED_ORIGINS="https://agentui.example, https://*.example.org:8443/",
+        SESSION_COOKIE_SECURE="1",
+        CSRF_COOKIE_SECURE="on",
+        AGENTUI_MAX_BODY_BYTES="1048576",
+    )
+    assert s["debug"] is True
+    assert s["tls"] == [
+        True,
+        ["HTTP_X_FORWARDED_PROTO", "https"],
+        31536000,
+        True,
+        True,
+        ["https://agentui.example", "https://*.example.org:8443"],
+        True,
+        True,
+    ]
+    assert s["bodies"] == [1048576, 64 * 1024]
+
+
 def test_generated_secret_key_is_kept(subprocess_env: EnvFactory) -> None:
     first = resolved(subprocess_env, SECRET_KEY=None)
     second = resolved(subprocess_env, SECRET_KEY=None)
@@ -172,6 +207,16 @@ def test_generated_secret_key_is_kept(subprocess_env: EnvFactory) -> None:
         ("AGENTUI_LLM_TIMEOUT_S", "soon", "expected seconds (>= 0), got 'soon'"),
         ("AGENTUI_LLM_MAX_RETRIES", "-1", "expected a whole number >= 0"),
         ("AGENTUI_LEASE_STALE_S", "half a minute", "expected seconds"),
+        ("ALLOWED_HOSTS", "https://agentui.example", "is not a host name"),
+        ("CSRF_TRUSTED_ORIGINS", "agentui.example", "is not an origin"),
+        ("CSRF_TRUSTED_ORIGINS", "https://agentui.example/app", "has a path"),
+        ("SECURE_SSL_REDIRECT", "always", "expected true or false"),
+        ("SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto", "expected a header and its"),
+        ("SECURE_HSTS_SECONDS", "a year", "expected a whole number of seconds"),
+        ("SECURE_HSTS_PRELOAD", "true", "preload lists need"),
+        ("SECURE_HSTS_INCLUDE_SUBDOMAINS", "true", "without SECURE_HSTS_SECONDS"),
+        ("SESSION_COOKIE_SECURE", "https", "expected true or false"),
+        ("CSRF_COOKIE_SECURE", "2", "expected true or false"),
     ],
 )
 def test_bad_setting_is_one_line_naming_it(
