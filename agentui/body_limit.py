@@ -18,7 +18,8 @@ anything looked at it (issue 24). Two guards, one rule (`limit_for`):
 
 Limits (settings, docs/operations.md): `AGENTUI_MAX_BODY_BYTES` everywhere, and larger ones on
 the upload paths: `AGENTUI_MAX_UPLOAD_BODY_BYTES` for an image (`IMAGE_UPLOAD_PATH`), and
-`AGENTUI_DATA_MAX_FILE_BYTES` + 64 KiB for a data file (`DATA_UPLOAD_PATH`). Paths under /api/
+`AGENTUI_DATA_MAX_POST_BYTES` + 64 KiB for a data file sent whole (`DATA_UPLOAD_PATH`; larger
+files go in parts of 1 MiB, each within the general limit). Paths under /api/
 and /agui/ get JSON (`{"error": ...}`), pages a plain page.
 
 Under daphne a body within its limit is still held in memory once (daphne queues it whole for
@@ -59,8 +60,9 @@ def upload_limit() -> int:
 
 
 def data_upload_limit() -> int:
-    """A data file (runs/rest/data.py) of at most AGENTUI_DATA_MAX_FILE_BYTES and its form."""
-    return conf().data_max_file_bytes + FORM_ROOM
+    """A data file sent whole (runs/rest/data.py) and its form: AGENTUI_DATA_MAX_POST_BYTES
+    (a larger file goes in parts through /api/v1/data/uploads, each under the general limit)."""
+    return min(conf().data_max_post_bytes, conf().data_max_file_bytes) + FORM_ROOM
 
 
 def limit_for(path: str) -> int:

@@ -123,6 +123,13 @@ class Conf:
     data_max_file_bytes: int = _setting(
         1024**3, "count", "The largest data file (CSV, Parquet, Excel) one may upload"
     )
+    data_max_post_bytes: int = _setting(
+        32 * 1024**2,
+        "count",
+        "The largest data file sent whole in one request (`POST /api/v1/data/files`); daphne "
+        "holds a request's body in memory, so larger files go in 1 MiB parts "
+        "(`/api/v1/data/uploads`, what the Data page does)",
+    )
     data_import_memory: str = _setting(
         "128MB",
         "size",

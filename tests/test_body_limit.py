@@ -145,7 +145,7 @@ def test_daphne_answers_413_before_the_body_is_sent(served: LiveApp) -> None:
         "/api/v1/data/files",
         {"Content-Type": "multipart/form-data; boundary=x", "Content-Length": "2" * 12},
     )
-    assert json.loads(body)["error"].endswith("at most 1024.1 MiB may be sent here.")
+    assert json.loads(body)["error"].endswith("at most 32.1 MiB may be sent here.")
     headers, _ = refused_early(
         app,
         "/api/tasks/1/annotations/",

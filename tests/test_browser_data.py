@@ -110,8 +110,20 @@ def test_drop_a_csv_see_it_and_ask_the_demo_about_it(
     page.locator("#data-error", has_text="not UTF-8").wait_for()
     assert page.locator("li.data-table").count() == 1
     both_sizes(page, artifacts_dir, "data-refused")
-    refused = [e for e in page.console_errors if "/api/v1/data/files" in e]
+    assert page.locator("#upload-progress").evaluate("p => p.value") == 100
+    refused = [e for e in page.console_errors if "/api/v1/data/uploads/" in e]
     assert len(refused) == 2 and all("HTTP 422" in e for e in refused)
+
+    # a file larger than one part (1 MiB) goes up in parts; its bar moves, then it is a table
+    rows = "".join(f"{n},shop-{n % 7},{n % 13}\n" for n in range(150_000))
+    drop_file(page, "big_orders.csv", "id,shop,units\n" + rows)
+    page.locator("#data-done", has_text="big_orders (150,000 rows)").wait_for(
+        timeout=60_000
+    )
+    assert (
+        "150,000 rows"
+        in page.locator("li.data-table[data-table='big_orders']").inner_text()
+    )
     assert [e for e in page.console_errors if e not in refused] == []
 
     # the demo's example prompt, answered from the uploaded table

@@ -222,3 +222,106 @@ def test_the_offline_demo_offers_the_uploaded_file_example() -> None:
 
     assert any(e.prompt == DATA_PROMPT for e in demo_example_prompts())
     assert EXAMPLE_FILE.read_text().startswith("shop,city,month,visitors,")
+
+
+class PartsApi(DataApi):
+    async def start(self, filename: str, size: int, name: str = "") -> Any:
+        return await self.client.post(
+            f"{API}/data/uploads",
+            {"filename": filename, "size": size, "name": name},
+            content_type="application/json",
+            headers=self.headers,
+        )
+
+    async def part(self, upload_id: str, offset: int, chunk: bytes) -> Any:
+        return await self.client.put(
+            f"{API}/data/uploads/{upload_id}?offset={offset}",
+            chunk,
+            content_type="application/octet-stream",
+            headers=self.headers,
+        )
+
+    async def finish(self, upload_id: str) -> Any:
+        return await self.client.post(
+            f"{API}/data/uploads/{upload_id}/finish", headers=self.headers
+        )
+
+
+def uploads_left(data_dir: Path) -> list[str]:
+    return sorted(p.name for p in (data_dir / "uploads").rglob("*") if p.is_file())
+
+
+async def test_a_file_sent_in_parts_becomes_a_table_and_leaves_no_upload(
+    monkeypatch: pytest.MonkeyPatch, data_dir: Path
+) -> None:
+    monkeypatch.setattr(data, "PART_BYTES", 40)
+    user, token = await user_with_token("alice")
+    api = PartsApi(token)
+    started = await api.start("visits.csv", len(CSV))
+    assert started.status_code == 201, started.content
+    upload = started.json()
+    assert upload["part_bytes"] == 40 and upload["received"] == 0
+    offset = 0
+    while offset < len(CSV):
+        sent = await api.part(upload["id"], offset, CSV[offset : offset + 40])
+        assert sent.status_code == 200, sent.content
+        offset = sent.json()["received"]
+    finished = await api.finish(upload["id"])
+    assert finished.status_code == 201, finished.content
+    assert finished.json()["name"] == "visits" and finished.json()["rows"] == 3
+    assert uploads_left(data_dir) == []
+    again = await api.finish(upload["id"])
+    assert again.status_code == 404
+
+
+async def test_parts_refused_clearly_and_nothing_half_made(
+    monkeypatch: pytest.MonkeyPatch, data_dir: Path
+) -> None:
+    monkeypatch.setattr(data, "PART_BYTES", 40)
+    user, token = await user_with_token("alice")
+    api = PartsApi(token)
+    upload = (await api.start("visits.csv", len(CSV))).json()
+    wrong = await api.part(upload["id"], 10, CSV[:10])
+    assert wrong.status_code == 409
+    assert wrong.json() == {
+        "code": "wrong_offset",
+        "detail": "the next part starts at byte 0, not 10",
+    }
+    too_big = await api.part(upload["id"], 0, CSV[:41])
+    assert too_big.status_code == 413
+    assert (await api.part(upload["id"], 0, CSV[:40])).status_code == 200
+    early = await api.finish(upload["id"])
+    assert early.status_code == 422
+    assert f"received 40 of {len(CSV)} bytes" in early.json()["detail"]
+    assert uploads_left(data_dir) == [] and every_table(user.pk) == []
+
+    overflow = (await api.start("small.csv", 5)).json()
+    assert (await api.part(overflow["id"], 0, b"abcdef")).status_code == 422
+    assert (await api.start("notes.txt", 10)).status_code == 422
+    with override_settings(AGENTUI_DATA_MAX_FILE_BYTES=100):
+        assert (await api.start("big.csv", 101)).status_code == 413
+    assert (await api.part("0" * 32, 0, b"x")).status_code == 404
+    assert (await api.part("../../etc", 0, b"x")).status_code == 404
+    # at most three uploads going on at once; cancelling one frees its place and its bytes
+    for _ in range(2):
+        assert (await api.start("more.csv", 10)).status_code == 201
+    refused = await api.start("one-more.csv", 10)
+    assert refused.status_code == 429 and "finish or cancel" in refused.json()["detail"]
+    cancelled = await api.client.delete(
+        f"{API}/data/uploads/{overflow['id']}", headers=api.headers
+    )
+    assert cancelled.status_code == 204
+    assert (await api.start("one-more.csv", 10)).status_code == 201
+    assert every_table(user.pk) == []
+
+
+async def test_a_file_over_the_one_request_limit_is_told_to_go_in_parts() -> None:
+    user, token = await user_with_token("alice")
+    with override_settings(AGENTUI_DATA_MAX_POST_BYTES=50):
+        refused = await DataApi(token).upload("visits.csv", CSV)
+    assert refused.status_code == 413
+    assert (
+        "send larger files in parts (POST /api/v1/data/uploads)"
+        in (refused.json()["detail"])
+    )
+    assert every_table(user.pk) == []

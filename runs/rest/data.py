@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import File, Form, Schema, Status
+from ninja import Field, File, Form, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 
@@ -19,8 +19,24 @@ from runs import service
 from runs.rest.router import router
 from runs.rest.schemas import ErrorOut
 
-STATUS = {"invalid": 422, "clash": 409, "too_large": 413, "not_found": 404}
-CODES = {"invalid": "invalid_file", "clash": "name_taken", "too_large": "too_large"}
+STATUS = {
+    "invalid": 422,
+    "clash": 409,
+    "too_large": 413,
+    "not_found": 404,
+    "conflict": 409,
+    "too_many": 429,
+}
+CODES = {
+    "invalid": "invalid_file",
+    "clash": "name_taken",
+    "too_large": "too_large",
+    "conflict": "wrong_offset",
+    "too_many": "quota_exceeded",
+}
+REFUSED: dict[int | tuple[int, ...], Any] = {
+    (404, 409, 413, 422, 429): ErrorOut,
+}
 
 
 class ColumnOut(Schema):
@@ -36,6 +52,23 @@ class DataTableOut(Schema):
 
 class DataPreviewOut(DataTableOut):
     preview: list[list[Any]]
+
+
+class UploadIn(Schema):
+    filename: str = Field(min_length=1, max_length=255)
+    size: int = Field(ge=1)
+    name: str = Field("", max_length=63)
+
+
+class UploadOut(Schema):
+    id: str
+    part_bytes: int
+    size: int
+    received: int
+
+
+class PartOut(Schema):
+    received: int
 
 
 def _user_id(request: HttpRequest) -> int:
@@ -113,6 +146,76 @@ async def data_table(request: HttpRequest, name: str, rows: int = 20) -> Status[
 async def delete_data_table(request: HttpRequest, name: str) -> Status[Any]:
     try:
         await service.delete_data_table(_user_id(request), name)
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(204, None)
+
+
+@router.post(
+    "/data/uploads",
+    response={201: UploadOut, **REFUSED},
+    tags=["data"],
+    summary="Begin uploading a large file in parts",
+    url_name="start_data_upload",
+)
+async def start_data_upload(request: HttpRequest, body: UploadIn) -> Status[Any]:
+    """For files of any size up to AGENTUI_DATA_MAX_FILE_BYTES: send the bytes with
+    `PUT /data/uploads/{id}?offset=N` in parts of at most `part_bytes`, in order, then
+    `POST /data/uploads/{id}/finish`. Each request stays small, whatever the file."""
+    try:
+        upload = await service.start_data_upload(
+            _user_id(request), body.filename, body.size, body.name
+        )
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(201, upload)
+
+
+@router.put(
+    "/data/uploads/{upload_id}",
+    response={200: PartOut, **REFUSED},
+    tags=["data"],
+    summary="Send the next part of an upload (the raw bytes as the body)",
+    url_name="data_upload_part",
+)
+async def data_upload_part(
+    request: HttpRequest, upload_id: str, offset: int
+) -> Status[Any]:
+    """`offset` is where the part starts (the bytes received so far); a wrong one is 409 and
+    says where to go on from, so an interrupted upload can resume."""
+    try:
+        received = await service.add_data_part(
+            _user_id(request), upload_id, offset, request.body
+        )
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(200, {"received": received})
+
+
+@router.post(
+    "/data/uploads/{upload_id}/finish",
+    response={201: DataTableOut, **REFUSED},
+    tags=["data"],
+    summary="Import an uploaded file as a table (the upload is gone afterwards)",
+    url_name="finish_data_upload",
+)
+async def finish_data_upload(request: HttpRequest, upload_id: str) -> Status[Any]:
+    try:
+        table = await service.finish_data_upload(_user_id(request), upload_id)
+    except service.DataError as exc:
+        return _refused(exc)
+    return Status(201, table)
+
+
+@router.delete(
+    "/data/uploads/{upload_id}",
+    response={204: None, **REFUSED},
+    tags=["data"],
+    summary="Cancel an upload",
+)
+async def cancel_data_upload(request: HttpRequest, upload_id: str) -> Status[Any]:
+    try:
+        await service.cancel_data_upload(_user_id(request), upload_id)
     except service.DataError as exc:
         return _refused(exc)
     return Status(204, None)

@@ -40,10 +40,14 @@ from runs.service.attachments import (
 from runs.service.attachments import describe as describe_image
 from runs.service.data import (
     DataError,
+    add_data_part,
+    cancel_data_upload,
     delete_data_table,
+    finish_data_upload,
     import_data_file,
     list_data_tables,
     preview_data_table,
+    start_data_upload,
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.driver import Origin, runnable_steps
@@ -98,8 +102,10 @@ __all__ = [
     "StepView",
     "TelemetryConfig",
     "abandon",
+    "add_data_part",
     "all_presets",
     "approve",
+    "cancel_data_upload",
     "arequest_user",
     "auth_failed_response",
     "check_send",
@@ -114,6 +120,7 @@ __all__ = [
     "edit_input",
     "ensure_recovered",
     "events_after",
+    "finish_data_upload",
     "follow",
     "fork_notebook",
     "get_preset",
@@ -143,6 +150,7 @@ __all__ = [
     "set_mode",
     "size_text",
     "spawn",
+    "start_data_upload",
     "store_upload",
     "stream_snapshots",
     "trace_id_of",

@@ -12,12 +12,17 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import UploadedFile
 
+from runs.conf import conf
 from runs.presets.tools import data
 from runs.presets.tools.data import DataError, max_file_bytes
 from runs.presets.tools.sql import SQLError
 
 __all__ = [
     "DataError",
+    "add_data_part",
+    "cancel_data_upload",
+    "finish_data_upload",
+    "start_data_upload",
     "delete_data_table",
     "import_data_file",
     "list_data_tables",
@@ -26,12 +31,24 @@ __all__ = [
 ]
 
 
+def max_post_bytes() -> int:
+    """The largest file sent whole in one request (larger ones go in parts)."""
+    return min(
+        max_file_bytes(),
+        conf().data_max_post_bytes,
+    )
+
+
 def _import(user_id: int, upload: UploadedFile[Any], name: str) -> dict[str, Any]:
     filename = upload.name or "upload"
-    if upload.size is not None and upload.size > max_file_bytes():
+    if upload.size is not None and upload.size > max_post_bytes():
+        whole = max_post_bytes() == max_file_bytes()
         raise DataError(
             f"{filename!r} is {upload.size:,} bytes; files are limited to"
-            f" {max_file_bytes():,} bytes",
+            f" {max_file_bytes():,} bytes"
+            if whole
+            else f"{filename!r} is {upload.size:,} bytes; one request takes at most"
+            f" {max_post_bytes():,}: send larger files in parts (POST /api/v1/data/uploads)",
             "too_large",
         )
     on_disk = getattr(upload, "temporary_file_path", None)
@@ -64,3 +81,28 @@ async def preview_data_table(user_id: int, name: str, rows: int = 20) -> dict[st
 
 async def delete_data_table(user_id: int, name: str) -> None:
     await sync_to_async(data.delete_table, thread_sensitive=False)(user_id, name)
+
+
+async def start_data_upload(
+    user_id: int, filename: str, size: int, name: str = ""
+) -> dict[str, Any]:
+    """Begin an upload in parts (runs.presets.tools.data.PART_BYTES each)."""
+    return await sync_to_async(data.start_upload, thread_sensitive=False)(
+        user_id, filename, size, name
+    )
+
+
+async def add_data_part(user_id: int, upload_id: str, offset: int, chunk: bytes) -> int:
+    return await sync_to_async(data.add_part, thread_sensitive=False)(
+        user_id, upload_id, offset, chunk
+    )
+
+
+async def finish_data_upload(user_id: int, upload_id: str) -> dict[str, Any]:
+    return await sync_to_async(data.finish_upload, thread_sensitive=False)(
+        user_id, upload_id
+    )
+
+
+async def cancel_data_upload(user_id: int, upload_id: str) -> None:
+    await sync_to_async(data.cancel_upload, thread_sensitive=False)(user_id, upload_id)

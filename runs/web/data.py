@@ -15,7 +15,7 @@ from runs import service
 @require_GET
 def data_page(request: HttpRequest) -> HttpResponse:
     context = {
-        "upload_url": reverse("api-v1:upload_data_file"),
+        "start_url": reverse("api-v1:start_data_upload"),
         "tables_url": reverse("api-v1:data_tables"),
         "max_bytes": service.max_data_file_bytes(),
         "example_url": reverse("runs:data_example"),

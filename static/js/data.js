@@ -1,6 +1,6 @@
 // The Data page: drop (or pick) a CSV, Parquet or Excel file to upload it as a table of the
-// person's own DuckDB database (POST /api/v1/data/files with the session, progress shown while
-// it uploads), then list the tables with columns, types and row counts and preview one.
+// person's own DuckDB database (in parts through /api/v1/data/uploads with the session, a bar
+// showing the bytes sent), then list the tables with columns, types and row counts and preview one.
 
 import { h, replaceChildren } from "./dom.js";
 
@@ -33,46 +33,62 @@ function sizeText(bytes) {
   return `${bytes} bytes`;
 }
 
-/** Upload one file with XMLHttpRequest (fetch reports no upload progress). */
-function upload(file) {
+async function api(method, url, body, headers = {}) {
+  let response;
+  try {
+    response = await fetch(url, { method, body, credentials: "same-origin", headers: { "X-CSRFToken": csrf, ...headers } });
+  } catch (err) {
+    return { ok: false, detail: "could not reach the server" };
+  }
+  const data = await response.json().catch(() => ({}));
+  return { ok: response.ok, status: response.status, ...data, detail: data.detail || (response.ok ? "" : `the server answered ${response.status}`) };
+}
+
+/**
+ * Upload one file in parts (POST /data/uploads, PUT each part, POST .../finish): every request
+ * stays small however large the file, and the bar moves with each part sent.
+ */
+async function upload(file) {
   showError("");
   doneBox.hidden = true;
   if (file.size > maxBytes) {
     showError(`${file.name} is ${sizeText(file.size)}; files are limited to ${sizeText(maxBytes)}.`);
     return;
   }
-  const form = new FormData();
-  form.append("file", file);
-  if (nameInput.value.trim()) form.append("name", nameInput.value.trim());
-  const xhr = new XMLHttpRequest();
-  xhr.open("POST", panel.dataset.uploadUrl);
-  xhr.setRequestHeader("X-CSRFToken", csrf);
-  xhr.responseType = "json";
+  const json = { "Content-Type": "application/json" };
+  const started = await api("POST", panel.dataset.startUrl, JSON.stringify({ filename: file.name, size: file.size, name: nameInput.value.trim() }), json);
+  if (!started.ok) {
+    showError(started.detail);
+    return;
+  }
+  const base = `${panel.dataset.startUrl}/${started.id}`;
   status.hidden = false;
   progress.value = 0;
   label.textContent = `Uploading ${file.name} (${sizeText(file.size)})…`;
-  xhr.upload.addEventListener("progress", (event) => {
-    if (!event.lengthComputable) return;
-    progress.value = Math.round((event.loaded / event.total) * 100);
-    if (event.loaded === event.total) label.textContent = `Importing ${file.name} into DuckDB…`;
-  });
-  xhr.addEventListener("load", () => {
-    status.hidden = true;
-    const body = xhr.response || {};
-    if (xhr.status === 201) {
-      doneBox.textContent = `${file.name} is now the table ${body.name} (${body.rows.toLocaleString()} rows).`;
-      doneBox.hidden = false;
-      nameInput.value = "";
-      loadTables(body.name);
-    } else {
-      showError(body.detail || `The upload failed: the server answered ${xhr.status}.`);
+  let offset = 0;
+  while (offset < file.size) {
+    const part = file.slice(offset, offset + started.part_bytes);
+    const sent = await api("PUT", `${base}?offset=${offset}`, part, { "Content-Type": "application/octet-stream" });
+    if (!sent.ok) {
+      status.hidden = true;
+      await api("DELETE", base);
+      showError(`The upload of ${file.name} failed: ${sent.detail}. Nothing was added.`);
+      return;
     }
-  });
-  xhr.addEventListener("error", () => {
-    status.hidden = true;
-    showError("The upload failed: could not reach the server. Nothing was added.");
-  });
-  xhr.send(form);
+    offset = sent.received;
+    progress.value = Math.round((offset / file.size) * 100);
+  }
+  label.textContent = `Importing ${file.name} into DuckDB…`;
+  const table = await api("POST", `${base}/finish`);
+  status.hidden = true;
+  if (!table.ok) {
+    showError(table.detail);
+    return;
+  }
+  doneBox.textContent = `${file.name} is now the table ${table.name} (${table.rows.toLocaleString()} rows).`;
+  doneBox.hidden = false;
+  nameInput.value = "";
+  loadTables(table.name);
 }
 
 function filesFrom(event) {

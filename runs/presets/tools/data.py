@@ -19,6 +19,7 @@ per-user lock in this process, and waits a little (`BUSY_WAIT_S`) for another pr
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import tempfile
@@ -216,6 +217,17 @@ def _explain_import(exc: duckdb.Error, filename: str) -> DataError:
     return DataError(f"{filename!r} could not be imported: {first}")
 
 
+def checked_name(name: str, filename: str) -> str:
+    """The table name to use: `name`, or one made from the file name; DataError if unusable."""
+    table = (name.strip() or table_name_for(filename)).lower()
+    if not _NAME.match(table) or table.startswith(_IMPORTING):
+        raise DataError(
+            f"{table!r} is not a usable table name: use lower-case letters, digits and _,"
+            " starting with a letter (at most 63 characters)"
+        )
+    return table
+
+
 def import_file(
     user_id: int, source: Path, filename: str, name: str = ""
 ) -> dict[str, Any]:
@@ -229,12 +241,7 @@ def import_file(
             "too_large",
         )
     _check_content(source, kind, filename)
-    table = (name.strip() or table_name_for(filename)).lower()
-    if not _NAME.match(table) or table.startswith(_IMPORTING):
-        raise DataError(
-            f"{table!r} is not a usable table name: use lower-case letters, digits and _,"
-            " starting with a letter (at most 63 characters)"
-        )
+    table = checked_name(name, filename)
     readable = source
     if kind == "xlsx":
         readable = _xlsx_to_csv(source, filename)
@@ -478,3 +485,122 @@ def import_uploaded(
         return import_file(user_id, path, filename, name)
     finally:
         path.unlink(missing_ok=True)
+
+
+# --- uploads in parts (the page; scripts with large files) ------------------------------------
+#
+# Under daphne a request's whole body is held in memory before the app reads it, so a large file
+# arrives as parts of at most PART_BYTES, each appended to a file on disk, then imported from
+# there: memory per request stays one part, however large the file.
+
+PART_BYTES = 1024 * 1024
+MAX_OPEN_UPLOADS = 3
+UPLOAD_TTL_S = 24 * 3600.0
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _uploads_dir(user_id: int) -> Path:
+    return data_dir() / "uploads" / str(int(user_id))
+
+
+def _upload_paths(user_id: int, upload_id: str) -> tuple[Path, Path]:
+    if not _UPLOAD_ID.match(upload_id):
+        raise DataError("there is no such upload", "not_found")
+    folder = _uploads_dir(user_id)
+    meta, part = folder / f"{upload_id}.json", folder / f"{upload_id}.part"
+    if not meta.exists() or not part.exists():
+        raise DataError(
+            "there is no such upload (finished, cancelled or expired)", "not_found"
+        )
+    return meta, part
+
+
+def _forget_stale(folder: Path) -> None:
+    now = time.time()
+    for path in folder.glob("*.json"):
+        try:
+            stale = now - path.stat().st_mtime > UPLOAD_TTL_S
+        except FileNotFoundError:
+            continue
+        if stale:
+            path.with_suffix(".part").unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+
+
+def start_upload(
+    user_id: int, filename: str, size: int, name: str = ""
+) -> dict[str, Any]:
+    """Begin an upload in parts of `size` bytes; checks what can be checked before any byte."""
+    format_of(filename)
+    if size <= 0:
+        raise DataError(f"{filename!r} is empty")
+    if size > max_file_bytes():
+        raise DataError(
+            f"{filename!r} is {size:,} bytes; files are limited to {max_file_bytes():,} bytes",
+            "too_large",
+        )
+    checked_name(name, filename)
+    folder = _uploads_dir(user_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _lock(user_id):
+        _forget_stale(folder)
+        if len(list(folder.glob("*.json"))) >= MAX_OPEN_UPLOADS:
+            raise DataError(
+                f"you have {MAX_OPEN_UPLOADS} uploads going on; finish or cancel one first",
+                "too_many",
+            )
+        upload_id = uuid.uuid4().hex
+        (folder / f"{upload_id}.part").touch()
+        (folder / f"{upload_id}.json").write_text(
+            json.dumps({"filename": filename, "size": size, "name": name})
+        )
+    return {"id": upload_id, "part_bytes": PART_BYTES, "size": size, "received": 0}
+
+
+def add_part(user_id: int, upload_id: str, offset: int, chunk: bytes) -> int:
+    """Append `chunk` at `offset` (where the upload stands); returns the bytes received so far."""
+    with _lock(user_id):
+        meta_path, part = _upload_paths(user_id, upload_id)
+        meta = json.loads(meta_path.read_text())
+        received = part.stat().st_size
+        if offset != received:
+            raise DataError(
+                f"the next part starts at byte {received:,}, not {offset:,}", "conflict"
+            )
+        if len(chunk) > PART_BYTES:
+            raise DataError(f"a part is at most {PART_BYTES:,} bytes", "too_large")
+        if received + len(chunk) > meta["size"]:
+            raise DataError(
+                f"more bytes than the {meta['size']:,} announced for {meta['filename']!r}"
+            )
+        with part.open("ab") as out:
+            out.write(chunk)
+        meta_path.touch()  # still in use: not stale
+        return received + len(chunk)
+
+
+def finish_upload(user_id: int, upload_id: str) -> dict[str, Any]:
+    """Import the whole uploaded file as a table; the upload is gone afterwards either way."""
+    with _lock(user_id):
+        meta_path, part = _upload_paths(user_id, upload_id)
+        meta = json.loads(meta_path.read_text())
+        received = part.stat().st_size
+        # taken out of the uploads under the lock: a second finish finds nothing
+        taken = part.with_suffix(".importing")
+        part.rename(taken)
+        meta_path.unlink()
+    try:
+        if received != meta["size"]:
+            raise DataError(
+                f"{meta['filename']!r}: received {received:,} of {meta['size']:,} bytes"
+            )
+        return import_file(user_id, taken, meta["filename"], meta["name"])
+    finally:
+        taken.unlink(missing_ok=True)
+
+
+def cancel_upload(user_id: int, upload_id: str) -> None:
+    with _lock(user_id):
+        meta_path, part = _upload_paths(user_id, upload_id)
+        part.unlink(missing_ok=True)
+        meta_path.unlink(missing_ok=True)
