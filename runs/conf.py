@@ -34,7 +34,8 @@ class ConfError(ValueError):
 
 def _setting(default: Any, kind: str, doc: str, shown: str = "", **limits: Any) -> Any:
     """A field: its default, how its text is read (`kind`), what it does, its default as the
-    table shows it when that is not the value itself (`shown`), and bounds (`least`, `most`)."""
+    table shows it when that is not the value itself (`shown`), and bounds (`least`, `most`) or
+    the values it may take (`choices`, kind "choice")."""
     return dataclasses.field(
         default=default, metadata={"kind": kind, "doc": doc, "shown": shown, **limits}
     )
@@ -68,6 +69,14 @@ class Conf:
         "seconds",
         "A streamed model answer that sends nothing for this long between two chunks fails; "
         "0: no limit of its own",
+    )
+    llm_transport: str = _setting(
+        "aiohttp",
+        "choice",
+        "How the model client talks HTTP: `aiohttp` (the openai SDK's `DefaultAioHttpClient`, "
+        "about half the client CPU per streamed chunk) or `httpx` (the SDK's own httpx2); both "
+        "fail, retry and stop alike",
+        choices=("aiohttp", "httpx"),
     )
     tool_output_model_chars: int = _setting(
         256 * 1024,
@@ -255,6 +264,12 @@ def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
                 f"{name}: expected a size such as 128MB or 1GB, got {raw!r}"
             )
         return raw
+    if kind == "choice":
+        choices = meta["choices"]
+        choice = raw.lower()
+        if choice not in choices:
+            raise ConfError(f"{name}: expected {' or '.join(choices)}, got {raw!r}")
+        return choice
     if kind == "level":
         level = raw.upper()
         if level not in LOG_LEVELS:

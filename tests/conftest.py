@@ -14,7 +14,9 @@ in the shell can never send a test's prompts to a real model.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
+import logging
 import os
 import socket
 import threading
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from django.conf import settings
+
+from runs.engine.llms import TRANSPORTS
 
 if TYPE_CHECKING:
     from runs.engine.testing import ScriptedServer
@@ -190,6 +194,60 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.ws)
 
 
+class UnclosedPools(logging.Handler):
+    """Collects aiohttp's complaints about a client session or connector never closed.
+
+    aiohttp makes them when such an object is garbage-collected, through the event loop's
+    exception handler (logger ``asyncio``), whichever thread collects it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.found: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(("Unclosed client session", "Unclosed connector")):
+            self.found.append(message.splitlines()[0])
+
+    def __enter__(self) -> UnclosedPools:
+        logging.getLogger("asyncio").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("asyncio").removeHandler(self)
+
+
+_POOLS = pytest.StashKey[UnclosedPools]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After the fixtures of a test that took `llm_transport` (its event loop among them) are
+    gone: fail it if it left an HTTP connection pool unclosed."""
+    result = yield
+    watch = item.stash.get(_POOLS, None)
+    if watch is not None:
+        del item.stash[_POOLS]
+        gc.collect()  # what only a cycle keeps alive is collected now, in this test
+        watch.__exit__()
+        if watch.found:
+            pytest.fail(
+                "connection pools left unclosed: " + "; ".join(watch.found),
+                pytrace=False,
+            )
+    return result
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The check after a test that took `llm_transport` collects garbage (gc.collect), which
+    # with every collected test's parameters to walk took a second; what is alive now is
+    # alive for the whole session, so the collector may skip it from here on.
+    if any("llm_transport" in getattr(i, "fixturenames", ()) for i in session.items):
+        gc.collect()
+        gc.freeze()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres") and not is_postgres():
         pytest.skip(
@@ -259,6 +317,15 @@ def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
     yield make_server
     for server in reversed(started):
         server.stop()
+
+
+@pytest.fixture(params=TRANSPORTS)
+def llm_transport(request: pytest.FixtureRequest) -> str:
+    """The model client's transport: the test runs once on each, and fails if it leaves an
+    HTTP connection pool unclosed (checked after its event loop has shut down)."""
+    gc.collect()  # garbage from earlier tests is theirs
+    request.node.stash[_POOLS] = UnclosedPools().__enter__()
+    return str(request.param)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from runs.engine import AgentRunner, FunctionCallingAgentWorker, FunctionTool, OpenAI
 from runs.engine.events import AgentEvent
+from runs.engine.llms.openai import DEFAULT_TRANSPORT, Transport
 from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
 
 SEED_QUESTION = "What is (121 * 3) + 42?"
@@ -53,7 +54,10 @@ def seed_rules() -> list[Rule]:
 
 
 def llm_for(
-    server: ScriptedServer, max_retries: int = 0, timeout: float = 10.0
+    server: ScriptedServer,
+    max_retries: int = 0,
+    timeout: float = 10.0,
+    transport: Transport = DEFAULT_TRANSPORT,
 ) -> OpenAI:
     return OpenAI(
         model="scripted",
@@ -61,6 +65,7 @@ def llm_for(
         api_key="sk-test",
         max_retries=max_retries,
         timeout=timeout,
+        transport=transport,
     )
 
 

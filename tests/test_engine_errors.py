@@ -15,6 +15,7 @@ from runs.engine import (
     UnknownStepError,
     UnknownTaskError,
 )
+from runs.engine.llms import Transport
 from runs.engine.testing import Fault, Match, Reply, Rule, Script, ToolCallSpec
 
 
@@ -125,7 +126,7 @@ def _failing_then_ok(fault: Fault, uses: int) -> list[Rule]:
     ],
 )
 def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(
-    fault: Fault, cause: str
+    fault: Fault, cause: str, llm_transport: Transport
 ) -> None:
     # the client retries once; the fault answers twice, so the step fails, and the third request succeeds
     rules = _failing_then_ok(fault, uses=2)
@@ -144,7 +145,10 @@ def test_llm_failures_fail_the_step_with_the_cause_and_a_rerun_works(
         recorder = Recorder()
         retries = 0 if fault.cut_after_chunks is not None else 1
         worker = FunctionCallingAgentWorker.from_tools(
-            [], llm=llm_for(server, max_retries=retries, timeout=0.5)
+            [],
+            llm=llm_for(
+                server, max_retries=retries, timeout=0.5, transport=llm_transport
+            ),
         )
         agent = AgentRunner(worker, on_event=recorder)
         task = agent.create_task("hello")

@@ -1,7 +1,8 @@
 """Replay 161 recorded exchanges with ten real OpenAI-compatible providers at our LLM client.
 
 Each recorded reply is served byte for byte by the scripted server; our client must turn every
-success into the same text and tool calls the provider sent, and every error into an LLMError.
+success into the same text and tool calls the provider sent, and every error into an LLMError,
+on each of its transports (aiohttp, httpx2).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from runs.engine import ChatMessage, LLMError, OpenAI
+from runs.engine.llms import Transport
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer
 
 RECORDINGS = (
@@ -67,7 +69,9 @@ def server():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("case", "index"), INTERACTIONS)
-async def test_replay(server: ScriptedServer, case: dict[str, Any], index: int) -> None:
+async def test_replay(
+    server: ScriptedServer, case: dict[str, Any], index: int, llm_transport: Transport
+) -> None:
     interaction = case["interactions"][index]
     streamed = interaction.get("sse") is not None
     reply = (
@@ -83,6 +87,7 @@ async def test_replay(server: ScriptedServer, case: dict[str, Any], index: int) 
         max_retries=0,
         timeout=10,
         streaming=streamed,
+        transport=llm_transport,
     )
     prompt = [ChatMessage.user(interaction["request"].get("last_user") or "hello")]
     failure_expected = interaction["status"] != 200 or (

@@ -1,5 +1,6 @@
 """The model client's hot path: messages encoded once, the body assembled from the pieces, SSE
-decoded off the bytes. The recorded provider exchanges (test_llm_realworld.py) cover the replies."""
+decoded off the bytes. The recorded provider exchanges (test_llm_realworld.py) cover the replies.
+What reads the stream (broken, quiet, slow, cancelled) runs on both transports (`llm_transport`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from engine_helpers import arithmetic_tools, llm_for, serving
 
 from runs.engine import ChatMessage, ImagePart, LLMError
+from runs.engine.llms import Transport
 from runs.engine.llms.openai import message_to_openai
 from runs.engine.llms.sse import SSEDecoder
 from runs.engine.llms.wire_cache import WireCache
@@ -143,17 +145,17 @@ def test_remembered_histories_keep_no_message_alive() -> None:
     ],
 )
 def test_a_broken_stream_is_an_llm_error_that_says_what_broke(
-    sse: str, says: str
+    sse: str, says: str, llm_transport: Transport
 ) -> None:
     with serving(Rule(reply=Reply(raw_sse=sse))) as server:
         with pytest.raises(LLMError) as info:
-            llm_for(server).chat([ChatMessage.user("hi")])
+            llm_for(server, transport=llm_transport).chat([ChatMessage.user("hi")])
         assert says in str(info.value)
 
 
-def test_a_reply_that_is_not_json_is_an_llm_error() -> None:
+def test_a_reply_that_is_not_json_is_an_llm_error(llm_transport: Transport) -> None:
     with serving(Rule(reply=Reply(raw_json=[1, 2]))) as server:
-        llm = llm_for(server)
+        llm = llm_for(server, transport=llm_transport)
         llm.streaming = False
         with pytest.raises(LLMError) as info:
             llm.chat([ChatMessage.user("hi")])
@@ -171,21 +173,23 @@ FOREVER = 600.0  # far longer than any test waits
     ],
 )
 async def test_a_stream_that_goes_quiet_is_an_llm_error_saying_where(
-    timing: Timing, where: str
+    timing: Timing, where: str, llm_transport: Transport
 ) -> None:
     # the response's headers come at once, then nothing: the reads are what time out
     with serving(Rule(reply=Reply(text="one two"), timing=timing)) as server:
-        llm = llm_for(server)
+        llm = llm_for(server, transport=llm_transport)
         llm.first_byte_timeout = llm.chunk_timeout = 0.5
         with pytest.raises(LLMError) as info:
             await llm.achat([ChatMessage.user("hi")])
     assert f"nothing for 0.5 s {where} (timeout)" in str(info.value)
 
 
-async def test_a_slow_reader_of_the_stream_is_not_a_quiet_model() -> None:
+async def test_a_slow_reader_of_the_stream_is_not_a_quiet_model(
+    llm_transport: Transport,
+) -> None:
     # only waits for the model count: a reader busy for longer than the timeout is no timeout
     with serving(Rule(reply=Reply(text="one two three"))) as server:
-        llm = llm_for(server)
+        llm = llm_for(server, transport=llm_transport)
         llm.first_byte_timeout = llm.chunk_timeout = 0.3
         chunks = []
         async for chunk in llm.astream_chat([ChatMessage.user("hi")]):
@@ -195,12 +199,14 @@ async def test_a_slow_reader_of_the_stream_is_not_a_quiet_model() -> None:
     assert chunks[-1].message.text == "one two three"
 
 
-async def test_cancelling_a_read_is_a_cancel_not_a_timeout() -> None:
+async def test_cancelling_a_read_is_a_cancel_not_a_timeout(
+    llm_transport: Transport,
+) -> None:
     # Stop cancels the step's task while it waits for the model: that must stay a cancel
     with serving(
         Rule(reply=Reply(text="one two"), timing=Timing(token_delay_s=FOREVER))
     ) as server:
-        llm = llm_for(server)
+        llm = llm_for(server, transport=llm_transport)
         llm.first_byte_timeout = llm.chunk_timeout = 30.0
         first = asyncio.Event()
 

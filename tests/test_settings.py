@@ -217,6 +217,7 @@ def test_generated_secret_key_is_kept(subprocess_env: EnvFactory) -> None:
         ("SECURE_HSTS_INCLUDE_SUBDOMAINS", "true", "without SECURE_HSTS_SECONDS"),
         ("SESSION_COOKIE_SECURE", "https", "expected true or false"),
         ("CSRF_COOKIE_SECURE", "2", "expected true or false"),
+        ("AGENTUI_LLM_TRANSPORT", "curl", "expected aiohttp or httpx, got 'curl'"),
     ],
 )
 def test_bad_setting_is_one_line_naming_it(

@@ -14,12 +14,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 
 from runs.conf import conf
 from runs.engine import AgentRunner, OpenAI
+from runs.engine.llms import Transport
 from runs.models import Task
 from runs.presets import get_preset
 from runs.protocol import ErrorCode, ProtocolError
@@ -60,11 +61,13 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
     values = conf()
     timeout, retries = values.llm_timeout_s, values.llm_max_retries
     first_byte, between = values.llm_first_byte_timeout_s, values.llm_chunk_timeout_s
+    transport = cast(Transport, values.llm_transport)
     key = (
         config.base_url,
         config.model,
         config.api_key,
         *(str(n) for n in (timeout, retries, first_byte, between)),
+        transport,
     )
     llm = _llms.get(key)
     if llm is None:
@@ -76,6 +79,7 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
             max_retries=retries,
             first_byte_timeout=first_byte or None,
             chunk_timeout=between or None,
+            transport=transport,
         )
     return llm, key
 

@@ -1,6 +1,6 @@
 """LLM clients."""
 
 from .base import LLM, ChatResponse, LLMMetadata
-from .openai import OpenAI
+from .openai import TRANSPORTS, OpenAI, Transport
 
-__all__ = ["LLM", "ChatResponse", "LLMMetadata", "OpenAI"]
+__all__ = ["LLM", "TRANSPORTS", "ChatResponse", "LLMMetadata", "OpenAI", "Transport"]

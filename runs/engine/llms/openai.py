@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import httpx2
 import openai
@@ -25,6 +25,7 @@ from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
+from .per_loop import PerLoop
 from .silence import Silence
 from .sse import ServerEvent, SSEDecoder
 from .wire_cache import WireCache
@@ -32,6 +33,12 @@ from .wire_cache import WireCache
 T = TypeVar("T")
 
 DEFAULT_MODEL = "gpt-4o-mini"
+
+Transport = Literal["aiohttp", "httpx"]
+"""How the SDK's client talks HTTP: aiohttp under its httpx2 API (``DefaultAioHttpClient``,
+about half the client CPU per streamed chunk) or httpx2's own transport."""
+TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+DEFAULT_TRANSPORT: Transport = "aiohttp"
 _WIRE_CACHE_SIZE = 20_000
 
 
@@ -217,18 +224,58 @@ def _encode_message(message: ChatMessage) -> bytes:
     return orjson.dumps(message_to_openai(message))
 
 
-def describe_llm_error(exc: BaseException) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return "the model did not answer in time (timeout)"
+def _lost_connection(exc: BaseException) -> BaseException | None:
+    """The connection error under a "connect timeout" from the SDK's aiohttp transport, if any.
+
+    That transport reports every aiohttp connection error (refused, unknown host, the server
+    hanging up before it answers) as httpx2's ``ConnectTimeout``, which the SDK then raises as
+    ``APITimeoutError``; httpx2's own transport reports them as connection errors. None for a
+    real timeout, and for anything that did not come through aiohttp.
+    """
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None:  # not imported: nothing can have come through it
+        return None
+    connection_error: type[Exception] = aiohttp.ClientConnectionError
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, connection_error) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def llm_error(exc: BaseException, started: bool = False) -> LLMError:
+    """A failed model call as an LLMError, by kind, the same whichever transport raised it.
+
+    ``started``: part of a streamed reply had come, so a broken connection cut it off.
+    """
+    lost = _lost_connection(exc)
+    if lost is None and isinstance(
+        exc, (openai.APITimeoutError, httpx2.TimeoutException)
+    ):
+        if started:
+            return LLMError("the model's stream went quiet mid-way (timeout)")
+        return LLMError("the model did not answer in time (timeout)")
     if isinstance(exc, openai.APIStatusError):
-        return f"the model server answered HTTP {exc.status_code} ({type(exc).__name__}): {exc.message}"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"cannot reach the model server: {exc.__cause__ or exc}"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"the model's stream broke off: {type(exc).__name__}: {exc}"
+        return LLMError(
+            f"the model server answered HTTP {exc.status_code} "
+            f"({type(exc).__name__}): {exc.message}",
+            status_code=exc.status_code,
+        )
+    if isinstance(exc, (openai.APIConnectionError, httpx2.HTTPError)):
+        detail = lost or exc.__cause__ or exc
+        if started:
+            return LLMError(f"the model's stream was cut off mid-way: {detail}")
+        if isinstance(exc, openai.APIConnectionError):
+            return LLMError(f"cannot reach the model server: {detail}")
+        return LLMError(f"the model's stream broke off: {type(exc).__name__}: {exc}")
     if isinstance(exc, openai.APIError):
-        return f"the model server reported an error: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
+        return LLMError(f"the model server reported an error: {exc.message}")
+    return LLMError(f"{type(exc).__name__}: {exc}")
+
+
+async def _close_client(client: openai.AsyncOpenAI) -> None:
+    await client.close()
 
 
 def _silence_error(seconds: float | None, where: str) -> LLMError:
@@ -251,10 +298,6 @@ def _progress(text: str, delta: str) -> ChatResponse:
     return ChatResponse(message=ChatMessage.assistant(text), delta=delta)
 
 
-def _status_of(exc: BaseException) -> int | None:
-    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
-
-
 class OpenAI(LLM):
     """Chat with any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server, ...)."""
 
@@ -272,7 +315,13 @@ class OpenAI(LLM):
         streaming: bool = True,
         first_byte_timeout: float | None = None,
         chunk_timeout: float | None = None,
+        transport: Transport = DEFAULT_TRANSPORT,
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(
+                f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}"
+            )
+        self.transport: Transport = transport
         self.model = model
         # A model server that accepts a call and then says nothing: give up after this long
         # before the first chunk (retries included) and between chunks. None: `timeout` only.
@@ -294,27 +343,35 @@ class OpenAI(LLM):
         )
         # each message's JSON, serialised the first time it is sent
         self._wire: WireCache[bytes] = WireCache(_WIRE_CACHE_SIZE)
-        # one client per event loop: its connection pool belongs to the loop that opened it
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, openai.AsyncOpenAI
-        ] = weakref.WeakKeyDictionary()
+        # one client per event loop: its connection pool belongs to the loop that opened it,
+        # and is closed on that loop when the loop shuts down or this LLM is dropped
+        self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop(_close_client)
 
     @property
     def metadata(self) -> LLMMetadata:
         return self._metadata
 
-    def _client(self) -> openai.AsyncOpenAI:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = openai.AsyncOpenAI(
-                api_key=self.api_key,
-                base_url=self.api_base,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-            )
-            self._clients[loop] = client
-        return client
+    def _new_client(self) -> openai.AsyncOpenAI:
+        http_client = (
+            openai.DefaultAioHttpClient(timeout=self.timeout)
+            if self.transport == "aiohttp"
+            else None  # the SDK's own httpx2 client
+        )
+        return openai.AsyncOpenAI(
+            api_key=self.api_key,
+            base_url=self.api_base,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            http_client=http_client,
+        )
+
+    async def aclose(self) -> None:
+        """Close the running loop's HTTP client and its connections (a new one on next use).
+
+        Not needed for correctness: a loop's client is closed when the loop shuts down
+        (``asyncio.run``) or when this LLM is garbage-collected while the loop runs.
+        """
+        await self._clients.aclose()
 
     def _request(
         self,
@@ -346,7 +403,8 @@ class OpenAI(LLM):
 
     async def _post(self, body: bytes) -> httpx2.Response:
         """Send through the SDK (its retries, timeouts and error types); the raw response back."""
-        return await self._client().post(
+        client = await self._clients.get(self._new_client)
+        return await client.post(
             "/chat/completions",
             cast_to=httpx2.Response,
             content=body,
@@ -402,16 +460,7 @@ class OpenAI(LLM):
         except LLMError:
             raise
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            connection_lost = isinstance(
-                exc, (openai.APIConnectionError, httpx2.HTTPError)
-            )
-            if state.started and connection_lost:
-                raise LLMError(
-                    f"the model's stream was cut off mid-way: {exc.__cause__ or exc}"
-                ) from exc
-            raise LLMError(
-                describe_llm_error(exc), status_code=_status_of(exc)
-            ) from exc
+            raise llm_error(exc, state.started) from exc
         if state.finish_reason is None:
             raise LLMError(
                 "the model's stream ended before the reply was finished (cut off mid-way)"
@@ -433,9 +482,7 @@ class OpenAI(LLM):
                 self._post(body), self.first_byte_timeout, "before its reply"
             )
         except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise LLMError(
-                describe_llm_error(exc), status_code=_status_of(exc)
-            ) from exc
+            raise llm_error(exc) from exc
         completion = _json_object(response.content, "a reply")
         error = completion.get("error")
         choices = completion.get("choices")
