@@ -248,6 +248,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         gc.freeze()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # what was frozen is collectable again at exit (native extensions report what is not)
+    gc.unfreeze()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres") and not is_postgres():
         pytest.skip(
