@@ -45,6 +45,7 @@ def test_an_unknown_page_is_a_plain_404_without_the_url_map() -> None:
     assert b"api/v1/" not in response.content and b"URLconf" not in response.content
 
 
+@pytest.mark.db
 @pytest.mark.django_db
 def test_api_refusals_are_json_400_403_and_413() -> None:
     user = make_user()
@@ -72,6 +73,16 @@ def test_api_refusals_are_json_400_403_and_413() -> None:
         )
     assert response.status_code == 413
     assert _json(response)["code"] == "too_large"
+    # the same from the REST API, in its own shape
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1000):
+        response = token_client.post(
+            "/api/v1/notebooks/",
+            {"text": "x" * 5000, "agent": "function_calling"},
+            content_type="application/json",
+        )
+    assert response.status_code == 413
+    body = _json(response)
+    assert body["code"] == "too_large" and body["detail"] == body["error"]
 
 
 def test_a_server_error_under_an_api_is_json_without_a_traceback() -> None:
