@@ -41,10 +41,10 @@ def shots(page: Any, artifacts_dir: Path, name: str) -> None:
         page.set_viewport_size(size)
 
 
-def slow_branches() -> Script:
+def slow_branches(ttft_s: float = 20.0) -> Script:
     """The research demo, its branches' answers slow enough to be seen running (and stopped)."""
     rules = research_rules()
-    slow = Timing(ttft_s=20.0, token_delay_s=0.02)
+    slow = Timing(ttft_s=ttft_s, token_delay_s=0.02)
     return Script(
         rules=[
             r.model_copy(update={"timing": slow})
@@ -224,4 +224,39 @@ def test_a_forks_wall_time_counts_from_its_own_start(
     row = page.locator(f"#trace-rows tr[data-task-id='{fork}']")
     row.wait_for()
     assert "min" not in row.locator("td[data-col='wall-time']").inner_text()
+    assert not page.console_errors, page.console_errors
+
+
+def test_parallel_branches_in_step_mode_are_approved_in_any_order_side_by_side(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(slow_branches(ttft_s=4.0), reset_log=True)
+    start_notebook(
+        page, live_app, RESEARCH_PROMPT, agent="parallel_research", mode="step"
+    )
+    cells = step_cells(page)
+    cells.first.get_by_role("button", name="Approve and run").click()
+    wait_until(lambda: cells.count() == 5, message="the branches and the synthesis")
+    branches = [cells.nth(i) for i in (1, 2, 3)]
+    for branch in branches:  # every branch waits with its own controls
+        branch.get_by_role("button", name="Approve and run").wait_for()
+    assert cells.nth(4).get_by_role("button", name="Approve and run").count() == 0
+    shots(page, artifacts_dir, "actions-06-branches-each-waiting")
+
+    # the last first; while it runs, the others can still be edited and approved
+    branches[2].get_by_role("button", name="Approve and run").click()
+    wait_until(lambda: running_cells(page) == 1, message="the third branch running")
+    assert branches[0].get_by_label("Input for this step").is_enabled()
+    edited = "Two baristas ask: What equipment and skill does cold brew need?"
+    branches[0].get_by_label("Input for this step").fill(edited)
+    branches[0].get_by_role("button", name="Approve and run").click()
+    branches[1].get_by_role("button", name="Approve and run").click()
+    wait_until(lambda: running_cells(page) == 3, message="three branches side by side")
+    shots(page, artifacts_dir, "actions-07-branches-side-by-side")
+    cells.nth(4).get_by_role("button", name="Approve and run").click(timeout=30_000)
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    asked = [r.last_user_text for r in scripted_model.requests[1:4]]
+    assert edited in asked, asked
+    assert len(scripted_model.requests) == 5, "each step ran once"
+    assert not page.locator(".step-controls .control-error:not([hidden])").count()
     assert not page.console_errors, page.console_errors

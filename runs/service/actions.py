@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
@@ -49,9 +49,11 @@ from runs.service import quotas, stops
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
 from runs.service.driver import (
+    Branches,
     Origin,
     abandon_turn,
     announce_waiting,
+    branches_of,
     drive,
     finish,
     take_abandon_request,
@@ -142,15 +144,16 @@ def check_reject(task_pk: int, step_id: str, tool_id: str) -> str:
 
 
 def check_undo(
-    task_pk: int, step_id: str | None, any_branch: bool = False
+    task_pk: int, step_id: str | None, any_branch: bool = False, alongside: bool = False
 ) -> tuple[str, str]:
     """The turn and step to undo. With `any_branch` (a parallel runner) any completed step
-    of the latest turn may be named; the engine refuses one whose queued steps have run."""
+    of the latest turn may be named; the engine refuses one whose queued steps have run.
+    With `alongside`, other branches may be running meanwhile."""
     found = queries.find_step(task_pk, step_id) if step_id is not None else None
     if step_id is not None and found is None:
         raise _error(ErrorCode.NOT_FOUND, f"this notebook has no step {step_id!r}")
     view = queries.notebook_view(task_pk)
-    if view.running:
+    if view.running and not alongside:
         raise _error(
             ErrorCode.NOT_ALLOWED, "a step is running; undo once it has finished"
         )
@@ -260,10 +263,8 @@ async def _engine_call(
     try:
         with lease.fenced():
             await call()
-    except ToolArgumentsError as exc:
-        raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
-    except AgentError as exc:
-        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    except BaseException as exc:
+        _raise_refusal(exc)
     finally:
         await finish(runtime, lease)
 
@@ -413,6 +414,10 @@ async def edit_input(
 ) -> None:
     """Change a waiting step's input (for a tool-call step: the calls' arguments, as JSON)."""
     runtime = await runtime_for(task_pk)
+    found = await _branches_running(runtime, step_id, check_edit)
+    if found is not None:  # other branches run: the engine's lock is enough for an edit
+        await _alongside(_edit(runtime, found[1], step_id, text, _by(origin)))
+        return
     lease, turn_id = await claim(task_pk, check_edit, step_id)
     await _engine_call(
         runtime, lease, lambda: _edit(runtime, turn_id, step_id, text, _by(origin))
@@ -424,6 +429,11 @@ async def reject_tool_call(
 ) -> None:
     """Reject one call of a waiting tool-call step; the model is told the reason instead."""
     runtime = await runtime_for(task_pk)
+    found = await _branches_running(runtime, step_id, check_reject, tool_id)
+    if found is not None:
+        turn = found[1]
+        await _alongside(_reject(runtime, turn, step_id, tool_id, reason, _by(origin)))
+        return
     lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
     await _engine_call(
         runtime,
@@ -448,27 +458,99 @@ async def decide(
     never the edits of one and the approval of the other.
     """
     runtime = await runtime_for(task_pk)
+    if await _join_branches(runtime, step_id, inputs, rejections, origin):
+        return
     lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
-    by = _by(origin)
     try:
         with lease.fenced():
-            await _check(quotas.take_run, task_pk)  # refused: nothing changed yet
-            for text in inputs or []:
-                await _edit(runtime, turn_id, step, text, by)
-            for tool_id, reason in rejections or []:
-                await _reject(runtime, turn_id, step, tool_id, reason, by)
-            approval = HumanAction(
-                task_id=turn_id, step_id=step, action=HumanActionKind.APPROVED, by=by
-            )
-            await record(runtime, [approval])
+            await _decision(runtime, turn_id, step, inputs, rejections, _by(origin))
     except BaseException as exc:
         await finish(runtime, lease)
-        if isinstance(exc, ToolArgumentsError):
-            raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
-        if isinstance(exc, AgentError):
-            raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
-        raise
+        _raise_refusal(exc)
     _start(runtime, lease, turn_id, step, origin)
+
+
+async def _decision(
+    runtime: NotebookRuntime,
+    turn_id: str,
+    step: str,
+    inputs: list[str] | None,
+    rejections: list[tuple[str, str]] | None,
+    by: str,
+) -> None:
+    """Take a run from the person's quota, apply the edits and rejections, record the approval."""
+    await _check(quotas.take_run, runtime.task_pk)  # refused: nothing changed yet
+    for text in inputs or []:
+        await _edit(runtime, turn_id, step, text, by)
+    for tool_id, reason in rejections or []:
+        await _reject(runtime, turn_id, step, tool_id, reason, by)
+    approval = HumanAction(
+        task_id=turn_id, step_id=step, action=HumanActionKind.APPROVED, by=by
+    )
+    await record(runtime, [approval])
+
+
+async def _branches_running(
+    runtime: NotebookRuntime, step_id: str, check: Callable[..., T], *args: object
+) -> tuple[Branches, T] | None:
+    """The run a waiting branch of a parallel runner can join, and `check`'s result; None
+    when there is none in this process (the action then claims the notebook as usual)."""
+    if not isinstance(runtime.runner, ParallelAgentRunner):
+        return None
+    view = await _check(queries.notebook_view, runtime.task_pk)
+    if (
+        view.active is None
+        or branches_of(runtime.task_pk, view.active.engine_id) is None
+    ):
+        return None
+    checked = await _check(check, runtime.task_pk, step_id, *args)
+    run = branches_of(runtime.task_pk, view.active.engine_id)
+    if run is None:
+        return None
+    if step_id in run.claimed:
+        raise _error(ErrorCode.ALREADY_RUNNING, f"step {step_id} is already running")
+    return run, checked
+
+
+async def _join_branches(
+    runtime: NotebookRuntime,
+    step_id: str,
+    inputs: list[str] | None,
+    rejections: list[tuple[str, str]] | None,
+    origin: Origin | None,
+) -> bool:
+    """Approve a waiting branch while other branches of its turn run here: it joins their run
+    (which holds the lease) and runs beside them. False when there is no such run."""
+    found = await _branches_running(runtime, step_id, check_approve)
+    if found is None:
+        return False
+    run, (turn_id, step) = found
+    if not run.reserve(step):  # another approval won the race, or the run just ended
+        raise _error(ErrorCode.ALREADY_RUNNING, f"step {step} is already running")
+    try:
+        await _decision(runtime, turn_id, step, inputs, rejections, _by(origin))
+    except BaseException as exc:
+        run.unreserve(step)
+        _raise_refusal(exc)
+    run.start(step)
+    return True
+
+
+async def _alongside(call: Awaitable[object]) -> None:
+    """An engine call made while other branches run (no lease: the runner's lock orders it)."""
+    try:
+        await call
+    except BaseException as exc:
+        _raise_refusal(exc)
+
+
+def _raise_refusal(exc: BaseException) -> NoReturn:
+    """Raise an engine refusal as the protocol error a person sees; anything else as it is."""
+    if isinstance(exc, ToolArgumentsError):
+        raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
+    if isinstance(exc, AgentError):
+        raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    raise exc
 
 
 async def undo(
@@ -480,25 +562,36 @@ async def undo(
     runtime = await runtime_for(task_pk)
     runner = runtime.runner
     branches = isinstance(runner, ParallelAgentRunner)
+    if step_id is not None:
+        found = await _branches_running(runtime, step_id, check_undo, True, True)
+        if found is not None:  # a finished branch, while others run
+            await _alongside(_undo(runtime, *found[1], _by(origin)))
+            return
     lease, (turn_id, target) = await claim(task_pk, check_undo, step_id, branches)
     try:
         with lease.fenced():
-            if isinstance(runner, ParallelAgentRunner):
-                undone = await runner.aundo_step(turn_id, target)
-            else:
-                undone = await runner.aundo_step(turn_id)
-            taken_back = HumanAction(
-                task_id=turn_id,
-                step_id=undone.step_id,
-                action=HumanActionKind.UNDONE,
-                by=_by(origin),
-            )
-            await record(runtime, [taken_back])
-            await announce_waiting(runtime, turn_id, undone.step_id)
+            await _undo(runtime, turn_id, target, _by(origin))
     except AgentError as exc:
         raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
     finally:
         await finish(runtime, lease)
+
+
+async def _undo(runtime: NotebookRuntime, turn_id: str, target: str, by: str) -> None:
+    """Undo `target` (a parallel runner's) or the last step, record who did, and announce it."""
+    runner = runtime.runner
+    if isinstance(runner, ParallelAgentRunner):
+        undone = await runner.aundo_step(turn_id, target)
+    else:
+        undone = await runner.aundo_step(turn_id)
+    taken_back = HumanAction(
+        task_id=turn_id,
+        step_id=undone.step_id,
+        action=HumanActionKind.UNDONE,
+        by=by,
+    )
+    await record(runtime, [taken_back])
+    await announce_waiting(runtime, turn_id, undone.step_id)
 
 
 async def abandon(task_pk: int, origin: Origin | None = None) -> None:

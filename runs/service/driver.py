@@ -10,8 +10,9 @@ has already put the task back as it was, so the step can be approved again).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.db import transaction
@@ -130,34 +131,121 @@ async def drive(
         await finish(runtime, lease)
 
 
+@dataclass
+class Branches:
+    """The steps one run has going at once. A ParallelAgentRunner's waiting branches join the
+    run that holds the notebook's lease (`join`), so each can be approved on its own, in any
+    order, while others run; an AgentRunner's run has one step at a time and takes no joins.
+    """
+
+    runtime: NotebookRuntime
+    turn_id: str
+    context: (
+        contextvars.Context
+    )  # the run's (its lease's fence): joined steps run in it
+    running: dict[str, asyncio.Task[TaskStepOutput]] = field(default_factory=dict)
+    claimed: set[str] = field(default_factory=set)  # running, or about to
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    open: bool = True  # takes joins until the turn ends or the run does
+
+    def reserve(self, step_id: str) -> bool:
+        """Claim `step_id` for this run (False: it is claimed already, or the run is over)."""
+        if not self.open or step_id in self.claimed:
+            return False
+        self.claimed.add(step_id)
+        return True
+
+    def unreserve(self, step_id: str) -> None:
+        if step_id not in self.running:
+            self.claimed.discard(step_id)
+
+    def start(self, step_id: str) -> None:
+        """Run a reserved step beside the others."""
+        runner = self.runtime.runner
+        self.running[step_id] = asyncio.get_running_loop().create_task(
+            runner.arun_step(self.turn_id, step=step_id),
+            name=f"step-{step_id[:8]}",
+            context=self.context.copy(),  # its own: tasks must not share one
+        )
+        self.wake.set()
+
+
+_branches: dict[int, Branches] = {}
+
+
+def branches_of(task_pk: int, turn_id: str) -> Branches | None:
+    """The run of this process that a waiting branch of `turn_id` can join, if there is one."""
+    run = _branches.get(task_pk)
+    return run if run is not None and run.open and run.turn_id == turn_id else None
+
+
 async def _run_steps(
     runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
 ) -> None:
     await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
-    batch = [step_id] if step_id is not None else []
-    while batch:
-        # a ParallelAgentRunner's ready steps run side by side; an AgentRunner's one at a time
-        results = await asyncio.gather(
-            *(runtime.runner.arun_step(turn_id, step=sid) for sid in batch),
-            return_exceptions=True,
-        )
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            _report(runtime, errors[0], origin)
-            return
-        outputs = [r for r in results if isinstance(r, TaskStepOutput)]
-        if any(output.is_last for output in outputs):
-            await runtime.runner.afinalize_response(turn_id)
-            return
+    run = Branches(runtime, turn_id, contextvars.copy_context())
+    if isinstance(runtime.runner, ParallelAgentRunner):
+        _branches[runtime.task_pk] = run
+    try:
+        if step_id is not None and run.reserve(step_id):
+            run.start(step_id)
+        await _follow(run, origin)
+    except BaseException:
+        for task in run.running.values():
+            task.cancel()  # Stop, or a lost lease: no branch runs on without the run
+        await asyncio.gather(*run.running.values(), return_exceptions=True)
+        raise
+    finally:
+        run.open = False
+        if _branches.get(runtime.task_pk) is run:
+            del _branches[runtime.task_pk]
+
+
+async def _follow(run: Branches, origin: Origin | None) -> None:
+    """Until no step of the run is left running: as each ends, start or announce what follows.
+
+    After a failure, a finished turn or a Stop, nothing more starts by itself (the steps still
+    running end first; a failure is reported to whoever asked)."""
+    runtime, turn_id = run.runtime, run.turn_id
+    going_on = True
+    while run.running:
+        run.wake.clear()
+        woken = asyncio.ensure_future(run.wake.wait())
+        try:
+            await asyncio.wait(
+                {*run.running.values(), woken}, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            woken.cancel()
+        ended = {sid: task for sid, task in run.running.items() if task.done()}
+        for sid in ended:
+            del run.running[sid]
+            run.claimed.discard(sid)  # ended: an undo may put it up to run again
+        for task in ended.values():
+            if task.cancelled():
+                going_on = False
+                continue
+            error = task.exception()
+            if error is not None:
+                if going_on:
+                    _report(runtime, error, origin)
+                going_on = False
+            elif task.result().is_last:
+                run.open = going_on = False
+                await runtime.runner.afinalize_response(turn_id)
+        if not ended or not going_on:
+            continue
         if await database_sync_to_async(queries.abandon_requested)(runtime.task_pk):
-            return  # finish() abandons the turn
+            run.open = going_on = False  # finish() abandons the turn
+            continue
         mode = await database_sync_to_async(queries.mode_of)(runtime.task_pk)
-        batch = []
         for following in await runnable_steps(runtime, turn_id):
+            if following.step_id in run.claimed:
+                continue
             if should_wait(mode, following):
                 await announce_waiting(runtime, turn_id, following.step_id)
-            else:
-                batch.append(following.step_id)
+            elif run.reserve(following.step_id):
+                run.start(following.step_id)
 
 
 async def runnable_steps(runtime: NotebookRuntime, turn_id: str) -> list[TaskStep]:

@@ -3,8 +3,12 @@ its running steps have streamed so far (fresher in this process than in the data
 
 from __future__ import annotations
 
+from typing import Any
+
 from channels.db import database_sync_to_async
 
+from runs.engine import ParallelAgentRunner
+from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
 from runs.store.queries import (
     RUNNABLE,
@@ -15,8 +19,8 @@ from runs.store.queries import (
     notebook_view,
     owner_of,
     running_streams,
+    summary,
 )
-from runs.store.queries import summary as hello_summary
 
 __all__ = [
     "RUNNABLE",
@@ -38,3 +42,12 @@ async def stream_snapshots(task_pk: int) -> list[tuple[str, str, str]]:
     if publisher is not None:  # fresher than the last flush when the step runs here
         stored.update({s[0]: s for s in publisher.snapshots()})
     return list(stored.values())
+
+
+def hello_summary(task_pk: int) -> tuple[dict[str, Any], int]:
+    """The notebook as `hello` describes it (with `branches`: its agent runs a turn's ready
+    steps side by side, each approved on its own), and its last stored seq."""
+    data, seq = summary(task_pk)
+    preset = get_preset(data["agent"])
+    data["branches"] = bool(preset and issubclass(preset.runner, ParallelAgentRunner))
+    return data, seq

@@ -156,7 +156,7 @@ export class CellsView {
   }
 
   #patchControls(model, perms) {
-    const wanted = new Set([perms.nextStepId, ...perms.undoStepIds, ...this.controlled].filter(Boolean));
+    const wanted = new Set([...perms.runnableIds, ...perms.undoStepIds, ...this.controlled].filter(Boolean));
     for (const stepId of wanted) {
       const step = model.steps.get(stepId);
       const view = this.stepViews.get(stepId);

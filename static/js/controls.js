@@ -30,7 +30,7 @@ export class StepControls {
    * Returns whether the step has controls at all.
    */
   render(slot, model, step, perms) {
-    const isNext = perms.nextStepId === step.id;
+    const isNext = perms.runnableIds.includes(step.id);
     const isUndo = perms.undoStepIds.includes(step.id);
     if (!isNext && !isUndo) {
       if (slot.dataset.sig) {
@@ -237,7 +237,7 @@ export class StepControls {
 
 function hintFor(step, perms, model) {
   if (!perms.connected) return "Offline: reconnecting…";
-  if (perms.running) return "Another step is running.";
+  if (perms.running && !perms.branches) return "Another step is running.";
   if (!perms.canApprove && step.status === "pending" && model.mode === "auto") return "Runs by itself in auto mode.";
   if (step.status === "failed") return "The step failed; run it again or undo the step before it.";
   if (step.status === "interrupted") {

@@ -119,7 +119,7 @@ function render() {
 /** Put annotation slots and Fork here back on what this frame redrew (everything the first time). */
 function syncReview(perms) {
   const all = !drawnOnce && model.turns.size > 0;
-  const stepIds = all ? [...model.steps.keys()] : [...model.dirty.steps, perms.nextStepId, ...perms.undoStepIds].filter(Boolean);
+  const stepIds = all ? [...model.steps.keys()] : [...model.dirty.steps, ...perms.runnableIds, ...perms.undoStepIds].filter(Boolean);
   const turnIds = all ? [...model.turns.keys()] : [...model.dirty.turns];
   annotations.sync(model, stepIds, turnIds);
   forks.sync(model, stepIds);

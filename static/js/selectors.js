@@ -63,25 +63,38 @@ export function undoableStep(model) {
 export function permissions(model, connected) {
   const turn = activeTurn(model);
   const running = runningStep(model);
-  const next = nextStep(model);
   const undoables = undoableSteps(model);
   const undoable = undoables.length ? undoables[undoables.length - 1] : null;
-  const runnable = next && RUNNABLE.has(next.status) ? next : null;
   // A pending step in auto mode starts by itself; offer approval once the server says it waits.
-  const waits = runnable && (runnable.status !== "pending" || runnable.waiting || runnable.undoCount > 0 || model.mode === "step");
+  const waits = (step) => step.status !== "pending" || step.waiting || step.undoCount > 0 || model.mode === "step";
+  // An agent whose ready steps run side by side (parallel research): every waiting branch is
+  // approved, edited or undone on its own, also while other branches run.
+  const branches = Boolean(model.task?.branches);
+  const runnable = branches ? readySteps(model, turn).filter(waits) : [nextStep(model)].filter((s) => s && RUNNABLE.has(s.status));
+  const blocked = Boolean(running) && !branches;
   return {
     connected,
     running: Boolean(running),
-    nextStepId: runnable ? runnable.id : null,
-    canApprove: Boolean(connected && waits && !running),
-    canEdit: Boolean(connected && runnable && runnable.status === "pending" && !running),
+    branches,
+    nextStepId: runnable.length ? runnable[0].id : null,
+    runnableIds: runnable.map((s) => s.id),
+    canApprove: Boolean(connected && runnable.some(waits) && !blocked),
+    canEdit: Boolean(connected && runnable.some((s) => s.status === "pending") && !blocked),
     undoStepId: undoable ? undoable.id : null,
     undoStepIds: undoables.map((s) => s.id),
-    canUndo: Boolean(connected && undoable && !running),
+    canUndo: Boolean(connected && undoable && !blocked),
     send: Boolean(connected && !turn),
     abandon: Boolean(connected && turn),
     setMode: Boolean(connected),
   };
+}
+
+/** A turn's steps that may run now: runnable, and every step before them completed. */
+function readySteps(model, turn) {
+  if (!turn) return [];
+  const steps = liveSteps(model, turn);
+  const done = new Set(steps.filter((s) => s.status === "completed").map((s) => s.id));
+  return steps.filter((s) => RUNNABLE.has(s.status) && (s.prevSteps || []).every((id) => done.has(id)));
 }
 
 /** The attempt whose outputs a step shows: the current one, or the last undone one. */
