@@ -190,6 +190,14 @@ def _request_class() -> type | None:
             self._parsePOSTFormSubmission = False
 
         def gotLength(self, length: int | None) -> None:  # noqa: N802 (Twisted's name)
+            from twisted.web.http import HTTPChannel
+
+            if not isinstance(self.channel, HTTPChannel):
+                # HTTP/2 (daphne over TLS with h2): its own framing, no raw answer on the
+                # stream; the ASGI middleware still refuses before the app reads the body
+                self._limit = -1
+                super().gotLength(length)
+                return
             # Twisted has the request line but has not parsed it into self.path yet.
             raw = getattr(self.channel, "_path", b"") or b""
             self._target = unquote(raw.split(b"?", 1)[0].decode("latin-1"))
@@ -204,7 +212,7 @@ def _request_class() -> type | None:
             if self._refused:
                 return  # dropped: a refused body is never stored
             self._received += len(data)
-            if self._received > self._limit:
+            if self._received > self._limit >= 0:
                 self.content.close()
                 self.content = BytesIO()
                 self._refuse()
