@@ -2,8 +2,9 @@
 
 The spec is checked against the Vega-Lite JSON schema (runs/presets/tools/vega-lite-schema.json, the
 one `make vendor` copies with the page's Vega-Lite build). Its data is inline (`data.values`) or
-the table an earlier tool call of the same task returned (`data_from_call`, that call's id); a
-chart never loads anything by URL. A bad spec is an error observation that says what to fix, so
+the table an earlier tool call of the same task returned (`data_from_call`, that call's id). Only
+a safe subset of Vega-Lite is accepted (runs/presets/tools/chart_safety.py): a chart loads
+nothing, links nowhere and cannot change the page's embed options. A bad spec is an error observation that says what to fix, so
 the model can correct it on its next step. The page draws the checked spec with vega-embed.
 """
 
@@ -21,9 +22,11 @@ from runs.engine.tool_context import (
     earlier_tool_call_ids,
     earlier_tool_result,
 )
+from runs.presets.tools.chart_safety import unsafe_parts, where
 from runs.presets.tools.tables import as_table
 
 SCHEMA_PATH = Path(__file__).with_name("vega-lite-schema.json")
+SCHEMA_URL = "https://vega.github.io/schema/vega-lite/v6.json"
 MAX_ROWS = 5000
 MAX_ERRORS = 3
 
@@ -40,13 +43,6 @@ def _validator() -> Any:
     return jsonschema.Draft7Validator(schema)
 
 
-def _where(path: Any) -> str:
-    return (
-        "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
-        or "the spec"
-    )
-
-
 def schema_problems(spec: dict[str, Any]) -> list[str]:
     """Where `spec` breaks the Vega-Lite schema, most relevant first; empty when it fits."""
     from jsonschema.exceptions import best_match
@@ -55,10 +51,10 @@ def schema_problems(spec: dict[str, Any]) -> list[str]:
     if not errors:
         return []
     best = best_match(errors)
-    problems = [f"{_where(best.absolute_path)}: {best.message}"]
+    problems = [f"{where(best.absolute_path)}: {best.message}"]
     deepest = sorted(best.context or [], key=lambda e: -len(e.absolute_path))
     for error in deepest:
-        line = f"{_where(error.absolute_path)}: {error.message}"
+        line = f"{where(error.absolute_path)}: {error.message}"
         if line not in problems and len(problems) < MAX_ERRORS:
             problems.append(line)
     return problems
@@ -109,10 +105,6 @@ def checked_spec(
         raise ChartError(
             "spec must be a Vega-Lite JSON object, e.g. {'mark': 'bar', 'encoding': {...}}"
         )
-    if _has_key(spec, "url"):
-        raise ChartError(
-            "charts cannot load anything by URL: give data.values, or data_from_call with a call id"
-        )
     spec = dict(spec)
     if values is not None:
         if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
@@ -120,6 +112,13 @@ def checked_spec(
                 "give the data either inline (data.values) or with data_from_call, not both"
             )
         spec["data"] = {"values": values}
+    # The safe subset (runs/presets/tools/chart_safety.py) before the schema: it names what to drop.
+    unsafe = unsafe_parts(spec)
+    if unsafe:
+        raise ChartError(
+            "the chart uses what charts may not (they load nothing, link nowhere and set no "
+            "page options; data is inline): " + "; ".join(unsafe)
+        )
     data = spec.get("data")
     if not (
         isinstance(data, dict) and isinstance(data.get("values"), list)
@@ -133,7 +132,7 @@ def checked_spec(
         and len(data["values"]) > MAX_ROWS
     ):
         raise ChartError(f"at most {MAX_ROWS} data rows; aggregate first")
-    spec.setdefault("$schema", "https://vega.github.io/schema/vega-lite/v6.json")
+    spec["$schema"] = SCHEMA_URL
     problems = schema_problems(spec)
     if problems:
         raise ChartError(
@@ -149,8 +148,9 @@ async def chart(
 
     Data: either inline in spec.data.values (a list of records), or data_from_call = the id of an
     earlier tool call in this conversation whose result is a table (e.g. a sql_query call); its
-    columns become the fields. Nothing is loaded by URL. A spec that does not fit the Vega-Lite
-    schema comes back as an error saying where; fix it and call again.
+    columns become the fields. Charts load nothing and link nowhere: no URLs, no url(...) colours,
+    no image marks, no href, no usermeta; config only for styling. A spec that does not fit this
+    subset or the Vega-Lite schema comes back as an error saying where; fix it and call again.
     """
     if title and isinstance(spec, dict) and "title" not in spec:
         spec = {**spec, "title": title}
