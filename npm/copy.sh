@@ -19,6 +19,23 @@ copy dompurify dist/purify.es.mjs
 copy vega build/vega.min.js
 copy vega-lite build/vega-lite.min.js
 copy vega-embed build/vega-embed.min.js
+# vega-interpreter (Vega expressions without eval, for the CSP) is an ES module whose one import,
+# from vega-util, the vega build above exposes on its global: take it from there, or stop if the
+# import changed.
+mkdir -p "$out/vega-interpreter"
+node -e '
+  const fs = require("fs");
+  const [from, to] = process.argv.slice(1);
+  const text = fs.readFileSync(from, "utf8");
+  const line = /^import \{ ([\w, ]+) \} from .vega-util.;$/m;
+  const match = text.match(line);
+  if (!match || (text.match(/^import /gm) || []).length !== 1) {
+    console.error(`vega-interpreter: expected one import from vega-util in ${from}`);
+    process.exit(1);
+  }
+  const names = match[1].split(", ");
+  fs.writeFileSync(to, text.replace(line, `const { ${names.join(", ")} } = globalThis.vega; // vega-util, from vega.min.js`));
+' "$modules/vega-interpreter/build/vega-interpreter.js" "$out/vega-interpreter/vega-interpreter.js"
 cp "$modules/vega-lite/build/vega-lite-schema.json" runs/presets/tools/vega-lite-schema.json
 # The builds bundle their dependencies: keep the license of every installed package.
 for dir in "$modules"/* "$modules"/@*/*; do

@@ -1,10 +1,19 @@
 // A `chart` tool call's Vega-Lite spec, drawn with vega-embed (vendored; loaded on the first
-// chart), with SVG and PNG export. Charts load nothing: the spec's data is inline (the server
-// put it there) and the loader refuses every URL.
+// chart), with SVG and PNG export. The spec is model output: the server accepted only a safe
+// subset (runs/presets/tools/chart_safety.py), and the page does not trust that either:
+//   - every field vega-embed or Vega reads options from is dropped (`usermeta` anywhere, which
+//     vega-embed merges over our options; `$schema`, which picks raw Vega; `config` beyond
+//     styling; an input's `bind.element`), and a string that would fetch (`url(…)`) stops the
+//     chart;
+//   - no actions menu (our own SVG and PNG buttons), tooltips as plain text, and a loader that
+//     refuses every request;
+//   - expressions run through vega-interpreter (no eval), so the page's CSP needs no
+//     'unsafe-eval'; vega-embed's injected <style> is off (its rules are in render.css).
 
 import { h } from "../dom.js";
 
 const SCRIPTS = ["vega/vega.min.js", "vega-lite/vega-lite.min.js", "vega-embed/vega-embed.min.js"];
+const INTERPRETER = "vega-interpreter/vega-interpreter.js";
 const VENDOR = new URL("../../vendor/", import.meta.url);
 let loading = null;
 
@@ -18,9 +27,11 @@ function loadScript(src) {
   });
 }
 
-/** vega-embed, loaded once (in order: it needs vega and vega-lite as globals). */
+/** vega-embed and the expression interpreter, loaded once (in order: they need vega as a global). */
 export function loadVega() {
-  loading ??= SCRIPTS.reduce((chain, src) => chain.then(() => loadScript(src)), Promise.resolve()).then(() => window.vegaEmbed);
+  loading ??= SCRIPTS.reduce((chain, src) => chain.then(() => loadScript(src)), Promise.resolve())
+    .then(() => import(new URL(INTERPRETER, VENDOR).href))
+    .then((interpreter) => ({ embed: window.vegaEmbed, expr: interpreter.expressionInterpreter }));
   return loading;
 }
 
@@ -32,6 +43,96 @@ function refusingLoader() {
   loader.http = refuse;
   loader.file = refuse;
   return loader;
+}
+
+// --- what the page keeps of a spec -----------------------------------------------------------
+
+// Config groups that only style (the server's allow-list, runs/presets/tools/chart_safety.py).
+const CONFIG_KEY =
+  /^(axis[A-Za-z]*|header[A-Za-z]*|legend|title|view|range|scale|style|background|padding|font|numberFormat|timeFormat|normalizedNumberFormat|countTitle|fieldTitle|concat|facet|aria|mark|arc|area|bar|boxplot|circle|errorband|errorbar|line|point|rect|rule|square|text|tick|trail)$/;
+const OPTION_KEYS = new Set(["usermeta", "embedOptions", "loader", "url", "href"]);
+// CSS functions that fetch, after undoing CSS escapes and comments as the browser would.
+const RESOURCE = /(url|src|image|image-set|cross-fade|element)\s*\(|@import/i;
+
+function unescapeCss(text) {
+  return text
+    .replace(/\\([0-9a-fA-F]{1,6})\s?/g, (_, hex) => {
+      const code = parseInt(hex, 16);
+      return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : "\ufffd";
+    })
+    .replace(/\\([\s\S])/g, "$1")
+    .replace(/\/\*[\s\S]*?(\*\/|$)/g, "");
+}
+
+/** Whether `text`, read as CSS, names a resource to fetch. */
+export function loadsResource(text) {
+  return /[(@\\]/.test(text) && RESOURCE.test(unescapeCss(text));
+}
+
+class UnsafeChart extends Error {}
+
+/** A copy of `value` without option-bearing keys (but in data rows, `inRows`); throws UnsafeChart. */
+function clean(value, inRows, parentKey = null) {
+  if (Array.isArray(value)) return value.map((v) => clean(v, inRows));
+  if (typeof value === "string") {
+    if (loadsResource(value)) throw new UnsafeChart(`it would load a resource (${value.slice(0, 60)})`);
+    return value;
+  }
+  if (!value || typeof value !== "object") return value;
+  const out = {};
+  for (const [key, inner] of Object.entries(value)) {
+    if (loadsResource(key)) throw new UnsafeChart(`a name would load a resource (${key.slice(0, 60)})`);
+    if (!inRows && OPTION_KEYS.has(key)) continue;
+    if (!inRows && key === "bind" && inner && typeof inner === "object") {
+      const { element, ...rest } = inner; // eslint-disable-line no-unused-vars
+      out.bind = clean(rest, false);
+      continue;
+    }
+    out[key] = clean(inner, inRows || (key === "values" && parentKey === "data"), key);
+  }
+  return out;
+}
+
+/**
+ * The spec as the page draws it: option-bearing fields dropped (at any depth outside the data
+ * rows), `$schema` gone (the page says it is Vega-Lite), config only styling. Throws when a
+ * string would fetch a resource.
+ */
+export function safeSpec(spec) {
+  const { $schema, config, ...rest } = clean(spec, false); // eslint-disable-line no-unused-vars
+  const out = { ...rest };
+  if (config && typeof config === "object") {
+    out.config = Object.fromEntries(Object.entries(config).filter(([key]) => CONFIG_KEY.test(key)));
+  }
+  return out;
+}
+
+// --- tooltips as plain text --------------------------------------------------------------------
+
+function tooltipText(value) {
+  if (value == null) return "";
+  if (typeof value !== "object") return String(value);
+  return Object.entries(value)
+    .map(([key, v]) => `${key}: ${v !== null && typeof v === "object" ? JSON.stringify(v) : String(v)}`)
+    .join("\n");
+}
+
+let tooltipEl = null;
+
+/** vega's tooltip handler: the value as text (never HTML, never an image), next to the pointer. */
+function plainTooltip(handler, event, item, value) {
+  tooltipEl ??= document.body.appendChild(h("div", { class: "chart-tooltip", role: "tooltip", hidden: true }));
+  const text = tooltipText(value);
+  if (!text || !event) {
+    tooltipEl.hidden = true;
+    return;
+  }
+  tooltipEl.textContent = text;
+  tooltipEl.hidden = false;
+  const x = Math.min(event.clientX + 12, window.innerWidth - tooltipEl.offsetWidth - 4);
+  const y = Math.min(event.clientY + 12, window.innerHeight - tooltipEl.offsetHeight - 4);
+  tooltipEl.style.left = `${Math.max(x, 0)}px`;
+  tooltipEl.style.top = `${Math.max(y, 0)}px`;
 }
 
 function save(url, name) {
@@ -52,23 +153,29 @@ export function chartView(spec, { name = "chart" } = {}) {
   const pngButton = h("button", { type: "button", class: "button-link", disabled: true }, "PNG");
   const root = h("div", { class: "result-chart", "data-state": "loading" }, h("div", { class: "rt-bar" }, status, h("span", { class: "rt-actions" }, svgButton, pngButton)), target);
   const draw = async () => {
-    const embed = await loadVega();
-    const result = await embed(target, spec, {
+    const drawn = safeSpec(spec);
+    const { embed, expr } = await loadVega();
+    const result = await embed(target, drawn, {
+      mode: "vega-lite",
       actions: false,
+      defaultStyle: false,
       renderer: "svg",
       loader: refusingLoader(),
-      tooltip: true,
+      tooltip: plainTooltip,
+      ast: true,
+      expr,
       config: { background: null },
     });
     root.chartView = result.view;
     svgButton.disabled = pngButton.disabled = false;
     svgButton.addEventListener("click", async () => save(await result.view.toImageURL("svg"), `${name}.svg`));
     pngButton.addEventListener("click", async () => save(await result.view.toImageURL("png", 2), `${name}.png`));
-    status.textContent = spec.title ? (typeof spec.title === "string" ? spec.title : spec.title.text || "Chart") : "Chart";
+    const title = drawn.title;
+    status.textContent = title ? (typeof title === "string" ? title : typeof title.text === "string" ? title.text : "Chart") : "Chart";
     root.dataset.state = "drawn";
   };
   draw().catch((err) => {
-    status.textContent = `The chart could not be drawn: ${err.message}`;
+    status.textContent = err instanceof UnsafeChart ? `The chart was not drawn: ${err.message}.` : `The chart could not be drawn: ${err.message}`;
     root.dataset.state = "failed";
   });
   return root;
