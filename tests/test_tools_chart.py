@@ -162,6 +162,11 @@ HOSTILE_SPECS: list[tuple[str, dict[str, Any], str]] = [
         "params[0].bind.element:",
     ),
     (
+        "a background computed by an expression",
+        {**BAR, "background": {"expr": "'u' + 'rl(http://evil.example/)'"}},
+        "background: the background must be a colour name or code",
+    ),
+    (
         "an unknown top-level property",
         {**BAR, "datasets": {"d": VALUES}},
         "datasets: 'datasets' is not allowed in a chart here",

@@ -10,7 +10,7 @@ spec on its next step):
 - top-level properties, and those of nested views (layers, concatenations, facets, repeats);
 - mark types (no `image`, no `geoshape`) and encoding channels (no `href`, `url`);
 - `data` is inline rows (`values`, a list) with an optional `name`, nothing that loads or parses;
-- `config` only the styling groups (axes, legends, marks, titles, view, scales, fonts, formats);
+- `background` a colour string (not an expression); `config` only the styling groups (axes, legends, marks, titles, view, scales, fonts, formats);
 - a parameter's input stays inside its chart (no `bind.element`, a selector into the page);
 - no key `url`, `href`, `usermeta`, `embedOptions` or `loader` at any depth outside the data rows;
 - no string anywhere (keys and data too) holding a CSS resource function such as `url(…)`.
@@ -203,6 +203,12 @@ class _Check:
         self.data(spec.get("data"), path + ("data",))
         if top:
             self.config(spec.get("config"), path + ("config",))
+            background = spec.get("background")
+            if background is not None and not isinstance(background, str):
+                self.fail(
+                    path + ("background",),
+                    "the background must be a colour name or code",
+                )
         self.params(spec.get("params"), path + ("params",))
         for key in VIEW_LISTS:
             views = spec.get(key)

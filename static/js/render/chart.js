@@ -31,8 +31,34 @@ function loadScript(src) {
 export function loadVega() {
   loading ??= SCRIPTS.reduce((chain, src) => chain.then(() => loadScript(src)), Promise.resolve())
     .then(() => import(new URL(INTERPRETER, VENDOR).href))
-    .then((interpreter) => ({ embed: window.vegaEmbed, expr: interpreter.expressionInterpreter }));
+    .then((interpreter) => ({ embed: window.vegaEmbed, expr: scrubbing(interpreter.expressionInterpreter) }));
   return loading;
+}
+
+// Channels whose strings are shown as text; every other string an encoder sets becomes an SVG
+// attribute, where `url(…)` would fetch.
+const TEXT_CHANNELS = new Set(["text", "tooltip", "description", "ariaRoleDescription"]);
+
+/**
+ * The interpreter, with every mark's encoded values checked as they are set: a string built by an
+ * expression or taken from the data (`'u' + 'rl(…)'`, a colour field with no scale) that would
+ * fetch is dropped, so no static check has to foresee it (the CSP's img-src is the last line).
+ */
+function scrubbing(interpreter) {
+  return {
+    ...interpreter,
+    encode(ctx, encode) {
+      const set = interpreter.encode(ctx, encode);
+      const names = Object.keys(encode.channels).filter((name) => !TEXT_CHANNELS.has(name));
+      return (item, _) => {
+        const changed = set(item, _);
+        for (const name of names) {
+          if (typeof item[name] === "string" && loadsResource(item[name])) item[name] = undefined;
+        }
+        return changed;
+      };
+    },
+  };
 }
 
 function refusingLoader() {
@@ -101,6 +127,7 @@ function clean(value, inRows, parentKey = null) {
 export function safeSpec(spec) {
   const { $schema, config, ...rest } = clean(spec, false); // eslint-disable-line no-unused-vars
   const out = { ...rest };
+  if (typeof out.background !== "string") delete out.background; // not an expression: see scrubbing()
   if (config && typeof config === "object") {
     out.config = Object.fromEntries(Object.entries(config).filter(([key]) => CONFIG_KEY.test(key)));
   }
