@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
@@ -303,11 +304,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "ninja",  # the REST API's docs page with its own Swagger UI files (no CDN)
+    "csp",  # the Content-Security-Policy (agentui.security): its system checks
     "runs",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # before WhiteNoise, so static files get the policy too (see "Security headers" below)
+    "agentui.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -319,6 +323,36 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# --- Security headers (docs/operations.md) -----------------------------------
+
+# Model output is untrusted (text, tool arguments, chart specs): the policy is the last line if
+# something it wrote reached the page. Scripts only from this origin (and a request's nonce),
+# never inline or eval'd; nothing loaded from or sent to another origin; no plugins, no framing,
+# no <base>, forms post only here. Styles only from files (the templates and scripts set none
+# inline). agentui.security adds the page's websocket origin to connect-src and counts reports.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "media-src": [NONE],
+        "object-src": [NONE],
+        "frame-src": [NONE],
+        "worker-src": [NONE],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "report-uri": "/csp-report/",
+    }
+}
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "agentui.urls"
 ASGI_APPLICATION = "agentui.asgi.application"
@@ -439,5 +473,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"runs": {"handlers": ["console"], "level": _AGENTUI.log_level}},
+    "loggers": {
+        "runs": {"handlers": ["console"], "level": _AGENTUI.log_level},
+        "agentui": {"handlers": ["console"], "level": _AGENTUI.log_level},
+    },
 }

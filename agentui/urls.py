@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agentui.security import csp_report
 from runs.rest.api import urls as rest_api_urls
 from runs.web import operations
 from runs.web.views import login_with_link
@@ -17,6 +18,7 @@ urlpatterns = [
     path("healthz", operations.healthz, name="healthz"),
     path("readyz", operations.readyz, name="readyz"),
     path("metrics", operations.metrics, name="metrics"),
+    path("csp-report/", csp_report, name="csp_report"),
     # the REST API for scripts (docs/api.md); the page's own JSON endpoints stay under /api/
     path("api/v1/", rest_api_urls),
     path("", include("runs.urls")),

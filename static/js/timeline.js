@@ -71,13 +71,11 @@ export function renderTimeline(container, model, { now = Date.now() / 1000, onSe
     const bars = row.bars.map((bar) => {
       const stop = bar.end ?? now;
       const text = `${row.label}: ${formatDuration(stop - bar.start)} (${bar.status}), from +${formatDuration(bar.start - start) || "0"}`;
-      return h("span", {
-        class: `tl-bar status status-${bar.status}`,
-        style: `left:${pct(bar.start)};width:${width(bar.start, stop)}`,
-        title: text,
-        "data-start": bar.start,
-        "data-end": stop,
-      });
+      const el = h("span", { class: `tl-bar status status-${bar.status}`, title: text, "data-start": bar.start, "data-end": stop });
+      // (through the CSSOM: the CSP refuses style attributes)
+      el.style.left = pct(bar.start);
+      el.style.width = width(bar.start, stop);
+      return el;
     });
     const label = h("button", { type: "button", class: "tl-label", "data-target": row.target, title: row.sub ? `${row.label} (${row.sub})` : row.label }, row.label, row.sub ? h("span", { class: "tl-sub" }, row.sub) : null);
     if (onSelect) label.addEventListener("click", () => onSelect(row.target));
@@ -91,7 +89,9 @@ export function renderTimeline(container, model, { now = Date.now() / 1000, onSe
     const step = niceStep(span / zoom);
     const ticks = [];
     for (let t = 0; t <= span + 1e-9; t += step) {
-      ticks.push(h("span", { class: "tl-tick", style: `left:${((t / span) * 100).toFixed(4)}%` }, t === 0 ? "0" : formatDuration(t)));
+      const tick = h("span", { class: "tl-tick" }, t === 0 ? "0" : formatDuration(t));
+      tick.style.left = `${((t / span) * 100).toFixed(4)}%`;
+      ticks.push(tick);
     }
     axisTrack.replaceChildren(...ticks);
   };

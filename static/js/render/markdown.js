@@ -19,6 +19,21 @@ md.renderer.rules.image = (tokens, idx) => {
   return `<span class="md-image" title="Image not loaded: ${src}">[image: ${alt}]</span>`;
 };
 
+// GFM column alignment as a class, never a style attribute: the page's CSP refuses inline styles
+// (even in the inert document the sanitiser parses into, where it would still be reported).
+const ALIGN_STYLE = /^text-align:(left|right|center)$/;
+for (const rule of ["th_open", "td_open"]) {
+  md.renderer.rules[rule] = (tokens, idx, options, env, self) => {
+    const token = tokens[idx];
+    const align = ALIGN_STYLE.exec(token.attrGet("style") || "");
+    if (align) {
+      token.attrs = token.attrs.filter(([name]) => name !== "style");
+      token.attrJoin("class", `align-${align[1]}`);
+    }
+    return self.renderToken(tokens, idx, options);
+  };
+}
+
 /** Cut long tables and code blocks in a token list, noting how much was left out. */
 function capTokens(tokens) {
   const out = [];

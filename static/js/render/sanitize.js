@@ -14,7 +14,7 @@ const ALIGN = /^text-align:\s*(left|right|center);?$/i;
 
 const purify = DOMPurify(window);
 purify.addHook("uponSanitizeAttribute", (node, data) => {
-  // markdown-it writes GFM column alignment as a style; keep only that, as a class.
+  // markdown.js writes GFM column alignment as a class; a style that got here anyway becomes one.
   if (data.attrName === "style") {
     const align = ALIGN.exec(data.attrValue.trim());
     if (align) node.classList.add(`align-${align[1].toLowerCase()}`);
