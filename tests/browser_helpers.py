@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from runs.engine.testing import Script, ScriptedServer
+from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 USERNAME = "analyst"
@@ -337,6 +337,24 @@ def start_notebook(page: Any, app: LiveApp, text: str, *, agent: str, mode: str)
 
 def step_cells(page: Any) -> Any:
     return page.locator("article.cell-step")
+
+
+def call_rule(
+    after: int,
+    tool: str,
+    call_id: str,
+    arguments: dict[str, Any],
+    text: str | None = None,
+) -> Rule:
+    """A scripted model turn that calls `tool` once, after `after` tool results since the user."""
+    return Rule(
+        name=f"{tool}-{call_id}",
+        match=Match(tool_results_since_user=after),
+        reply=Reply(
+            text=text,
+            tool_calls=[ToolCallSpec(name=tool, id=call_id, arguments=arguments)],
+        ),
+    )
 
 
 def last_user_texts(model: ScriptedServer) -> list[str]:

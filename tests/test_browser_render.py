@@ -17,6 +17,7 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    call_rule,
     live_app,
     new_context,
     page,
@@ -401,33 +402,13 @@ def chart_with_a_fix() -> Script:
 
     return Script(
         rules=[
-            Rule(
-                name="query",
-                match=Match(tool_results_since_user=0),
-                reply=Reply(
-                    tool_calls=[
-                        ToolCallSpec(
-                            name="sql_query", id="q1", arguments={"sql": CITY_SQL}
-                        )
-                    ]
-                ),
-            ),
-            Rule(
-                name="bad-chart",
-                match=Match(tool_results_since_user=1),
-                reply=Reply(
-                    text="Charting it.",
-                    tool_calls=[
-                        ToolCallSpec(
-                            name="chart",
-                            id="c1",
-                            arguments={
-                                "spec": {**CITY_SPEC, "mark": "barz"},
-                                "data_from_call": "q1",
-                            },
-                        )
-                    ],
-                ),
+            call_rule(0, "sql_query", "q1", {"sql": CITY_SQL}),
+            call_rule(
+                1,
+                "chart",
+                "c1",
+                {"spec": {**CITY_SPEC, "mark": "barz"}, "data_from_call": "q1"},
+                text="Charting it.",
             ),
             Rule(
                 name="fixed-chart", match=Match(tool_results_since_user=2), respond=fix

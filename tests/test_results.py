@@ -10,11 +10,17 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from browser_helpers import call_rule
 from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs import service
-from runs.demo.charts import CHART_PROMPT, CITY_REVENUE_SQL
+from runs.demo.charts import (
+    BRAND_CHART_PROMPT,
+    CHART_PROMPT,
+    CITY_REVENUE_SQL,
+    PLAIN_COLOUR,
+)
 from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, Task
@@ -42,14 +48,6 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 async def _events(task: Task) -> list[dict[str, Any]]:
     return [e.payload async for e in Event.objects.filter(task=task).order_by("seq")]
-
-
-def call_rule(after: int, tool: str, call_id: str, **arguments: Any) -> Rule:
-    """The model's turn after `after` tool results: one call of `tool`."""
-    call = ToolCallSpec(name=tool, id=call_id, arguments=arguments)
-    return Rule(
-        match=Match(tool_results_since_user=after), reply=Reply(tool_calls=[call])
-    )
 
 
 async def run_turn(
@@ -145,9 +143,9 @@ async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(
             0,
             "sql_query",
             "q1",
-            sql="SELECT name AS city, population AS revenue FROM cities",
+            {"sql": "SELECT name AS city, population AS revenue FROM cities"},
         ),
-        call_rule(1, "chart", "c1", spec=bad, data_from_call="q1"),
+        call_rule(1, "chart", "c1", {"spec": bad, "data_from_call": "q1"}),
         Rule(match=Match(tool_results_since_user=2), respond=fix),
         Rule(reply=Reply(text="Here is the chart.")),
     ]
@@ -163,12 +161,46 @@ async def test_an_invalid_spec_is_an_error_the_model_sees_and_corrects(
     )
 
 
+async def test_demo_brand_chart_is_refused_then_drawn_in_a_plain_colour(
+    tmp_path: Any,
+) -> None:
+    """The offline demo shows a refusal: a url(...) colour from a web page, then a plain one."""
+    demo = override_settings(
+        OPENAI_API_KEY="",
+        OPENAI_BASE_URL="",
+        AGENTUI_MODEL="",
+        AGENTUI_DATA_DIR=str(tmp_path),
+    )
+    with demo:
+        runtime.forget_all()
+        try:
+            user = await database_sync_to_async(make_user)()
+            task = await service.create_notebook(
+                user, BRAND_CHART_PROMPT, "function_calling", "auto"
+            )
+            await service.wait_idle()
+        finally:
+            runtime.forget_all()
+            stop_demo_server()
+    stored = await _events(task)
+    charts = [
+        e["tool_output"]
+        for e in stored
+        if e["type"] == "tool_call_result" and e["tool_name"] == "chart"
+    ]
+    assert [c["is_error"] for c in charts] == [True, False]
+    assert "would load a resource" in charts[0]["content"]
+    assert charts[1]["raw_output"]["spec"]["mark"]["color"] == PLAIN_COLOUR
+    answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
+    assert "| City | Revenue |" in answer
+
+
 async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
     scripted_server: Any,
 ) -> None:
     query = "SELECT id, sold_on, revenue FROM sales ORDER BY id"
     rules = [
-        call_rule(0, "sql_query", "q1", sql=query),
+        call_rule(0, "sql_query", "q1", {"sql": query}),
         Rule(reply=Reply(text="Done.")),
     ]
     user, task = await run_turn(scripted_server, rules, "All sales")

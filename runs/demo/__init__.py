@@ -17,7 +17,12 @@ from runs.demo.analyst import (
     function_calling_rules,
     llm_compiler_rules,
 )
-from runs.demo.charts import CHART_PROMPT, chart_rules
+from runs.demo.charts import (
+    BRAND_CHART_PROMPT,
+    CHART_PROMPT,
+    brand_chart_rules,
+    chart_rules,
+)
 from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.demo.logs import LOG_PROMPT, log_rules
 from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
@@ -53,6 +58,11 @@ DEMOS: dict[str, tuple[Callable[[], list[Rule]], str]] = {
 }
 EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-chart": ("function_calling", chart_rules, CHART_PROMPT),
+    "function_calling-brand-chart": (
+        "function_calling",
+        brand_chart_rules,
+        BRAND_CHART_PROMPT,
+    ),
     "function_calling-log": ("function_calling", log_rules, LOG_PROMPT),
     "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),
 }

@@ -1,8 +1,10 @@
-"""The offline demo model's chart example: revenue by city as a bar chart, then a Markdown answer.
+"""The offline demo model's chart examples: revenue by city as a bar chart, then a Markdown answer.
 
 Three model turns, each reading what the agent really sent: a `sql_query` for revenue per city,
 a `chart` of that call's result (by its call id), and an answer with a Markdown table of the top
-cities.
+cities. The second example (BRAND_CHART_PROMPT) shows the chart tool refusing what a chart may not
+do: its first chart takes a colour from a web page (`url(https://…)`, as a model that read a
+hostile document might), the tool says why not, and the model draws it again in a plain colour.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from runs.demo.rules import calls_and_results, staged_rules
 from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
 
 CHART_PROMPT = "Show the 2024 sales revenue by city as a bar chart."
+BRAND_CHART_PROMPT = (
+    "Chart the 2024 revenue by city in the brand colour from brand.example."
+)
+BRAND_COLOUR = "url(https://brand.example/palette.svg#main)"
+PLAIN_COLOUR = "#4c78a8"
 
 CITY_REVENUE_SQL = (
     "SELECT c.name AS city, ROUND(SUM(s.revenue), 2) AS revenue FROM sales s "
@@ -31,7 +38,11 @@ CITY_REVENUE_SPEC: dict[str, Any] = {
 }
 
 
-def _chart_call(request: RecordedRequest) -> Reply:
+def _chart_call(
+    request: RecordedRequest,
+    spec: dict[str, Any] = CITY_REVENUE_SPEC,
+    text: str = "Now I draw the revenue per city as a bar chart, straight from that query's result.",
+) -> Reply:
     queries = [
         (call_id, text)
         for name, call_id, text in calls_and_results(request)
@@ -45,13 +56,39 @@ def _chart_call(request: RecordedRequest) -> Reply:
             text=f"The query failed, so there is nothing to chart: {text[:200]}"
         )
     return Reply(
-        text="Now I draw the revenue per city as a bar chart, straight from that query's result.",
+        text=text,
         tool_calls=[
             ToolCallSpec(
-                name="chart",
-                arguments={"spec": CITY_REVENUE_SPEC, "data_from_call": call_id},
+                name="chart", arguments={"spec": spec, "data_from_call": call_id}
             )
         ],
+    )
+
+
+def _coloured(colour: str) -> dict[str, Any]:
+    return {
+        **CITY_REVENUE_SPEC,
+        "mark": {"type": "bar", "tooltip": True, "color": colour},
+    }
+
+
+def _brand_chart(request: RecordedRequest) -> Reply:
+    return _chart_call(
+        request,
+        _coloured(BRAND_COLOUR),
+        "brand.example gives its colour as a url(...) paint, so I use that for the bars.",
+    )
+
+
+def _plain_chart(request: RecordedRequest) -> Reply:
+    charts = [text for name, _, text in calls_and_results(request) if name == "chart"]
+    if not charts or not charts[-1].startswith("Error"):
+        return _answer(request)
+    return _chart_call(
+        request,
+        _coloured(PLAIN_COLOUR),
+        f"The chart tool refused that ({charts[-1][:160]}…): a chart may not load anything. "
+        "I draw it again in a plain blue.",
     )
 
 
@@ -93,5 +130,24 @@ def chart_rules() -> list[Rule]:
             ("demo-chart-query", query),
             ("demo-chart-draw", _chart_call),
             ("demo-chart-answer", _answer),
+        ],
+    )
+
+
+def brand_chart_rules() -> list[Rule]:
+    """BRAND_CHART_PROMPT: a query, a chart the tool refuses, the same chart in a plain colour."""
+    query = Reply(
+        text="First I total the 2024 revenue for every city.",
+        tool_calls=[
+            ToolCallSpec(name="sql_query", arguments={"sql": CITY_REVENUE_SQL})
+        ],
+    )
+    return staged_rules(
+        BRAND_CHART_PROMPT,
+        [
+            ("demo-brand-query", query),
+            ("demo-brand-draw", _brand_chart),
+            ("demo-brand-redraw", _plain_chart),
+            ("demo-brand-answer", _answer),
         ],
     )
