@@ -241,7 +241,10 @@ async def _csv_rows(response: Any) -> list[list[str]]:
 
 async def _download_of(scripted_server: Any, query: str) -> tuple[Any, str]:
     """A client logged in as the owner of a notebook whose model ran `query`, and its CSV URL."""
-    rules = [call_rule(0, "sql_query", "q1", sql=query), Rule(reply=Reply(text="Ok."))]
+    rules = [
+        call_rule(0, "sql_query", "q1", {"sql": query}),
+        Rule(reply=Reply(text="Ok.")),
+    ]
     user, task = await run_turn(scripted_server, rules, "Query")
     result = [e for e in await _events(task) if e["type"] == "tool_call_result"][0]
     client = AsyncClient()
