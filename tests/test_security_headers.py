@@ -9,7 +9,7 @@ import logging
 import pytest
 from django.test import Client
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
 HEADERS = {
     "X-Content-Type-Options": "nosniff",
