@@ -480,6 +480,7 @@ def test_every_page_runs_under_the_policy_without_a_violation(
         (f"/traces/{task_id}/", "#trace[data-ready='true']"),
         (f"/traces/compare/?a={task_id}&b={other}", "#compare[data-ready='true']"),
         ("/settings/tokens/", "main"),
+        ("/data/", "main"),
         ("/api/v1/docs", ".swagger-ui .info"),
     ]
     for path, ready in walk:
@@ -502,7 +503,14 @@ def test_every_page_runs_under_the_policy_without_a_violation(
     for url, headers in documents.items():
         check_policy(url, headers, live_app.url)
     visited = {urlsplit(url).path for url in documents}
-    assert {"/", f"/tasks/{task_id}/", "/traces/", "/api/v1/docs", "/login/"} <= visited
+    assert {
+        "/",
+        f"/tasks/{task_id}/",
+        "/traces/",
+        "/data/",
+        "/api/v1/docs",
+        "/login/",
+    } <= visited
     watch.check(page)
     assert not page.console, page.console
     assert csp_reports(live_app) == []
