@@ -455,6 +455,9 @@ async def test_a_run_stopped_by_the_person_ends_cancelled(
         await service.wait_idle()
     conforms(raw, artifacts_dir, "stopped")
     assert outcome(events) == {"type": "cancelled"}
+    # the step Stop cut off is closed, not left open (nor reported as a failure)
+    assert types(events).count("STEP_FINISHED") == types(events).count("STEP_STARTED")
+    assert "RUN_ERROR" not in types(events)
     assert "result" not in events[-1]
     stops = [e for e in events if e["type"] == "CUSTOM"]
     assert [e["value"]["action"] for e in stops] == ["stopped"]

@@ -226,7 +226,7 @@ class RunTranslator:
             return out
         if kind == "state_changed":
             return self._state(payload.get("state") or {})
-        if kind in ("step_completed", "step_failed") and step_id:
+        if kind in ("step_completed", "step_failed", "step_interrupted") and step_id:
             if kind == "step_failed":
                 self.failure = str(payload.get("error") or "the step failed")
             out = self._end_text(step_id)
