@@ -5,6 +5,7 @@ tables read-only, within the caps, without files, network or settings."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,13 @@ import openpyxl
 import pytest
 from django.test import AsyncClient, override_settings
 
+from runs import service
+from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
+from runs.engine.testing import Script
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
-from tests.rest_support import API, user_with_token
+from tests.live_support import llm_at
+from tests.rest_support import API, Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -218,7 +223,6 @@ async def test_data_query_stops_a_long_query_and_caps_rows(
 
 def test_the_offline_demo_offers_the_uploaded_file_example() -> None:
     from runs.demo import demo_example_prompts
-    from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE
 
     assert any(e.prompt == DATA_PROMPT for e in demo_example_prompts())
     assert EXAMPLE_FILE.read_text().startswith("shop,city,month,visitors,")
@@ -325,3 +329,39 @@ async def test_a_file_over_the_one_request_limit_is_told_to_go_in_parts() -> Non
         in (refused.json()["detail"])
     )
     assert every_table(user.pk) == []
+
+
+async def test_the_demo_prompt_answers_from_the_uploaded_table_and_the_trace_names_it(
+    scripted_server: Any,
+) -> None:
+    user, token = await user_with_token("alice")
+    uploaded = await DataApi(token).upload(EXAMPLE_FILE.name, EXAMPLE_FILE.read_bytes())
+    assert uploaded.status_code == 201, uploaded.content
+    model = scripted_server(Script(rules=data_file_rules()))
+    with llm_at(model):
+        api = Api(token)
+        created = await api.post(
+            "/notebooks/", {"text": DATA_PROMPT, "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+        pk = created.json()["id"]
+        detail = await api.wait(pk)
+        await service.wait_idle()
+    assert detail["response"].startswith(
+        "Baixa in Lisbon had the most visitors: 8,010 in total"
+    )
+    trace = await api.get(f"/notebooks/{pk}/trace")
+    body = b"".join([chunk async for chunk in trace.streaming_content])
+    exported = json.loads(body)
+    assert exported["task"]["data_tables"] == ["shop_visits"]
+    [result] = [
+        e["event"]
+        for e in exported["events"]
+        if e["event"]["type"] == "tool_call_result"
+    ]
+    assert result["tool_name"] == "data_query"
+    assert json.loads(result["tool_output"]["content"])["rows"][0] == [
+        "Baixa",
+        "Lisbon",
+        8010,
+    ]

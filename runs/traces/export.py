@@ -23,6 +23,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from runs.models import Annotation, Event, Message, Step, Task, Turn
 from runs.protocol.wire import WIRE_EVENT_BYTES, bounded
 from runs.traces.annotations import annotations_of
+from runs.traces.data_used import data_tables_used
 from runs.traces.results import result_items
 
 EXPORT_BATCH = 500  # events read and sent at a time by the trace export
@@ -196,7 +197,12 @@ def trace_head(task: Task) -> dict[str, Any]:
         .order_by("position", "pk")
     ]
     return {
-        "task": {**notebook_summary(task), "last_seq": task.last_seq},
+        "task": {
+            **notebook_summary(task),
+            "last_seq": task.last_seq,
+            # which of the person's data tables its data tools read (runs.traces.data_used)
+            "data_tables": data_tables_used(task),
+        },
         "turns": turns,
         "messages": messages,
         "annotations": annotations_of(task),
