@@ -1,5 +1,8 @@
 """The Team preset in Chromium: agent colours, a question answered from another tab after a
-server restart, handoff edges with their reasons, the shared state, and undoing a handoff.
+server restart, handoff edges with their reasons, the shared state, and undoing a handoff; an
+answered question no longer waits (issue 25, item 4): the asking call's card and its DAG node
+say "answered" (it ran again with the answer in the question step), live, after a reload and in
+the trace, and over REST every question has its answer, bound by waiter and call.
 
 Screenshots: test-artifacts/team-*.png.
 """
@@ -9,15 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
+    USERNAME,
     LiveApp,
     _browser_module,
+    app_env,
     live_app,
     new_context,
     page,
     scripted_model,
     shot,
+    start_notebook,
     step_cells,
     wait_until,
     watch_errors,
@@ -81,6 +88,9 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     answer = other.locator(".cell-answer .answer-text")
     answer.wait_for(timeout=30_000)
     assert "grew most" in (answer.text_content() or "")
+    # answered after the restart: the asking call no longer waits, on the card or in the DAG
+    assert other.locator(".tool-card.status-waiting, #dag .status-waiting").count() == 0
+    assert other.locator(".tool-card.status-answered").count() == 1
     other.locator(".team-question").scroll_into_view_if_needed()
     other.wait_for_timeout(300)
     shot(other, artifacts_dir, "team-02-answered-in-another-tab")
@@ -151,3 +161,97 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     errors = [e for e in page.console_errors if "ERR_CONNECTION_REFUSED" not in e]
     assert not errors, errors
     assert not other.console_errors, other.console_errors
+
+
+SIZES = {"1280": (1280, 800), "1920": (1920, 1080)}
+
+
+def _calls_by_status(page: Any) -> dict[str, int]:
+    found: dict[str, int] = page.evaluate(
+        """() => {
+            const counts = {};
+            for (const el of document.querySelectorAll('.tool-card, #dag .dag-node.kind-call')) {
+              const status = [...el.classList].find(c => c.startsWith('status-'));
+              const key = `${el.classList.contains('tool-card') ? 'card' : 'node'}:${status}`;
+              counts[key] = (counts[key] || 0) + 1;
+            }
+            return counts;
+        }"""
+    )
+    return found
+
+
+def _answered_not_waiting(page: Any, where: str, artifacts_dir: Path) -> None:
+    card = page.locator(".tool-card.status-answered")
+    card.first.wait_for()
+    counts = _calls_by_status(page)
+    assert counts.get("card:status-answered") == 1, counts
+    assert counts.get("node:status-answered") == 1, counts
+    for stale in ("status-waiting", "status-running", "status-pending"):
+        assert not counts.get(f"card:{stale}") and not counts.get(f"node:{stale}"), (
+            where,
+            counts,
+        )
+    assert "Answered: Europe" in (card.first.text_content() or "")
+    colours = page.evaluate(
+        """() => ['answered', 'completed'].map(s => {
+            const node = document.querySelector(`#dag .dag-node.kind-call.status-${s}`);
+            return node && getComputedStyle(node).getPropertyValue('--status-color');
+        })"""
+    )
+    assert colours[0] and colours[0] == colours[1], (
+        colours
+    )  # drawn as done, not running
+    card.first.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)  # cells off screen skip painting until shown
+    for name, size in SIZES.items():
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+        card.first.scroll_into_view_if_needed()
+        shot(page, artifacts_dir, f"team-answered-{where}-{name}")
+
+
+def test_an_answered_team_question_shows_answered_on_page_trace_and_rest(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=team_rules()), reset_log=True)
+    pk = start_notebook(page, live_app, TEAM_PROMPT, agent="team", mode="auto")
+    question = page.locator(".team-question .question-text")
+    question.wait_for()
+    assert question.text_content() == QUESTION
+    waiting = page.locator(".tool-card.status-waiting")
+    waiting.wait_for()  # while it waits, the asking call says so
+    page.get_by_label("Your answer").fill("Europe")
+    page.get_by_role("button", name="Send answer").click()
+    page.locator(".cell-answer .answer-text").wait_for(timeout=30_000)
+
+    _answered_not_waiting(page, "live", artifacts_dir)
+    page.reload()
+    page.locator(".cell-answer .answer-text").wait_for(timeout=30_000)
+    _answered_not_waiting(page, "reloaded", artifacts_dir)
+    page.goto(f"{live_app.url}/traces/{pk}/")
+    _answered_not_waiting(page, "trace", artifacts_dir)
+
+    token = live_app.shell(
+        "from django.contrib.auth import get_user_model; "
+        "from runs.service.tokens import create_token; "
+        f"user = get_user_model().objects.get(username={USERNAME!r}); "
+        "print(create_token(user, 'team answered')[1])"
+    ).split()[-1]
+    with httpx.Client(
+        base_url=f"{live_app.url}/api/v1",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    ) as api:
+        detail = api.get(f"/notebooks/{pk}").json()
+        events = api.get(f"/notebooks/{pk}/events/").json()
+    assert detail["status"] not in ("waiting", "running"), detail
+    items = events["items"] if isinstance(events, dict) else events
+    kinds = [e.get("event", e) for e in items]
+    asked = [
+        (e["waiter_id"], e["tool_id"]) for e in kinds if e["type"] == "input_required"
+    ]
+    answered = [
+        (e["waiter_id"], e["tool_id"]) for e in kinds if e["type"] == "human_response"
+    ]
+    assert asked and asked == answered, (asked, answered)
+    assert not page.console_errors, page.console_errors

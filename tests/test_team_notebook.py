@@ -67,6 +67,14 @@ async def test_team_run_pauses_on_a_question_and_resumes_after_a_restart(
         runtime.forget_all()  # a restart: nothing of the run is left in this process
         await _answer_question(task, "Europe please")
         stored = await _events(task)
+        rules = [r.rule_name for r in server.requests]
+    # resumed at the question: the planner was asked once, and each later turn once
+    assert len(rules) == len(set(rules)) and rules[0] == "demo-team-ask", rules
+    (answer,) = _of(stored, "human_response")
+    assert (answer["waiter_id"], answer["tool_id"]) == (
+        question["waiter_id"],
+        question["tool_id"],
+    )
     (done,) = _of(stored, "task_completed")
     assert "grew most" in done["response"] and "stock more" in done["response"]
     handoffs = [

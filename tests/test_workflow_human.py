@@ -19,6 +19,7 @@ from runs.engine import (
     ToolCall,
     ToolCallResult,
     WorkflowCancelledError,
+    WorkflowConfigError,
     WorkflowTimeoutError,
 )
 from runs.engine.testing import Match, Reply, Rule, Timing, ToolCallSpec
@@ -258,3 +259,91 @@ async def test_chat_history_with_unanswered_calls_is_repaired() -> None:
     assert result.response.content == "yes"
     assert_valid_openai_sequence(sent)
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+
+
+async def test_a_context_saved_as_the_question_arrives_resumes_at_the_pending_call() -> (
+    None
+):
+    """Issue 25, item 2: saved the moment the question is seen (the other call may still be
+    running then), the run resumes at the question: the model is not asked again, the call that
+    finished does not run again, and only the asking call runs, with the answer."""
+    ran: list[str] = []
+
+    async def slow_lookup(city: str) -> str:
+        """Population of a city (slow enough to still run when the question comes)."""
+        ran.append(city)
+        await asyncio.sleep(0.3)
+        return f"{city}: 15M"
+
+    both = Reply(
+        tool_calls=[
+            ToolCallSpec(name="ask_budget", arguments={"topic": "Lagos"}, id="q1"),
+            ToolCallSpec(name="slow_lookup", arguments={"city": "Lagos"}, id="q2"),
+        ]
+    )
+    rules = [Rule(match=Match(tool_results_since_user=0), reply=both), RULES[1]]
+
+    def workflow(server) -> AgentWorkflow:  # type: ignore[no-untyped-def]
+        agent = FunctionAgent(
+            name="planner", tools=[ask_budget, slow_lookup], llm=llm_for(server)
+        )
+        return AgentWorkflow([agent])
+
+    with serving(*rules) as server:
+        handler = workflow(server).run(user_msg="Plan a Lagos trip")
+        question = (await _until(handler, InputRequiredEvent))[-1]
+        saved = json.loads(json.dumps(handler.ctx.to_dict()))
+        handler.cancel_run()
+        with pytest.raises(WorkflowCancelledError):
+            await handler
+        asked_before = len(server.requests)
+
+        fresh = workflow(server)
+        ctx = Context.from_dict(fresh, saved)
+        resumed = fresh.run(ctx=ctx)
+        ctx.send_event(
+            HumanResponseEvent(
+                response="5000 EUR",
+                waiter_id=question.waiter_id,
+                tool_id=question.tool_id,
+            )
+        )
+        events, result = await collect(resumed)
+        requests = server.requests
+    assert asked_before == 1
+    assert len(requests) == 2  # one more: the answer's, not the first question again
+    assert result.response.content == "Plan: Lagos, 15M people, within budget."
+    assert ran == [
+        "Lagos"
+    ]  # the lookup that finished before the save did not run again
+    assert [
+        (e.tool_name, e.tool_output.content)
+        for e in events
+        if isinstance(e, ToolCallResult)
+    ] == [("ask_budget", "budget is 5000 EUR")]
+    tool_messages = [m for m in requests[1].messages if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == ["budget is 5000 EUR", "Lagos: 15M"]
+    assert_valid_openai_sequence(requests[1].messages)
+
+
+async def test_an_answer_to_a_question_that_no_longer_waits_is_refused() -> None:
+    with serving(*RULES) as server:
+        handler = _workflow(server).run(user_msg="Plan a Lagos trip")
+        question = (await _until(handler, InputRequiredEvent))[-1]
+        with pytest.raises(WorkflowConfigError, match="no question 'other' is waiting"):
+            handler.ctx.send_event(HumanResponseEvent(response="1", waiter_id="other"))
+        with pytest.raises(WorkflowConfigError, match="asked by tool call 'q1'"):
+            handler.ctx.send_event(
+                HumanResponseEvent(
+                    response="1", waiter_id=question.waiter_id, tool_id="q2"
+                )
+            )
+        handler.ctx.send_event(
+            HumanResponseEvent(response="100", waiter_id=question.waiter_id)
+        )
+        result = await handler
+        assert result.response.content.startswith("Plan:")
+        with pytest.raises(WorkflowConfigError, match="already answered"):
+            handler.ctx.send_event(
+                HumanResponseEvent(response="200", waiter_id=question.waiter_id)
+            )

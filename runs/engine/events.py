@@ -127,12 +127,18 @@ class InputRequiredEvent(BaseEvent):
 
 
 class HumanResponseEvent(BaseEvent):
-    """The person's answer to an InputRequiredEvent; without ``waiter_id`` it answers the oldest open question."""
+    """The person's answer to an InputRequiredEvent; without ``waiter_id`` it answers the oldest open question.
+
+    ``waiter_id`` and ``tool_id`` bind it to the exact question (and the tool call that asked):
+    an answer naming a question that no longer waits is refused. The engine's own event (when
+    the answer is taken) carries both.
+    """
 
     type: Literal["human_response"] = "human_response"
     task_id: str = ""
     response: str
     waiter_id: str | None = None
+    tool_id: str | None = None
 
 
 class AgentHandoff(BaseEvent):

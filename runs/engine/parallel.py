@@ -196,8 +196,7 @@ class ParallelAgentRunner(AgentRunner):
                 usage=output.output.usage,
             )
         )
-        for next_step in output.next_steps:
-            await self._emit_created(next_step)
+        await self._emit_following(state.task, output)
         return output
 
     async def _branch_failed(

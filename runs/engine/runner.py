@@ -279,6 +279,13 @@ class AgentRunner:
             self.acreate_task(input, approve_tool_calls=approve_tool_calls, **kwargs)
         )
 
+    async def _emit_following(self, task: Task, output: TaskStepOutput) -> None:
+        """After a step's StepCompleted: the steps it queued, then what the worker announces."""
+        for next_step in output.next_steps:
+            await self._emit_created(next_step)
+        for event in self.agent_worker.announcements(task, output):
+            await self._emit(event)
+
     async def _emit_created(self, step: TaskStep) -> None:
         await self._emit(
             StepCreated(
@@ -427,8 +434,7 @@ class AgentRunner:
                 usage=output.output.usage,
             )
         )
-        for next_step in output.next_steps:
-            await self._emit_created(next_step)
+        await self._emit_following(live, output)
         return output
 
     def _record(

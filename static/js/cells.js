@@ -339,7 +339,9 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
         ? h("p", { class: "tool-wait" }, "Running…")
         : call.status === "waiting"
           ? h("p", { class: "tool-wait" }, "Waiting for the person's answer (the question step below).")
-          : null
+          : call.status === "answered"
+            ? h("p", { class: "tool-answered" }, `Answered: ${call.answer}. It ran again with the answer in the question step below.`)
+            : null
       : h(
           "div",
           { class: `tool-result${call.isError ? " is-error" : ""}` },

@@ -362,7 +362,18 @@ Object.assign(STEP_EVENTS, {
     model.questions.set(event.tool_id, { stepId: step.id, prefix: event.prefix, waiterId: event.waiter_id, agent: event.current_agent_name, answer: null });
   },
   human_response(model, step, event) {
-    for (const question of model.questions.values()) if (question.waiterId === event.waiter_id) question.answer = event.response;
+    // The asking call paused in its own step; answered, it runs again in the question step. So
+    // in the asking step it is no longer waiting but answered (its result is the question step's).
+    for (const [toolId, question] of model.questions) {
+      if (question.waiterId !== event.waiter_id) continue;
+      question.answer = event.response;
+      const asking = model.steps.get(question.stepId);
+      const call = asking?.attempts[asking.attempts.length - 1]?.calls.get(toolId);
+      if (call?.status === "waiting") {
+        Object.assign(call, { status: "answered", answer: event.response });
+        model.dirty.steps.add(asking.id);
+      }
+    }
   },
 });
 

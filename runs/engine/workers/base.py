@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..errors import ToolArgumentsError
-from ..events import AgentStream
+from ..events import AgentEvent, AgentStream
 from ..tools import BaseTool, schema_error
 from ..types import Task, TaskStep, TaskStepOutput
 
@@ -64,6 +64,14 @@ class BaseAgentWorker(ABC):
 
     def finalize_task(self, task: Task, **kwargs: Any) -> None:
         """Called once the last step ran, before the agent's memory takes over the task's."""
+
+    def announcements(self, task: Task, output: TaskStepOutput) -> list[AgentEvent]:
+        """Events the runner emits once ``output`` is recorded and saved (after StepCompleted).
+
+        For what a person may act on (a question to answer): announced only when the task is
+        stored as waiting for it, so whatever they do next (save, restart, answer) starts there.
+        """
+        return []
 
     def carry_over(self, previous: Task) -> dict[str, Any]:
         """``extra_state`` a new task of the same conversation starts from, given the last finished task."""

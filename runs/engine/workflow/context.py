@@ -146,7 +146,9 @@ class Context(ToolContext):
 
         The first time, the question is recorded and the run pauses: the tool stops here and runs
         again from its start once the answer is in, when this call returns it at once. Code before
-        this call therefore runs twice. ``requirements`` and ``timeout`` are accepted for
+        this call therefore runs twice. The question is announced (an InputRequiredEvent) once
+        the step has paused and is stored so, never while it still runs: whatever the person
+        does on seeing it (answer, save the context, restart) starts from the pause. ``requirements`` and ``timeout`` are accepted for
         compatibility; a run waits as long as it takes (save it with ``to_dict`` meanwhile).
         """
         if event_type is not HumanResponseEvent:
@@ -174,18 +176,7 @@ class Context(ToolContext):
                 tool_id=scope.call.tool_id,
                 tool_name=scope.call.tool_name,
                 agent=run.current_agent,
-            )
-            await scope.task.emit(
-                asked.model_copy(
-                    update={
-                        "task_id": scope.task.task_id,
-                        "step_id": scope.step.step_id,
-                        "waiter_id": wid,
-                        "tool_id": scope.call.tool_id,
-                        "tool_name": scope.call.tool_name,
-                        "current_agent_name": run.current_agent,
-                    }
-                )
+                step_id=scope.step.step_id,
             )
         raise WaitingForInput(wid)
 
@@ -193,6 +184,8 @@ class Context(ToolContext):
         """Answer a question (the oldest open one unless ``event.waiter_id`` names one).
 
         An answer sent before the question is asked is kept and given to the next question.
+        One naming a question that is not waiting (answered already, or not the one asked; or
+        a ``tool_id`` other than the asking call's) is refused with WorkflowConfigError.
         """
         if not isinstance(event, HumanResponseEvent):
             raise WorkflowConfigError("only a HumanResponseEvent can be sent to a run")

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..events import InputRequiredEvent
 from ..types import Task
 
 KEY = "workflow"
@@ -20,6 +21,19 @@ class OpenQuestion(BaseModel):
     tool_id: str | None = None
     tool_name: str | None = None
     agent: str
+    step_id: str | None = None  # the step whose call asked it
+
+    def event(self, task_id: str) -> InputRequiredEvent:
+        """The question as it is announced."""
+        return InputRequiredEvent(
+            task_id=task_id,
+            step_id=self.step_id,
+            prefix=self.prefix,
+            waiter_id=self.waiter_id,
+            tool_id=self.tool_id,
+            tool_name=self.tool_name,
+            current_agent_name=self.agent,
+        )
 
 
 class WorkflowRunState(BaseModel):

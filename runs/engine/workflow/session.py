@@ -62,6 +62,8 @@ class RunSession:
         self.carry = workflow.fresh_run_state()
         self.task_id: str | None = None
         self.inbox: list[HumanResponseEvent] = []
+        # questions of this conversation's finished runs that were answered (taken once)
+        self.answered: set[str] = set()
         self.listeners: list[Callable[[AgentEvent], None]] = []
         self._changed: asyncio.Event | None = None
         self._before: _BeforeStep | None = None
@@ -115,8 +117,65 @@ class RunSession:
     # --- answers and approvals -------------------------------------------------------------------
 
     def deliver(self, event: HumanResponseEvent) -> None:
-        self.inbox.append(event)
+        self.inbox.append(self._bound(event))
         self._signal()
+
+    def _open_waiters(self) -> list[str]:
+        """The questions the run waits on now (none while a step runs)."""
+        state = self._state()
+        head = state.step_queue[0] if state is not None and state.step_queue else None
+        if head is None or head.kind is not StepKind.HUMAN_INPUT or head.input:
+            return []
+        return [str(w) for w in head.step_state.get("questions", [])]
+
+    def _answered_waiters(self) -> set[str]:
+        answered = set(self.answered)
+        state = self._state()
+        for done in state.completed_steps if state is not None else []:
+            if done.task_step.kind is StepKind.HUMAN_INPUT:
+                answered.update(done.task_step.step_state.get("questions", []))
+        return answered | {e.waiter_id for e in self.inbox if e.waiter_id}
+
+    def _bound(self, event: HumanResponseEvent) -> HumanResponseEvent:
+        """``event`` bound to the question it answers, or WorkflowConfigError saying why it cannot be."""
+        waiting = self._open_waiters()
+        questions = self.run_state().questions
+        wid = event.waiter_id
+        if wid is None and event.tool_id is not None:
+            wid = next(
+                (
+                    w
+                    for w in waiting
+                    if questions.get(w, None) and questions[w].tool_id == event.tool_id
+                ),
+                None,
+            )
+            if wid is None:
+                raise WorkflowConfigError(
+                    f"no question asked by tool call {event.tool_id!r} is waiting for an answer"
+                )
+            event = event.model_copy(update={"waiter_id": wid})
+        if wid is None:
+            return event  # the oldest open question's, or the next one asked
+        if wid in self._answered_waiters():
+            raise WorkflowConfigError(
+                f"question {wid!r} was already answered; an answer is taken once"
+            )
+        if waiting and wid not in waiting:
+            raise WorkflowConfigError(
+                f"no question {wid!r} is waiting for an answer "
+                f"(waiting: {', '.join(map(repr, waiting))})"
+            )
+        asked = questions.get(wid)
+        if (
+            event.tool_id is not None
+            and asked is not None
+            and asked.tool_id != event.tool_id
+        ):
+            raise WorkflowConfigError(
+                f"question {wid!r} was asked by tool call {asked.tool_id!r}, not {event.tool_id!r}"
+            )
+        return event
 
     def _take_answers(self, step: TaskStep) -> str | None:
         """The step's input made of inbox answers, once every question of the step has one."""
@@ -234,6 +293,7 @@ class RunSession:
         state = self.store.peek(task_id)
         run = WorkflowRunState.of(state.task)
         await self.runner.afinalize_response(task_id)
+        self.answered = self._answered_waiters()
         self.carry = run.carried()
         self.task_id = None
         self._before = None
@@ -291,6 +351,7 @@ class RunSession:
             "carry": self.carry.model_dump(mode="json"),
             "task": task,
             "inbox": [e.model_dump(mode="json") for e in self.inbox],
+            "answered": sorted(self.answered),
         }
 
     def load_dict(self, data: dict[str, Any]) -> None:
@@ -318,4 +379,5 @@ class RunSession:
         self.store.restore(memory, task)
         self.carry = carry
         self.inbox = inbox
+        self.answered = {str(w) for w in data.get("answered", [])}
         self.task_id = task.task.task_id if task is not None else None

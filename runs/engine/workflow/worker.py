@@ -17,7 +17,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkflowConfigError
-from ..events import AgentHandoff, HumanResponseEvent, StateChange, StateChanged
+from ..events import (
+    AgentEvent,
+    AgentHandoff,
+    HumanResponseEvent,
+    StateChange,
+    StateChanged,
+)
 from ..messages import ChatMessage, MessageRole, TokenUsage
 from ..tools import BaseTool, FunctionTool, ToolOutput, tools_by_name
 from ..types import (
@@ -53,6 +59,17 @@ class AgentWorkflowWorker(BaseAgentWorker):
         if KEY not in task.extra_state:
             self.workflow.fresh_run_state().save(task)
         return TaskStep(task_id=task.task_id, input=task.input or None)
+
+    def announcements(self, task: Task, output: TaskStepOutput) -> list[AgentEvent]:
+        """The questions a paused step waits on, once the pause is stored."""
+        run = WorkflowRunState.of(task)
+        return [
+            run.questions[waiter].event(task.task_id)
+            for following in output.next_steps
+            if following.kind is StepKind.HUMAN_INPUT
+            for waiter in following.step_state.get("questions", [])
+            if waiter in run.questions
+        ]
 
     def carry_over(self, previous: Task) -> dict[str, Any]:
         """The next task starts with the state and current agent the previous one ended with."""
@@ -259,13 +276,14 @@ class AgentWorkflowWorker(BaseAgentWorker):
         answers = _parse_answers(step.input, waiters)
         for waiter_id, answer in answers.items():
             run.answers[waiter_id] = answer
-            run.questions.pop(waiter_id, None)
+            asked = run.questions.pop(waiter_id, None)
             await task.emit(
                 HumanResponseEvent(
                     task_id=task.task_id,
                     step_id=step.step_id,
                     response=answer,
                     waiter_id=waiter_id,
+                    tool_id=asked.tool_id if asked else None,
                 )
             )
         calls = [
