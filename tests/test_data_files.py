@@ -365,3 +365,23 @@ async def test_the_demo_prompt_answers_from_the_uploaded_table_and_the_trace_nam
         "Lisbon",
         8010,
     ]
+
+
+async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    assert (await api.upload("visitors.csv", CSV)).status_code == 201
+    monkeypatch.setattr(data, "BUSY_WAIT_S", 0.1)
+    lock = data._lock(user.pk)
+    lock.acquire()  # as a long import holds it
+    try:
+        listed = await api.client.get(f"{API}/data/tables", headers=api.headers)
+        with pytest.raises(data.DataError, match="a file is being imported"):
+            data.data_query(data.DataScope(user.pk), "SELECT 1")
+    finally:
+        lock.release()
+    assert listed.status_code == 503
+    assert listed.json()["code"] == "busy"
+    assert [t["name"] for t in await api.tables()] == ["visitors"]

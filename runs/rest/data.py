@@ -26,6 +26,7 @@ STATUS = {
     "not_found": 404,
     "conflict": 409,
     "too_many": 429,
+    "busy": 503,
 }
 CODES = {
     "invalid": "invalid_file",
@@ -33,9 +34,10 @@ CODES = {
     "too_large": "too_large",
     "conflict": "wrong_offset",
     "too_many": "quota_exceeded",
+    "busy": "busy",
 }
 REFUSED: dict[int | tuple[int, ...], Any] = {
-    (404, 409, 413, 422, 429): ErrorOut,
+    (404, 409, 413, 422, 429, 503): ErrorOut,
 }
 
 
@@ -84,13 +86,7 @@ def _refused(exc: service.DataError) -> Status[dict[str, str]]:
 
 @router.post(
     "/data/files",
-    response={
-        201: DataTableOut,
-        404: ErrorOut,
-        409: ErrorOut,
-        413: ErrorOut,
-        422: ErrorOut,
-    },
+    response={201: DataTableOut, **REFUSED},
     tags=["data"],
     summary="Upload a CSV, Parquet or Excel (.xlsx) file as a table of your data",
     url_name="upload_data_file",
@@ -111,18 +107,21 @@ async def upload_data_file(
 
 @router.get(
     "/data/tables",
-    response=list[DataTableOut],
+    response={200: list[DataTableOut], **REFUSED},
     tags=["data"],
     summary="Your data tables with their columns, types and row counts",
     url_name="data_tables",
 )
-async def data_tables(request: HttpRequest) -> list[dict[str, Any]]:
-    return await service.list_data_tables(_user_id(request))
+async def data_tables(request: HttpRequest) -> Status[Any]:
+    try:
+        return Status(200, await service.list_data_tables(_user_id(request)))
+    except service.DataError as exc:
+        return _refused(exc)
 
 
 @router.get(
     "/data/tables/{name}",
-    response={200: DataPreviewOut, 404: ErrorOut},
+    response={200: DataPreviewOut, **REFUSED},
     tags=["data"],
     summary="One data table: columns, row count and its first rows",
 )
@@ -139,7 +138,7 @@ async def data_table(request: HttpRequest, name: str, rows: int = 20) -> Status[
 
 @router.delete(
     "/data/tables/{name}",
-    response={204: None, 404: ErrorOut},
+    response={204: None, **REFUSED},
     tags=["data"],
     summary="Delete one of your data tables",
 )

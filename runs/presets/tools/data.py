@@ -108,6 +108,22 @@ def _lock(user_id: int) -> threading.Lock:
 
 
 @contextmanager
+def _held(user_id: int) -> Iterator[None]:
+    """The user's lock in this process, waited for at most BUSY_WAIT_S (an import may hold it
+    for minutes: a query or a listing meanwhile is told so instead of hanging)."""
+    lock = _lock(user_id)
+    if not lock.acquire(timeout=BUSY_WAIT_S):
+        raise DataError(
+            "your data is busy (a file is being imported); try again when it is done",
+            "busy",
+        )
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
 def _connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
     """The user's database, opened for this use only (read-only and locked down unless `write`)."""
     path = database_path(user_id)
@@ -116,8 +132,8 @@ def _connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnecti
             "you have no data yet: upload a CSV, Parquet or Excel file", "not_found"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + BUSY_WAIT_S
-    with _lock(user_id):
+    with _held(user_id):
+        deadline = time.monotonic() + BUSY_WAIT_S
         while True:
             try:
                 if write:
@@ -130,7 +146,8 @@ def _connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnecti
             except duckdb.IOException as exc:  # another process holds the file's lock
                 if time.monotonic() > deadline:
                     raise DataError(
-                        "your data is busy (another server process is using it); try again"
+                        "your data is busy (another server process is using it); try again",
+                        "busy",
                     ) from exc
                 time.sleep(0.1)
         try:
