@@ -204,6 +204,38 @@ async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_a
     assert edit["agentui.after"] == QUESTION + " (edited)"
 
 
+async def test_an_undone_step_and_a_stop_arrive_in_phoenix_as_what_the_person_did(
+    phoenix: PhoenixProcess, project: str, exporting: SpanSink, scripted_server: Any
+) -> None:
+    """Issue 25: the undone run's span says so and who undid it; the turn is `stopped` (once),
+    by whom, not `deleted`; nothing is an error."""
+    alice = service.Origin(by="alice")
+    with llm_at(scripted_server(analyst_script())):
+        user = await database_sync_to_async(make_user)()
+        task = await database_sync_to_async(make_notebook)(user, mode="step")
+        await service.send_message(task.pk, QUESTION, origin=alice)
+        first = await last_waiting(task)
+        await service.approve(task.pk, first, origin=alice)
+        await service.wait_idle()
+        await service.undo(task.pk, first, origin=alice)
+        await service.approve(task.pk, first, origin=alice)
+        await service.wait_idle()
+        await service.abandon(task.pk, origin=alice)  # while step 2 waits
+        await service.wait_idle()
+    spans = await asyncio.to_thread(received, phoenix, project, exporting)
+    [agent] = by_kind(spans, "AGENT")
+    assert agent["attributes"]["agentui.outcome"] == "stopped"
+    assert agent["attributes"]["agentui.stopped_by"] == "alice"
+    runs = sorted(by_kind(spans, "CHAIN"), key=lambda s: s["start_time"])
+    assert [r["attributes"]["graph.node.id"] for r in runs] == [first, first]
+    undone, again = runs
+    assert undone["attributes"]["agentui.undone"] is True
+    assert undone["attributes"]["agentui.undone_by"] == "alice"
+    assert [e["name"] for e in undone["events"]][-1] == "human.undone"
+    assert "agentui.undone" not in again["attributes"]
+    assert not [s for s in spans if s["status_code"] == "ERROR"]
+
+
 # --- an LLMCompiler run through the engine alone -------------------------------------------
 
 PLAN = "\n".join(
