@@ -47,7 +47,7 @@ from runs.engine import (
     MessageRole,
     OpenAI,
 )
-from runs.engine._sync import _background_loop as background_loop
+from runs.engine._sync import run_sync
 
 
 def _message(d: dict[str, str]) -> ChatMessage:
@@ -220,11 +220,10 @@ async def chunks_in_process(calls: int = 7, chunks: int = 2000) -> dict[str, flo
     )
     clients = Clients("http://mock/v1")
     clients.http = httpx2.AsyncClient(transport=transport, base_url="http://mock/v1")
-    loop = asyncio.get_running_loop()
     # our LLM keeps one SDK client per loop; give it one on the mock transport
-    clients.ours._clients[loop] = _mock_sdk(transport)
+    await clients.ours._clients.get(lambda: _mock_sdk(transport))
     timed = OpenAI(model=MODEL, api_base="http://mock/v1", **SERVER_TIMEOUTS)
-    timed._clients[loop] = _mock_sdk(transport)
+    await timed._clients.get(lambda: _mock_sdk(transport))
     tools = [FunctionTool.from_defaults(_lookup)]
     runner = AgentRunner(
         FunctionCallingAgentWorker.from_tools(tools, llm=timed), on_event=_dropped
@@ -267,9 +266,7 @@ def _sync_call(
 ) -> float:
     """One call through the sync API (`stream_chat`), from a thread with no event loop."""
     # the sync API runs the call on the engine's background loop: give that loop the mock client
-    loop = background_loop()
-    if loop not in llm._clients:
-        llm._clients[loop] = _mock_sdk(transport)
+    run_sync(llm._clients.get(lambda: _mock_sdk(transport)))
     started = time.perf_counter()
     for _ in llm.stream_chat(messages):
         pass

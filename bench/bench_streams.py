@@ -10,7 +10,8 @@ server and process state:
 
 - **raw**: httpx2 (the openai SDK's transport) streaming POST, SSE lines split and ``json.loads``-ed:
   the floor for any Python client;
-- **ours**: ``runs.engine.OpenAI.astream_chat`` (what a notebook's step reads);
+- **ours-aiohttp**, **ours-httpx**: ``runs.engine.OpenAI.astream_chat`` (what a notebook's step
+  reads) on each of its transports (``transport=``; aiohttp is the default);
 - **LlamaIndex**: its ``OpenAI`` LLM's ``astream_chat`` in the peer venv (bench/li_streams_driver.py).
 
 Figures: token latency = the chunk's arrival in the client - the server's send stamp (same host
@@ -27,7 +28,7 @@ import signal
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 
@@ -36,8 +37,9 @@ from bench.bench_client import raw_chunks
 from bench.bench_ws_latency import pct, start_model_server
 from bench.streams_workload import run_streams
 from runs.engine import ChatMessage, MessageRole, OpenAI
+from runs.engine.llms import Transport
 
-CLIENTS = ("raw", "ours", "LlamaIndex")
+CLIENTS = ("raw", "ours-aiohttp", "ours-httpx", "LlamaIndex")
 
 
 def raw_opener(base_url: str) -> tuple[httpx2.AsyncClient, Any]:
@@ -62,8 +64,14 @@ def raw_opener(base_url: str) -> tuple[httpx2.AsyncClient, Any]:
     return http, open_stream
 
 
-def ours_opener(base_url: str) -> Any:
-    llm = OpenAI(model="bench", api_base=base_url, max_retries=0, timeout=120)
+def ours_opener(base_url: str, transport: Transport) -> Any:
+    llm = OpenAI(
+        model="bench",
+        api_base=base_url,
+        max_retries=0,
+        timeout=120,
+        transport=transport,
+    )
 
     async def open_stream(user: str) -> AsyncIterator[str]:
         async for response in llm.astream_chat(
@@ -79,7 +87,7 @@ async def read_here(client: str, base_url: str, streams: int) -> dict[str, Any]:
     if client == "raw":
         http, open_stream = raw_opener(base_url)
     else:
-        open_stream = ours_opener(base_url)
+        open_stream = ours_opener(base_url, cast(Transport, client.split("-")[1]))
     try:
         async for _ in open_stream("warm-up"):
             pass
