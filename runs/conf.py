@@ -222,7 +222,7 @@ class Conf:
         "The Phoenix project spans go to (`openinference.project.name`)",
     )
     log_level: str = _setting(
-        "INFO", "level", "The log level of agentui's own loggers (`runs`)"
+        "INFO", "level", "The log level of agentui's own loggers (`runs`, `agentui`)"
     )
     test_db_name: str = _setting(
         "",
