@@ -20,6 +20,7 @@ from runs.engine.testing import Script
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
 from tests.live_support import llm_at
+from tests.metrics_support import samples, value
 from tests.rest_support import API, Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -385,3 +386,24 @@ async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
     assert listed.status_code == 503
     assert listed.json()["code"] == "busy"
     assert [t["name"] for t in await api.tables()] == ["visitors"]
+
+
+async def test_imports_are_counted_in_the_metrics_by_outcome() -> None:
+    def imports() -> dict[Any, float]:
+        return samples(service.metrics.exposition().decode())
+
+    before = imports()
+    _, token = await user_with_token("alice")
+    api = DataApi(token)
+    assert (await api.upload("visitors.csv", CSV)).status_code == 201
+    assert (await api.upload("visitors.csv", CSV)).status_code == 409
+    assert (await api.upload("header.csv", b"a\n")).status_code == 422
+    after = imports()
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("agentui_data_imports_total", outcome="ok") == 1
+    assert moved("agentui_data_imports_total", outcome="clash") == 1
+    assert moved("agentui_data_imports_total", outcome="invalid") == 1
+    assert moved("agentui_data_import_seconds_count") == 1

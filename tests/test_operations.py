@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.test import AsyncClient, Client, override_settings
-from prometheus_client.parser import text_string_to_metric_families
 
 from runs import service
 from tests.live_support import (
@@ -17,25 +16,10 @@ from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
+from tests.metrics_support import samples, value
 from tests.rest_support import Api, user_with_token
 
 TOKEN = "metrics-secret-token"
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of an exposition by (name, labels without `process`)."""
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = tuple(
-                sorted((k, v) for k, v in sample.labels.items() if k != "process")
-            )
-            found[(sample.name, labels)] = sample.value
-    return found
-
-
-def value(found: dict[Any, float], name: str, **labels: str) -> float:
-    return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ DuckDB work in a thread of its own, since an import reads the whole file.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from runs.conf import conf
 from runs.presets.tools import data
 from runs.presets.tools.data import DataError, max_file_bytes
 from runs.presets.tools.sql import SQLError
+from runs.telemetry import metrics
 
 __all__ = [
     "DataError",
@@ -59,11 +62,25 @@ def _import(user_id: int, upload: UploadedFile[Any], name: str) -> dict[str, Any
     return data.import_uploaded(user_id, iter(upload.chunks()), filename, name)
 
 
+def _counted(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run an import, counting its outcome and time (agentui_data_imports_total)."""
+    started = time.monotonic()
+    try:
+        table = work()
+    except DataError as exc:
+        metrics.data_import(exc.kind)
+        raise
+    metrics.data_import("ok", time.monotonic() - started)
+    return table
+
+
 async def import_data_file(
     user_id: int, upload: UploadedFile[Any], name: str = ""
 ) -> dict[str, Any]:
     """Import an uploaded file as a table of the user's database; DataError says why not."""
-    return await sync_to_async(_import, thread_sensitive=False)(user_id, upload, name)
+    return await sync_to_async(_counted, thread_sensitive=False)(
+        lambda: _import(user_id, upload, name)
+    )
 
 
 async def list_data_tables(user_id: int) -> list[dict[str, Any]]:
@@ -99,8 +116,8 @@ async def add_data_part(user_id: int, upload_id: str, offset: int, chunk: bytes)
 
 
 async def finish_data_upload(user_id: int, upload_id: str) -> dict[str, Any]:
-    return await sync_to_async(data.finish_upload, thread_sensitive=False)(
-        user_id, upload_id
+    return await sync_to_async(_counted, thread_sensitive=False)(
+        lambda: data.finish_upload(user_id, upload_id)
     )
 
 

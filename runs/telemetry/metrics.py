@@ -107,6 +107,20 @@ catch_ups = _counter(
     "by",
 )
 
+data_imports = _counter(
+    "agentui_data_imports",
+    "Data files imported as tables, by outcome: ok, or why not (invalid, clash, too_large, "
+    "busy, ...)",
+    "outcome",
+)
+data_import_seconds = Histogram(
+    "agentui_data_import_seconds",
+    "How long importing a data file into DuckDB took (the import, not the upload)",
+    _LABELS,
+    registry=REGISTRY,
+    buckets=(0.05, 0.25, 1, 5, 15, 60, 180, 600),
+)
+
 _call_started: OrderedDict[tuple[str, str], float] = OrderedDict()
 _tool_names: set[str] = set()
 
@@ -213,3 +227,9 @@ def catch_up(by: str, count: int = 1) -> None:
 def exposition() -> bytes:
     """Every metric of this process in Prometheus' text format."""
     return generate_latest(REGISTRY)
+
+
+def data_import(outcome: str, seconds: float | None = None) -> None:
+    data_imports.labels(PROCESS, _bounded_kind(outcome)).inc()
+    if seconds is not None:
+        data_import_seconds.labels(PROCESS).observe(seconds)
