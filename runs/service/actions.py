@@ -495,7 +495,7 @@ async def _branches_running(
 ) -> tuple[Branches, T] | None:
     """The run a waiting branch of a parallel runner can join, and `check`'s result; None
     when there is none in this process (the action then claims the notebook as usual)."""
-    if not isinstance(runtime.runner, ParallelAgentRunner):
+    if branches_of(runtime.task_pk) is None:  # no branch runs here: no query needed
         return None
     view = await _check(queries.notebook_view, runtime.task_pk)
     if (

@@ -173,10 +173,12 @@ class Branches:
 _branches: dict[int, Branches] = {}
 
 
-def branches_of(task_pk: int, turn_id: str) -> Branches | None:
-    """The run of this process that a waiting branch of `turn_id` can join, if there is one."""
+def branches_of(task_pk: int, turn_id: str | None = None) -> Branches | None:
+    """The run of this process that a waiting branch (of `turn_id`) can join, if there is one."""
     run = _branches.get(task_pk)
-    return run if run is not None and run.open and run.turn_id == turn_id else None
+    if run is None or not run.open:
+        return None
+    return run if turn_id is None or run.turn_id == turn_id else None
 
 
 async def _run_steps(
