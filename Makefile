@@ -97,6 +97,9 @@ lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/lint-imports --no-logo --no-cache
+	@# worktrees link .venv and node_modules to a main checkout: such a link must never be committed
+	@if git rev-parse --git-dir >/dev/null 2>&1 && git ls-files -s | grep -q '^120000 '; then \
+	  echo "symbolic links are tracked (git rm --cached them):"; git ls-files -s | grep '^120000 '; exit 1; fi
 	@$(PY) -m mypy --config-file mypy.ini
 
 test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
