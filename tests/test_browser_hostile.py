@@ -167,6 +167,8 @@ class Watch:
             assert p.evaluate("() => window.__pwned") is None, "a payload ran script"
         assert self.outside == [], f"requests left the origin: {self.outside}"
         assert self.violations == [], f"CSP violations: {self.violations}"
+        reports = [url for url in self.requests if url.endswith("/csp-report/")]
+        assert reports == [], "the browser reported a CSP violation"
 
 
 def csp_reports(app: LiveApp) -> list[str]:
@@ -514,3 +516,22 @@ def test_every_page_runs_under_the_policy_without_a_violation(
     watch.check(page)
     assert not page.console, page.console
     assert csp_reports(live_app) == []
+
+
+def test_a_violation_in_the_page_is_reported_to_the_server(
+    live_app: LiveApp, new_context: Callable[..., Any]
+) -> None:
+    """The report path works from a real browser (so the walk's count of 0 means something)."""
+    page, watch = watched(new_context, live_app)
+    page.goto(f"{live_app.url}/traces/")
+    before = len(csp_reports(live_app))
+    with page.expect_event("requestfinished", lambda r: r.url.endswith("/csp-report/")):
+        page.evaluate(
+            "() => { const img = document.createElement('img'); img.src = 'http://evil.example/r.png'; document.body.append(img); }"
+        )
+    wait_until(
+        lambda: len(csp_reports(live_app)) > before, message="the report in the log"
+    )
+    assert "http://evil.example/r.png" in csp_reports(live_app)[-1]
+    assert [v["blocked"] for v in watch.violations] == ["http://evil.example/r.png"]
+    assert watch.outside == []
