@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import BaseModel
 
 from .._sync import run_sync
 from ..errors import ToolArgumentsError
 from ..events import AgentEvent, AgentStream
-from ..tools import BaseTool, schema_error
+from ..tools import BaseTool, ToolRetriever, schema_error
 from ..types import Task, TaskStep, TaskStepOutput
 
 if TYPE_CHECKING:
+    from ..llms.base import LLM
     from ..runner import AgentRunner
+
+
+def default_llm() -> LLM:
+    """The model a worker built without one uses: ``OpenAI()`` (the seed's default)."""
+    from ..llms.openai import OpenAI
+
+    return OpenAI()
+
+
+def constructor_parameters(cls: type) -> set[str] | None:
+    """The keyword arguments ``cls(...)`` takes; None when it takes any."""
+    parameters = inspect.signature(cls).parameters.values()
+    names = {
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+    }
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        if not issubclass(cls, BaseModel):
+            return None
+        # a pydantic worker's extra keyword arguments are its fields (others would be ignored)
+        names |= set(cls.model_fields)
+    return names
 
 
 class BaseAgentWorker(ABC):
@@ -28,6 +56,50 @@ class BaseAgentWorker(ABC):
     # runner; a worker that prints its own reasoning leaves it False. (``verbose`` and
     # ``callback_manager`` are each worker's own attributes, set by its constructor.)
     verbose_events: bool = False
+
+    @classmethod
+    def from_tools(
+        cls,
+        tools: Sequence[BaseTool] | None = None,
+        tool_retriever: ToolRetriever | None = None,
+        llm: LLM | None = None,
+        callback_manager: Any = None,
+        verbose: bool = False,
+        **kwargs: Any,
+    ) -> Self:
+        """Build the worker from tools (or a tool retriever) and an LLM (``OpenAI()`` when none).
+
+        Other keyword arguments are the constructor's; one it does not take is a TypeError
+        naming it (LlamaIndex drops them silently). A worker fills its own defaults in
+        ``from_tools_arguments``.
+        """
+        accepted = constructor_parameters(cls)
+        common = {
+            "tools": (list(tools or []), tools is not None),
+            "tool_retriever": (tool_retriever, tool_retriever is not None),
+            "llm": (llm, llm is not None),
+            "callback_manager": (callback_manager, callback_manager is not None),
+            "verbose": (verbose, verbose),
+        }
+        arguments = {
+            name: value
+            for name, (value, given) in common.items()
+            if given or accepted is None or name in accepted
+        }
+        arguments = cls.from_tools_arguments({**arguments, **kwargs})
+        unknown = sorted(set(arguments) - accepted) if accepted is not None else []
+        if unknown:
+            raise TypeError(
+                f"{cls.__name__}.from_tools() got unexpected keyword arguments: {', '.join(unknown)}"
+            )
+        return cls(**arguments)
+
+    @classmethod
+    def from_tools_arguments(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The constructor's arguments for ``from_tools``: here, the default LLM where it takes one."""
+        if "llm" in arguments and arguments["llm"] is None:
+            arguments["llm"] = default_llm()
+        return arguments
 
     def set_callback_manager(self, callback_manager: Any) -> None:
         """Use ``callback_manager`` (ours or LlamaIndex's) for this worker's events."""
@@ -77,8 +149,9 @@ class BaseAgentWorker(ABC):
         """``extra_state`` a new task of the same conversation starts from, given the last finished task."""
         return {}
 
-    def get_tools(self) -> list[BaseTool]:
-        """The tools this worker may call (the runner validates edited tool arguments against them)."""
+    def get_tools(self, input: str = "") -> list[BaseTool]:
+        """The tools this worker may call for ``input`` (the runner validates edited tool arguments
+        against ``get_tools()``)."""
         return []
 
     def argument_is_deferred(self, value: Any) -> bool:

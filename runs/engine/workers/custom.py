@@ -17,7 +17,7 @@ import contextvars
 import copy
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -25,9 +25,9 @@ from .._sync import run_sync
 from ..llms.base import LLM, ChatResponse
 from ..memory import ChatMemoryBuffer
 from ..messages import ChatMessage
-from ..tools import BaseTool, ToolOutput
+from ..tools import BaseTool, ToolOutput, ToolRetriever
 from ..types import AgentChatResponse, Task, TaskStep, TaskStepOutput
-from .base import BaseAgentWorker
+from .base import BaseAgentWorker, default_llm
 from .llm_turn import stream_turn
 
 RESERVED_STATE_KEYS = ("sources", "memory")
@@ -37,12 +37,6 @@ RESERVED_STATE_KEYS = ("sources", "memory")
 _CURRENT_STEP: contextvars.ContextVar[
     tuple[TaskStep, asyncio.AbstractEventLoop | None] | None
 ] = contextvars.ContextVar("current_step", default=None)
-
-
-class ToolRetriever(Protocol):
-    """Picks the tools relevant to a message (LlamaIndex's ``ObjectRetriever[BaseTool]``)."""
-
-    def retrieve(self, query: str) -> Sequence[BaseTool]: ...
 
 
 def tool_source(
@@ -119,26 +113,6 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
         )
         self._get_tools = tool_source(list(tools), tool_retriever)
 
-    @classmethod
-    def from_tools(
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        tool_retriever: ToolRetriever | None = None,
-        llm: LLM | None = None,
-        callback_manager: Any = None,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> CustomSimpleAgentWorker:
-        """Build the worker from tools (or a tool retriever) and an LLM."""
-        return cls(
-            tools=list(tools or []),
-            tool_retriever=tool_retriever,
-            llm=llm,
-            callback_manager=callback_manager,
-            verbose=verbose,
-            **kwargs,
-        )
-
     # --- what a subclass writes ----------------------------------------------------------------
 
     @abstractmethod
@@ -170,9 +144,6 @@ class CustomSimpleAgentWorker(BaseModel, BaseAgentWorker):
     def get_tools(self, input: str = "") -> list[BaseTool]:
         """The tools for ``input`` (all of them, unless a tool retriever picks)."""
         return self._get_tools(input)
-
-    def set_callback_manager(self, callback_manager: Any) -> None:
-        self.callback_manager = callback_manager
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         state = self._initialize_state(task, **kwargs)
@@ -291,9 +262,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def default_llm() -> LLM:
-    from ..llms.openai import OpenAI
-
-    return OpenAI()

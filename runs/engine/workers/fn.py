@@ -46,9 +46,6 @@ class FnAgentWorker(BaseAgentWorker):
         self.callback_manager = callback_manager
         self.verbose = verbose
 
-    def set_callback_manager(self, callback_manager: Any) -> None:
-        self.callback_manager = callback_manager
-
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         return TaskStep(
             task_id=task.task_id, input=task.input, step_state=dict(self.initial_state)

@@ -68,35 +68,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
         self.verbose = verbose
         self.callback_manager = callback_manager
 
-    @classmethod
-    def from_tools(
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        llm: LLM | None = None,
-        verbose: bool = False,
-        max_function_calls: int = DEFAULT_MAX_FUNCTION_CALLS,
-        allow_parallel_tool_calls: bool = True,
-        system_prompt: str | None = None,
-        prefix_messages: Sequence[ChatMessage] = (),
-        callback_manager: Any | None = None,
-        **kwargs: Any,
-    ) -> FunctionCallingAgentWorker:
-        if llm is None:
-            from ..llms.openai import OpenAI
-
-            llm = OpenAI()
-        return cls(
-            list(tools or []),
-            llm,
-            system_prompt=system_prompt,
-            prefix_messages=prefix_messages,
-            max_function_calls=max_function_calls,
-            allow_parallel_tool_calls=allow_parallel_tool_calls,
-            verbose=verbose,
-            callback_manager=callback_manager,
-        )
-
-    def get_tools(self) -> list[BaseTool]:
+    def get_tools(self, input: str = "") -> list[BaseTool]:
         return list(self.tools)
 
     def streams_answer(self, event: AgentStream) -> bool:

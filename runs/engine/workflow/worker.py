@@ -77,7 +77,7 @@ class AgentWorkflowWorker(BaseAgentWorker):
             return {}
         return {KEY: WorkflowRunState.of(previous).carried().model_dump(mode="json")}
 
-    def get_tools(self) -> list[BaseTool]:
+    def get_tools(self, input: str = "") -> list[BaseTool]:
         seen: dict[str, BaseTool] = {}
         for agent in self.workflow.agents.values():
             for tool in [*agent.tools, *self.workflow.handoff_tools(agent)]:

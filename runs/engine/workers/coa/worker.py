@@ -144,38 +144,27 @@ class CoAAgentWorker(BaseAgentWorker):
         self.verbose = verbose
 
     @classmethod
-    def from_tools(
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        tool_retriever: ToolRetriever | None = None,
-        llm: LLM | None = None,
-        reasoning_prompt_template: str | None = None,
-        refine_reasoning_prompt_template: str | None = None,
-        output_parser: ChainParser | None = None,
-        callback_manager: Any = None,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> CoAAgentWorker:
-        """Build the worker with the default prompts and parser where none is given (``llm``: ``OpenAI()``)."""
-        if llm is None:
-            from ...llms.openai import OpenAI
-
-            llm = OpenAI()
-        return cls(
-            llm,
-            reasoning_prompt_template or REASONING_PROMPT_TEMPLATE,
-            refine_reasoning_prompt_template or REFINE_REASONING_PROMPT_TEMPLATE,
-            output_parser or ChainOfAbstractionParser(verbose=verbose),
-            tools=tools,
-            tool_retriever=tool_retriever,
-            callback_manager=callback_manager,
-            verbose=verbose,
+    def from_tools_arguments(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The default prompts and parser where none is given, and ``OpenAI()`` for ``llm``."""
+        arguments = super().from_tools_arguments(arguments)
+        arguments["reasoning_prompt_template"] = (
+            arguments.get("reasoning_prompt_template") or REASONING_PROMPT_TEMPLATE
         )
+        arguments["refine_reasoning_prompt_template"] = (
+            arguments.get("refine_reasoning_prompt_template")
+            or REFINE_REASONING_PROMPT_TEMPLATE
+        )
+        if arguments.get("output_parser") is None:
+            arguments["output_parser"] = ChainOfAbstractionParser(
+                verbose=bool(arguments.get("verbose"))
+            )
+        return arguments
 
     # --- tools ------------------------------------------------------------------------------------
 
-    def get_tools(self) -> list[BaseTool]:
-        return list(self.tools)
+    def get_tools(self, input: str = "") -> list[BaseTool]:
+        """The worker's tools, plus those the retriever picks for ``input`` when one is given."""
+        return self.tools_for(input) if input else list(self.tools)
 
     def tools_for(self, question: str) -> list[BaseTool]:
         """The worker's tools plus those the retriever picks for ``question``."""

@@ -118,33 +118,9 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             self.tools, self.planner_example_prompt_str, replan=True
         )
 
-    @classmethod
-    def from_tools(
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        tool_retriever: ToolRetriever | None = None,
-        llm: LLM | None = None,
-        callback_manager: Any | None = None,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> LLMCompilerAgentWorker:
-        """Build the worker (``llm`` defaults to ``OpenAI()``); ``kwargs`` are the constructor's
-        other parameters (``planner_example_prompt_str``, ``stop``, ``joiner_prompt``, ``max_replans``)."""
-        if llm is None:
-            from ...llms.openai import OpenAI
-
-            llm = OpenAI()
-        return cls(
-            list(tools or []),
-            llm,
-            callback_manager=callback_manager,
-            verbose=verbose,
-            tool_retriever=tool_retriever,
-            **kwargs,
-        )
-
-    def get_tools(self) -> list[BaseTool]:
-        return list(self.tools)
+    def get_tools(self, input: str = "") -> list[BaseTool]:
+        """The worker's tools, plus those the retriever picks for ``input`` when one is given."""
+        return self._round_tools(input) if input else list(self.tools)
 
     def argument_is_deferred(self, value: Any) -> bool:
         """A whole ``$N`` reference is checked once call N's result is substituted, so a person may

@@ -13,9 +13,9 @@ from typing import Any
 from ...errors import LLMError
 from ...llms.base import LLM
 from ...messages import ChatMessage
-from ...tools import BaseTool
+from ...tools import BaseTool, ToolRetriever
 from ...types import Task, TaskStep, TaskStepOutput
-from ..custom import ToolRetriever, default_llm
+from ..base import default_llm
 from .formatter import ReActChatFormatter
 from .images import image_parts, image_urls
 from .parser import ReActOutputParser
@@ -54,31 +54,12 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         self.image_setting = image_setting
 
     @classmethod
-    def from_tools(  # type: ignore[override]
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        tool_retriever: ToolRetriever | None = None,
-        multi_modal_llm: LLM | None = None,
-        max_iterations: int = DEFAULT_MAX_ITERATIONS,
-        react_chat_formatter: ReActChatFormatter | None = None,
-        output_parser: ReActOutputParser | None = None,
-        callback_manager: Any = None,
-        verbose: bool = False,
-        llm: LLM | None = None,
-        image_setting: str = "multi_modal_llm",
-        **kwargs: Any,
-    ) -> MultimodalReActAgentWorker:
-        return cls(
-            list(tools or []),
-            multi_modal_llm or llm or default_llm(),
-            max_iterations=max_iterations,
-            react_chat_formatter=react_chat_formatter,
-            output_parser=output_parser,
-            callback_manager=callback_manager,
-            verbose=verbose,
-            tool_retriever=tool_retriever,
-            image_setting=image_setting,
-        )
+    def from_tools_arguments(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``llm`` is another name for ``multi_modal_llm`` (which wins when both are given)."""
+        llm = arguments.pop("llm", None)
+        if arguments.get("multi_modal_llm") is None:
+            arguments["multi_modal_llm"] = llm if llm is not None else default_llm()
+        return arguments
 
     @property
     def multi_modal_llm(self) -> LLM:

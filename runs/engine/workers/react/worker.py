@@ -27,7 +27,7 @@ from ...reasoning import (
     ResponseReasoningStep,
     load_reasoning,
 )
-from ...tools import BaseTool, ToolOutput, tools_by_name
+from ...tools import BaseTool, ToolOutput, ToolRetriever, tools_by_name
 from ...types import (
     AgentChatResponse,
     PendingToolCall,
@@ -38,7 +38,7 @@ from ...types import (
     new_id,
 )
 from ..base import BaseAgentWorker
-from ..custom import ToolRetriever, default_llm, tool_source
+from ..custom import tool_source
 from ..llm_turn import stream_turn
 from ..tool_calls import run_one_call
 from .formatter import ReActChatFormatter
@@ -83,30 +83,6 @@ class ReActAgentWorker(BaseAgentWorker):
         self._get_tools = tool_source(list(tools), tool_retriever)
         self._known_tools: dict[str, BaseTool] = tools_by_name(list(tools))
 
-    @classmethod
-    def from_tools(
-        cls,
-        tools: Sequence[BaseTool] | None = None,
-        tool_retriever: ToolRetriever | None = None,
-        llm: LLM | None = None,
-        max_iterations: int = DEFAULT_MAX_ITERATIONS,
-        react_chat_formatter: ReActChatFormatter | None = None,
-        output_parser: ReActOutputParser | None = None,
-        callback_manager: Any = None,
-        verbose: bool = False,
-        **kwargs: Any,
-    ) -> ReActAgentWorker:
-        return cls(
-            list(tools or []),
-            llm if llm is not None else default_llm(),
-            max_iterations=max_iterations,
-            react_chat_formatter=react_chat_formatter,
-            output_parser=output_parser,
-            callback_manager=callback_manager,
-            verbose=verbose,
-            tool_retriever=tool_retriever,
-        )
-
     @property
     def llm(self) -> LLM:
         return self._llm
@@ -114,9 +90,6 @@ class ReActAgentWorker(BaseAgentWorker):
     @property
     def max_iterations(self) -> int:
         return self._max_iterations
-
-    def set_callback_manager(self, callback_manager: Any) -> None:
-        self.callback_manager = callback_manager
 
     def get_tools(self, input: str = "") -> list[BaseTool]:
         """The tools for ``input``; every tool ever offered stays known, for checking edits."""
