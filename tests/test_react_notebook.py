@@ -93,6 +93,8 @@ async def test_vision_message_with_an_uploaded_chart(scripted_server: Any) -> No
     assert completed and "tallest bar is Sapporo" in completed[0]["response"], events[
         -3:
     ]
+    # the demo says it did not look at the picture it describes
+    assert "did not really look at the image" in completed[0]["response"]
     # the model got the image as an image_url part: a data URL of exactly the uploaded bytes
     expected = "data:image/png;base64," + base64.b64encode(sample_chart_png()).decode()
     assert server.requests[0].image_urls == [expected]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from runs.demo.rules import money, staged_rules, tool_results
+from runs.demo.rules import money, scripted, staged_rules, tool_results
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
 
 FUNCTION_CALLING_PROMPT = "Which city had the highest sales revenue in 2024, and what is it with 8% tax added?"
@@ -69,7 +69,10 @@ def _fc_answer(request: RecordedRequest) -> Reply:
             text=f"{top[0]} had the highest revenue in 2024 ({money(top[1])}); the tax step gave: {with_tax}"
         )
     return Reply(
-        text=f"{top[0]} had the highest sales revenue in 2024: {money(top[1])}. With 8% tax added that is {taxed}."
+        text=scripted(
+            f"{top[0]} had the highest sales revenue in 2024: {money(top[1])}. "
+            f"With 8% tax added that is {taxed}."
+        )
     )
 
 
@@ -118,10 +121,14 @@ def _joiner_answer(request: RecordedRequest) -> Reply:
             text=f"Thought: Some results are missing or failed ({shown}).\n"
             "Action: Finish(I could not compute the growth from these results.)"
         )
+    direction = "grew" if growth >= 0 else "fell"
+    answer = scripted(
+        f"Total sales revenue {direction} by {abs(growth):.1f}% from 2023 ({money(first)}) "
+        f"to 2024 ({money(second)})."
+    )
     return Reply(
         text=f"Thought: Revenue was {money(first)} in 2023 and {money(second)} in 2024.\n"
-        f"Action: Finish(Total sales revenue grew by {growth:.1f}% from 2023 ({money(first)}) "
-        f"to 2024 ({money(second)}).)"
+        f"Action: Finish({answer})"
     )
 
 
@@ -199,8 +206,10 @@ def _coa_answer(request: RecordedRequest) -> Reply:
         )
     direction = "rose" if change >= 0 else "fell"
     return Reply(
-        text=f"The average sale {direction} by {money(abs(change))}: from {money(avg_2023)} in 2023 "
-        f"({values['y5']} sales) to {money(avg_2024)} in 2024 ({values['y2']} sales)."
+        text=scripted(
+            f"The average sale {direction} by {money(abs(change))}: from {money(avg_2023)} in 2023 "
+            f"({values['y5']} sales) to {money(avg_2024)} in 2024 ({values['y2']} sales)."
+        )
     )
 
 

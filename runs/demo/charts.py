@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runs.demo.rules import calls_and_results, staged_rules
+from runs.demo.rules import calls_and_results, scripted, staged_rules
 from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
 
 CHART_PROMPT = "Show the 2024 sales revenue by city as a bar chart."
@@ -108,11 +108,12 @@ def _answer(request: RecordedRequest) -> Reply:
         return Reply(text="I could not read the revenue per city.")
     table = "\n".join(f"| {city} | {revenue:,.2f} |" for city, revenue in rows[:3])
     return Reply(
-        text=(
+        text=scripted(
             "## Sales revenue by city, 2024\n\n"
             f"The chart above shows all **{len(rows)} cities**; the top three are:\n\n"
             f"| City | Revenue |\n| :--- | ---: |\n{table}\n\n"
-            f"The query behind it:\n\n```sql\n{CITY_REVENUE_SQL}\n```"
+            f"The query behind it:\n\n```sql\n{CITY_REVENUE_SQL}\n```",
+            block=True,
         )
     )
 

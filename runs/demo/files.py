@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runs.demo.rules import staged_rules, tool_results
+from runs.demo.rules import scripted, staged_rules, tool_results
 from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
 
 EXAMPLE_FILE = Path(__file__).resolve().parent / "data" / "shop_visits.csv"
@@ -42,8 +42,10 @@ def _answer(request: RecordedRequest) -> Reply:
         else ""
     )
     return Reply(
-        text=f"{shop} in {city} had the most visitors: {int(visitors):,} in total in your "
-        f"shop_visits table.{runner_up}"
+        text=scripted(
+            f"{shop} in {city} had the most visitors: {int(visitors):,} in total in your "
+            f"shop_visits table.{runner_up}"
+        )
     )
 
 

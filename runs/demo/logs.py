@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from runs.demo.rules import scripted
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
 
 LOG_PROMPT = "Read the last 120,000 lines of the server log and tell me what you see."
@@ -27,7 +28,7 @@ def _log_answer(request: RecordedRequest) -> Reply:
         f"the first {len(statuses):,} lines" if cut else f"all {len(statuses):,} lines"
     )
     return Reply(
-        text=(
+        text=scripted(
             f"I was given {seen} of the log"
             + (" (the output was too large to read whole)" if cut else "")
             + f": {missing:,} requests were not found (404) and {errors:,} failed with a "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runs.demo.rules import scripted
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule
 from runs.presets.tools.sample_chart import TOP_CITIES_2024_SQL
 
@@ -96,7 +97,10 @@ def _react_reply(request: RecordedRequest) -> Reply:
         share = seen[-1]
     return _answer(
         "I have both numbers and can answer without more tools.",
-        f"{category} sold the most units in 2024: {units} of {total} units, which is {share} of all units sold.",
+        scripted(
+            f"{category} sold the most units in 2024: {units} of {total} units, "
+            f"which is {share} of all units sold."
+        ),
     )
 
 
@@ -104,9 +108,10 @@ def _vision_reply(request: RecordedRequest) -> Reply:
     seen = observations(request)
     if not seen:
         return _action(
-            "The image is a bar chart with five bars; the first (blue) bar is the tallest, and the "
-            "bars get shorter from left to right. It looks like revenue per city. I will check the "
-            "top cities' 2024 revenue in the data.",
+            "(Scripted demo: this model does not look at images; what follows was written in "
+            "advance for the sample chart.) The image is a bar chart with five bars; the first "
+            "(blue) bar is the tallest, and the bars get shorter from left to right. It looks like "
+            "revenue per city. I will check the top cities' 2024 revenue in the data.",
             "sql_query",
             {"sql": TOP_CITIES_2024_SQL},
         )
@@ -126,7 +131,8 @@ def _vision_reply(request: RecordedRequest) -> Reply:
         "The data matches the chart's order.",
         f"The chart shows 2024 sales revenue for the five top cities, highest first. Its tallest bar is "
         f"{city} with {float(revenue):,.2f} in revenue, which matches the sales data "
-        f"(then {', '.join(str(r[0]) for r in rows[1:])}).",
+        f"(then {', '.join(str(r[0]) for r in rows[1:])}). (Scripted demo answer: the demo model "
+        "did not really look at the image; it describes the sample chart it expects.)",
     )
 
 

@@ -6,6 +6,7 @@ are seen running side by side); the synthesis answers from what they found.
 
 from __future__ import annotations
 
+from runs.demo.rules import scripted
 from runs.engine.testing import Match, Reply, Rule, Timing
 
 RESEARCH_PROMPT = (
@@ -48,7 +49,7 @@ def research_rules() -> list[Rule]:
             match=Match(
                 system_contains="final answer", last_user_contains=RESEARCH_PROMPT
             ),
-            reply=Reply(text=ANSWER),
+            reply=Reply(text=scripted(ANSWER)),
             timing=Timing(token_delay_s=0.01),
         ),
     ]

@@ -49,3 +49,15 @@ def staged_rules(prompt: str, stages: list[tuple[str, Reply | Respond]]) -> list
 
 def money(value: float) -> str:
     return f"{value:,.2f}"
+
+
+SCRIPTED_NOTE = "(scripted demo answer)"
+
+
+def scripted(answer: str, *, block: bool = False) -> str:
+    """A demo answer that says it was written in advance, not worked out by a model.
+
+    `block`: the note gets a paragraph of its own (after Markdown tables or code); otherwise it
+    ends the answer's line, so it stays inside ReAct's `Answer:` and LLMCompiler's `Finish(...)`.
+    """
+    return f"{answer}\n\n_{SCRIPTED_NOTE}_" if block else f"{answer} {SCRIPTED_NOTE}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runs.demo.rules import money, tool_results
+from runs.demo.rules import money, scripted, tool_results
 from runs.engine.testing import Match, RecordedRequest, Reply, Rule, ToolCallSpec
 
 TEAM_PROMPT = "Which product category grew most from 2023 to 2024, and should we stock more of it?"
@@ -152,9 +152,11 @@ def _answer(request: RecordedRequest) -> Reply:
         )
     growth = (after - before) / before * 100
     return Reply(
-        text=f"Checked against the data: {category} grew most, from {money(before)} in 2023 to "
-        f"{money(after)} in 2024 (+{growth:.1f}%). Yes: stock more {category}, it is the category "
-        "that is growing fastest."
+        text=scripted(
+            f"Checked against the data: {category} grew most, from {money(before)} in 2023 to "
+            f"{money(after)} in 2024 (+{growth:.1f}%). Yes: stock more {category}, it is the "
+            "category that is growing fastest."
+        )
     )
 
 
