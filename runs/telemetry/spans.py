@@ -45,7 +45,6 @@ from runs.engine.events import (
     AgentInput,
     AgentOutput,
     HumanResponseEvent,
-    InputRequiredEvent,
     StepCompleted,
     StepCreated,
     StepFailed,
@@ -163,10 +162,7 @@ class _Turn:
     calls: dict[tuple[str, str], _Open] = field(default_factory=dict)  # (step, phase)
     tools: dict[str, ToolCall] = field(default_factory=dict)  # started, no result yet
     waiting: dict[str, list[Event]] = field(default_factory=dict)  # for unstarted steps
-    asking: set[str] = field(
-        default_factory=set
-    )  # tool calls waiting for a person's answer
-    # a waiting call whose step span has ended: the span id of the step that asked
+    # a call still open when its step completed (a question): the span id of that step
     asked_in: dict[str, int] = field(default_factory=dict)
     # step runs that have ended, exported with the turn: an undo may still mark them undone
     ended_runs: list[tuple[str, _Open, float, str | None]] = field(default_factory=list)
@@ -303,10 +299,6 @@ class TraceBuilder:
                 else "interrupted: its server stopped while it ran"
             )
             return self._end_step(turn, event.step_id, at, error=error)
-        elif isinstance(event, InputRequiredEvent) and event.tool_id:
-            turn.asking.add(
-                event.tool_id
-            )  # its result comes with the answer, steps later
         elif isinstance(event, StepUndone):
             undone = [s for s in (event.step_id, *event.dropped_steps) if s]
             turn.ended_steps.difference_update(undone)  # it is up for editing again
@@ -389,7 +381,6 @@ class TraceBuilder:
 
     def _tool_span(self, turn: _Turn, event: ToolCallResult) -> ReadableSpan:
         asked = turn.tools.pop(event.tool_id, None)
-        turn.asking.discard(event.tool_id)
         span = self._open(
             event.tool_name,
             TOOL,
@@ -421,12 +412,15 @@ class TraceBuilder:
         output: str | None = None,
         error: str | None = None,
     ) -> list[ReadableSpan]:
-        ended = self._unfinished(turn, step_id, at, error or "the step ended first")
-        if step_id in turn.steps:
-            for tool_id in turn.asking:
-                call = turn.tools.get(tool_id)
-                if call is not None and call.step_id == step_id:
-                    # its span ends when the answer comes: keep its parent's id meanwhile
+        completed = error is None
+        ended = self._unfinished(
+            turn, step_id, at, error or "the step ended first", keep_tools=completed
+        )
+        if completed and step_id in turn.steps:
+            for tool_id, call in turn.tools.items():
+                if call.step_id == step_id:
+                    # a step that completed with a call still open paused on it (a question
+                    # to the person): the call's span ends with the answer, under this step
                     turn.asked_in[tool_id] = turn.steps[step_id].span_id
         span = turn.steps.pop(step_id, None)
         turn.ended_steps.add(step_id)
@@ -438,20 +432,27 @@ class TraceBuilder:
         return ended
 
     def _unfinished(
-        self, turn: _Turn, step_id: str | None, at: float, reason: str
+        self,
+        turn: _Turn,
+        step_id: str | None,
+        at: float,
+        reason: str,
+        keep_tools: bool = False,
     ) -> list[ReadableSpan]:
-        """End, as failed, the model and tool calls of `step_id` (None: of every step) still open."""
+        """End, as failed, the model and tool calls of `step_id` (None: of every step) still
+        open; with `keep_tools`, its model calls only."""
         spans = []
         for key in [k for k in turn.calls if step_id is None or k[0] == step_id]:
             spans.append(self._finish(turn, turn.calls.pop(key), at, reason))
+        if keep_tools:
+            return spans
         for tool_id, call in list(turn.tools.items()):
-            if step_id is not None and tool_id in turn.asking:
-                continue  # waits for a person's answer: it ends when that comes
             if step_id is None or call.step_id == step_id:
                 del turn.tools[tool_id]
                 span = self._open(
                     call.tool_name, TOOL, self._parent(turn, call.step_id), call.at
                 )
+                span.parent_id = turn.asked_in.pop(tool_id, span.parent_id)
                 span.attributes[SpanAttributes.TOOL_NAME] = call.tool_name
                 span.attributes[SpanAttributes.INPUT_VALUE] = _json(call.tool_kwargs)
                 spans.append(self._finish(turn, span, at, reason))
