@@ -8,14 +8,13 @@ import inspect
 import json
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ._sync import iterate_sync, run_sync
 from .callbacks import CallbackBridge, CallbackManager
 from .errors import (
     NoCompletedStepError,
     NothingToUndoError,
-    StepFailedError,
     StepNotEditableError,
     TaskFinishedError,
     TaskNotDoneError,
@@ -25,12 +24,8 @@ from .errors import (
 from .events import (
     AgentEvent,
     AgentStream,
-    StepCompleted,
     StepCreated,
-    StepFailed,
     StepInputEdited,
-    StepInterrupted,
-    StepStarted,
     StepUndone,
     TaskCompleted,
     TaskCreated,
@@ -40,8 +35,9 @@ from .events import (
 from .llms.base import LLM, ToolChoice
 from .memory import ChatMemoryBuffer
 from .messages import ChatMessage, TokenUsage
-from .rewind import restore, without_block
-from .state import Checkpoint, InMemoryStateStore, StateStore, TaskState, TaskStatus
+from .rewind import restore, take_back, without_block
+from .state import InMemoryStateStore, StateStore, TaskState, TaskStatus
+from .step_run import Branch, InPlace, StepRun, execute
 from .streaming import StreamingAgentChatResponse
 from .tools import DEFAULT_MODEL_OUTPUT_CHARS, BaseTool
 from .types import (
@@ -79,6 +75,9 @@ class AgentRunner:
     rolls a task back one step exactly, ``update_step_input`` edits a step before it runs, and
     tool calls can wait for approval.
     """
+
+    # whether ready steps run side by side, each on its own copy of the task (ParallelAgentRunner)
+    runs_branches: bool = False
 
     def __init__(
         self,
@@ -368,6 +367,17 @@ class AgentRunner:
                 return step
         raise UnknownStepError(task_id, step_id)
 
+    def _step_run(self, state: TaskState, step: TaskStep) -> StepRun:
+        return (
+            Branch(self, state, step)
+            if self.runs_branches
+            else InPlace(self, state, step)
+        )
+
+    def runnable_steps(self, state: TaskState) -> list[TaskStep]:
+        """The steps that may run next: the queue's head (one step at a time)."""
+        return state.step_queue[:1]
+
     async def _arun_step(
         self,
         task: TaskRef,
@@ -382,125 +392,15 @@ class AgentRunner:
             step = self._pick_step(state, step_id)
             if on_pick is not None:
                 on_pick(step)
-            return await self._execute(state, step, input, worker_kwargs)
-
-    async def _execute(
-        self,
-        state: TaskState,
-        step: TaskStep,
-        input: str | None,
-        worker_kwargs: dict[str, Any],
-    ) -> TaskStepOutput:
-        """Run ``step`` of ``state`` (the caller holds the step's lock) and record the result."""
-        task_id = state.task.task_id
-        if input is not None:
-            self._set_input(state, step, input)
-        live = state.task
-        queue = [s.model_copy(deep=True) for s in state.step_queue]
-        checkpoint = Checkpoint(
-            step=next(s for s in queue if s.step_id == step.step_id),
-            queue=queue,
-            memory_length=len(live.memory),
-            extra_state=copy.deepcopy(live.extra_state),
-        )
-        done_before = len(state.completed_steps)
-        started = False
-        try:
-            if step.tool_calls is not None:
-                for call in step.tool_calls:
-                    if call.decision is ToolCallDecision.PENDING:
-                        call.decision = ToolCallDecision.APPROVED
-            state.step_status[step.step_id] = StepStatus.RUNNING
-            await self.state_store.save_task(state)
-            await self._emit(
-                StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
-            )
-            started = True
-            output = await self.agent_worker.arun_step(step, live, **worker_kwargs)
-            for next_step in output.next_steps:
-                step.link_step(next_step)
-            output.task_step = step
-            self._record(state, step, output, checkpoint)
-            await self.state_store.save_task(state)
-        except BaseException as exc:
-            await self._step_failed(state, checkpoint, done_before, exc, started)
-        await self._emit(
-            StepCompleted(
-                task_id=task_id,
-                step_id=step.step_id,
-                output=output.output.response,
-                is_last=output.is_last,
-                next_steps=[s.step_id for s in output.next_steps],
-                usage=output.output.usage,
-            )
-        )
-        await self._emit_following(live, output)
-        return output
-
-    def _record(
-        self,
-        state: TaskState,
-        step: TaskStep,
-        output: TaskStepOutput,
-        checkpoint: Checkpoint,
-    ) -> None:
-        """Put a finished step's output into the task's state."""
-        state.step_queue = [s for s in state.step_queue if s.step_id != step.step_id]
-        state.step_queue.extend(output.next_steps)
-        state.completed_steps.append(output)
-        state.checkpoints.append(checkpoint)
-        state.step_status.pop(step.step_id, None)
-
-    async def _step_failed(
-        self,
-        state: TaskState,
-        checkpoint: Checkpoint,
-        done_before: int,
-        exc: BaseException,
-        started: bool = True,
-    ) -> NoReturn:
-        """Put the task back exactly as before the step, keep the step queued, and report why.
-
-        Runs for an error and for a cancellation alike, at any point of the step; a cancellation
-        is re-raised as it is (the step is pending again), an error as StepFailedError
-        (the step is marked failed). A step cancelled before it was announced as started
-        goes back to pending without an event.
-        """
-        task = state.task
-        task.memory.truncate(checkpoint.memory_length)
-        task.extra_state = checkpoint.extra_state
-        del state.completed_steps[done_before:]
-        del state.checkpoints[done_before:]
-        state.restore_queue(checkpoint.queue)
-        step_id = checkpoint.step.step_id
-        interrupted = not isinstance(exc, Exception)
-        ended: StepFailed | StepInterrupted | None
-        if interrupted and not started:
-            state.step_status.pop(step_id, None)  # never began: pending, as before
-            ended = None
-        elif interrupted:
-            # it began and was cut off: not a failure, and not silently pending either
-            state.step_status[step_id] = StepStatus.INTERRUPTED
-            ended = StepInterrupted(task_id=task.task_id, step_id=step_id)
-        else:
-            state.step_status[step_id] = StepStatus.FAILED
-            ended = StepFailed(
-                task_id=task.task_id,
-                step_id=step_id,
-                error=str(exc) or type(exc).__name__,
-                error_type=type(exc).__name__,
-            )
-
-        async def report() -> None:
-            await self.state_store.save_task(state)
-            if ended is not None:
-                await self._emit(ended)
-
-        # a cancelled step still saves its rollback: shielded, so a second cancel cannot cut it short
-        await asyncio.shield(report()) if interrupted else await report()
-        if interrupted:
-            raise exc
-        raise StepFailedError(f"step failed: {str(exc) or type(exc).__name__}") from exc
+            if input is not None:
+                self._set_input(state, step, input)
+            run = self._step_run(state, step)
+            if not self.runs_branches:
+                return await execute(
+                    run, worker_kwargs
+                )  # alone: under the lock throughout
+            await run.claim()  # a branch is claimed under the lock and runs outside it
+        return await execute(run, worker_kwargs)
 
     async def arun_step(
         self,
@@ -766,13 +666,53 @@ class AgentRunner:
     ) -> PendingToolCall:
         return run_sync(self.areject_tool_call(task_id, step_id, tool_id, reason))
 
-    async def aundo_step(self, task_id: str) -> TaskStep:
-        """Undo the most recent completed step: memory, extra_state and queue return to just before it."""
+    async def aundo_step(self, task_id: str, step_id: str | None = None) -> TaskStep:
+        """Undo the newest completed step, or ``step_id``: it is queued again as it was before it ran.
+
+        A step that ran alone gives back the whole task as it was just before it (only the newest
+        such step can be undone); a branch takes back only what it changed, as long as no step it
+        queued has run. Other branches keep their results.
+        """
         async with self._lock(task_id):
             state = await self._load(task_id)
             if not state.checkpoints:
                 raise NothingToUndoError(
                     f"task {task_id!r} has no completed step to undo"
+                )
+            index = len(state.completed_steps) - 1
+            if step_id is not None:
+                index = next(
+                    (
+                        i
+                        for i, done in enumerate(state.completed_steps)
+                        if done.task_step.step_id == step_id
+                    ),
+                    -1,
+                )
+                if index < 0:
+                    raise NothingToUndoError(
+                        f"step {step_id!r} of task {task_id!r} has not run; nothing to undo"
+                    )
+            checkpoint = state.checkpoints[index]
+            output = state.completed_steps[index]
+            if not checkpoint.branch and index != len(state.checkpoints) - 1:
+                raise StepNotEditableError(
+                    "that step ran alone; only the newest such step can be undone"
+                )
+            queued = {s.step_id for s in output.next_steps}
+            later = [
+                done.task_step.step_id
+                for done in state.completed_steps
+                if done.task_step.step_id in queued
+            ] + [
+                sid
+                for sid in queued
+                if state.step_status.get(sid) is StepStatus.RUNNING
+            ]
+            if later:
+                raise StepNotEditableError(
+                    f"step(s) {', '.join(later)} that step {output.task_step.step_id!r} "
+                    "queued have run or are running; undo them first"
                 )
             if state.status is TaskStatus.COMPLETED:
                 # take exactly this task's messages back out of the agent's memory, whatever
@@ -784,9 +724,13 @@ class AgentRunner:
                 await self.state_store.save_memory(agent_memory.get_all())
                 state.status = TaskStatus.ACTIVE
                 state.response = None
-            checkpoint = state.checkpoints.pop()
-            state.completed_steps.pop()
-            dropped = restore(state, checkpoint)
+            dropped = (
+                take_back(state, checkpoint, queued)
+                if checkpoint.branch
+                else restore(state, checkpoint)
+            )
+            del state.completed_steps[index]
+            del state.checkpoints[index]
             await self.state_store.save_task(state)
         await self._emit(
             StepUndone(
@@ -795,8 +739,10 @@ class AgentRunner:
         )
         return checkpoint.step
 
-    def undo_step(self, task_id: str, **kwargs: Any) -> TaskStep:
-        return run_sync(self.aundo_step(task_id))
+    def undo_step(
+        self, task_id: str, step_id: str | None = None, **kwargs: Any
+    ) -> TaskStep:
+        return run_sync(self.aundo_step(task_id, step_id))
 
     # --- finishing ------------------------------------------------------------------------------
 

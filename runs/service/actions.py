@@ -21,7 +21,6 @@ from django.db import transaction
 from runs.engine import (
     AgentError,
     BaseAgentWorker,
-    ParallelAgentRunner,
     ToolArgumentsError,
     UnknownTaskError,
 )
@@ -560,8 +559,7 @@ async def undo(
 
     The undo is recorded as the person's action (who, when, which step), like an edit."""
     runtime = await runtime_for(task_pk)
-    runner = runtime.runner
-    branches = isinstance(runner, ParallelAgentRunner)
+    branches = runtime.runner.runs_branches
     if step_id is not None:
         found = await _branches_running(runtime, step_id, check_undo, True, True)
         if found is not None:  # a finished branch, while others run
@@ -578,12 +576,9 @@ async def undo(
 
 
 async def _undo(runtime: NotebookRuntime, turn_id: str, target: str, by: str) -> None:
-    """Undo `target` (a parallel runner's) or the last step, record who did, and announce it."""
-    runner = runtime.runner
-    if isinstance(runner, ParallelAgentRunner):
-        undone = await runner.aundo_step(turn_id, target)
-    else:
-        undone = await runner.aundo_step(turn_id)
+    """Undo `target` (any completed branch of a parallel runner; else the last step), record who did, and announce it."""
+    # exactly the step the checks found: the engine refuses it unless it may be undone
+    undone = await runtime.runner.aundo_step(turn_id, target)
     taken_back = HumanAction(
         task_id=turn_id,
         step_id=undone.step_id,

@@ -20,14 +20,12 @@ from django.db import transaction
 from runs.engine import (
     AgentError,
     LLMError,
-    ParallelAgentRunner,
     StepFailedError,
     StepKind,
     TaskStep,
     TaskStepOutput,
     UnknownTaskError,
 )
-from runs.engine.parallel import ready_steps
 from runs.models import ApprovalMode, Task
 from runs.protocol import (
     ErrorCode,
@@ -186,7 +184,7 @@ async def _run_steps(
 ) -> None:
     await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
     run = Branches(runtime, turn_id, contextvars.copy_context())
-    if isinstance(runtime.runner, ParallelAgentRunner):
+    if runtime.runner.runs_branches:
         _branches[runtime.task_pk] = run
     try:
         if step_id is not None and run.reserve(step_id):
@@ -253,9 +251,7 @@ async def _follow(run: Branches, origin: Origin | None) -> None:
 async def runnable_steps(runtime: NotebookRuntime, turn_id: str) -> list[TaskStep]:
     """The steps that may run next: the queue's head, or every ready step of a parallel runner."""
     state = await runtime.runner.aget_task_state(turn_id)
-    if isinstance(runtime.runner, ParallelAgentRunner):
-        return ready_steps(state)
-    return state.step_queue[:1]
+    return runtime.runner.runnable_steps(state)
 
 
 def _report(
