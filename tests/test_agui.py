@@ -17,6 +17,7 @@ from django.test import AsyncClient, override_settings
 from runs import service
 from runs.demo.research import ANSWER as RESEARCH_ANSWER
 from runs.demo.research import RESEARCH_PROMPT, research_rules
+from runs.demo.rules import scripted
 from runs.demo.team import QUESTION as TEAM_QUESTION
 from runs.demo.team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
@@ -588,7 +589,7 @@ async def test_parallel_branches_in_step_mode_are_one_interrupt_each(
         await service.wait_idle()
     conforms("".join(recorded), artifacts_dir, "parallel")
     assert widest == 3, "the three branches wait side by side, one interrupt each"
-    assert events[-1]["result"] == RESEARCH_ANSWER
+    assert events[-1]["result"] == scripted(RESEARCH_ANSWER)
 
 
 async def test_eight_resumes_of_one_interrupt_at_once_run_it_once_and_refuse_seven(
