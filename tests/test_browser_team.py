@@ -18,7 +18,6 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     USERNAME,
     LiveApp,
     _browser_module,
-    app_env,
     live_app,
     new_context,
     page,
