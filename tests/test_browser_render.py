@@ -282,8 +282,12 @@ def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     revenue.click()
     revenue.click()
     assert table.locator("thead th").nth(3).get_attribute("aria-sort") == "descending"
+    # the exact value of each shown cell (the text is rounded for reading: data-raw keeps it)
     shown = [
-        float(v) for v in table.locator("tbody tr td:nth-child(4)").all_inner_texts()
+        float(v)
+        for v in table.locator("tbody tr td:nth-child(4)").evaluate_all(
+            "tds => tds.map(td => td.dataset.raw)"
+        )
     ]
     top = sorted((row[3] for row in expected[:ROW_LIMIT]), reverse=True)[:SHOWN_ROWS]
     assert shown == top

@@ -59,6 +59,24 @@ def preset_choices() -> list[PresetChoice]:
     ]
 
 
+@dataclass(frozen=True)
+class ExampleChoice:
+    """An example prompt of the demo model, with its agent's name as people read it."""
+
+    preset: str
+    label: str
+    prompt: str
+
+
+def example_choices() -> list[ExampleChoice]:
+    """The demo model's example prompts, each with its agent preset's label (not its slug)."""
+    labels = {p.name: p.label for p in preset_choices()}
+    return [
+        ExampleChoice(e.preset, labels.get(e.preset, e.preset), e.prompt)
+        for e in demo_example_prompts()
+    ]
+
+
 def image_context() -> dict[str, object]:
     """What the image picker template needs: the limits it states and checks."""
     return {
@@ -118,7 +136,7 @@ def render_new_notebook(
         "max_text_chars": MAX_TEXT_CHARS,
         "error": error,
         "new_task_url": reverse("runs:task_new"),
-        "examples": demo_example_prompts(),
+        "examples": example_choices(),
         "image_presets": [p.name for p in presets if p.accepts_images],
         "sample_chart_url": reverse("runs:sample_chart"),
         "picker_hidden": agent not in {p.name for p in presets if p.accepts_images},

@@ -16,7 +16,8 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.http import require_http_methods
 
 from runs.conf import conf
-from runs.service import demo_example_prompts, llm_settings
+from runs.service import llm_settings
+from runs.web.pages import example_choices
 
 # --- Navigation -------------------------------------------------------------
 
@@ -104,6 +105,6 @@ def index(request: HttpRequest) -> HttpResponse:
     """Start page: the app is up, which model it uses, what the demo model can do."""
     context = {
         "llm": llm_settings(start_demo=False),
-        "examples": demo_example_prompts(),
+        "examples": example_choices(),
     }
     return render(request, "runs/index.html", context)

@@ -3,6 +3,7 @@
 // (runs/web/annotations.py) and shown under what they are about.
 
 import { domId, h, postJson } from "./dom.js";
+import { timeElement } from "./format.js";
 
 const RATING = { 1: "▲ good", [-1]: "▼ bad", 0: "" };
 
@@ -17,7 +18,7 @@ function noteItem(note) {
     note.rating ? h("span", { class: "annotation-rating", "aria-label": note.rating > 0 ? "thumbs up" : "thumbs down" }, RATING[note.rating]) : null,
     h("span", { class: "who" }, note.by),
     note.comment ? h("span", { class: "annotation-comment" }, note.comment) : null,
-    h("time", { class: "when" }, new Date(note.created_at).toLocaleString("en-GB")),
+    timeElement(note.created_at, "when"),
   );
 }
 

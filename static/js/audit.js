@@ -3,6 +3,7 @@
 // Shared by the live notebook and the read-only trace (cells.js).
 
 import { h, prettyJson } from "./dom.js";
+import { formatDate, timeElement } from "./format.js";
 
 const VERB = {
   edited_input: "edited the input",
@@ -14,7 +15,7 @@ const VERB = {
 };
 
 function clock(at) {
-  return at ? new Date(at * 1000).toLocaleTimeString("en-GB") : "";
+  return at ? formatDate(at) : "";
 }
 
 function shown(value) {
@@ -57,7 +58,7 @@ function actionItem(step, action, turn) {
     h("span", { class: "who" }, action.by),
     ` ${VERB[action.action] || action.action} `,
     target,
-    h("time", { class: "when" }, clock(action.at)),
+    timeElement(action.at, "when"),
     ...detail,
   );
 }

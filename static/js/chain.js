@@ -5,6 +5,7 @@
 // says `yN`, then fills in with the value once the call that computes it finishes.
 
 import { h } from "./dom.js";
+import { formatNumber, numberIn } from "./format.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 
 const PLACEHOLDER = /\[\s*FUNC\s+([A-Za-z_][\w.]*)\s*\(([\s\S]*?)\)\s*=\s*["']?(y\d+)["']?\s*\]/g;
@@ -70,7 +71,9 @@ const CHIP_VALUE = { pending: null, running: "…", rejected: "rejected", failed
 
 function chip(source, name, output, call) {
   const state = chipState(call);
-  const value = state === "done" ? call.output : CHIP_VALUE[state] ?? `${name}(…)`;
+  // a number rounded for reading; the exact value is in the chip's tooltip
+  const done = numberIn(call?.output) != null ? formatNumber(numberIn(call.output)) : call?.output;
+  const value = state === "done" ? done : CHIP_VALUE[state] ?? `${name}(…)`;
   const title = call?.output != null ? `${source}\n= ${call.output}` : source;
   return h(
     "span",

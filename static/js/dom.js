@@ -51,14 +51,6 @@ export function formatTokens(n) {
   return n === 1 ? "1 token" : `${n.toLocaleString("en")} tokens`;
 }
 
-/** A local date-time for an epoch-seconds or ISO value. */
-export function formatTime(value) {
-  if (value == null || value === "") return "";
-  const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
-  if (Number.isNaN(date.getTime())) return String(value);
-  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
-}
-
 export function prettyJson(value) {
   try {
     return JSON.stringify(value, null, 2);

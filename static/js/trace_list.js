@@ -1,7 +1,9 @@
 // The trace list: search and filters over GET /api/tasks/, with paging. The filters live in the
 // page's query string, so a filtered list can be bookmarked and the back button works.
 
-import { formatDuration, formatTime, h } from "./dom.js";
+import { formatDuration, h } from "./dom.js";
+import { timeElement } from "./format.js";
+import { plainLine } from "./render/plain.js";
 
 const form = document.getElementById("trace-filters");
 const rows = document.getElementById("trace-rows");
@@ -121,7 +123,7 @@ function row(task) {
       h("a", { href: traceUrl(id) }, title),
       h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
       forkNote(task.forked_from),
-      task.answer ? h("span", { class: "trace-answer", title: task.answer }, task.answer) : null,
+      task.answer ? h("span", { class: "trace-answer", title: task.answer }, plainLine(task.answer)) : null,
     ),
     h("td", { class: "trace-agent" }, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
     h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
@@ -132,7 +134,7 @@ function row(task) {
     h("td", { class: "num", "data-col": "tokens" }, number(task.tokens)),
     h("td", { class: "num", "data-col": "wall-time" }, task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
     h("td", { class: "num", "data-col": "human-actions" }, number(task.human_actions)),
-    h("td", {}, h("time", { datetime: task.updated_at || "" }, formatTime(task.updated_at || task.created_at))),
+    h("td", { class: "trace-when" }, timeElement(task.updated_at || task.created_at)),
   );
 }
 

@@ -2,6 +2,7 @@
 // "N more rows", sort by a column, copy as TSV, and the full result as CSV from the server.
 
 import { h } from "../dom.js";
+import { formatNumber } from "../format.js";
 
 /** Rows drawn at first; the rest of what the tool returned comes with "Show N more rows". */
 export const SHOWN_ROWS = 50;
@@ -27,6 +28,14 @@ export function asTable(value) {
     return { columns, rows, total, capped: Boolean(value.truncated) };
   }
   return null;
+}
+
+/** A cell: a number rounded for reading, with its exact value in the tooltip and data-raw. */
+function cell(value) {
+  if (typeof value !== "number") return h("td", {}, cellText(value));
+  const shown = formatNumber(value);
+  const exact = String(value);
+  return h("td", { class: "num", title: shown === exact ? null : exact, "data-raw": exact }, shown);
 }
 
 function cellText(value) {
@@ -98,7 +107,7 @@ export function resultTable(table, { csvUrl = null } = {}) {
   function drawRows() {
     const fragment = document.createDocumentFragment();
     for (const row of rows.slice(0, shown)) {
-      fragment.append(h("tr", {}, row.map((v) => h("td", { class: typeof v === "number" ? "num" : null }, cellText(v)))));
+      fragment.append(h("tr", {}, row.map(cell)));
     }
     tbody.replaceChildren(fragment);
     const hidden = rows.length - shown;

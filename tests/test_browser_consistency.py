@@ -1,0 +1,140 @@
+"""One way to show dates, numbers and names on every page (issue 28): relative times with the
+full date in a tooltip, numbers rounded for reading with the exact value one click away, agent
+names instead of slugs, plain first lines in the traces list, and a favicon.
+Screenshots: consistency-*.png at 1280x800 and 1920x1080."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    LiveApp,
+    _browser_module,
+    call_rule,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    start_notebook,
+)
+
+from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer
+
+pytestmark = pytest.mark.browser
+
+SIZES = (1280, 800), (1920, 1080)
+QUESTION = "Consistency check: what is 12668.25 with 8% tax?"
+FLOAT_SQL = "SELECT CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS total, 2024 AS year"
+ANSWER = (
+    "## Tax **added**: `13,681.71`\n\nThe [details](https://example.com) are above."
+)
+RELATIVE = re.compile(r"just now|ago|in \d|yesterday|today", re.I)
+
+
+def rules() -> list[Rule]:
+    return [
+        call_rule(0, "multiply", "call_tax", {"a": 12668.25, "b": 1.08}),
+        call_rule(1, "sql_query", "call_float", {"sql": FLOAT_SQL}),
+        Rule(
+            name="answer",
+            match=Match(tool_results_since_user=2),
+            reply=Reply(text=ANSWER),
+        ),
+    ]
+
+
+def both_sizes(page: Any, artifacts_dir: Path, name: str) -> None:
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        shot(page, artifacts_dir, f"{name}-{width}x{height}")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def times(page: Any) -> list[dict[str, str]]:
+    found: list[dict[str, str]] = page.evaluate(
+        """() => [...document.querySelectorAll('time')].map(t => ({
+            datetime: t.getAttribute('datetime') || '', text: t.textContent.trim(), title: t.title}))"""
+    )
+    return found
+
+
+def assert_relative_times(page: Any, at_least: int) -> None:
+    found = times(page)
+    assert len(found) >= at_least, found
+    for t in found:
+        assert t["datetime"] and RELATIVE.search(t["text"]), t
+        assert re.search(r"\d{4}", t["title"]), (
+            t
+        )  # the full date, with its year, in the tooltip
+
+
+def test_start_page_shows_agent_names_and_has_a_favicon(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
+    page.goto(f"{live_app.url}/")
+    badges = page.locator(".examples .badge").all_inner_texts()
+    assert "Chain of Abstraction" in badges and "Function calling" in badges, badges
+    assert not {"coa", "function_calling", "llm_compiler"} & set(badges), badges
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon and icon.endswith(".svg")
+    response = page.request.get(f"{live_app.url}{icon}")
+    assert response.ok and "svg" in response.headers["content-type"]
+    both_sizes(page, artifacts_dir, "consistency-start")
+
+    page.goto(f"{live_app.url}/new/")
+    page.get_by_text("Example prompts").click()
+    badges = page.locator(".examples .badge").all_inner_texts()
+    assert "Chain of Abstraction" in badges and "coa" not in badges, badges
+    assert page.console_errors == []
+
+
+def test_numbers_dates_and_first_lines_read_the_same_everywhere(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=rules()), reset_log=True)
+    pk = start_notebook(page, live_app, QUESTION, agent="function_calling", mode="auto")
+    page.locator(".cell-answer").wait_for()
+
+    # a tool's number is rounded; a click shows the exact value, another click rounds it again
+    number = page.locator(".tool-card", has_text="multiply").locator(".number-view")
+    assert number.inner_text() == "13,681.71"
+    assert "13681.710000000001" in (number.get_attribute("title") or "")
+    number.click()
+    assert number.inner_text() == "13681.710000000001"
+    number.click()
+    assert number.inner_text() == "13,681.71"
+
+    # a table's numbers too (the exact value in the tooltip); a year stays a year
+    table = page.locator(".tool-card", has_text="sql_query").locator("table")
+    table.locator("tbody td").first.wait_for()
+    total, year = table.locator("tbody td").all()
+    assert (
+        total.inner_text() == "0.3"
+        and total.get_attribute("title") == "0.30000000000000004"
+    )
+    assert year.inner_text() == "2024"
+    both_sizes(page, artifacts_dir, "consistency-notebook")
+
+    # the traces list: the answer's first line as plain words, the time relative with the date
+    page.goto(f"{live_app.url}/traces/")
+    row = page.locator(f"#trace-rows tr[data-task-id='{pk}']")
+    row.wait_for()
+    assert row.locator(".trace-answer").inner_text() == "Tax added: 13,681.71"
+    assert_relative_times(page, 1)
+    both_sizes(page, artifacts_dir, "consistency-traces")
+
+    # the trace and the new-notebook page's recent list: the same relative times
+    page.goto(f"{live_app.url}/traces/{pk}/")
+    page.locator("#timeline .tl-step").first.wait_for()
+    assert_relative_times(page, 1)
+    number = page.locator(".tool-card", has_text="multiply").locator(".number-view")
+    assert number.inner_text() == "13,681.71"
+    both_sizes(page, artifacts_dir, "consistency-trace")
+
+    page.goto(f"{live_app.url}/new/")
+    assert_relative_times(page, 1)
+    assert page.console_errors == []
