@@ -25,7 +25,8 @@ from .errors import (
     UnknownStepError,
 )
 from .llms.base import ToolChoice
-from .runner import AgentRunner, TaskRef, _task_id
+from .runner import AgentRunner
+from .runner_core import TaskRef, _task_id
 from .state import TaskState, TaskStatus
 from .types import (
     StepStatus,

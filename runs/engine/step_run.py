@@ -21,7 +21,7 @@ from .state import Checkpoint, TaskState
 from .types import StepStatus, Task, TaskStep, TaskStepOutput, ToolCallDecision
 
 if TYPE_CHECKING:
-    from .runner import AgentRunner
+    from .runner_core import RunnerCore
 
 
 def approve_pending(step: TaskStep) -> None:
@@ -45,7 +45,7 @@ def record(
 class StepRun(ABC):
     """One run of ``step`` of ``state`` by ``runner``'s worker."""
 
-    def __init__(self, runner: AgentRunner, state: TaskState, step: TaskStep) -> None:
+    def __init__(self, runner: RunnerCore, state: TaskState, step: TaskStep) -> None:
         self.runner = runner
         self.state = state
         self.step = step
@@ -85,7 +85,7 @@ class StepRun(ABC):
 class InPlace(StepRun):
     """The step runs on the task itself; the caller holds the task's lock throughout."""
 
-    def __init__(self, runner: AgentRunner, state: TaskState, step: TaskStep) -> None:
+    def __init__(self, runner: RunnerCore, state: TaskState, step: TaskStep) -> None:
         super().__init__(runner, state, step)
         live = state.task
         queue = [s.model_copy(deep=True) for s in state.step_queue]
@@ -136,7 +136,7 @@ class InPlace(StepRun):
 class Branch(StepRun):
     """The step runs on a copy of the task, beside others; only claiming and recording hold the lock."""
 
-    def __init__(self, runner: AgentRunner, state: TaskState, step: TaskStep) -> None:
+    def __init__(self, runner: RunnerCore, state: TaskState, step: TaskStep) -> None:
         super().__init__(runner, state, step)
         # before the copy: undo queues the branch again as it was approved
         approve_pending(step)
