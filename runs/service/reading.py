@@ -7,7 +7,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from runs.engine import ParallelAgentRunner
 from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
 from runs.store.queries import (
@@ -49,5 +48,5 @@ def hello_summary(task_pk: int) -> tuple[dict[str, Any], int]:
     steps side by side, each approved on its own), and its last stored seq."""
     data, seq = summary(task_pk)
     preset = get_preset(data["agent"])
-    data["branches"] = bool(preset and issubclass(preset.runner, ParallelAgentRunner))
+    data["branches"] = bool(preset and preset.runner.runs_branches)
     return data, seq
