@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runs.engine import OpenAI
+from runs.engine import AgentRunner, OpenAI
 from runs.engine.tools import BaseTool
 from runs.engine.workers.base import BaseAgentWorker
 from runs.engine.workers.coa import CoAAgentWorker
@@ -91,3 +91,17 @@ def test_multimodal_takes_llm_as_its_multi_modal_llm() -> None:
     llm = unreachable_llm()
     worker: Any = MultimodalReActAgentWorker.from_tools([], llm=llm)
     assert worker.multi_modal_llm is llm
+
+
+def test_from_llm_builds_react_for_a_model_without_function_calling() -> None:
+    llm = OpenAI(
+        model="scripted",
+        api_base="http://127.0.0.1:9/v1",
+        api_key="sk-test",
+        is_function_calling_model=False,
+    )
+    agent = AgentRunner.from_llm(tools=arithmetic_tools(), llm=llm, max_iterations=4)
+    worker = agent.agent_worker
+    assert isinstance(worker, ReActAgentWorker) and worker.max_iterations == 4
+    with pytest.raises(TypeError, match="system_prompt"):
+        AgentRunner.from_llm(tools=arithmetic_tools(), llm=llm, system_prompt="x")

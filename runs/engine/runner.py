@@ -54,14 +54,9 @@ class AgentRunner(RunnerSync):
             if name in runner_kwargs
         }
         if not llm.metadata.is_function_calling_model:
-            from . import workers
+            from .workers.react import ReActAgentWorker
 
-            react = getattr(workers, "ReActAgentWorker", None)
-            if react is None:
-                raise ValueError(
-                    f"model {llm.metadata.model_name!r} does not call functions, and this engine has no ReAct worker"
-                )
-            worker: BaseAgentWorker = react.from_tools(
+            worker: BaseAgentWorker = ReActAgentWorker.from_tools(
                 tools, llm=llm, **shared, **kwargs
             )
         else:
