@@ -5,6 +5,8 @@ With DEBUG off (the default) Django answers 400/403/404/500 through these handle
 /api/ (the page's JSON and the REST API, /api/v1/) and /agui/ the answer is JSON: `{"error":
 sentence, "code": word}`, and under /api/v1/ also `"detail"` (the REST API's ErrorOut shape).
 A body over Django's own size checks (behind agentui/body_limit.py's) is a 413, not a 400.
+With DEBUG on Django answers a URL that matches nothing with its HTML debug page, not through
+handler404: JsonErrorsMiddleware turns any non-JSON error answer under the APIs into JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 from django.views import csrf, defaults
 
 JSON_PREFIXES = ("/api/", "/agui/")
@@ -109,3 +112,54 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
             "The CSRF check failed; reload the page (or send the X-CSRFToken header).",
         )
     return csrf.csrf_failure(request, reason)
+
+
+# The code of an error answer under the APIs that came without one, by status.
+STATUS_CODES = {
+    400: "bad_request",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+}
+STATUS_MESSAGES = {
+    400: "The request could not be understood.",
+    403: "You may not do this.",
+    404: "There is nothing at this address.",
+    405: "This address does not take this method.",
+    413: "The request is too large.",
+}
+
+
+class JsonErrorsMiddleware(MiddlewareMixin):
+    """Under /api/ and /agui/, an error answer that is not JSON (Django's debug 404 page, a bare
+    405 from a view) becomes the APIs' JSON error of the same status; headers such as `Allow`
+    and `WWW-Authenticate` stay."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponse
+    ) -> HttpResponse:
+        if (
+            response.status_code < 400
+            or not wants_json(request.path)
+            or getattr(response, "streaming", False)
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        status = response.status_code
+        fallback = "server_error" if status >= 500 else "bad_request"
+        message = STATUS_MESSAGES.get(
+            status,
+            "Something went wrong on the server; it is logged."
+            if status >= 500
+            else "The request was refused.",
+        )
+        response.content = error_json(
+            request.path, STATUS_CODES.get(status, fallback), message
+        )
+        response["Content-Type"] = "application/json"
+        if response.has_header(
+            "Content-Length"
+        ):  # CommonMiddleware set it for the old body
+            response["Content-Length"] = str(len(response.content))
+        return response

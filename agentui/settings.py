@@ -310,6 +310,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # JSON error answers under /api/ and /agui/, DEBUG's HTML pages included (agentui/errors.py)
+    "agentui.errors.JsonErrorsMiddleware",
     # before WhiteNoise, so static files get the policy too (see "Security headers" below)
     "agentui.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

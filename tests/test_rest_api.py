@@ -217,7 +217,7 @@ async def test_tokens_and_sessions(server: Any) -> None:
         ({"agent": "function_calling"}, "text: Field required"),
         (
             {"text": "", "agent": "function_calling"},
-            "text: Value should have at least 1",
+            "text: String should have at least 1 character",
         ),
         ({"text": "a\x00b", "agent": "function_calling"}, "text: contains a NUL"),
         ({"text": "hi", "agent": "function_calling", "mode": "fast"}, "mode: Input"),
@@ -228,7 +228,7 @@ async def test_tokens_and_sessions(server: Any) -> None:
         ),
         (
             {"text": "x" * 20_001, "agent": "function_calling"},
-            "text: Value should have at most 20000",
+            "text: String should have at most 20000 characters",
         ),
     ],
 )
@@ -268,7 +268,7 @@ async def test_bad_actions_are_refused_and_change_nothing(server: Any) -> None:
             f"/notebooks/{notebook.pk}/steps/{'x' * 65}/approve",
             {},
             422,
-            "step_id: Value should have at most 64",
+            "step_id: String should have at most 64 characters",
         ),
         (f"/notebooks/{notebook.pk}/steps/nope/approve", {}, 404, "no step 'nope'"),
         (f"{base}/tool-calls/call_nope/reject", {"reason": "x"}, 404, "call_nope"),

@@ -29,6 +29,8 @@ from runs.rest.schemas import (
     NotebookDetail,
     NotebookIn,
     RejectIn,
+    StepId,
+    ToolId,
     UndoIn,
 )
 
@@ -101,7 +103,7 @@ async def send_message(
     tags=["act"],
     response={202: Accepted, **REFUSALS},
 )
-async def approve(request: HttpRequest, pk: int, step_id: str) -> Status[Any]:
+async def approve_step(request: HttpRequest, pk: int, step_id: StepId) -> Status[Any]:
     """Run a waiting step, exactly once (a second approval is a 409)."""
     return await _act(request, pk, "approve", step_id=step_id)
 
@@ -111,8 +113,8 @@ async def approve(request: HttpRequest, pk: int, step_id: str) -> Status[Any]:
     tags=["act"],
     response={202: Accepted, **REFUSALS},
 )
-async def edit(
-    request: HttpRequest, pk: int, step_id: str, body: EditIn
+async def edit_step(
+    request: HttpRequest, pk: int, step_id: StepId, body: EditIn
 ) -> Status[Any]:
     """Change a waiting step's input; it reaches the model as your message."""
     return await _act(request, pk, "edit_input", step_id=step_id, input=body.input)
@@ -123,8 +125,8 @@ async def edit(
     tags=["act"],
     response={202: Accepted, **REFUSALS},
 )
-async def reject(
-    request: HttpRequest, pk: int, step_id: str, tool_id: str, body: RejectIn
+async def reject_tool_call(
+    request: HttpRequest, pk: int, step_id: StepId, tool_id: ToolId, body: RejectIn
 ) -> Status[Any]:
     """Reject one tool call of a waiting step; the model is told the reason."""
     return await _act(
@@ -140,7 +142,7 @@ async def reject(
 @router.post(
     "/notebooks/{int:pk}/undo", tags=["act"], response={202: Accepted, **REFUSALS}
 )
-async def undo(request: HttpRequest, pk: int, body: UndoIn) -> Status[Any]:
+async def undo_step(request: HttpRequest, pk: int, body: UndoIn) -> Status[Any]:
     """Undo the last completed step (name it, and a doubled request undoes it once)."""
     fields = {"step_id": body.step_id} if body.step_id is not None else {}
     return await _act(request, pk, "undo", **fields)
@@ -149,7 +151,7 @@ async def undo(request: HttpRequest, pk: int, body: UndoIn) -> Status[Any]:
 @router.post(
     "/notebooks/{int:pk}/stop", tags=["act"], response={202: Accepted, **REFUSALS}
 )
-async def stop(request: HttpRequest, pk: int) -> Status[Any]:
+async def stop_turn(request: HttpRequest, pk: int) -> Status[Any]:
     """Stop the turn: now if a step waits, after the running step otherwise."""
     return await _act(request, pk, "abandon")
 

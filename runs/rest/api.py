@@ -8,13 +8,18 @@ allow now (a step already run, a turn still going, a double approval).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.schema import OpenAPISchema
+from ninja.operation import Operation
 from ninja.security.base import AuthBase
 
 from runs.protocol import ErrorCode, ProtocolError
@@ -56,7 +61,67 @@ class TokenOrSession(AuthBase):
         return request_user(request)
 
 
-api = NinjaAPI(
+# What any operation may answer besides its own responses, and when (docs/api.md "Errors").
+COMMON_REFUSALS = {
+    400: "The body is not JSON (or not the declared multipart form).",
+    401: "No credentials, or an API token that is unknown, revoked or malformed.",
+    403: "A session's POST without its CSRF token.",
+    404: "Not yours, or no such notebook, step, tool call, table or upload.",
+    413: "The body is larger than the server accepts.",
+    422: "A parameter or a body field that does not fit, named in `detail`.",
+}
+log = logging.getLogger("django.request")
+
+
+class Api(NinjaAPI):
+    """The NinjaAPI with readable operation ids and every possible refusal in its schema."""
+
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        # the view's own name (approve_step), not module_name (runs_rest_acting_approve)
+        return operation.view_func.__name__
+
+    def get_openapi_schema(
+        self,
+        *,
+        path_prefix: str | None = None,
+        path_params: dict[str, Any] | None = None,
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(
+            path_prefix=path_prefix, path_params=path_params
+        )
+        error = {"$ref": "#/components/schemas/ErrorOut"}
+        for operations in schema["paths"].values():
+            for method, operation in operations.items():
+                responses = operation["responses"]
+                for status in _refusals(method, operation):
+                    answer = responses.setdefault(
+                        status, {"description": COMMON_REFUSALS[status]}
+                    )
+                    answer["content"] = {"application/json": {"schema": error}}
+        return schema
+
+
+def _refusals(method: str, operation: dict[str, Any]) -> list[int]:
+    """The statuses an operation can answer whatever it does: 401 for every one; 403 for a
+    session's write without its CSRF token; 404 where the path names something; 422 where it
+    takes parameters or a body; 400 where the body is parsed, 413 where one is read."""
+    statuses = [401]
+    parameters = operation.get("parameters", [])
+    body = "requestBody" in operation
+    if method != "get":
+        statuses.append(403)
+    if any(p["in"] == "path" for p in parameters):
+        statuses.append(404)
+    if parameters or body:
+        statuses.append(422)
+    if body:
+        statuses.append(400)
+    if body or method == "put":  # PUT /data/uploads/{id}: raw bytes
+        statuses.append(413)
+    return statuses
+
+
+api = Api(
     title="agentui REST API",
     version="1",
     description="Start notebooks, approve, edit, reject, undo and stop steps, and read "
@@ -121,6 +186,33 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     code = "not_found" if exc.status_code == 404 else "bad_request"
     return _error(request, exc.status_code, code, str(exc.message))
+
+
+@api.exception_handler(MultiPartParserError)
+def _bad_form(request: HttpRequest, exc: MultiPartParserError) -> HttpResponse:
+    return _error(
+        request, 400, "bad_request", f"The multipart form is malformed: {exc}"
+    )
+
+
+@api.exception_handler(Exception)
+def _server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # JSON even with DEBUG on (ninja would answer a text/plain traceback then); Django's own
+    # refusals (a body too large, a bad host) go on to its handlers (agentui/errors.py)
+    if isinstance(exc, (SuspiciousOperation, PermissionDenied)):
+        raise exc
+    log.error(
+        "Internal Server Error: %s",
+        request.path,
+        exc_info=exc,
+        extra={"request": request},
+    )
+    return _error(
+        request,
+        500,
+        "server_error",
+        "Something went wrong on the server; it is logged.",
+    )
 
 
 def _open_to_the_middleware(

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Field, File, Form, Schema, Status
-from ninja.errors import HttpError
+from ninja import Field, File, Form, Query, Schema, Status
 from ninja.files import UploadedFile
 
 from runs import service
@@ -125,9 +124,11 @@ async def data_tables(request: HttpRequest) -> Status[Any]:
     tags=["data"],
     summary="One data table: columns, row count and its first rows",
 )
-async def data_table(request: HttpRequest, name: str, rows: int = 20) -> Status[Any]:
-    if not 1 <= rows <= 200:
-        raise HttpError(422, "rows: between 1 and 200")
+async def data_table(
+    request: HttpRequest,
+    name: str,
+    rows: int = Query(20, ge=1, le=200),  # type: ignore[type-arg]
+) -> Status[Any]:
     try:
         return Status(
             200, await service.preview_data_table(_user_id(request), name, rows)

@@ -42,6 +42,9 @@ from runs.traces.summary import summaries
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 100
+# Far past any list's end, and small enough that the row offset fits every database's integer.
+MAX_PAGE = 1_000_000
+MAX_SEQ = 2**31
 MAX_WAIT_S = 60.0
 WAIT_POLL_S = 0.1
 NOT_FOUND: dict[int | tuple[int, ...], Any] = {404: ErrorOut}
@@ -56,7 +59,9 @@ class Page(Schema, Generic[T]):
 
 
 class Paging(Schema):
-    page: int = Field(1, ge=1)
+    page: int = Field(
+        1, ge=1, le=MAX_PAGE, description="from 1; past the end: no items"
+    )
     page_size: int = Field(20, ge=1, le=MAX_PAGE_SIZE)
 
 
@@ -270,7 +275,7 @@ def get_step(request: HttpRequest, pk: int, step_id: str) -> dict[str, Any]:
 
 
 class EventFilters(Schema):
-    after: int = Field(0, ge=0, description="only events with a larger seq")
+    after: int = Field(0, ge=0, le=MAX_SEQ, description="only events with a larger seq")
     type: str = Field("", description="e.g. human_action, tool_call_result")
     step_id: str = ""
     turn: str = Field("", description="a turn's id: only its events")

@@ -1,15 +1,18 @@
 """What the REST API takes and returns, as pydantic models (they make the OpenAPI schema).
 
-Request bodies only name and type their fields; the limits on them (lengths, storable text,
-JSON nesting) are the websocket protocol's, applied by `runs.protocol.validate_action`.
+Request bodies declare the websocket protocol's limits (lengths, counts) so the OpenAPI schema
+states them; `runs.protocol.validate_action` applies them again with the rest (storable text,
+JSON nesting), as it does for a socket's frame.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from ninja import Field, Schema
+from ninja import Field, Path, Schema
+
+from runs.protocol import MAX_TEXT_CHARS
 
 Mode = Literal["auto", "step", "tools"]
 
@@ -125,31 +128,50 @@ class PresetOut(Schema):
     accepts_images: bool
 
 
+MAX_IMAGES = 4
+MAX_REASON_CHARS = 2000
+MAX_STEP_ID_CHARS = 64
+MAX_TOOL_ID_CHARS = 128
+ImageId = Annotated[int, Field(ge=1, le=2**31)]
+# path parameters, as long as the protocol lets them be
+StepId = Annotated[str, Path(min_length=1, max_length=MAX_STEP_ID_CHARS)]
+ToolId = Annotated[str, Path(min_length=1, max_length=MAX_TOOL_ID_CHARS)]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+
+
 class NotebookIn(Schema):
-    text: str = Field(description="the first message")
-    agent: str = Field(examples=["function_calling"], description="a preset name")
+    text: Text = Field(description="the first message")
+    agent: str = Field(
+        examples=["function_calling"], description="a preset name", max_length=64
+    )
     mode: Mode = "auto"
-    images: list[int] = Field(default=[], description="ids from POST /api/images/")
+    images: list[ImageId] = Field(
+        default=[], max_length=MAX_IMAGES, description="ids from POST /api/images/"
+    )
 
 
 class MessageIn(Schema):
-    text: str
-    images: list[int] = []
+    text: Text
+    images: list[ImageId] = Field(default=[], max_length=MAX_IMAGES)
 
 
 class EditIn(Schema):
     input: str = Field(
-        description="the step's new input; for a tool-call step, its calls as JSON"
+        max_length=MAX_TEXT_CHARS,
+        description="the step's new input; for a tool-call step, its calls as JSON",
     )
 
 
 class RejectIn(Schema):
-    reason: str = ""
+    reason: str = Field("", max_length=MAX_REASON_CHARS)
 
 
 class UndoIn(Schema):
     step_id: str | None = Field(
-        None, description="the completed step you mean to undo (safe against doubles)"
+        None,
+        min_length=1,
+        max_length=MAX_STEP_ID_CHARS,
+        description="the completed step you mean to undo (safe against doubles)",
     )
 
 
