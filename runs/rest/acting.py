@@ -17,11 +17,20 @@ from django.http import HttpRequest
 from ninja import Status
 
 from runs import service
-from runs.protocol import ClientMessage, SendMessage, validate_action
+from runs.models import Step
+from runs.protocol import (
+    ClientMessage,
+    EditInput,
+    ErrorCode,
+    ProtocolError,
+    SendMessage,
+    validate_action,
+)
 from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
 from runs.rest.router import router
 from runs.rest.schemas import (
     Accepted,
+    AnswerIn,
     EditIn,
     ErrorOut,
     MessageIn,
@@ -118,6 +127,41 @@ async def edit_step(
 ) -> Status[Any]:
     """Change a waiting step's input; it reaches the model as your message."""
     return await _act(request, pk, "edit_input", step_id=step_id, input=body.input)
+
+
+@router.post(
+    "/notebooks/{int:pk}/steps/{step_id}/answer",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def answer_question(
+    request: HttpRequest, pk: int, step_id: StepId, body: AnswerIn
+) -> Status[Any]:
+    """Answer the question a Team member asked you (a waiting `human_input` step): the answer
+    becomes the step's input and the step runs, as one decision (a second answer is a 409)."""
+    message, origin = await _checked(
+        request, pk, "edit_input", step_id=step_id, input=body.answer
+    )
+    assert isinstance(message, EditInput)
+    kind = await (
+        Step.objects.filter(task_id=pk, step_id=step_id)
+        .values_list("kind", flat=True)
+        .afirst()
+    )
+    if kind is None:
+        raise ProtocolError(ErrorCode.NOT_FOUND, "No such notebook or step.")
+    if kind != "human_input":
+        raise ProtocolError(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} is not a question (it is a {kind} step): edit and approve it",
+        )
+    await service.decide(
+        pk,
+        step_id,
+        [message.input],
+        origin=service.Origin(action="answer", by=origin.by),
+    )
+    return Status(202, {"action": "answer", "notebook": pk})
 
 
 @router.post(

@@ -162,6 +162,10 @@ class EditIn(Schema):
     )
 
 
+class AnswerIn(Schema):
+    answer: Text = Field(description="your answer to the question the step waits on")
+
+
 class RejectIn(Schema):
     reason: str = Field("", max_length=MAX_REASON_CHARS)
 

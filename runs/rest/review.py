@@ -1,0 +1,148 @@
+"""What the page offers a reviewer, for scripts: fork a notebook at a step, list and add
+annotations, download a tool call's table as CSV.
+
+The same functions as the page's endpoints (runs.service.fork_notebook, runs.traces.annotations,
+runs.traces.results) with the REST API's rules: someone else's notebook is a 404, input that
+does not fit a 422 naming the field, a state that does not allow it a 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, StreamingHttpResponse
+from ninja import Field, Schema, Status
+
+from runs.models import Step
+from runs.protocol import ErrorCode, ProtocolError
+from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
+from runs.rest.router import router
+from runs.rest.schemas import ErrorOut, NotebookDetail, StepId, ToolId
+from runs.service import ForkError, fork_notebook
+from runs.traces.annotations import (
+    MAX_COMMENT_CHARS,
+    NewAnnotation,
+    add_annotation,
+    annotation_json,
+    annotations_of,
+)
+from runs.traces.results import (
+    NotTabular,
+    csv_stream,
+    csv_writer,
+    export_max_bytes,
+    export_max_rows,
+    find_result,
+)
+
+
+class ForkIn(Schema):
+    step_id: str = Field(
+        min_length=1,
+        max_length=64,
+        description="a completed step: the fork is the notebook as it stood right after it",
+    )
+
+
+@router.post(
+    "/notebooks/{int:pk}/fork",
+    tags=["review"],
+    response={201: NotebookDetail, **NOT_FOUND, 409: ErrorOut},
+)
+def fork_notebook_at(request: HttpRequest, pk: int, body: ForkIn) -> Status[Any]:
+    """A new notebook of yours: this one as it stood right after the step. Nothing runs in it
+    until you act (a turn that went on waits in step mode)."""
+    task = own_notebook(request, pk)
+    if not Step.objects.filter(task=task, step_id=body.step_id).exists():
+        raise ProtocolError(ErrorCode.NOT_FOUND, "No such notebook or step.")
+    try:
+        fork = fork_notebook(task.pk, body.step_id)
+    except ForkError as exc:
+        raise ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    return Status(201, notebook_detail(fork))
+
+
+class AnnotationOut(Schema):
+    id: int
+    target: Literal["step", "call", "answer"]
+    turn_id: str | None
+    step_id: str | None
+    tool_id: str | None
+    rating: Literal[-1, 0, 1]
+    comment: str
+    by: str
+    created_at: str
+
+
+class AnnotationIn(Schema):
+    target: Literal["step", "call", "answer"]
+    step_id: str = Field("", max_length=64, description="for a step or a call")
+    tool_id: str = Field("", max_length=128, description="for a call")
+    turn_id: str = Field("", max_length=64, description="for an answer")
+    rating: Literal[-1, 0, 1] = Field(0, description="thumbs down, none, thumbs up")
+    comment: str = Field("", max_length=MAX_COMMENT_CHARS)
+
+
+@router.get(
+    "/notebooks/{int:pk}/annotations/",
+    tags=["review"],
+    response={200: list[AnnotationOut], **NOT_FOUND},
+)
+def list_annotations(request: HttpRequest, pk: int) -> list[dict[str, Any]]:
+    """The notebook's annotations (everyone's who may see it: its owner's), oldest first."""
+    return annotations_of(own_notebook(request, pk))
+
+
+@router.post(
+    "/notebooks/{int:pk}/annotations/",
+    tags=["review"],
+    response={201: AnnotationOut, **NOT_FOUND, 409: ErrorOut},
+)
+def add_notebook_annotation(
+    request: HttpRequest, pk: int, body: AnnotationIn
+) -> Status[Any]:
+    """A comment and/or a thumbs up or down on a step, a tool call or an answer; 409
+    `quota_exceeded` when that step has as many as one may (AGENTUI_MAX_ANNOTATIONS_PER_STEP)."""
+    task = own_notebook(request, pk)
+    new = NewAnnotation.model_validate(body.dict())
+    try:
+        note = add_annotation(task, request.auth, new)  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise ProtocolError(ErrorCode.INVALID_INPUT, str(exc)) from None
+    return Status(201, annotation_json(note))
+
+
+CSV = {"text/csv": {"schema": {"type": "string"}}}
+
+
+@router.get(
+    "/notebooks/{int:pk}/steps/{step_id}/tool-calls/{tool_id}/result.csv",
+    tags=["review"],
+    response={200: None, **NOT_FOUND, 409: ErrorOut},
+    openapi_extra={"responses": {200: {"description": "the table", "content": CSV}}},
+)
+async def tool_call_csv(
+    request: HttpRequest, pk: int, step_id: StepId, tool_id: ToolId
+) -> StreamingHttpResponse:
+    """A tool call's table as CSV, every row (a SQL query runs again without the model's row
+    cap), streamed within the export's caps (`X-Export-Limits`); a download cut short ends
+    with a `# cut after N rows: why` line. 409 for a call whose result is not a table."""
+    task = await sync_to_async(own_notebook)(request, pk)
+    payload = await sync_to_async(find_result)(task, step_id, tool_id)
+    if payload is None:
+        raise ProtocolError(ErrorCode.NOT_FOUND, "No such tool call in this notebook.")
+    try:
+        writer = await sync_to_async(csv_writer)(payload)
+    except NotTabular as exc:
+        raise ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)) from None
+    response = StreamingHttpResponse(
+        csv_stream(writer), content_type="text/csv; charset=utf-8"
+    )
+    name = f"notebook-{task.pk}-{payload.get('tool_name', 'result')}-{tool_id}"
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    response["Content-Disposition"] = f'attachment; filename="{safe}.csv"'
+    response["X-Export-Limits"] = (
+        f"rows={export_max_rows()}; bytes={export_max_bytes()}"
+    )
+    return response
