@@ -306,6 +306,25 @@ def shot(page: Any, artifacts_dir: Path, name: str, *, full_page: bool = False) 
     return path
 
 
+WINDOW_SIZES = (1280, 800), (1920, 1080)
+
+
+def settle(page: Any) -> None:
+    """Wait two frames: the page has laid itself out again (after a resize)."""
+    page.evaluate(
+        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    )
+
+
+def shots_at_both_sizes(page: Any, artifacts_dir: Path, name: str) -> None:
+    """Screenshots <name>-1280x800.png and <name>-1920x1080.png; the page ends at 1280x800."""
+    for width, height in WINDOW_SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        settle(page)
+        shot(page, artifacts_dir, f"{name}-{width}x{height}")
+    page.set_viewport_size(VIEWPORT)
+
+
 def wait_until(
     check: Callable[[], Any],
     timeout: float = 15.0,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
+    WINDOW_SIZES,
     LiveApp,
     _browser_module,
     call_rule,
@@ -18,7 +19,9 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     new_context,
     page,
     scripted_model,
+    settle,
     shot,
+    shots_at_both_sizes,
     start_notebook,
 )
 
@@ -26,7 +29,7 @@ from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer
 
 pytestmark = pytest.mark.browser
 
-SIZES = (1280, 800), (1920, 1080)
+
 QUESTION = "Consistency check: what is 12668.25 with 8% tax?"
 FLOAT_SQL = "SELECT CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) AS total, 2024 AS year"
 ANSWER = (
@@ -45,13 +48,6 @@ def rules() -> list[Rule]:
             reply=Reply(text=ANSWER),
         ),
     ]
-
-
-def both_sizes(page: Any, artifacts_dir: Path, name: str) -> None:
-    for width, height in SIZES:
-        page.set_viewport_size({"width": width, "height": height})
-        shot(page, artifacts_dir, f"{name}-{width}x{height}")
-    page.set_viewport_size({"width": 1280, "height": 800})
 
 
 def times(page: Any) -> list[dict[str, str]]:
@@ -83,7 +79,7 @@ def test_start_page_shows_agent_names_and_has_a_favicon(
     assert icon and icon.endswith(".svg")
     response = page.request.get(f"{live_app.url}{icon}")
     assert response.ok and "svg" in response.headers["content-type"]
-    both_sizes(page, artifacts_dir, "consistency-start")
+    shots_at_both_sizes(page, artifacts_dir, "consistency-start")
 
     page.goto(f"{live_app.url}/new/")
     page.get_by_text("Example prompts").click()
@@ -117,7 +113,7 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
         and total.get_attribute("title") == "0.30000000000000004"
     )
     assert year.inner_text() == "2024"
-    both_sizes(page, artifacts_dir, "consistency-notebook")
+    shots_at_both_sizes(page, artifacts_dir, "consistency-notebook")
 
     # the traces list: the answer's first line as plain words, the time relative with the date
     page.goto(f"{live_app.url}/traces/")
@@ -125,7 +121,7 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
     row.wait_for()
     assert row.locator(".trace-answer").inner_text() == "Tax added: 13,681.71"
     assert_relative_times(page, 1)
-    both_sizes(page, artifacts_dir, "consistency-traces")
+    shots_at_both_sizes(page, artifacts_dir, "consistency-traces")
 
     # the trace and the new-notebook page's recent list: the same relative times
     page.goto(f"{live_app.url}/traces/{pk}/")
@@ -133,7 +129,7 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
     assert_relative_times(page, 1)
     number = page.locator(".tool-card", has_text="multiply").locator(".number-view")
     assert number.inner_text() == "13,681.71"
-    both_sizes(page, artifacts_dir, "consistency-trace")
+    shots_at_both_sizes(page, artifacts_dir, "consistency-trace")
 
     page.goto(f"{live_app.url}/new/")
     assert_relative_times(page, 1)

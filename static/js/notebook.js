@@ -16,6 +16,8 @@ import { applyMessage, clearDirty, createModel } from "./store.js";
 import { TaskSocket, socketUrl } from "./socket.js";
 import { NotebookControls } from "./toolbar.js";
 import { TeamHeader } from "./team.js";
+import { Landing } from "./landing.js";
+import { splitPane } from "./split.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -75,6 +77,8 @@ const team = new TeamHeader($("#team-status"));
 const annotations = new Annotations(root.dataset.annotationsUrl);
 const forks = new ForkButtons(root.dataset.forkUrl);
 let drawnOnce = false;
+const landing = new Landing(root, $("#composer"));
+splitPane($(".nb-layout"), $(".split-handle"));
 const toolbar = new NotebookControls(bus, {
   mode: $("#mode-select"),
   abandon: $("#abandon-button"),
@@ -110,6 +114,7 @@ function render() {
   if (model.dirty.structure || model.dirty.task) renderStatus(perms);
   clearDirty(model);
   if (follow && !root.dataset.userScrolled) window.scrollTo({ top: document.documentElement.scrollHeight });
+  if (connection.state === "open") landing.land(model, perms);
   const spent = performance.now() - t0;
   metrics.frames++;
   metrics.renderMs += spent;
@@ -208,7 +213,7 @@ if ("PerformanceObserver" in window && PerformanceObserver.supportedEntryTypes?.
 }
 
 // For tests and debugging in the console: the model, the socket and the render figures.
-window.agentui = { model, socket, metrics, dag };
+window.agentui = { model, socket, metrics, dag, landing };
 
 socket.connect();
 schedule();

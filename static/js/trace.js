@@ -8,6 +8,7 @@ import { DagView } from "./dag.js";
 import { formatDuration, h } from "./dom.js";
 import { drawLazily } from "./render/lazy.js";
 import { totals } from "./selectors.js";
+import { splitPane } from "./split.js";
 import { clearDirty, eventsOf, reduceEvents } from "./store.js";
 import { renderTimeline } from "./timeline.js";
 
@@ -58,6 +59,7 @@ async function main() {
   const t2 = performance.now();
   // The DAG first: it reads its panel's size, which is cheap while the page is still empty.
   const dag = new DagView($("#dag"), { onSelect: reveal });
+  splitPane($(".nb-layout"), $(".split-handle"));
   dag.update(model);
   const t3 = performance.now();
   renderTimeline($("#timeline"), model, { onSelect: reveal });

@@ -2,7 +2,7 @@
 // (the SQL tool, any list of records), the text otherwise. The raw JSON is one click away.
 
 import { h, prettyJson } from "../dom.js";
-import { numberIn, numberView } from "../format.js";
+import { formatNumber, numberIn, numberView } from "../format.js";
 import { chartView } from "./chart.js";
 import { whenNear } from "./lazy.js";
 import { asTable, resultTable } from "./table.js";
@@ -27,7 +27,9 @@ function csvUrl(stepId, callId) {
 export function toolResultBody(stepId, call) {
   const plain = () => h("pre", { class: "tool-pre" }, call.output);
   if (call.isError) return plain();
-  if (numberIn(call.output) != null) return h("p", { class: "tool-number" }, numberView(call.output));
+  // a number that reads differently rounded (13681.710000000001): rounded, the exact value a click away
+  const n = numberIn(call.output);
+  if (n != null && formatNumber(n) !== call.output.trim()) return h("p", { class: "tool-number" }, numberView(call.output));
   const raw = call.rawOutput ?? parsed(call.output);
   let make = null;
   let label = null;
