@@ -74,6 +74,8 @@ async def test_a_tool_calls_table_as_csv_the_same_as_the_pages(
     await sync_to_async(page.force_login)(ran["user"])
     theirs = await page.get(f"/api/tasks/{task.pk}/result.csv?step={step_id}&call=q1")
     assert rows == await _rows(theirs)
+    for header in ("Content-Disposition", "X-Export-Limits"):
+        assert response[header] == theirs[header]
     assert len(rows) > 201  # every row, not the model's 200
 
     missing = await api.get(

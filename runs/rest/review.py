@@ -29,10 +29,9 @@ from runs.traces.annotations import (
 )
 from runs.traces.results import (
     NotTabular,
+    csv_download_headers,
     csv_stream,
     csv_writer,
-    export_max_bytes,
-    export_max_rows,
     find_result,
 )
 
@@ -136,13 +135,8 @@ async def tool_call_csv(
         writer = await sync_to_async(csv_writer)(payload)
     except NotTabular as exc:
         raise ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)) from None
-    response = StreamingHttpResponse(
-        csv_stream(writer), content_type="text/csv; charset=utf-8"
+    return StreamingHttpResponse(
+        csv_stream(writer),
+        content_type="text/csv; charset=utf-8",
+        headers=csv_download_headers(task.pk, payload, tool_id),
     )
-    name = f"notebook-{task.pk}-{payload.get('tool_name', 'result')}-{tool_id}"
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
-    response["Content-Disposition"] = f'attachment; filename="{safe}.csv"'
-    response["X-Export-Limits"] = (
-        f"rows={export_max_rows()}; bytes={export_max_bytes()}"
-    )
-    return response

@@ -123,6 +123,19 @@ def export_max_bytes() -> int:
     return conf().csv_export_max_bytes
 
 
+def csv_download_headers(
+    task_pk: int, payload: dict[str, Any], tool_id: str
+) -> dict[str, str]:
+    """The headers of a tool call's CSV download (the page's and the REST API's): a file name
+    of safe characters naming the notebook, tool and call, and the caps it is cut at."""
+    name = f"notebook-{task_pk}-{payload.get('tool_name', 'result')}-{tool_id}"
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    return {
+        "Content-Disposition": f'attachment; filename="{safe}.csv"',
+        "X-Export-Limits": f"rows={export_max_rows()}; bytes={export_max_bytes()}",
+    }
+
+
 class _Lines:
     """What csv.writer writes, one row's text at a time."""
 

@@ -31,10 +31,9 @@ from runs.traces.export import (
 )
 from runs.traces.results import (
     NotTabular,
+    csv_download_headers,
     csv_stream,
     csv_writer,
-    export_max_bytes,
-    export_max_rows,
     find_result,
 )
 from runs.traces.summary import summaries
@@ -215,14 +214,8 @@ def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
         writer = csv_writer(payload)  # runs the query: a bad one is a 409 here
     except NotTabular as exc:
         return JsonResponse({"error": str(exc)}, status=409)
-    response = StreamingHttpResponse(
-        csv_stream(writer), content_type="text/csv; charset=utf-8"
+    return StreamingHttpResponse(
+        csv_stream(writer),
+        content_type="text/csv; charset=utf-8",
+        headers=csv_download_headers(task.pk, payload, tool_id),
     )
-    name = f"notebook-{task.pk}-{payload.get('tool_name', 'result')}-{tool_id}"
-    response["Content-Disposition"] = (
-        f'attachment; filename="{"".join(c if c.isalnum() or c in "-_" else "_" for c in name)}.csv"'
-    )
-    response["X-Export-Limits"] = (
-        f"rows={export_max_rows()}; bytes={export_max_bytes()}"
-    )
-    return response
