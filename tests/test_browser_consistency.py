@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
+    USERNAME,
     WINDOW_SIZES,
     LiveApp,
     _browser_module,
@@ -133,4 +134,34 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
 
     page.goto(f"{live_app.url}/new/")
     assert_relative_times(page, 1)
+    assert page.console_errors == []
+
+
+def test_the_other_pages_fit_the_window_and_say_dates_the_same_way(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
+    page.goto(f"{live_app.url}/settings/tokens/")
+    page.get_by_label("Name").fill("layout check")
+    page.get_by_role("button", name="Create token").click()
+    page.locator("tr[data-token-id]").first.wait_for()
+    page.goto(f"{live_app.url}/settings/tokens/")
+    assert_relative_times(page, 1)  # the token's creation
+    shots_at_both_sizes(page, artifacts_dir, "consistency-api-tokens")
+
+    a = int(live_app.seed("seed_long_trace", USERNAME, 3))
+    b = int(live_app.seed("seed_long_trace", USERNAME, 4))
+    pages = {
+        "data": "/data/",
+        "compare": f"/traces/compare/?a={a}&b={b}",
+        "start": "/",
+    }
+    for name, path in pages.items():
+        page.goto(f"{live_app.url}{path}")
+        page.wait_for_load_state("networkidle")
+        for width, height in WINDOW_SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            assert page.evaluate(
+                "() => document.scrollingElement.scrollWidth <= innerWidth"
+            ), (name, width)
+        shots_at_both_sizes(page, artifacts_dir, f"consistency-page-{name}")
     assert page.console_errors == []
