@@ -62,9 +62,10 @@ async def run_turn(
     return user, task
 
 
-async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
-    tmp_path: Any,
-) -> None:
+async def _demo_turn(
+    tmp_path: Any, prompt: str
+) -> tuple[Any, Task, list[dict[str, Any]]]:
+    """A function-calling notebook on `prompt`, run to its end by the offline demo model."""
     demo = override_settings(
         OPENAI_API_KEY="",
         OPENAI_BASE_URL="",
@@ -76,14 +77,23 @@ async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
         try:
             user = await database_sync_to_async(make_user)()
             task = await service.create_notebook(
-                user, CHART_PROMPT, "function_calling", "auto"
+                user, prompt, "function_calling", "auto"
             )
             await service.wait_idle()
-            expected = await sync_to_async(sql_query)(CITY_REVENUE_SQL)
         finally:
             runtime.forget_all()
             stop_demo_server()
-    stored = await _events(task)
+    return user, task, await _events(task)
+
+
+async def test_demo_chart_prompt_charts_the_query_result_by_call_id(
+    tmp_path: Any,
+) -> None:
+    user, task, stored = await _demo_turn(tmp_path, CHART_PROMPT)
+    with override_settings(
+        AGENTUI_DATA_DIR=str(tmp_path)
+    ):  # the demo's own sample data
+        expected = await sync_to_async(sql_query)(CITY_REVENUE_SQL)
     results = {e["tool_name"]: e for e in stored if e["type"] == "tool_call_result"}
     chart = results["chart"]
     assert not chart["tool_output"]["is_error"], chart["tool_output"]["content"]
@@ -165,24 +175,7 @@ async def test_demo_brand_chart_is_refused_then_drawn_in_a_plain_colour(
     tmp_path: Any,
 ) -> None:
     """The offline demo shows a refusal: a url(...) colour from a web page, then a plain one."""
-    demo = override_settings(
-        OPENAI_API_KEY="",
-        OPENAI_BASE_URL="",
-        AGENTUI_MODEL="",
-        AGENTUI_DATA_DIR=str(tmp_path),
-    )
-    with demo:
-        runtime.forget_all()
-        try:
-            user = await database_sync_to_async(make_user)()
-            task = await service.create_notebook(
-                user, BRAND_CHART_PROMPT, "function_calling", "auto"
-            )
-            await service.wait_idle()
-        finally:
-            runtime.forget_all()
-            stop_demo_server()
-    stored = await _events(task)
+    _, _, stored = await _demo_turn(tmp_path, BRAND_CHART_PROMPT)
     charts = [
         e["tool_output"]
         for e in stored
