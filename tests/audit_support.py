@@ -16,6 +16,7 @@ from runs.engine.testing import RecordedRequest
 from runs.engine.tools import call_tool_by_name
 from runs.models import Event, Step, Task
 from runs.presets import get_preset
+from tests.live_support import make_notebook, make_user
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,15 @@ def _waiting(task_pk: int) -> list[Waiting]:
         .order_by("queue_position")
     )
     return [Waiting(r.step_id, r.kind, r.status, r.input, r.tool_calls) for r in rows]
+
+
+async def started(agent: str, prompt: str, mode: str = "tools", by: str = "ana") -> int:
+    """A new notebook of `agent` for a new user `by`, sent `prompt`, its first steps run."""
+    user = await database_sync_to_async(make_user)(by)
+    task = await database_sync_to_async(make_notebook)(user, agent=agent, mode=mode)
+    await service.send_message(task.pk, prompt)
+    await service.wait_idle()
+    return int(task.pk)
 
 
 async def waiting_steps(task_pk: int) -> list[Waiting]:

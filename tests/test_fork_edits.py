@@ -23,13 +23,12 @@ from tests.audit_support import (
     events_of,
     request_text,
     run_tool,
+    started,
     waiting_steps,
 )
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
-    make_notebook,
-    make_user,
 )
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -46,12 +45,9 @@ def edited_sql(sql: str) -> str:
 
 
 async def finished(agent: str, prompt: str, mode: str = "tools") -> int:
-    user = await database_sync_to_async(make_user)("ana")
-    task = await database_sync_to_async(make_notebook)(user, agent=agent, mode=mode)
-    await service.send_message(task.pk, prompt)
-    await service.wait_idle()
-    await approve_all(task.pk)
-    return task.pk
+    task = await started(agent, prompt, mode)
+    await approve_all(task)
+    return task
 
 
 def _first_sql_step(task_pk: int) -> tuple[str, str]:

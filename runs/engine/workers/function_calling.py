@@ -24,7 +24,7 @@ from ..types import (
 )
 from .base import BaseAgentWorker
 from .llm_turn import stream_turn
-from .tool_calls import returns_direct, run_calls, tool_messages
+from .tool_calls import returns_direct, run_calls, show_what_runs, tool_messages
 
 DEFAULT_MAX_FUNCTION_CALLS = 20
 _CALLS_MADE = "n_function_calls"
@@ -138,6 +138,7 @@ class FunctionCallingAgentWorker(BaseAgentWorker):
 
     async def _run_approved_calls(self, step: TaskStep, task: Task) -> TaskStepOutput:
         calls = list(step.tool_calls or [])
+        show_what_runs(task.memory, calls)
         outputs = await run_calls(task, step, self._tools, calls)
         return self._after_calls(step, task, calls, outputs, [], [], "", None)
 

@@ -6,10 +6,12 @@ Shared by every worker that calls tools, so approval behaves the same everywhere
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from ..events import ToolCall, ToolCallResult
-from ..messages import ChatMessage
+from ..memory import ChatMemoryBuffer
+from ..messages import ChatMessage, MessageRole
 from ..tool_context import running_for
 from ..tools import BaseTool, ToolOutput, call_tool_by_name, for_model
 from ..types import PendingToolCall, Task, TaskStep, ToolCallDecision
@@ -118,3 +120,36 @@ def returns_direct(
         if tool is not None and tool.metadata.return_direct and not output.is_error:
             return output
     return None
+
+
+def show_what_runs(memory: ChatMemoryBuffer, calls: list[PendingToolCall]) -> None:
+    """Make the assistant message that asked for `calls` carry the arguments they run with.
+
+    A person may have edited them; the model's next request must show what ran, not what it
+    first wrote (the audit keeps both: the step's original input and the edit's human action).
+    """
+    edited = {call.tool_id: call.tool_kwargs for call in calls}
+    messages = memory.get_all()
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role is not MessageRole.ASSISTANT or not any(
+            c.tool_id in edited for c in message.tool_calls
+        ):
+            continue
+        selections = [
+            c
+            if c.tool_id not in edited or edited[c.tool_id] == c.tool_kwargs
+            else c.model_copy(
+                update={
+                    "tool_kwargs": dict(edited[c.tool_id]),
+                    "raw_arguments": json.dumps(edited[c.tool_id]),
+                    "arguments_error": None,
+                }
+            )
+            for c in message.tool_calls
+        ]
+        if selections != list(message.tool_calls):
+            fixed = message.model_copy(update={"tool_calls": tuple(selections)})
+            memory.truncate(index)
+            memory.put_messages([fixed, *messages[index + 1 :]])
+        return

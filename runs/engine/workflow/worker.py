@@ -35,7 +35,7 @@ from ..types import (
     TaskStepOutput,
 )
 from ..workers.base import BaseAgentWorker
-from ..workers.tool_calls import returns_direct, run_one_call
+from ..workers.tool_calls import returns_direct, run_one_call, show_what_runs
 from .context import Context, WaitingForInput
 from .prompts import fill, render_state
 from .run_state import KEY, WorkflowRunState
@@ -95,6 +95,7 @@ class AgentWorkflowWorker(BaseAgentWorker):
         if step.kind is StepKind.HUMAN_INPUT:
             output = await self._answered(step, task, run, ctx)
         elif step.kind is StepKind.TOOL_CALLS:
+            show_what_runs(task.memory, list(step.tool_calls or []))
             output = await self._run_calls(
                 step, task, run, ctx, list(step.tool_calls or []), {}, "", None
             )

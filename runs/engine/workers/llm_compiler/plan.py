@@ -19,6 +19,7 @@ of the plan as a whole are collected in ``problems``.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -63,6 +64,15 @@ class PlannedCall(BaseModel):
     # the id a person approves and edits it under, when it waits for approval (fixed then: a
     # fork renames the plan step, and the decisions must still find their calls)
     tool_id: str | None = None
+
+
+def call_line(tool_name: str, kwargs: dict[str, Any]) -> str:
+    """A call written as a plan line (without its number), e.g. after a person edited it."""
+    arguments = ", ".join(
+        f"{name}={json.dumps(value, ensure_ascii=False)}"
+        for name, value in kwargs.items()
+    )
+    return f"{tool_name}({arguments})"
 
 
 class PlanSyntaxError(ValueError):

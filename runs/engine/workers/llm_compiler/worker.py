@@ -29,7 +29,7 @@ from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
 from .executor import PlanExecutor, call_tool_id
 from .joiner import JoinerDecision, parse_joiner_reply
-from .plan import END_OF_PLAN, PlanParser
+from .plan import END_OF_PLAN, PlanParser, call_line
 from .prompts import (
     DEFAULT_JOINER_PROMPT,
     DEFAULT_PLANNER_EXAMPLE,
@@ -264,6 +264,9 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
                 # a person edited the arguments: their references decide what the call waits for
                 refs = find_references(approval.tool_kwargs, call.index, known)
                 call.kwargs = dict(approval.tool_kwargs)
+                call.line = call_line(
+                    call.tool_name, call.kwargs
+                )  # the joiner reads what ran
                 call.depends_on = sorted(refs.depends_on)
                 call.error = approval.arguments_error or refs.problem(call.index)
             elif approval is not None:

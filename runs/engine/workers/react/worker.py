@@ -217,8 +217,23 @@ class ReActAgentWorker(BaseAgentWorker):
         if not calls:
             raise ValueError("a tool_calls step of a ReAct task has no call")
         call = calls[0]
+        self._show_what_runs(task, call)
         tool = self._known_tools.get(call.tool_name)
         return await self._observe(step, task, call, tool, None)
+
+    def _show_what_runs(self, task: Task, call: PendingToolCall) -> None:
+        """The scratchpad's last Action Input becomes the arguments the call runs with: a person
+        may have edited them, and the model must read what ran, not what it first wrote."""
+        reasoning = list(task.extra_state[REASONING])
+        for index in range(len(reasoning) - 1, -1, -1):
+            part = load_reasoning([reasoning[index]])[0]
+            if isinstance(part, ActionReasoningStep):
+                if part.action_input != call.tool_kwargs:
+                    reasoning[index] = part.model_copy(
+                        update={"action_input": dict(call.tool_kwargs)}
+                    ).model_dump(mode="json")
+                    task.extra_state[REASONING] = reasoning
+                return
 
     async def _observe(
         self,
