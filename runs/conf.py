@@ -177,6 +177,20 @@ class Conf:
         "The most bytes of a tool call's table downloaded as CSV",
         least=1024,
     )
+    streams_per_user: int = _setting(
+        8,
+        "count",
+        "How many REST event streams (`GET /api/v1/notebooks/{id}/stream`) one person may "
+        "hold open in one server process; one more is refused with 429",
+        least=1,
+    )
+    stream_max_s: float = _setting(
+        3600.0,
+        "seconds",
+        "A REST event stream closes after this long; the client reconnects with "
+        "`Last-Event-ID` and goes on where it was",
+        least=1,
+    )
     # --- per-person limits (0 turns one off)
     runs_per_minute: int = _setting(
         60,

@@ -20,6 +20,7 @@ from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, Message, Step
 from runs.presets.tools.logs import server_log
 from runs.protocol.wire import WIRE_EVENT_BYTES
+from runs.service.tokens import create_token
 from tests.live_support import (
     Client,
     body,
@@ -28,6 +29,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
+from tests.rest_support import API, Api
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -153,6 +155,30 @@ async def test_a_10_mb_tool_output_leaves_the_notebook_usable(
     stranger = await database_sync_to_async(make_user)("mallory")
     status, _ = await download(stranger, cut["url"])
     assert status == 404
+
+    # the REST API lists the event cut as well, naming its own URL of the value whole
+    _, token = await database_sync_to_async(create_token)(user, "big output")
+    api = Api(token)
+    listed = await api.get(f"/notebooks/{notebook.pk}/events/", type="tool_call_result")
+    [event] = listed.json()["items"]
+    assert event["event"]["tool_output"]["content"] == content
+    [rest_cut] = [
+        c
+        for c in event["event"]["truncated"]
+        if c["path"] == ["tool_output", "content"]
+    ]
+    assert rest_cut["url"].startswith(f"/api/v1/notebooks/{notebook.pk}/events/")
+    whole = await api.client.get(rest_cut["url"], headers=api.headers)
+    assert whole.status_code == 200 and whole.content.decode() == full
+    _, other = await database_sync_to_async(create_token)(stranger, "nosy")
+    assert (
+        await Api(other).client.get(rest_cut["url"], headers=Api(other).headers)
+    ).status_code == 404
+    value_url = f"{API}/notebooks/{notebook.pk}/events/{event['seq']}/value"
+    bad = await api.client.get(value_url, {"path": "{"}, headers=api.headers)
+    assert bad.status_code == 422 and bad.json()["code"] == "invalid_input"
+    nowhere = await api.client.get(value_url, {"path": '["nope"]'}, headers=api.headers)
+    assert nowhere.status_code == 404 and nowhere.json()["code"] == "not_found"
 
     # the export holds the full value; the trace page's cut export does not
     status, body = await download(user, f"/api/tasks/{notebook.pk}/trace.json")

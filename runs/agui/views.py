@@ -30,7 +30,6 @@ from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
 from runs import service
-from runs.agui.feed import Item, NotebookFeed
 from runs.agui.interrupts import ResumePlan, begin, carry_on, pending, plan_resume
 from runs.agui.threads import Thread, find_thread, start_thread
 from runs.agui.translate import RunTranslator
@@ -41,6 +40,7 @@ from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
 from runs.service import (
     AuthFailed,
+    NotebookFeed,
     all_presets,
     arequest_user,
     auth_failed_response,
@@ -49,6 +49,7 @@ from runs.service import (
     spawn,
     unauthenticated_response,
 )
+from runs.service import FeedItem as Item
 
 logger = logging.getLogger(__name__)
 

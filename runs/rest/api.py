@@ -23,7 +23,7 @@ from ninja.operation import Operation
 from ninja.security.base import AuthBase
 
 from runs.protocol import ErrorCode, ProtocolError
-from runs.rest import acting, data, reading, review  # noqa: F401  (they add their operations)
+from runs.rest import acting, data, reading, review, stream  # noqa: F401  (they add their operations)
 from runs.rest.router import router
 from runs.service import (
     AuthFailed,

@@ -7,18 +7,21 @@ page_size}` out. Only the caller's notebooks exist here: any other id is a 404.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Schema
 
 from runs import service
 from runs.models import Event, NotebookStatus, Step, Task, TurnStatus
 from runs.protocol import ErrorCode, ProtocolError
+from runs.protocol.wire import bounded
 from runs.rest.router import router
 from runs.rest.schemas import (
     ErrorOut,
@@ -39,6 +42,7 @@ from runs.traces.export import (
     turn_json,
 )
 from runs.traces.summary import summaries
+from runs.traces.values import NoValue, download, event_value, parse_path
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 100
@@ -76,6 +80,22 @@ def _page(rows: QuerySet[Any], paging: Paging) -> tuple[list[Any], dict[str, int
         "pages": pages,
         "page_size": paging.page_size,
     }
+
+
+def value_path(pk: int, seq: int, path: list[Any]) -> str:
+    """The REST URL of one value of a stored event (`get_event_value`)."""
+    query = urlencode({"path": json.dumps(path)})
+    return f"/api/v1/notebooks/{pk}/events/{seq}/value?{query}"
+
+
+def wire_event(pk: int, seq: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """An event as REST answers carry it: cut when large, as a socket's (runs.protocol.wire),
+    each cut naming the REST URL of its value whole (`truncated[].url`)."""
+    shown = bounded(payload, pk, seq)
+    if "truncated" not in shown:
+        return shown
+    cuts = [{**c, "url": value_path(pk, seq, c["path"])} for c in shown["truncated"]]
+    return {**shown, "truncated": cuts}
 
 
 def own_notebook(request: HttpRequest, pk: int) -> Task:
@@ -310,11 +330,50 @@ def list_events(
             "step_id": e.step_id,
             "turn": e.turn.engine_id if e.turn else None,
             "at": e.at,
-            "event": e.payload,
+            "event": wire_event(pk, e.seq, e.payload),
         }
         for e in items
     ]
     return {"items": events, **meta}
+
+
+VALUE = {
+    "text/plain": {"schema": {"type": "string"}},
+    "application/json": {"schema": {}},
+}
+
+
+@router.get(
+    "/notebooks/{int:pk}/events/{int:seq}/value",
+    tags=["read"],
+    response={200: None, **NOT_FOUND, 422: ErrorOut},
+    openapi_extra={
+        "responses": {200: {"description": "the value, whole", "content": VALUE}}
+    },
+)
+def get_event_value(
+    request: HttpRequest,
+    pk: int,
+    seq: int,
+    path: str = Query(  # type: ignore[type-arg]
+        "[]",
+        max_length=4096,
+        description="a JSON list of keys and indices, as the event's `cut` names it",
+    ),
+) -> HttpResponse:
+    """One value of a stored event, whole: an event larger than a socket or page carries is
+    cut to a preview, and its `cut` list names each value's path (and this URL). A text
+    comes as `text/plain`, anything else as JSON."""
+    task = own_notebook(request, pk)
+    try:
+        where = parse_path(path)
+    except ValueError as exc:
+        raise ProtocolError(ErrorCode.INVALID_INPUT, str(exc)) from None
+    try:
+        value = event_value(task, seq, where)
+    except NoValue as exc:
+        raise ProtocolError(ErrorCode.NOT_FOUND, str(exc)) from None
+    return download(task, seq, where, value)
 
 
 @router.get("/presets/", tags=["read"], response=list[PresetOut])

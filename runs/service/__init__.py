@@ -14,6 +14,8 @@ from runs.demo import DemoExample, demo_example_prompts
 from runs.presets import Preset, all_presets, get_preset
 from runs.presets.tools.sample_chart import sample_chart_png
 from runs.realtime.catch_up import follow, unfollow
+from runs.realtime.feed import Item as FeedItem
+from runs.realtime.feed import NotebookFeed
 from runs.service.actions import (
     abandon,
     approve,
@@ -122,6 +124,8 @@ __all__ = [
     "events_after",
     "finish_data_upload",
     "follow",
+    "FeedItem",
+    "NotebookFeed",
     "fork_notebook",
     "get_preset",
     "hello_summary",

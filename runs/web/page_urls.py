@@ -9,7 +9,7 @@ urlpatterns = [
     path("tasks/<int:pk>/", pages.notebook, name="notebook"),
     path(
         "tasks/<int:pk>/events/<int:seq>/value",
-        event_values.event_value,
+        event_values.event_value_view,
         name="event_value",
     ),
     path("traces/", pages.trace_list, name="traces"),

@@ -1,6 +1,7 @@
 """Following a notebook from an HTTP request: its stored events in seq order, and its tokens.
 
-Like a notebook socket (runs.web.consumer), a feed joins the notebook's channel-layer group and
+Used by AG-UI's runs (runs.agui) and the REST event stream (runs.rest.stream). Like a notebook
+socket (runs.web.consumer), a feed joins the notebook's channel-layer group and
 reads what the publisher sends: stored events (each once, in seq order, gaps filled from the
 Event table), streamed tokens, and errors replied to the feed's own channel (a run started with
 it as the `Origin` reports a failing step there). While the layer fails it reads the Event
@@ -18,8 +19,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from runs import service
 from runs.models import group_name
+from runs.store import queries
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class Item:
     kind: str  # "event" | "delta" | "error"
     payload: dict[str, Any]
     offset: int | None = None  # a delta's place in its model call's text
+    seq: int | None = None  # a stored event's seq
 
 
 class NotebookFeed:
@@ -46,9 +48,15 @@ class NotebookFeed:
         self.layer_ok = False
         self._receive: asyncio.Task[dict[str, Any]] | None = None
 
-    async def open(self) -> str:
-        """Join the group; events stored from now on will be read. Returns the feed's channel."""
-        self.sent_seq = await database_sync_to_async(service.last_seq)(self.task_pk)
+    async def open(self, after: int | None = None) -> str:
+        """Join the group; returns the feed's channel.
+
+        Without `after` the feed gives the events stored from now on; with it, those after
+        seq `after` (call `stored_until()` to have the ones already stored).
+        """
+        if after is None:
+            after = await database_sync_to_async(queries.last_seq)(self.task_pk)
+        self.sent_seq = after
         if self.layer is None:
             return ""
         try:
@@ -104,7 +112,7 @@ class NotebookFeed:
                 return []
             items = await self.stored_until(seq - 1)  # a message the layer dropped
             self.sent_seq = seq
-            return [*items, Item("event", message["event"])]
+            return [*items, Item("event", message["event"], seq=seq)]
         if kind == "notebook.delta":
             delta = json.loads(message["text"])
             return [Item("delta", delta.get("event") or {}, delta.get("offset"))]
@@ -113,16 +121,19 @@ class NotebookFeed:
             return [Item("error", reply)] if reply.get("type") == "error" else []
         return await self.stored_until()  # catch_up / poll tick / live
 
-    async def stored_until(self, upto: int | None = None) -> list[Item]:
-        """Stored events this feed has not given yet, up to `upto` (default: all)."""
+    async def stored_until(
+        self, upto: int | None = None, limit: int = 10_000
+    ) -> list[Item]:
+        """Stored events this feed has not given yet, up to `upto` (default: all), at most
+        `limit` of them (call again for the rest)."""
         if upto is not None and upto <= self.sent_seq:
             return []
-        rows = await database_sync_to_async(service.events_after)(
-            self.task_pk, self.sent_seq, upto, 10_000
+        rows = await database_sync_to_async(queries.events_after)(
+            self.task_pk, self.sent_seq, upto, limit
         )
         if rows:
             self.sent_seq = rows[-1][0]
-        return [Item("event", payload) for _, payload in rows]
+        return [Item("event", payload, seq=seq) for seq, payload in rows]
 
 
 async def _poll_tick() -> dict[str, Any]:
