@@ -230,6 +230,14 @@ class Conf:
         "seconds",
         "How long `/readyz` waits for each of the database, the channel layer and the model",
     )
+    agui_cors_origins: tuple[str, ...] = _setting(
+        (),
+        "origins",
+        "Other origins whose pages may call `POST /agui/` from a browser (CORS), comma-"
+        "separated, e.g. `https://app.example.com,http://localhost:3000`; with an API token "
+        "only (no cookies cross-origin)",
+        shown="none",
+    )
     otel_project: str = _setting(
         "agentui",
         "text",
@@ -291,6 +299,15 @@ def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
                 f"{name}: expected DEBUG, INFO, WARNING or ERROR, got {level!r}"
             )
         return level
+    if kind == "origins":
+        origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+        for origin in origins:
+            if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?", origin):
+                raise ConfError(
+                    f"{name}: expected origins such as https://app.example.com, "
+                    f"comma-separated; got {origin!r}"
+                )
+        return origins
     return raw  # text, path
 
 

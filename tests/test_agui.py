@@ -623,3 +623,130 @@ async def test_eight_resumes_of_one_interrupt_at_once_run_it_once_and_refuse_sev
     ]
     assert actions == ["edited_input", "approved"]
     assert await Event.objects.filter(task=task, type="step_started").acount() == 1
+
+
+def snapshots(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [e["messages"] for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+
+
+async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_reads_it(
+    server: ScriptedServer, artifacts_dir: Path
+) -> None:
+    """MESSAGES_SNAPSHOT: a client that reloads rebuilds the thread from the run it starts,
+    with each tool call as it ran (a person's edit) and a rejected call's reason."""
+    _, client = await logged_in()
+    raw, events = await run_events(
+        client, run_input("thread-snap", QUESTION, mode="tools")
+    )
+    recorded = [raw]
+    first_start, first_end = snapshots(events)
+    assert [m["role"] for m in first_start] == ["user"]
+    assert first_start[0]["content"] == QUESTION
+    assert [m["role"] for m in first_end] == ["user", "assistant"]
+    calls = {c["id"]: c["function"] for c in first_end[1]["toolCalls"]}
+    assert json.loads(calls["call_add"]["arguments"]) == {"a": 2, "b": 3}
+
+    resume = []
+    for interrupt in interrupts_of(events):
+        call_id = interrupt["toolCallId"]
+        payload = (
+            {"action": "edit", "arguments": {"a": 20, "b": 3}}
+            if call_id == "call_add"
+            else {"action": "reject", "reason": "no multiplying today"}
+        )
+        resume.append(
+            {"interruptId": interrupt["id"], "status": "resolved", "payload": payload}
+        )
+    raw, events = await run_events(client, run_input("thread-snap", resume=resume))
+    recorded.append(raw)
+    conforms("".join(recorded), artifacts_dir, "snapshots")
+    start, end = snapshots(events)
+    assert start == first_end  # a reconnecting client sees the thread as it was left
+    assert [m["role"] for m in end] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    ran = {c["id"]: json.loads(c["function"]["arguments"]) for c in end[1]["toolCalls"]}
+    assert ran["call_add"] == {"a": 20, "b": 3}  # as it ran, not as the model asked
+    results = {m["toolCallId"]: m["content"] for m in end if m["role"] == "tool"}
+    assert results["call_add"] == "23"
+    assert "no multiplying today" in results["call_mul"]
+    # the model read exactly that conversation on its last call
+    last = server.requests[-1].messages
+    assert [m["role"] for m in last if m["role"] != "system"] == [
+        m["role"] for m in end[:-1]
+    ]
+    assert end[-1]["content"] == events[-1]["result"]
+
+
+async def test_client_tools_context_and_state_changes_are_refused_not_ignored(
+    server: ScriptedServer,
+) -> None:
+    _, client = await logged_in()
+    tool = {"name": "open_dialog", "description": "front end", "parameters": {}}
+    status, body = await post_run(
+        client, {**run_input("thread-tools", QUESTION), "tools": [tool]}
+    )
+    assert status == 400 and "client-side tools" in json.loads(body)["detail"]
+    context = [{"description": "the page", "value": "pricing"}]
+    status, body = await post_run(
+        client, {**run_input("thread-tools", QUESTION), "context": context}
+    )
+    assert status == 400 and json.loads(body)["detail"].startswith("context:")
+    status, body = await post_run(
+        client, {**run_input("thread-tools", QUESTION), "state": {"x": 1}}
+    )
+    assert status == 400 and "new thread" in json.loads(body)["detail"]
+    assert not await Task.objects.filter(agui_thread="thread-tools").aexists()
+
+    # an existing thread of an agent without shared state: state is refused there too
+    await run_events(client, run_input("thread-tools", QUESTION))
+    status, body = await post_run(
+        client, {**run_input("thread-tools", "again"), "state": {"x": 1}}
+    )
+    assert status == 400 and "no shared state" in json.loads(body)["detail"]
+    turns = await Event.objects.filter(
+        task__agui_thread="thread-tools", type="task_completed"
+    ).acount()
+    assert turns == 1
+
+
+async def test_cors_lets_only_the_configured_origins_call_with_a_token(
+    server: ScriptedServer,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    _, token = await database_sync_to_async(create_token)(user, "cors")
+    allowed, other = "https://app.example.com", "https://evil.example"
+    preflight = {
+        "Origin": allowed,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    client = AsyncClient()
+    refused = await client.options("/agui/", headers=preflight)
+    assert refused.status_code == 403  # no origin is allowed by default
+    with override_settings(AGENTUI_AGUI_CORS_ORIGINS=(allowed,)):
+        answer = await client.options("/agui/", headers=preflight)
+        assert answer.status_code == 204, answer.content
+        assert answer["Access-Control-Allow-Origin"] == allowed
+        assert "POST" in answer["Access-Control-Allow-Methods"]
+        assert "authorization" in answer["Access-Control-Allow-Headers"].lower()
+        assert "Access-Control-Allow-Credentials" not in answer
+        stranger = await client.options(
+            "/agui/", headers={**preflight, "Origin": other}
+        )
+        assert stranger.status_code == 403
+        assert "Access-Control-Allow-Origin" not in stranger
+
+        run = await client.post(
+            "/agui/",
+            json.dumps(run_input("thread-cors", QUESTION)),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {token}", "Origin": allowed},
+        )
+        assert run.status_code == 200 and run["Access-Control-Allow-Origin"] == allowed
+        events = sse_events(b"".join([c async for c in run.streaming_content]).decode())
+        assert outcome(events) == {"type": "success"}

@@ -17,9 +17,13 @@ from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    AssistantMessage,
     BaseEvent,
     CustomEvent,
+    FunctionCall,
     Interrupt,
+    Message,
+    MessagesSnapshotEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -38,7 +42,10 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
 )
+from ag_ui.core import ToolCall as AguiToolCall
 
 from runs.protocol.wire import js_length
 
@@ -50,6 +57,29 @@ def _ms(at: Any) -> int:
     """An event's `at` (epoch seconds) as AG-UI's timestamp (epoch milliseconds)."""
     seconds = at if isinstance(at, (int, float)) and at > 0 else time.time()
     return int(seconds * 1000)
+
+
+def _message(message: Any) -> Message:
+    if message.role == "user":
+        return UserMessage(id=message.id, content=message.content)
+    if message.role == "tool":
+        return ToolMessage(
+            id=message.id,
+            content=message.content,
+            tool_call_id=message.tool_call_id or "",
+        )
+    calls = [
+        AguiToolCall(
+            id=call["tool_id"],
+            function=FunctionCall(
+                name=call["tool_name"], arguments=json.dumps(call["tool_kwargs"])
+            ),
+        )
+        for call in message.tool_calls
+    ]
+    return AssistantMessage(
+        id=message.id, content=message.content or None, tool_calls=calls or None
+    )
 
 
 def _pointer(key: str) -> str:
@@ -112,6 +142,15 @@ class RunTranslator:
         """The workflow's shared state as it is (a Team notebook's), to base deltas on."""
         self.state = dict(state)
         return [StateSnapshotEvent(snapshot=self.state, timestamp=_ms(None))]
+
+    def messages(self, conversation: list[Any]) -> list[BaseEvent]:
+        """The thread's conversation as the model reads it now (`ConversationMessage`s): a
+        client that reloads or reconnects rebuilds its view from this, tool calls as they ran."""
+        return [
+            MessagesSnapshotEvent(
+                messages=[_message(m) for m in conversation], timestamp=_ms(None)
+            )
+        ]
 
     def close(self) -> list[BaseEvent]:
         """End what is still open (a run that stops while a step streams or runs)."""

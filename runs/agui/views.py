@@ -23,16 +23,17 @@ from ag_ui.encoder import EventEncoder
 from channels.db import database_sync_to_async
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 from pydantic import ValidationError
 
 from runs import service
 from runs.agui.interrupts import ResumePlan, begin, carry_on, pending, plan_resume
 from runs.agui.threads import Thread, find_thread, start_thread
 from runs.agui.translate import RunTranslator
+from runs.conf import conf
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.engine.workflow.worker import AgentWorkflowWorker
 from runs.models import ApprovalMode, NotebookStatus, Task
@@ -140,10 +141,42 @@ def _new_notebook_settings(given: RunAgentInput) -> tuple[str, str]:
     return agent, mode
 
 
+def _allowed_origin(request: HttpRequest) -> str | None:
+    """The request's `Origin` if it is another origin `AGENTUI_AGUI_CORS_ORIGINS` allows."""
+    origin = request.headers.get("Origin", "")
+    return origin if origin and origin in conf().agui_cors_origins else None
+
+
+def _preflight(request: HttpRequest) -> HttpResponseBase:
+    origin = _allowed_origin(request)
+    if origin is None:
+        return _refusal(403, "origin_not_allowed", "this origin may not call /agui/")
+    response = HttpResponse(status=204)
+    response["Access-Control-Allow-Origin"] = origin
+    response["Access-Control-Allow-Methods"] = "POST"
+    response["Access-Control-Allow-Headers"] = "Authorization, Content-Type, Accept"
+    response["Access-Control-Max-Age"] = "600"
+    response["Vary"] = "Origin"
+    return response
+
+
 @login_not_required
 @csrf_exempt  # arequest_user checks CSRF for session-authenticated requests
-@require_POST
+@require_http_methods(["POST", "OPTIONS"])
 async def run_agent(request: HttpRequest) -> HttpResponseBase:
+    """The endpoint, with CORS for the allowed origins: a browser page on one of them may
+    call it with an API token (never with cookies: no `Allow-Credentials`)."""
+    if request.method == "OPTIONS":
+        return _preflight(request)
+    response = await _run_agent(request)
+    origin = _allowed_origin(request)
+    if origin is not None:
+        response["Access-Control-Allow-Origin"] = origin
+        response["Vary"] = "Origin"
+    return response
+
+
+async def _run_agent(request: HttpRequest) -> HttpResponseBase:
     try:
         # a Bearer token, or the session (whose POSTs must pass the CSRF check)
         user = await arequest_user(request)
@@ -154,7 +187,9 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     try:
         given = _parse(request)
         text = None if given.resume else _user_text(given)
+        _refuse_client_tools(given)
         thread = await database_sync_to_async(find_thread)(user, given.thread_id)
+        await _refuse_state_changes(given, thread)
         if thread is None:
             if text is None:
                 raise ProtocolError(
@@ -191,6 +226,59 @@ async def run_agent(request: HttpRequest) -> HttpResponseBase:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+async def shared_state(task_pk: int) -> dict[str, Any] | None:
+    """A Team notebook's shared state as its last turn left it (None for other agents)."""
+    runtime = await runtime_for(task_pk)
+    if not isinstance(runtime.runner.agent_worker, AgentWorkflowWorker):
+        return None
+    view = await database_sync_to_async(service.notebook_view)(task_pk)
+    if view.latest is None:
+        return {}
+    state = await runtime.runner.aget_task_state(view.latest.engine_id)
+    return dict(WorkflowRunState.of(state.task).state)
+
+
+def _refuse_client_tools(given: RunAgentInput) -> None:
+    """Client tools and context are refused, not ignored: the agent would otherwise answer as
+    if it had them. (Tools here run on the server, approved by a person.)"""
+    if given.tools:
+        names = ", ".join(t.name for t in given.tools[:5])
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            f"tools: client-side tools are not supported ({names}); agentui's agents use "
+            "their own tools, run on the server and approved through interrupts",
+        )
+    if given.context:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            "context: not supported; put what the agent should know in the user message, "
+            "where the notebook records it",
+        )
+
+
+async def _refuse_state_changes(given: RunAgentInput, thread: Thread | None) -> None:
+    """A client's `state` must be the thread's own (as last sent to it) or empty."""
+    if given.state in (None, {}):
+        return
+    if thread is None:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            "state: a new thread starts from its agent's own state; send none",
+        )
+    current = await shared_state(thread.task_pk)
+    if current is None:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            "state: this thread's agent has no shared state (only a Team's has)",
+        )
+    if given.state != current:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            "state: a client cannot change a Team's shared state; send back the state of "
+            "the last STATE_SNAPSHOT/STATE_DELTA, or none",
+        )
 
 
 def _running(task_pk: int) -> bool:
@@ -265,6 +353,7 @@ class AgentRun:
             state = await self._shared_state()
             if state is not None:
                 yield self._encode(self.translator.snapshot(state))
+            yield self._encode(await self._messages(starting=True))
             view = await database_sync_to_async(service.notebook_view)(
                 self.thread.task_pk
             )
@@ -281,6 +370,7 @@ class AgentRun:
             if feed.receiving().done():
                 yield self._encode(self._translate(await feed.take()))
             yield self._encode(self._translate(await feed.stored_until()))
+            yield self._encode(self.translator.close() + await self._messages())
             yield self._encode(await self._end(conductor))
         finally:
             await feed.close()
@@ -319,16 +409,22 @@ class AgentRun:
                 out += self.translator.streamed(item.payload, item.offset)
         return out
 
+    async def _messages(self, starting: bool = False) -> list[BaseEvent]:
+        """MESSAGES_SNAPSHOT: the conversation as the model reads it now; at the start of a
+        run that sends a message, with that message last (stored once its turn begins)."""
+        conversation = await database_sync_to_async(service.conversation_messages)(
+            self.thread.task_pk
+        )
+        if starting and self.text is not None:
+            sent = self.given.messages[-1]
+            if not conversation or conversation[-1].content != self.text:
+                conversation.append(
+                    service.ConversationMessage(sent.id, "user", self.text, [], None)
+                )
+        return self.translator.messages(conversation)
+
     async def _shared_state(self) -> dict[str, Any] | None:
-        """A Team notebook's shared state as its last turn left it (None for other agents)."""
-        runtime = await runtime_for(self.thread.task_pk)
-        if not isinstance(runtime.runner.agent_worker, AgentWorkflowWorker):
-            return None
-        view = await database_sync_to_async(service.notebook_view)(self.thread.task_pk)
-        if view.latest is None:
-            return {}
-        state = await runtime.runner.aget_task_state(view.latest.engine_id)
-        return dict(WorkflowRunState.of(state.task).state)
+        return await shared_state(self.thread.task_pk)
 
     async def _end(self, conductor: asyncio.Task[None]) -> list[BaseEvent]:
         failure = conductor.exception()

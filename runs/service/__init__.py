@@ -58,8 +58,10 @@ from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings
 from runs.service.reading import (
     RUNNABLE,
+    ConversationMessage,
     NotebookView,
     StepView,
+    conversation_messages,
     events_after,
     hello_summary,
     last_seq,
@@ -124,6 +126,8 @@ __all__ = [
     "events_after",
     "finish_data_upload",
     "follow",
+    "ConversationMessage",
+    "conversation_messages",
     "FeedItem",
     "NotebookFeed",
     "fork_notebook",

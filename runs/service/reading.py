@@ -3,12 +3,14 @@ its running steps have streamed so far (fresher in this process than in the data
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 
 from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
+from runs.store.messages import conversation
 from runs.store.queries import (
     RUNNABLE,
     NotebookView,
@@ -23,7 +25,9 @@ from runs.store.queries import (
 
 __all__ = [
     "RUNNABLE",
+    "ConversationMessage",
     "NotebookView",
+    "conversation_messages",
     "StepView",
     "events_after",
     "hello_summary",
@@ -32,6 +36,33 @@ __all__ = [
     "owner_of",
     "stream_snapshots",
 ]
+
+
+@dataclass(frozen=True)
+class ConversationMessage:
+    """One message of a notebook's conversation as the model reads it now (undone ones gone;
+    a tool call as it ran, after a person's edit)."""
+
+    id: str  # stable: the stored row's
+    role: str  # user | assistant | tool
+    content: str
+    tool_calls: list[dict[str, Any]]  # {tool_id, tool_name, tool_kwargs}
+    tool_call_id: str | None
+
+
+def conversation_messages(task_pk: int) -> list[ConversationMessage]:
+    """The notebook's conversation now, oldest first, without system prompts."""
+    rows = conversation(task_pk).filter(role__in=("user", "assistant", "tool"))
+    return [
+        ConversationMessage(
+            id=f"message-{row.pk}",
+            role=row.role,
+            content=row.content or "",
+            tool_calls=list(row.tool_calls),
+            tool_call_id=row.tool_call_id,
+        )
+        for row in rows
+    ]
 
 
 async def stream_snapshots(task_pk: int) -> list[tuple[str, str, str]]:
