@@ -149,6 +149,15 @@ class LiveApp:
         out = self.shell(f"from browser_helpers import {function}; print({call})")
         return out.strip().splitlines()[-1] if out.strip() else ""
 
+    def api_token(self, name: str = "tests") -> str:
+        """A new API token of the test user."""
+        return self.shell(
+            "from django.contrib.auth import get_user_model; "
+            "from runs.service.tokens import create_token; "
+            f"user = get_user_model().objects.get(username={USERNAME!r}); "
+            f"print(create_token(user, {name!r})[1])"
+        ).split()[-1]
+
     def task_rows(self) -> list[dict[str, Any]]:
         """The notebooks in the database (id, title, status, mode), newest first."""
         out = self.shell(

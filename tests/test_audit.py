@@ -14,6 +14,7 @@ from django.test import Client as HttpClient
 
 from runs import service
 from runs.engine.testing import ScriptedServer
+from tests.audit_support import human_actions
 from tests.live_support import (
     QUESTION,
     Client,
@@ -56,17 +57,7 @@ async def test_edits_rejections_approvals_and_stops_are_stored_with_who_and_the_
     await client.ok("approve", step_id=step_id)
     await client.until_event("task_completed")
     await service.wait_idle()
-    actions = [
-        (
-            e["action"],
-            e["by"],
-            e.get("tool_id"),
-            e.get("before"),
-            e.get("after"),
-            e.get("reason"),
-        )
-        for e in client.events("human_action")
-    ]
+    actions = human_actions(client.events("human_action"))
     assert actions == [
         (
             "edited_arguments",

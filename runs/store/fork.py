@@ -6,8 +6,9 @@ The fork is a new notebook whose rows are the source's as they stood right after
 - the step's turn rewound with the engine's undo semantics (`runs.engine.rewind_to`): the
   steps completed after it are taken back with their checkpoints, so the steps it queued wait
   again, with any edits a person made to them before they ran;
-- the event log up to that moment (where the next step's counted run began), so the page and
-  the trace draw the fork as they drew the source then.
+- the event log up to that moment (where the next step's counted run began, or the approval
+  that began it: the step waits in the fork), so the page and the trace draw the fork as they
+  drew the source then.
 
 Turn and step ids are new (they are unique across notebooks); everything else is equal. The
 whole fork is written in one transaction: a bad step id or a failure leaves nothing behind.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Min, TextField
+from django.db.models import Max, Min, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -199,6 +200,10 @@ def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[_Event
         )
         if counted_start is not None:
             ends.append(counted_start)
+            # the approval that started that run did not happen in the fork: its step waits
+            approval = _approval_before(events, nearest.step_id, counted_start)
+            if approval is not None:
+                ends.append(approval)
     boundary = max(min(ends), done_at + 1)
     kept: list[_EventRow] = list(
         events.filter(seq__lt=boundary)
@@ -219,6 +224,18 @@ def _event_rows(source: Task, point: ForkPoint, state: TaskState) -> list[_Event
             elif kind in _RUN_END:
                 cut.pop(step_id, None)
     return [e for e in kept if not (e[2] in cut and e[0] >= cut[e[2]])]
+
+
+def _approval_before(events: Any, step_id: str, start: int) -> int | None:
+    """The seq of the person's approval that began the run of `step_id` starting at `start`
+    (None: it ran without one, as in auto mode)."""
+    before = events.filter(step_id=step_id, seq__lt=start)
+    previous = before.filter(type="step_started").aggregate(s=Max("seq"))["s"] or 0
+    approvals = before.filter(
+        type="human_action", seq__gt=previous, payload__action="approved"
+    )
+    seq: int | None = approvals.aggregate(s=Min("seq"))["s"]
+    return seq
 
 
 def _done_seq(row: Step) -> int:

@@ -153,18 +153,26 @@ def save_turn_messages(
     if rows is None:
         rows = list(own_messages(turn))
     keep = _common_prefix(rows, own)
+    # a message changed in place (an assistant message whose calls ran with a person's edited
+    # arguments) is still its own step's, not the step that changed it
+    replaced = {row.position: row for row in rows[keep:]}
     if keep < len(rows):
         gone = [row.pk for row in rows[keep:]]
         Message.objects.filter(pk__in=gone, died__isnull=True).update(died=clock)
         Message.objects.filter(pk__in=gone).update(status=MessageStatus.UNDONE)
+
+    def maker(position: int, message: ChatMessage) -> Step | None:
+        old = replaced.get(position)
+        if old is not None and old.role == message.role.value:
+            return old.step
+        return producer if producers is None else producers.get(position)
+
     added = [
         _message_row(
             m,
             task_id=turn.task_id,
             turn=turn,
-            step=producer
-            if producers is None
-            else producers.get(turn.history_length + keep + i),
+            step=maker(turn.history_length + keep + i, m),
             position=turn.history_length + keep + i,
             born=clock,
         )
