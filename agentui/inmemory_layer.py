@@ -21,7 +21,7 @@ Every streamed token is one message per socket, so the per-message work is cut f
 
 What it delivers, to whom, in what order, and what it drops when a socket's queue is full
 (`ChannelFull` from `send()`; silently, per member, from `group_send()`) are Channels' own; the
-drops are counted (`dropped`) and logged, at most once per `REPORT_EVERY_S`. A socket that missed
+drops are counted (`dropped`) and logged (agentui.layer_drops). A socket that missed
 a stored event catches up from the database (runs.realtime.catch_up); a dropped token delta is
 healed by the step's next reply.
 """
@@ -29,7 +29,6 @@ healed by the step's next reply.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from copy import deepcopy
 from typing import Any
@@ -37,9 +36,7 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
-from runs.telemetry import metrics
-
-logger = logging.getLogger(__name__)
+from agentui.layer_drops import DropCounter
 
 # values a message may hold and still be copied shallowly: none of them can be changed in place
 FLAT = (str, int, float, bool, bytes, type(None))
@@ -54,14 +51,16 @@ def copied(message: dict[str, Any]) -> dict[str, Any]:
 
 class InMemoryLayer(InMemoryChannelLayer):
     SWEEP_EVERY_S = 1.0
-    REPORT_EVERY_S = 60.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._swept_at = 0.0
-        self.dropped = 0  # group messages a full socket queue missed, since the start
-        # when the drops were last logged, and how many there were by then
-        self._reported = (0.0, 0)
+        self.drops = DropCounter(self.capacity)
+
+    @property
+    def dropped(self) -> int:
+        """Group messages a full socket queue missed, since the start."""
+        return self.drops.dropped
 
     def _clean_expired(self) -> None:
         now = time.monotonic()
@@ -114,20 +113,4 @@ class InMemoryLayer(InMemoryChannelLayer):
             try:
                 self._put(channel, message)
             except ChannelFull:  # as Channels does: that socket misses the copy
-                self.dropped += 1
-                metrics.lost("queue_full")
-                self._report_drops()
-
-    def _report_drops(self) -> None:
-        at, count = self._reported
-        now = time.monotonic()
-        if now - at < self.REPORT_EVERY_S:
-            return
-        logger.warning(
-            "%d message(s) dropped for sockets whose queue was full (capacity %d), "
-            "%d since the start; they catch up from the database",
-            self.dropped - count,
-            self.capacity,
-            self.dropped,
-        )
-        self._reported = (now, self.dropped)
+                self.drops.dropped_one()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import dj_database_url
 from csp.constants import NONCE, NONE, SELF
@@ -235,20 +235,26 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
         db = parts.path.lstrip("/")
         if db and not db.isdigit():
             raise ImproperlyConfigured(f"REDIS_URL: database {db!r} is not a number")
+    else:
+        db = parse_qs(parts.query).get("db", [""])[0]
     return {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis's pub/sub layer: a group message is published once and each process
+            # hands it to its own sockets (agentui/pubsub_layer.py; the core layer's per-socket
+            # Redis queues cost ~1 ms of CPU per streamed token, docs/benchmarks.md)
+            "BACKEND": "agentui.pubsub_layer.PubSubLayer",
             "CONFIG": {
-                # redis-py's default 5 s read timeout equals channels-redis's blocking receive:
-                # an idle socket's consumer would time out and be closed (1011) after ~5 s
                 # redis-py's pool holds 100 connections by default and then raises
                 # MaxConnectionsError, which a socket takes for Redis being down (500 notebooks
                 # on two processes: sockets went `live` false and read the database every second)
                 "hosts": [
                     {"address": url, "socket_timeout": 30, "max_connections": 1000}
                 ],
-                # one daphne's sockets share a channel key; 100 (the default) overflows under load
-                "capacity": 2000,
+                # per socket, as in-process: ~20 s of a reply streamed at 50 tokens/s
+                "capacity": 1000,
+                # Redis's pub/sub channels ignore the database number: two sites on one Redis
+                # (different databases) must not hear each other's notebooks
+                "prefix": f"agentui.db{db or 0}.",
             },
         }
     }
@@ -278,9 +284,7 @@ def _check_llm(api_key: str, base_url: str, model: str) -> None:
 # --- agentui's own settings: every AGENTUI_* variable (runs/conf.py) -----------
 
 try:
-    _AGENTUI = _conf.from_environ(
-        os.environ, base_dir=BASE_DIR, redis=bool(_env("REDIS_URL"))
-    )
+    _AGENTUI = _conf.from_environ(os.environ, base_dir=BASE_DIR)
 except _conf.ConfError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 # Each as the Django setting of its name (AGENTUI_LEASE_STALE_S, ...), so tests can override

@@ -105,7 +105,6 @@ class Conf:
         0.0,
         "seconds",
         "The least time a stream's tokens gather into one `delta`; never more than 0.05",
-        shown="0.04 with `REDIS_URL`, else 0",
         most=0.05,
     )
     db_conn_max_age_s: float = _setting(
@@ -311,21 +310,16 @@ def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
     return raw  # text, path
 
 
-def from_environ(
-    environ: Mapping[str, str], *, base_dir: Path, redis: bool = False
-) -> Conf:
+def from_environ(environ: Mapping[str, str], *, base_dir: Path) -> Conf:
     """The settings from `environ` (unset or blank: the default); ConfError if one is malformed.
 
-    `base_dir` (the project folder) and `redis` (REDIS_URL set) give the defaults that depend
-    on them."""
+    `base_dir` (the project folder) gives the defaults that depend on it."""
     values: dict[str, Any] = {}
     for field in fields(Conf):
         raw = environ.get(env_name(field), "").strip()
         if raw:
             values[field.name] = _parse(field, raw)
     values.setdefault("data_dir", str(base_dir / ".local" / "data"))
-    if redis:
-        values.setdefault("delta_gather_s", 0.04)
     made = Conf(**values)
     if "max_upload_body_bytes" not in values:
         room = max(made.max_body_bytes, made.max_image_bytes + UPLOAD_FORM_ROOM)

@@ -7,9 +7,9 @@ import asyncio
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer
-from channels_redis.core import RedisChannelLayer
 
 from agentui.inmemory_layer import InMemoryLayer
+from agentui.pubsub_layer import PubSubLayer
 
 
 class RaisingLayer(InMemoryChannelLayer):
@@ -59,5 +59,5 @@ class PausableInMemoryLayer(_PausableReads, InMemoryLayer):
     """The project's in-memory layer (a queue per socket) whose reads can be paused."""
 
 
-class PausableRedisLayer(_PausableReads, RedisChannelLayer):
-    """channels-redis (a queue per process) whose reads can be paused."""
+class PausableRedisLayer(_PausableReads, PubSubLayer):
+    """The project's Redis layer (a queue per socket, fed by pub/sub) whose reads can be paused."""

@@ -10,6 +10,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -73,3 +75,20 @@ class RedisProcess:
                 return conn.recv(16).startswith(b"+PONG")
         except OSError:
             return False
+
+
+@contextmanager
+def running(
+    workdir: Path, require_service: Callable[[str, str], object]
+) -> Iterator[RedisProcess]:
+    """A started private Redis, stopped afterwards (the test is skipped without redis-server)."""
+    server = RedisProcess(workdir)
+    if server.binary is None:
+        require_service(
+            "redis-server", "no redis-server binary (apt-get install -y redis-server)"
+        )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

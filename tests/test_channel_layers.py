@@ -23,6 +23,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import path
 
+from agentui.settings import _channel_layers
+
 
 class GroupConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """Joins the group named in the URL and forwards `fanout.message` events."""
@@ -50,7 +52,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 layer = get_channel_layer()
-assert type(layer).__name__ == "RedisChannelLayer", type(layer)
+assert type(layer).__name__ == "PubSubLayer", type(layer)
 async_to_sync(layer.group_send)(sys.argv[1], {"type": "fanout.message", "text": f"from {os.getpid()}"})
 """
 
@@ -100,12 +102,9 @@ async def test_group_send_reaches_every_socket_in_the_group(
 async def test_group_send_from_another_process_reaches_the_socket(
     settings: Any, redis_url: str, subprocess_env: Callable[..., dict[str, str]]
 ) -> None:
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url]},
-        }
-    }
+    settings.CHANNEL_LAYERS = _channel_layers(
+        redis_url
+    )  # what REDIS_URL gives the child
     group = new_group()
     socket = await connected(group)
     try:

@@ -15,6 +15,7 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from django.test import AsyncClient, override_settings
 
+from agentui.settings import _channel_layers
 from runs import service
 from runs.engine.testing import Match, Reply, Rule, Script, Timing, ToolCallSpec
 from runs.models import Event, Task
@@ -26,7 +27,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
-from tests.redis_process import RedisProcess
+from tests.redis_process import RedisProcess, running
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -35,27 +36,16 @@ SLOW = Timing(token_delay_s=0.05)
 
 @pytest.fixture
 def private_redis(tmp_path: Path, require_service: Any) -> Any:
-    redis = RedisProcess(tmp_path)
-    if redis.binary is None:
-        require_service(
-            "redis-server", "no redis-server binary (apt-get install -y redis-server)"
-        )
-    redis.start()
-    layers = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": redis.url, "socket_timeout": 30}]},
-        }
-    }
-    broadcast.health.__init__()  # type: ignore[misc]
-    with override_settings(CHANNEL_LAYERS=layers, AGENTUI_BROADCAST_TIMEOUT_S=2.0):
-        channel_layers.backends.pop("default", None)
-        try:
-            yield redis
-        finally:
+    with running(tmp_path, require_service) as redis:
+        layers = _channel_layers(redis.url)  # what REDIS_URL gives a server
+        broadcast.health.__init__()  # type: ignore[misc]
+        with override_settings(CHANNEL_LAYERS=layers, AGENTUI_BROADCAST_TIMEOUT_S=2.0):
             channel_layers.backends.pop("default", None)
-            redis.stop()
-            broadcast.health.__init__()  # type: ignore[misc]
+            try:
+                yield redis
+            finally:
+                channel_layers.backends.pop("default", None)
+                broadcast.health.__init__()  # type: ignore[misc]
 
 
 def streaming_tool_script() -> Script:

@@ -26,6 +26,7 @@ print(json.dumps({
     "engine": db["ENGINE"], "name": str(db["NAME"]), "host": db.get("HOST"),
     "port": db.get("PORT"), "user": db.get("USER"), "test_name": db.get("TEST", {}).get("NAME"),
     "layer": layer["BACKEND"], "layer_hosts": layer.get("CONFIG", {}).get("hosts"),
+    "layer_prefix": layer.get("CONFIG", {}).get("prefix"),
     "is_demo": llm.is_demo, "model": llm.model, "base_url": llm.base_url, "label": llm.label,
     "debug": settings.DEBUG, "allowed_hosts": settings.ALLOWED_HOSTS,
     "secret_key": settings.SECRET_KEY,
@@ -115,7 +116,7 @@ def test_sqlite_url_is_accepted(subprocess_env: EnvFactory) -> None:
 
 def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> None:
     s = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")
-    assert s["layer"] == "channels_redis.core.RedisChannelLayer"
+    assert s["layer"] == "agentui.pubsub_layer.PubSubLayer"
     assert s["layer_hosts"] == [
         {
             "address": "redis://127.0.0.1:6379/0",
@@ -123,6 +124,10 @@ def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> No
             "max_connections": 1000,
         }
     ]
+    # pub/sub channels are server-wide: the database number keeps two sites apart
+    assert s["layer_prefix"] == "agentui.db0."
+    other = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/3")
+    assert other["layer_prefix"] == "agentui.db3."
 
 
 def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:
