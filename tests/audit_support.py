@@ -160,15 +160,21 @@ def results_in(events: list[dict[str, Any]]) -> list[Ran]:
 def shown_to_model(request: RecordedRequest) -> set[Ran]:
     """The tool runs a model request carries: each call of an assistant message (as the model
     is told it called it) with the tool message answering it."""
+    return shown_in(request.messages)
+
+
+def shown_in(messages: list[dict[str, Any]]) -> set[Ran]:
+    """The tool runs a conversation shows, in OpenAI's wire names or AG-UI's (`toolCalls`)."""
     calls: dict[str, tuple[str, str]] = {}
     shown = set()
-    for message in request.messages:
-        for call in message.get("tool_calls") or []:
+    for message in messages:
+        for call in message.get("tool_calls") or message.get("toolCalls") or []:
             function = call["function"]
             calls[call["id"]] = (function["name"], canonical(function["arguments"]))
         if message.get("role") == "tool":
-            name, arguments = calls[message["tool_call_id"]]
-            shown.add(Ran(message["tool_call_id"], name, arguments, message["content"]))
+            tool_id = message.get("tool_call_id") or message["toolCallId"]
+            name, arguments = calls[tool_id]
+            shown.add(Ran(tool_id, name, arguments, message["content"]))
     return shown
 
 

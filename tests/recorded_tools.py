@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from runs.engine import BaseTool, ToolOutput
 from runs.presets.catalog import resolve_tools
 from runs.presets.tools import ARITHMETIC_TOOLS, SQL_TOOLS
+
+if TYPE_CHECKING:
+    from browser_helpers import LiveApp
+
+    from runs.engine.testing import Script
 
 LOG_VARIABLE = "AGENTUI_TEST_TOOL_LOG"
 
@@ -47,3 +56,28 @@ def executions(path: Path) -> list[tuple[str, dict[str, Any]]]:
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     return [(row["tool"], row["kwargs"]) for row in rows]
+
+
+@contextmanager
+def recording_app(env: dict[str, str], script: Script, log: Path) -> Iterator[LiveApp]:
+    """agentui served by daphne (tests/browser_helpers.py) with these recorded tools, noting
+    their runs in `log`, and `script` as its model."""
+    from browser_helpers import served_app
+
+    env = {**env, "DJANGO_SETTINGS_MODULE": "surface_settings", LOG_VARIABLE: str(log)}
+    with served_app(env, script, "agentui-surface-") as app:
+        yield app
+
+
+@pytest.fixture
+def ledger_app(
+    subprocess_env: Callable[..., dict[str, str]], tmp_path: Path
+) -> Iterator[LiveApp]:
+    """The surface tests' app: the ledger scenario's model (tests/audit_support.py), recorded
+    tools noting their runs in `tmp_path`/tools.jsonl."""
+    from runs.engine.testing import Script
+    from tests.audit_support import ledger_rules
+
+    script, log = Script(rules=ledger_rules()), tmp_path / "tools.jsonl"
+    with recording_app(subprocess_env(), script, log) as app:
+        yield app

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import httpx
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import AsyncClient
@@ -113,3 +114,58 @@ def stored_state(task_pk: int) -> dict[str, Any]:
         "seqs_contiguous": [e.seq for e in events] == list(range(1, len(events) + 1)),
         "human_actions": human,
     }
+
+
+class LiveRest:
+    """The REST API of a served agentui, with a token; every answer checked for its status."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx.Client(
+            base_url=f"{url}{API}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.http.get(path, params=params)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def post(
+        self, path: str, body: dict[str, Any] | None = None, status: int = 202
+    ) -> Any:
+        response = self.http.post(path, json=body or {})
+        assert response.status_code == status, response.text
+        return response.json()
+
+    def settled(self, pk: int) -> dict[str, Any]:
+        detail: dict[str, Any] = self.get(f"/notebooks/{pk}/wait", timeout=30)
+        assert detail["settled"], detail
+        return detail
+
+    def waiting(self, pk: int) -> dict[str, Any]:
+        """The one step waiting in notebook `pk`, once it has settled."""
+        (step,) = self.settled(pk)["waiting"]
+        return dict(step)
+
+    def approve_the_rest(self, pk: int) -> dict[str, Any]:
+        """Approve each step that waits (a fork starts in step mode) until the turn is done."""
+        while waiting := self.settled(pk)["waiting"]:
+            self.post(f"/notebooks/{pk}/steps/{waiting[0]['step_id']}/approve")
+        return self.settled(pk)
+
+    def every(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            answer = self.get(path, page=page, page_size=100)
+            items += answer["items"]
+            if page >= answer["pages"]:
+                return items
+            page += 1
+
+    def edit_call(
+        self, pk: int, step_id: str, tool_id: str, kwargs: dict[str, Any]
+    ) -> None:
+        calls = [{"tool_id": tool_id, "tool_kwargs": kwargs}]
+        self.post(f"/notebooks/{pk}/steps/{step_id}/edit", {"input": json.dumps(calls)})

@@ -7,17 +7,11 @@ received and what the tools ran (tests/audit_support.py, tests/recorded_tools.py
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
-import pytest
-from browser_helpers import USERNAME, LiveApp, served_app
-from recorded_tools import LOG_VARIABLE, executions
+from browser_helpers import USERNAME, LiveApp
+from recorded_tools import executions, ledger_app  # noqa: F401  (fixture)
 
-from runs.engine.testing import Script
 from tests.audit_support import (
     EDITED_ADD,
     EDITED_DOUBLE,
@@ -29,83 +23,16 @@ from tests.audit_support import (
     canonical,
     human_actions,
     ledger_executions,
-    ledger_rules,
     step_view_problems,
     wire_problems,
 )
-
-
-@pytest.fixture
-def app(
-    subprocess_env: Callable[..., dict[str, str]], tmp_path: Path
-) -> Iterator[LiveApp]:
-    env = subprocess_env(
-        DJANGO_SETTINGS_MODULE="surface_settings",
-        **{LOG_VARIABLE: str(tmp_path / "tools.jsonl")},
-    )
-    with served_app(env, Script(rules=ledger_rules()), "agentui-surface-rest-") as live:
-        yield live
-
-
-class Rest:
-    """The REST API of a live app, with a token; every answer checked for its status."""
-
-    def __init__(self, app: LiveApp) -> None:
-        self.http = httpx.Client(
-            base_url=f"{app.url}/api/v1",
-            headers={"Authorization": f"Bearer {app.api_token('surface')}"},
-            timeout=60,
-        )
-
-    def get(self, path: str, **params: Any) -> Any:
-        response = self.http.get(path, params=params)
-        assert response.status_code == 200, response.text
-        return response.json()
-
-    def post(
-        self, path: str, body: dict[str, Any] | None = None, status: int = 202
-    ) -> Any:
-        response = self.http.post(path, json=body or {})
-        assert response.status_code == status, response.text
-        return response.json()
-
-    def settled(self, pk: int) -> dict[str, Any]:
-        detail: dict[str, Any] = self.get(f"/notebooks/{pk}/wait", timeout=30)
-        assert detail["settled"], detail
-        return detail
-
-    def waiting(self, pk: int) -> dict[str, Any]:
-        """The one step waiting in notebook `pk`, once it has settled."""
-        (step,) = self.settled(pk)["waiting"]
-        return dict(step)
-
-    def approve_the_rest(self, pk: int) -> dict[str, Any]:
-        """Approve each step that waits (a fork starts in step mode) until the turn is done."""
-        while waiting := self.settled(pk)["waiting"]:
-            self.post(f"/notebooks/{pk}/steps/{waiting[0]['step_id']}/approve")
-        return self.settled(pk)
-
-    def every(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        page = 1
-        while True:
-            answer = self.get(path, page=page, page_size=100)
-            items += answer["items"]
-            if page >= answer["pages"]:
-                return items
-            page += 1
-
-    def edit_call(
-        self, pk: int, step_id: str, tool_id: str, kwargs: dict[str, Any]
-    ) -> None:
-        calls = [{"tool_id": tool_id, "tool_kwargs": kwargs}]
-        self.post(f"/notebooks/{pk}/steps/{step_id}/edit", {"input": json.dumps(calls)})
+from tests.rest_support import LiveRest
 
 
 def test_what_rest_reads_back_is_what_reached_the_model_and_the_tools(
-    app: LiveApp, tmp_path: Path
+    ledger_app: LiveApp, tmp_path: Path
 ) -> None:
-    api = Rest(app)
+    api = LiveRest(ledger_app.url, ledger_app.api_token("surface"))
     pk = api.post(
         "/notebooks/",
         {"text": LEDGER_QUESTION, "agent": "function_calling", "mode": "tools"},
@@ -153,7 +80,7 @@ def test_what_rest_reads_back_is_what_reached_the_model_and_the_tools(
     own = events[pk] + events[fork["id"]][copied:]
     ran = executions(tmp_path / "tools.jsonl")
     assert sorted(map(canonical, ran)) == sorted(map(canonical, ledger_executions()))
-    problems = wire_problems(app.model.requests, own, ran)
+    problems = wire_problems(ledger_app.model.requests, own, ran)
     assert not problems, "\n".join(problems)
     for nb, log in events.items():
         assert approval_problems(log) == [], nb
