@@ -106,6 +106,16 @@ def _env_seconds_whole(name: str) -> int:
     return int(raw)
 
 
+def _env_whole(name: str, default: int) -> int:
+    """A whole number >= 0; `default` when unset."""
+    raw = _env(name)
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise ImproperlyConfigured(f"{name}: expected a whole number, got {raw!r}")
+    return int(raw)
+
+
 def _port_problem(name: str, url: str) -> str | None:
     """The reason `url` has an unusable port, or None."""
     try:
@@ -448,12 +458,25 @@ CSRF_TRUSTED_ORIGINS = _env_origins("CSRF_TRUSTED_ORIGINS")
 SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
 
+# --- Email ("waiting for you", runs.service.notify) --------------------------
+
+# The console backend (emails printed to the server's output) unless EMAIL_BACKEND names
+# another, e.g. django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST and friends.
+EMAIL_BACKEND = _env("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = _env("EMAIL_HOST", "localhost")
+EMAIL_PORT = _env_whole("EMAIL_PORT", 25)
+EMAIL_HOST_USER = _env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = _env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = _env("DEFAULT_FROM_EMAIL", "agentui@localhost")
+
 # --- Pages ------------------------------------------------------------------
 
 # Header navigation: (label, URL name). A link whose URL name does not
 # resolve yet is left out, so pages can be listed before they exist.
 AGENTUI_NAV = [
     ("Home", "runs:index"),
+    ("Inbox", "runs:inbox"),
     ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
     ("Data", "runs:data"),

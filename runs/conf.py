@@ -96,6 +96,12 @@ class Conf:
         "How often every server process looks for steps left running under dead leases; "
         "0: never",
     )
+    deadline_sweep_s: float = _setting(
+        5.0,
+        "seconds",
+        "How often every server process looks for waiting steps whose deadline has passed "
+        "(runs.service.deadlines); 0: never",
+    )
     broadcast_timeout_s: float = _setting(
         5.0,
         "seconds",
@@ -189,6 +195,33 @@ class Conf:
         "A REST event stream closes after this long; the client reconnects with "
         "`Last-Event-ID` and goes on where it was",
         least=1,
+    )
+    # --- waiting for the person (the inbox, deadlines, notifications)
+    wait_deadline_s: float = _setting(
+        0.0,
+        "seconds",
+        "How long a step may wait for the person before its deadline's action is taken, "
+        "unless a notebook sets its own; 0: no deadline",
+    )
+    wait_deadline_action: str = _setting(
+        "reject",
+        "choice",
+        "What a passed deadline does, unless a notebook says: `reject` (a step's tool calls "
+        "are rejected with the reason and the model told; a question is answered that nobody "
+        "answered; any other step stops the turn) or `stop` (the turn stops)",
+        choices=("reject", "stop"),
+    )
+    public_url: str = _setting(
+        "",
+        "text",
+        "The address people open agentui at, for the links in emails",
+        shown="`http://HOST:PORT`",
+    )
+    wait_email_every_s: float = _setting(
+        600.0,
+        "seconds",
+        "At most one 'waiting for you' email per person within this time (the next one "
+        "counts the waits in between); 0: no limit",
     )
     # --- per-person limits (0 turns one off)
     runs_per_minute: int = _setting(

@@ -37,6 +37,13 @@ class NotebookStatus(models.TextChoices):
     INTERRUPTED = "interrupted", "Interrupted"
 
 
+class DeadlineAction(models.TextChoices):
+    """What happens when a waiting step's deadline passes (approving needs an approval policy)."""
+
+    REJECT = "reject", "Reject (the model is told why)"
+    STOP = "stop", "Stop the turn"
+
+
 class TurnStatus(models.TextChoices):
     ACTIVE = EngineTaskStatus.ACTIVE.value, "Active"
     COMPLETED = EngineTaskStatus.COMPLETED.value, "Completed"
@@ -112,6 +119,12 @@ class Task(models.Model):
     fork_step_id = models.CharField(max_length=64, blank=True, default="")
     fork_turn_index = models.PositiveIntegerField(null=True, blank=True)
     fork_step_number = models.PositiveIntegerField(null=True, blank=True)
+    # A waiting step's deadline (runs.service.deadlines): seconds it may wait (None: the
+    # AGENTUI_WAIT_DEADLINE_S default; 0: no deadline) and what happens then ("": the default).
+    wait_deadline_s = models.PositiveIntegerField(null=True, blank=True)
+    wait_deadline_action = models.CharField(
+        max_length=8, choices=DeadlineAction.choices, blank=True, default=""
+    )
 
     class Meta:
         verbose_name = "notebook"
@@ -135,6 +148,12 @@ class Task(models.Model):
 def group_name(task_pk: int) -> str:
     """The channel-layer group of notebook `task_pk`."""
     return f"task_{task_pk}"
+
+
+def inbox_group_name(user_pk: int) -> str:
+    """The channel-layer group of a person's inbox: told when a notebook of theirs starts or
+    stops waiting (runs.service.inbox)."""
+    return f"inbox_{user_pk}"
 
 
 class Turn(models.Model):
@@ -426,3 +445,23 @@ class RunCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.count} runs of user {self.user_id} since {self.window_start}"
+
+
+class InboxSettings(models.Model):
+    """A person's choices about being told that a step waits, and the email rate limit's state."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="inbox_settings",
+    )
+    email_on_wait = models.BooleanField(default=False)
+    # When the last "waiting for you" email went out, and the waits since that it did not name
+    last_email_at = models.DateTimeField(null=True, blank=True)
+    unsent_waits = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "inbox settings"
+
+    def __str__(self) -> str:
+        return f"inbox settings of user {self.user_id}"

@@ -267,6 +267,11 @@ class StepWaiting(_ServerEvent):
     """The step is pending and waits for the person (step and tools modes, and after undo)."""
 
     type: Literal["step_waiting"] = "step_waiting"
+    # When its deadline passes (epoch seconds) and what is done then (runs.service.deadlines);
+    # None: it may wait forever. Fixed when it starts waiting, so the card shows what is enforced.
+    deadline_at: float | None = None
+    deadline_s: int | None = None
+    deadline_action: Literal["reject", "stop"] | None = None
 
 
 class HumanActionKind(StrEnum):
@@ -296,6 +301,9 @@ class HumanAction(_ServerEvent):
     after: Any = None
     reason: str | None = None
     while_running: bool = False  # Stop was pressed while the step ran
+    # Taken by the server on the person's behalf, and why (e.g. "the deadline of 10 min
+    # passed"); None for a person's own decision.
+    automatic: str | None = None
 
 
 ServerEvent = (

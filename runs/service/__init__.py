@@ -52,10 +52,14 @@ from runs.service.data import (
     start_data_upload,
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
+from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
 from runs.service.driver import Origin, runnable_steps
 from runs.service.health import readiness
+from runs.service.inbox import decide_from_inbox, inbox_count, inbox_of
 from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings
+from runs.service.notify import save_settings as save_inbox_settings
+from runs.service.notify import settings_of as inbox_settings_of
 from runs.service.reading import (
     RUNNABLE,
     ConversationMessage,
@@ -75,6 +79,7 @@ from runs.service.recovery import (
     recover_notebook,
 )
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn, wait_idle
+from runs.service.status import INBOX_MESSAGE
 from runs.service.tokens import (
     AuthFailed,
     arequest_user,
@@ -84,12 +89,23 @@ from runs.service.tokens import (
     revoke_token,
     unauthenticated_response,
 )
+from runs.service.waiting import WaitingStep, deadline_of
 from runs.store.fork import ForkError, fork_notebook
 from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of
 
 __all__ = [
+    "INBOX_MESSAGE",
+    "MAX_DEADLINE_S",
+    "WaitingStep",
+    "deadline_of",
+    "decide_from_inbox",
+    "inbox_count",
+    "inbox_of",
+    "inbox_settings_of",
+    "save_inbox_settings",
+    "set_deadline",
     "MAX_IMAGES_PER_MESSAGE",
     "RUNNABLE",
     "DEMO_DATA_FILE",

@@ -175,7 +175,9 @@ def check_abandon(task_pk: int) -> None:
         raise _error(ErrorCode.NOT_ALLOWED, "there is no turn going on to abandon")
 
 
-def stop_action(task_pk: int, by: str) -> list[HumanAction]:
+def stop_action(
+    task_pk: int, by: str, automatic: str | None = None
+) -> list[HumanAction]:
     """The `stopped` actions for the active turn: one at each step running (parallel branches
     run side by side), else one at the step that waits."""
     view = queries.notebook_view(task_pk)
@@ -190,12 +192,17 @@ def stop_action(task_pk: int, by: str) -> list[HumanAction]:
                 action=HumanActionKind.STOPPED,
                 by=by,
                 while_running=True,
+                automatic=automatic,
             )
             for step_id in view.running
         ]
     waiting = view.active.queue[0].step_id if view.active.queue else None
     stop = HumanAction(
-        task_id=turn_id, step_id=waiting, action=HumanActionKind.STOPPED, by=by
+        task_id=turn_id,
+        step_id=waiting,
+        action=HumanActionKind.STOPPED,
+        by=by,
+        automatic=automatic,
     )
     return [stop]
 
@@ -372,6 +379,10 @@ def _by(origin: Origin | None) -> str:
     return origin.by if origin is not None else ""
 
 
+def _automatic(origin: Origin | None) -> str | None:
+    return origin.automatic if origin is not None else None
+
+
 async def approve(task_pk: int, step_id: str, origin: Origin | None = None) -> None:
     """Run a waiting step exactly once (then go on as the mode says)."""
     await decide(task_pk, step_id, origin=origin)
@@ -394,6 +405,7 @@ async def _reject(
     tool_id: str,
     reason: str,
     by: str,
+    automatic: str | None = None,
 ) -> None:
     """Reject a call and record it with its reason (the caller holds the lease)."""
     await runtime.runner.areject_tool_call(turn_id, step_id, tool_id, reason)
@@ -404,6 +416,7 @@ async def _reject(
         by=by,
         tool_id=tool_id,
         reason=reason,
+        automatic=automatic,
     )
     await record(runtime, [rejection])
 
@@ -462,7 +475,7 @@ async def decide(
     lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
     try:
         with lease.fenced():
-            await _decision(runtime, turn_id, step, inputs, rejections, _by(origin))
+            await _decision(runtime, turn_id, step, inputs, rejections, origin)
     except BaseException as exc:
         await finish(runtime, lease)
         _raise_refusal(exc)
@@ -475,16 +488,23 @@ async def _decision(
     step: str,
     inputs: list[str] | None,
     rejections: list[tuple[str, str]] | None,
-    by: str,
+    origin: Origin | None,
 ) -> None:
-    """Take a run from the person's quota, apply the edits and rejections, record the approval."""
-    await _check(quotas.take_run, runtime.task_pk)  # refused: nothing changed yet
+    """Take a run from the person's quota, apply the edits and rejections, record the approval
+    (an automatic one, as the deadline's, says so and why)."""
+    by, automatic = _by(origin), _automatic(origin)
+    if automatic is None:  # the server's own decision is not the person's run to count
+        await _check(quotas.take_run, runtime.task_pk)  # refused: nothing changed yet
     for text in inputs or []:
         await _edit(runtime, turn_id, step, text, by)
     for tool_id, reason in rejections or []:
-        await _reject(runtime, turn_id, step, tool_id, reason, by)
+        await _reject(runtime, turn_id, step, tool_id, reason, by, automatic)
     approval = HumanAction(
-        task_id=turn_id, step_id=step, action=HumanActionKind.APPROVED, by=by
+        task_id=turn_id,
+        step_id=step,
+        action=HumanActionKind.APPROVED,
+        by=by,
+        automatic=automatic,
     )
     await record(runtime, [approval])
 
@@ -527,7 +547,7 @@ async def _join_branches(
     if not run.reserve(step):  # another approval won the race, or the run just ended
         raise _error(ErrorCode.ALREADY_RUNNING, f"step {step} is already running")
     try:
-        await _decision(runtime, turn_id, step, inputs, rejections, _by(origin))
+        await _decision(runtime, turn_id, step, inputs, rejections, origin)
     except BaseException as exc:
         run.unreserve(step)
         _raise_refusal(exc)
@@ -594,7 +614,8 @@ async def abandon(task_pk: int, origin: Origin | None = None) -> None:
     await _check(check_abandon, task_pk)
     await _check(request_abandon, task_pk)
     runtime = await runtime_for(task_pk)
-    await record(runtime, await _check(stop_action, task_pk, _by(origin)))
+    stops_at = await _check(stop_action, task_pk, _by(origin), _automatic(origin))
+    await record(runtime, stops_at)
     lease = await Lease.acquire(task_pk)
     if lease is None:
         # Whoever holds the lease abandons the turn when they release it. If that is a run in

@@ -36,6 +36,8 @@ from runs.protocol import (
 )
 from runs.service.lease import Lease
 from runs.service.runtime import NotebookRuntime
+from runs.service.status import refresh
+from runs.service.waiting import deadline_for
 from runs.store import queries
 from runs.store.fence import LeaseLost
 
@@ -52,6 +54,7 @@ class Origin:
     request_id: str | None = None
     action: str | None = None
     by: str = ""  # the person who asked (their username), for the audit trail
+    automatic: str | None = None  # taken by the server, and why (HumanAction.automatic)
 
 
 def reply_error(
@@ -88,7 +91,19 @@ def should_wait(mode: str, step: TaskStep) -> bool:
 async def announce_waiting(
     runtime: NotebookRuntime, turn_id: str, step_id: str
 ) -> None:
-    await runtime.publisher.publish(StepWaiting(task_id=turn_id, step_id=step_id))
+    """Say that the step waits, with the deadline it waits under (if the notebook has one)."""
+    rule = await database_sync_to_async(deadline_for)(runtime.task_pk)
+    waiting = StepWaiting(task_id=turn_id, step_id=step_id)
+    if rule.seconds:
+        waiting = StepWaiting(
+            task_id=turn_id,
+            step_id=step_id,
+            at=waiting.at,
+            deadline_at=waiting.at + rule.seconds,
+            deadline_s=rule.seconds,
+            deadline_action="stop" if rule.action == "stop" else "reject",
+        )
+    await runtime.publisher.publish(waiting)
 
 
 async def drive(
@@ -182,7 +197,7 @@ def branches_of(task_pk: int, turn_id: str | None = None) -> Branches | None:
 async def _run_steps(
     runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
 ) -> None:
-    await database_sync_to_async(queries.refresh_status)(runtime.task_pk, True)
+    await refresh(runtime.task_pk, True)
     run = Branches(runtime, turn_id, contextvars.copy_context())
     if runtime.runner.runs_branches:
         _branches[runtime.task_pk] = run
@@ -304,4 +319,4 @@ async def finish(runtime: NotebookRuntime, lease: Lease) -> None:
                             await abandon_turn(runtime, view.active.engine_id)
             finally:
                 await again.release()
-    await database_sync_to_async(queries.refresh_status)(task_pk)
+    await refresh(task_pk)

@@ -21,8 +21,8 @@ from runs.models import Step, Task
 from runs.protocol import StepInterrupted
 from runs.realtime.publisher import publisher_for
 from runs.service.lease import Lease, lease_is_dead
+from runs.service.status import refresh
 from runs.store.messages import tick
-from runs.store.queries import refresh_status
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ async def interrupt_orphans(task_pk: int) -> int:
             StepInterrupted(task_id=turn_id, step_id=step_id, reason="server_stopped")
         )
     if found:
-        await database_sync_to_async(refresh_status)(task_pk)
+        await refresh(task_pk)
     return len(found)
 
 

@@ -3,7 +3,8 @@
 A step whose process died (kill -9, a lost machine) stays `running` under a lease nobody renews.
 Every `AGENTUI_LEASE_SWEEP_S` the sweep runs recovery over all notebooks (runs.service.recovery):
 once such a lease is stale, its steps become `interrupted` and can be run again, whether or not
-a browser ever connects. Started by the ASGI entry point (agentui/asgi.py) in the server's loop.
+a browser ever connects. Beside it runs the deadline sweep (runs.service.deadlines), every
+`AGENTUI_DEADLINE_SWEEP_S`. Started by the ASGI entry point (agentui/asgi.py) in the server's loop.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import asyncio
 import logging
 
 from runs.conf import conf
+from runs.service.deadlines import sweep_forever as sweep_deadlines
 from runs.service.recovery import recover_interrupted
 
 logger = logging.getLogger(__name__)
 
-_sweeps: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+_sweeps: dict[asyncio.AbstractEventLoop, list[asyncio.Task[None]]] = {}
 
 
 def sweep_every() -> float:
@@ -24,11 +26,15 @@ def sweep_every() -> float:
 
 
 def start_sweeper() -> None:
-    """Start the sweep in the running loop (once per loop; not at all when the setting is 0)."""
+    """Start the sweeps in the running loop (once per loop; each not at all when its setting is 0)."""
     loop = asyncio.get_running_loop()
-    if sweep_every() <= 0 or loop in _sweeps:
+    if loop in _sweeps:
         return
-    _sweeps[loop] = loop.create_task(_sweep_forever(), name="lease-sweep")
+    _sweeps[loop] = []
+    if sweep_every() > 0:
+        _sweeps[loop].append(loop.create_task(_sweep_forever(), name="lease-sweep"))
+    if conf().deadline_sweep_s > 0:
+        _sweeps[loop].append(loop.create_task(sweep_deadlines(), name="deadline-sweep"))
 
 
 async def _sweep_forever() -> None:

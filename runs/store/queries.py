@@ -174,11 +174,19 @@ def compute_status(view: NotebookView) -> NotebookStatus:
 
 def refresh_status(task_pk: int, running: bool = False) -> NotebookStatus:
     """Recompute the notebook's summary status from its rows (RUNNING while a driver works)."""
+    return update_status(task_pk, running)[0]
+
+
+def update_status(task_pk: int, running: bool = False) -> tuple[NotebookStatus, bool]:
+    """`refresh_status`, and whether this call changed it (one conditional UPDATE: of several
+    processes recomputing at once, one sees the change)."""
     status = (
         NotebookStatus.RUNNING if running else compute_status(notebook_view(task_pk))
     )
-    Task.objects.filter(pk=task_pk).exclude(status=status).update(status=status)
-    return status
+    changed = (
+        Task.objects.filter(pk=task_pk).exclude(status=status).update(status=status)
+    )
+    return status, bool(changed)
 
 
 def owner_of(task_pk: int) -> int | None:

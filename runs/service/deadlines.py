@@ -1,0 +1,126 @@
+"""Deadlines of waiting steps: when one passes, the notebook's default action is taken for the person.
+
+Every `AGENTUI_DEADLINE_SWEEP_S` each server process looks at the waiting notebooks
+(runs.service.waiting) and, for a step whose deadline has passed, takes the action through the
+same `decide` / `abandon` a person's click takes: the notebook's lease makes it happen once,
+whichever processes sweep at the same time, and a person's decision that wins the race is
+simply kept (the sweep's then finds nothing waiting and gives up). The audit records the
+action as automatic, with why: "rejected automatically: the deadline of 10 min passed".
+
+Actions: `reject` rejects a tool-call step's calls with that reason (the model is told, the run
+goes on), answers a Team question with it, and stops any other step's turn (there is nothing
+to reject); `stop` stops the turn. "Approve" needs an approval policy that allows the call;
+policies are not built yet, so `approve_allowed` is the hook that says no.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from channels.db import database_sync_to_async
+
+from runs.conf import conf
+from runs.models import DeadlineAction, Task
+from runs.protocol import ErrorCode, ProtocolError
+from runs.service.actions import abandon, decide
+from runs.service.driver import Origin
+from runs.service.waiting import WaitingStep, waiting_notebooks, waiting_step
+
+logger = logging.getLogger(__name__)
+
+
+def overdue(now: float | None = None) -> list[WaitingStep]:
+    """Every waiting step whose deadline has passed, of any person."""
+    moment = time.time() if now is None else now
+    found = []
+    for task in waiting_notebooks().select_related("owner")[:1000]:
+        step = waiting_step(task)
+        if (
+            step is not None
+            and step.deadline_at is not None
+            and step.deadline_at <= moment
+        ):
+            found.append(step)
+    return found
+
+
+def approve_allowed(step: WaitingStep) -> bool:
+    """Whether an approval policy lets a passed deadline approve this step (none yet does)."""
+    return False
+
+
+def reason_of(step: WaitingStep) -> str:
+    return f"the deadline of {step.deadline.words} passed"
+
+
+async def act_on(step: WaitingStep) -> str:
+    """Take the deadline's action on `step`; what was done ('rejected', 'answered', 'stopped')."""
+    why = reason_of(step)
+    origin = Origin(action="deadline", automatic=why)
+    if step.deadline.action == DeadlineAction.REJECT:
+        if step.kind == "tool_calls" and step.calls:
+            rejections = [
+                (c.tool_id, f"Rejected automatically: {why}.") for c in step.calls
+            ]
+            await decide(
+                step.notebook, step.step_id, rejections=rejections, origin=origin
+            )
+            return "rejected"
+        if step.kind == "human_input":
+            answer = f"(No answer: {why}.)"
+            await decide(step.notebook, step.step_id, [answer], origin=origin)
+            return "answered"
+    await abandon(step.notebook, origin)
+    return "stopped"
+
+
+async def sweep_once(now: float | None = None) -> int:
+    """Act on every step overdue at `now` (default: now); how many this process acted on."""
+    acted = 0
+    for step in await database_sync_to_async(overdue)(now):
+        try:
+            done = await act_on(step)
+        except ProtocolError as exc:  # a person or another process got there first
+            logger.info("deadline of step %s: %s", step.step_id, exc.reason)
+            continue
+        acted += 1
+        logger.info(
+            "notebook %s: step %s %s automatically (%s)",
+            step.notebook,
+            step.step_id,
+            done,
+            reason_of(step),
+        )
+    return acted
+
+
+async def sweep_forever() -> None:
+    while True:
+        await asyncio.sleep(conf().deadline_sweep_s)
+        try:
+            await sweep_once()
+        except Exception:  # noqa: BLE001 - the next sweep tries again
+            logger.exception("the deadline sweep failed")
+
+
+MAX_DEADLINE_S = 7 * 24 * 3600
+
+
+def set_deadline(task_pk: int, seconds: int | None, action: str) -> None:
+    """Set the notebook's deadline for waiting steps (None: the settings' default; 0: none)
+    and its action ("": the default). It applies to steps that start waiting from now on."""
+    if seconds is not None and not 0 <= seconds <= MAX_DEADLINE_S:
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            f"a deadline is 0 (none) to {MAX_DEADLINE_S} seconds (7 days)",
+        )
+    if action not in ("", *DeadlineAction.values):
+        raise ProtocolError(
+            ErrorCode.INVALID_INPUT,
+            f"the action must be one of {', '.join(DeadlineAction.values)}",
+        )
+    Task.objects.filter(pk=task_pk).update(
+        wait_deadline_s=seconds, wait_deadline_action=action
+    )

@@ -1,0 +1,82 @@
+"""One inbox: every step waiting for a person across their notebooks, and deciding from there.
+
+The list is derived from the rows (runs.service.waiting); it is sent again to the person's open
+pages whenever a notebook of theirs starts or stops waiting (runs.service.status). Decisions
+made in the inbox go through the same `decide` as the notebook page's, REST's and AG-UI's.
+"""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+
+from runs.models import Task
+from runs.protocol import ErrorCode, ProtocolError
+from runs.service.actions import decide
+from runs.service.driver import Origin
+from runs.service.waiting import WaitingStep, waiting_count, waiting_for, waiting_step
+
+
+def inbox_of(user_pk: int) -> list[WaitingStep]:
+    return waiting_for(user_pk)
+
+
+def inbox_count(user_pk: int) -> int:
+    return waiting_count(user_pk)
+
+
+async def decide_from_inbox(
+    user: User,
+    task_pk: int,
+    step_id: str,
+    verdict: str,
+    text: str = "",
+    edited: str | None = None,
+) -> None:
+    """Approve (with edited arguments or input), reject every call with a reason, or answer a
+    question: one decision through `decide`, as the notebook page's (ownership checked here)."""
+    owned = await Task.objects.filter(pk=task_pk, owner=user).aexists()
+    if not owned:
+        raise ProtocolError(ErrorCode.NOT_FOUND, "No such notebook.")
+    step = await database_sync_to_async(_step_waiting)(task_pk, step_id)
+    origin = Origin(action=f"inbox_{verdict}", by=user.get_username())
+    if verdict == "approve":
+        await decide(
+            task_pk, step_id, [edited] if edited is not None else None, origin=origin
+        )
+    elif verdict == "answer":
+        if step.kind != "human_input":
+            raise ProtocolError(
+                ErrorCode.NOT_ALLOWED, f"step {step_id} asks no question"
+            )
+        if not text.strip():
+            raise ProtocolError(
+                ErrorCode.INVALID_INPUT, "type an answer first: the run waits for it"
+            )
+        await decide(task_pk, step_id, [text], origin=origin)
+    elif verdict == "reject":
+        if step.kind != "tool_calls":
+            raise ProtocolError(
+                ErrorCode.NOT_ALLOWED,
+                f"step {step_id} runs no tool calls that could be rejected",
+            )
+        if not text.strip():
+            raise ProtocolError(
+                ErrorCode.INVALID_INPUT,
+                "give a reason: the model is told why its calls were rejected",
+            )
+        rejections = [(c.tool_id, text) for c in step.calls]
+        await decide(task_pk, step_id, rejections=rejections, origin=origin)
+    else:
+        raise ProtocolError(ErrorCode.UNKNOWN_ACTION, f"{verdict!r} is not a decision")
+
+
+def _step_waiting(task_pk: int, step_id: str) -> WaitingStep:
+    task = Task.objects.get(pk=task_pk)
+    step = waiting_step(task)
+    if step is None or step.step_id != step_id:
+        raise ProtocolError(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step_id} no longer waits (decided elsewhere?)",
+        )
+    return step

@@ -1,0 +1,51 @@
+"""A notebook's summary status, recomputed after every run, and who is told when it changes.
+
+When the status changes, the owner's inbox group (`runs.models.inbox_group_name`) hears
+`inbox.changed`, and every open page of theirs (the inbox, the nav's count) reads the list of
+what waits again (runs.service.inbox). A change into *waiting* also emails the owner when they
+asked for it (runs.service.notify). Only the process whose UPDATE changed the status tells.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from channels.db import database_sync_to_async
+
+from runs.models import NotebookStatus, Task, inbox_group_name
+from runs.realtime import broadcast
+from runs.service.notify import email_waiting
+from runs.service.runtime import spawn
+from runs.store.queries import update_status
+
+logger = logging.getLogger(__name__)
+
+INBOX_MESSAGE = "inbox.changed"
+
+
+async def refresh(task_pk: int, running: bool = False) -> None:
+    """Recompute the notebook's status; tell its owner's inbox when it changed."""
+    status, changed = await database_sync_to_async(update_status)(task_pk, running)
+    if not changed:
+        return
+    owner = await database_sync_to_async(_owner)(task_pk)
+    if owner is None:
+        return
+    waits = status == NotebookStatus.WAITING
+    await broadcast.group_send(
+        inbox_group_name(owner),
+        {"type": INBOX_MESSAGE, "notebook": task_pk, "waiting": waits},
+    )
+    if waits:
+        spawn(_email(task_pk), name=f"wait-email-{task_pk}")
+
+
+async def _email(task_pk: int) -> None:
+    try:
+        await email_waiting(task_pk)
+    except Exception:  # noqa: BLE001 - a mail server's failure must not touch the run
+        logger.exception("the 'waiting for you' email of notebook %s failed", task_pk)
+
+
+def _owner(task_pk: int) -> int | None:
+    return Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()
