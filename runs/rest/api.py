@@ -23,7 +23,14 @@ from ninja.operation import Operation
 from ninja.security.base import AuthBase
 
 from runs.protocol import ErrorCode, ProtocolError
-from runs.rest import acting, data, reading, review, stream  # noqa: F401  (they add their operations)
+from runs.rest import (  # noqa: F401  (they add their operations)
+    acting,
+    data,
+    inbox,
+    reading,
+    review,
+    stream,
+)
 from runs.rest.router import router
 from runs.service import (
     AuthFailed,

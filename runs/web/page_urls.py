@@ -2,11 +2,17 @@
 
 from django.urls import path
 
-from runs.web import data, event_values, fork, pages, tokens
+from runs.web import data, event_values, fork, inbox, pages, tokens
 
 urlpatterns = [
     path("new/", pages.new_notebook, name="notebook_new"),
     path("tasks/<int:pk>/", pages.notebook, name="notebook"),
+    path(
+        "tasks/<int:pk>/deadline",
+        inbox.notebook_deadline,
+        name="notebook_deadline",
+    ),
+    path("inbox/", inbox.inbox, name="inbox"),
     path(
         "tasks/<int:pk>/events/<int:seq>/value",
         event_values.event_value_view,

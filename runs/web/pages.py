@@ -30,6 +30,7 @@ from runs.service import (
 )
 from runs.traces.data_used import data_tables_used
 from runs.web.fork import review_context
+from runs.web.inbox import deadline_context
 
 # How a notebook's summary status is coloured (the status-* classes of app.css).
 _STATUS_CLASS = {
@@ -167,6 +168,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         ),
         **image_context(),
         **review_context(task),
+        **deadline_context(task),
     }
     return render(request, "runs/notebook.html", context)
 

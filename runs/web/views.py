@@ -16,7 +16,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.http import require_http_methods
 
 from runs.conf import conf
-from runs.service import llm_settings
+from runs.service import inbox_count, llm_settings
 from runs.web.pages import example_choices
 
 # --- Navigation -------------------------------------------------------------
@@ -27,6 +27,9 @@ class NavLink:
     label: str
     url: str
     active: bool
+    count: int | None = (
+        None  # the inbox's: steps waiting for the person (kept live by JS)
+    )
 
 
 def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
@@ -39,7 +42,12 @@ def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
             url = reverse(url_name)
         except NoReverseMatch:  # a page listed before it exists
             continue
-        links.append(NavLink(label, url, url_name == current))
+        count = (
+            inbox_count(request.user.pk)
+            if url_name == "runs:inbox" and request.user.is_authenticated
+            else None
+        )
+        links.append(NavLink(label, url, url_name == current, count))
     return {"nav_links": links}
 
 

@@ -52,12 +52,15 @@ function actionItem(step, action, turn) {
           : "Stop was pressed while this step ran: it was cancelled and did not complete.";
     detail.push(h("p", { class: "action-note" }, note));
   }
+  // an action the server took for the person (a passed deadline) says so, and why
+  const automatic = action.automatic ? h("span", { class: "automatic" }, ` automatically: ${action.automatic} `) : " ";
   return h(
     "li",
-    { class: `human-action action-${action.action}`, "data-action": action.action },
-    h("span", { class: "who" }, action.by),
-    ` ${VERB[action.action] || action.action} `,
+    { class: `human-action action-${action.action}${action.automatic ? " is-automatic" : ""}`, "data-action": action.action },
+    action.automatic ? null : h("span", { class: "who" }, action.by),
+    `${action.automatic ? "" : " "}${VERB[action.action] || action.action}${target ? " " : ""}`,
     target,
+    automatic,
     timeElement(action.at, "when"),
     ...detail,
   );
@@ -86,9 +89,10 @@ export function stoppedText(model, turn) {
   if (!stop) return "This turn was stopped before it finished.";
   const shown = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped);
   const positions = [...new Set(stops.map((s) => shown.indexOf(s.stepId) + 1).filter((p) => p > 0))].sort((a, b) => a - b);
-  if (!positions.length) return `Stopped by ${stop.by} (${clock(stop.at)}).`;
+  const who = stop.automatic ? `automatically (${stop.automatic})` : `by ${stop.by}`;
+  if (!positions.length) return `Stopped ${who} (${clock(stop.at)}).`;
   const steps = `step${positions.length > 1 ? "s" : ""} ${numbers(positions)}`;
   return stop.whileRunning
-    ? `Stopped by ${stop.by} during ${steps} (${clock(stop.at)}).`
-    : `Stopped by ${stop.by} at ${steps}, before it ran (${clock(stop.at)}).`;
+    ? `Stopped ${who} during ${steps} (${clock(stop.at)}).`
+    : `Stopped ${who} at ${steps}, before it ran (${clock(stop.at)}).`;
 }

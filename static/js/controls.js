@@ -3,6 +3,7 @@
 // last completed step. Rebuilt only when what they offer changes, keeping what was typed.
 
 import { isCtrlEnter } from "./actions.js";
+import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 
 function button(label, { action, primary = false, allowed = true, title = null, describedBy = null }) {
@@ -42,7 +43,7 @@ export class StepControls {
     }
     const calls = step.kind === "tool_calls" && isNext && step.status === "pending" ? step.pendingCalls || [] : [];
     const sig = [
-      step.status, step.waiting, step.inputVersion, step.undoCount, isNext, isUndo,
+      step.status, step.waiting, step.deadline?.at, step.inputVersion, step.undoCount, isNext, isUndo,
       perms.canApprove, perms.canEdit, perms.canUndo, model.mode,
       calls.map((c) => `${c.tool_id}:${c.decision}:${c.reason ?? ""}`).join(","),
     ].join("|");
@@ -63,6 +64,9 @@ export class StepControls {
     const approveErr = domId("err-approve", id);
     const editErr = domId("err-edit", id);
     const group = h("div", { class: "step-controls", role: "group", "aria-label": "Run this step" });
+    if (step.waiting && step.deadline && step.status === "pending") {
+      group.append(h("p", { class: "deadline-note" }, countdown(h, step.deadline.at, step.deadline.action), " unless you decide first."));
+    }
     const editable = perms.canEdit && step.status === "pending";
     let textarea = null;
     if (step.kind === "tool_calls" && calls.length) {

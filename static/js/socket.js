@@ -11,7 +11,7 @@ const QUIET_RESYNC_MS = 8_000;
 
 /** Close codes after which reconnecting cannot help. */
 const FATAL_CLOSE = new Map([
-  [4401, "You are logged out. Log in again to follow this notebook."],
+  [4401, "You are logged out. Log in again."],
   [4403, "This notebook belongs to someone else."],
   [4404, "This notebook does not exist (any more)."],
 ]);
@@ -24,9 +24,11 @@ export class TaskSocket {
    * @param {(state: string, detail?: string) => void} handlers.onState  connecting|open|closed|fatal
    * @param {() => number} handlers.lastSeq  the last stored event this page has applied
    * @param {() => boolean} [handlers.expectingMore]  true while a step runs (events are due)
+   * @param {boolean} [handlers.resumes]  false for a socket with no stored events to resume (the inbox's)
    */
-  constructor(url, { onMessage, onState, lastSeq, expectingMore = () => false }) {
+  constructor(url, { onMessage, onState, lastSeq, expectingMore = () => false, resumes = true }) {
     this.url = url;
+    this.resumes = resumes;
     this.onMessage = onMessage;
     this.onState = onState;
     this.lastSeq = lastSeq;
@@ -61,7 +63,7 @@ export class TaskSocket {
       this.heardAt = performance.now();
       this.#setState("open");
       // Ask for everything after what we have; the server replays it, then continues live.
-      this.#raw({ action: "resume", last_seq: this.lastSeq() });
+      if (this.resumes) this.#raw({ action: "resume", last_seq: this.lastSeq() });
     });
     ws.addEventListener("message", (e) => this.#receive(e.data));
     ws.addEventListener("close", (e) => {

@@ -218,13 +218,16 @@ function abandonTurn(model, event) {
 // --- events of one step: (model, step, event) ------------------------------------------------
 
 const STEP_EVENTS = {
-  step_waiting(model, step) {
+  step_waiting(model, step, event) {
     step.waiting = true;
+    // the deadline this wait runs under (runs/service/deadlines.py), fixed when it began
+    step.deadline = event.deadline_at ? { at: event.deadline_at, action: event.deadline_action, seconds: event.deadline_s } : null;
   },
   step_started(model, step, event) {
     step.attempts.push(newAttempt(event.at));
     step.status = "running";
     step.waiting = false;
+    step.deadline = null;
     if (event.input != null) step.input = event.input;
   },
   agent_input(model, step, event) {
@@ -285,6 +288,7 @@ const STEP_EVENTS = {
     const action = {
       action: event.action, by: event.by || "someone", at: event.at, toolId: event.tool_id ?? null,
       before: event.before ?? null, after: event.after ?? null, reason: event.reason ?? null, whileRunning: Boolean(event.while_running),
+      automatic: event.automatic ?? null,
     };
     step.humanActions.push(action);
     const turn = model.turns.get(step.turnId);

@@ -1,0 +1,67 @@
+"""The inbox socket's one client frame, `decide`: a person's decision on a step that waits.
+
+`verdict` is `approve` (with `edited`: the step's new input, or its calls' arguments as JSON,
+as `edit_input` takes them), `reject` (every call of the step, with `text` as the reason; the
+model is told) or `answer` (`text` answers a Team question). Checked like the notebook
+socket's actions: strict types, bounded text, no unknown keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runs.protocol import (
+    _ID,
+    _REQUEST_ID,
+    MAX_MESSAGE_BYTES,
+    MAX_TEXT_CHARS,
+    ErrorCode,
+    ProtocolError,
+    _Text,
+)
+
+
+class InboxDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    action: Literal["decide"]
+    request_id: _REQUEST_ID | None = None
+    notebook: Annotated[int, Field(ge=1)]
+    step_id: _ID
+    verdict: Literal["approve", "reject", "answer"]
+    text: Annotated[_Text, Field(max_length=MAX_TEXT_CHARS)] = ""
+    edited: Annotated[_Text, Field(max_length=MAX_TEXT_CHARS)] | None = None
+
+
+def parse_inbox_frame(raw: str | bytes | None) -> InboxDecision:
+    """Validate one inbox frame; ProtocolError (bad_json, too_large, invalid_input) if it does not fit."""
+    if not isinstance(raw, str):
+        raise ProtocolError(
+            ErrorCode.BAD_JSON, "send JSON text frames, not binary ones"
+        )
+    if len(raw.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(
+            ErrorCode.TOO_LARGE, f"a message may be at most {MAX_MESSAGE_BYTES} bytes"
+        )
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ProtocolError(ErrorCode.BAD_JSON, "not valid JSON") from None
+    try:
+        return InboxDecision.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+        raise ProtocolError(ErrorCode.INVALID_INPUT, problems[:500]) from None
+
+
+def inbox_message(
+    items: list[dict[str, object]], started: int | None = None
+) -> dict[str, object]:
+    """What the inbox socket sends: every waiting step, and the notebook that just began waiting."""
+    return {"type": "inbox", "items": items, "count": len(items), "started": started}

@@ -1,0 +1,100 @@
+"""The inbox for scripts: every step waiting for the caller across their notebooks
+(`GET /inbox/`), and a notebook's deadline for its waiting steps (`PUT /notebooks/{id}/deadline`).
+
+The same list the Inbox page shows (runs.service.inbox_of); deciding on a step goes through the
+notebook's own action endpoints (approve, edit, reject, answer, stop).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Field, Schema
+
+from runs import service
+from runs.rest.reading import NOT_FOUND, own_notebook
+from runs.rest.router import router
+from runs.rest.schemas import ErrorOut
+
+
+class WaitingCallOut(Schema):
+    tool_id: str
+    tool_name: str
+    arguments: Any = Field(description="as the model wrote them (or as last edited)")
+
+
+class WaitingStepOut(Schema):
+    notebook: int
+    title: str
+    agent: str
+    agent_label: str
+    mode: str
+    turn_id: str
+    step_id: str
+    kind: str = Field(description="llm, tool_calls, plan or human_input (a question)")
+    input: str
+    calls: list[WaitingCallOut]
+    question: str | None = Field(None, description="a Team member's question")
+    asker: str | None = None
+    since: float = Field(description="when it began waiting, epoch seconds")
+    deadline_at: float | None = Field(
+        None, description="when its deadline passes (epoch seconds); none: it may wait"
+    )
+    deadline_s: int
+    deadline_action: str = Field(description="reject or stop")
+
+
+class InboxOut(Schema):
+    items: list[WaitingStepOut]
+    count: int
+
+
+class DeadlineIn(Schema):
+    seconds: int | None = Field(
+        None,
+        ge=0,
+        le=service.MAX_DEADLINE_S,
+        description="how long a step may wait; 0: forever; null: the server's default",
+    )
+    action: Literal["", "reject", "stop"] = Field(
+        "", description="what a passed deadline does; empty: the server's default"
+    )
+
+
+class DeadlineOut(Schema):
+    notebook: int
+    seconds: int = Field(description="in force: 0 means no deadline")
+    action: str
+
+
+def _inbox(user_pk: int) -> dict[str, Any]:
+    items = [step.as_json() for step in service.inbox_of(user_pk)]
+    return {"items": items, "count": len(items)}
+
+
+@router.get("/inbox/", tags=["read"], response=InboxOut)
+async def inbox(request: HttpRequest) -> dict[str, Any]:
+    """Every step waiting for you across your notebooks, the longest-waiting first."""
+    return await sync_to_async(_inbox)(request.auth.pk)  # type: ignore[attr-defined]
+
+
+def _set_deadline(request: HttpRequest, pk: int, body: DeadlineIn) -> dict[str, Any]:
+    own_notebook(request, pk)
+    service.set_deadline(pk, body.seconds, body.action)
+    rule = service.deadline_of(own_notebook(request, pk))
+    return {"notebook": pk, "seconds": rule.seconds, "action": rule.action}
+
+
+@router.put(
+    "/notebooks/{int:pk}/deadline",
+    tags=["act"],
+    response={200: DeadlineOut, **NOT_FOUND, 422: ErrorOut},
+)
+async def set_deadline(
+    request: HttpRequest, pk: int, body: DeadlineIn
+) -> dict[str, Any]:
+    """Set the notebook's deadline for waiting steps; it applies to steps that start waiting
+    from now on (what waits keeps the deadline it began with)."""
+    return await sync_to_async(_set_deadline)(request, pk, body)

@@ -1,0 +1,52 @@
+// The person's inbox socket, ws/inbox/ (docs/protocol.md#the-inbox-socket): one per page, shared by
+// the nav's waiting count and the Inbox page. Every `inbox` message is the whole list of steps
+// waiting for the person; `started` names a notebook that has just begun waiting.
+
+import { TaskSocket, socketUrl } from "./socket.js";
+
+class InboxFeed {
+  constructor() {
+    /** @type {Set<(message: object) => void>} */
+    this.listeners = new Set();
+    /** @type {Set<(state: string, detail?: string) => void>} */
+    this.stateListeners = new Set();
+    this.last = null;
+    this.socket = new TaskSocket(socketUrl("/ws/inbox/"), {
+      resumes: false,
+      lastSeq: () => 0,
+      onMessage: (message) => {
+        if (message.type !== "inbox") return;
+        this.last = message;
+        for (const listen of this.listeners) listen(message);
+      },
+      onState: (state, detail) => {
+        for (const listen of this.stateListeners) listen(state, detail);
+      },
+    });
+    this.socket.connect();
+  }
+
+  /** Call `listen` with every list (at once with the last one, if there is one). */
+  subscribe(listen) {
+    this.listeners.add(listen);
+    if (this.last) listen({ ...this.last, started: null });
+  }
+
+  onState(listen) {
+    this.stateListeners.add(listen);
+    listen(this.socket.state);
+  }
+
+  /** A decision on a waiting step; resolves with the server's `ack` or `error`. */
+  decide(fields) {
+    return this.socket.send("decide", fields);
+  }
+}
+
+let feed = null;
+
+/** The page's one inbox feed. */
+export function inboxFeed() {
+  feed ||= new InboxFeed();
+  return feed;
+}
