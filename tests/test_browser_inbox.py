@@ -1,0 +1,135 @@
+"""The inbox and deadlines in Chromium (issue 30): a step that starts waiting in a notebook open in
+one tab appears live in the inbox open in another, with the nav's count; approving it from the
+inbox with the keyboard runs it and the notebook goes on to its answer. A notebook's short
+deadline shows as a countdown on the waiting card, passes, and the calls are rejected
+automatically (no page decides; the server's sweep does), with the audit saying so.
+
+Screenshots: test-artifacts/inbox-*.png.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    USERNAME,
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shot,
+    shots_at_both_sizes,
+    start_notebook,
+)
+from live_support import ANSWER, QUESTION, analyst_rules
+
+from runs.engine.testing import Script, ScriptedServer
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def app_env() -> dict[str, str]:
+    return {"AGENTUI_DEADLINE_SWEEP_S": "0.3"}
+
+
+def test_a_step_waiting_in_one_tab_is_approved_from_the_inbox_in_another(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    new_context: Any,
+    artifacts_dir: Path,
+) -> None:
+    scripted_model.load(Script(rules=analyst_rules()), reset_log=True)
+    page.goto(f"{live_app.url}/inbox/")
+    page.locator("#inbox-empty:not([hidden])").wait_for()
+    badge = page.locator("[data-inbox-count]")
+    assert badge.is_hidden()
+
+    notebook = new_context().new_page()
+    task = start_notebook(
+        notebook, live_app, QUESTION, agent="function_calling", mode="tools"
+    )
+
+    item = page.locator(f".inbox-item[data-notebook='{task}']")
+    item.wait_for()  # live: the inbox tab was not reloaded
+    assert badge.inner_text() == "1"
+    assert page.locator("#inbox-summary").inner_text() == "1 step waits for you."
+    assert (
+        item.get_by_label("add arguments")
+        .input_value()
+        .replace(" ", "")
+        .replace("\n", "")
+        == '{"a":2,"b":3}'
+    )
+    # the notebook tab's own nav counts it too
+    notebook.locator("[data-inbox-count]:not([hidden])").wait_for()
+    assert notebook.locator("[data-inbox-count]").inner_text() == "1"
+    shots_at_both_sizes(page, artifacts_dir, "inbox-01-step-waits")
+
+    # keyboard: the first item is selected; `a` approves it
+    assert "selected" in (item.get_attribute("class") or "")
+    page.locator("body").press("a")
+    page.locator("#inbox-empty:not([hidden])").wait_for()
+    assert badge.is_hidden()
+
+    notebook.locator(".cell-answer").wait_for()
+    assert ANSWER in notebook.locator(".cell-answer").inner_text()
+    approved = notebook.locator(".human-action.action-approved .who")
+    assert approved.all_inner_texts() == [USERNAME]  # the person, not "automatically"
+    shots_at_both_sizes(notebook, artifacts_dir, "inbox-02-notebook-went-on")
+    shot(page, artifacts_dir, "inbox-03-empty-again")
+    assert page.console_errors == []
+
+
+def test_a_passed_deadline_rejects_the_calls_automatically_and_says_so(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    artifacts_dir: Path,
+) -> None:
+    scripted_model.load(Script(rules=analyst_rules()), reset_log=True)
+    task = start_notebook(
+        page, live_app, "Hello", agent="function_calling", mode="tools"
+    )
+    page.locator(".cell-answer").wait_for()
+
+    # a short deadline (the picker offers minutes; the server takes any whole seconds)
+    page.locator(".nb-deadline summary").click()
+    page.locator("#deadline-seconds").evaluate(
+        "s => s.add(new Option('3 s', '3', true, true))"
+    )
+    page.get_by_label("by").select_option("reject")
+    page.get_by_role("button", name="Save deadline").click()
+    page.wait_for_url(f"**/tasks/{task}/")
+    page.locator("#connection[data-state='open']").wait_for()
+    assert page.locator("#deadline-label").inner_text() == "3 s, then reject"
+
+    page.get_by_role("textbox", name="Message").fill(QUESTION)
+    page.get_by_role("button", name="Send").click()
+    countdown = page.locator(".step-controls .deadline")
+    countdown.wait_for()
+    assert countdown.inner_text().startswith("Rejected automatically in")
+    countdown.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "inbox-04-deadline-countdown")
+
+    automatic = page.locator(".human-action.action-rejected_call.is-automatic")
+    automatic.first.wait_for(timeout=20_000)  # the sweep, with no click
+    assert automatic.count() == 2
+    assert "rejected add automatically: the deadline of 3 s passed" in " ".join(
+        automatic.first.inner_text().split()
+    )
+    page.locator("section.turn").nth(1).locator(".cell-answer").wait_for()
+    told = [m for m in scripted_model.requests[-1].messages if m.get("role") == "tool"]
+    assert len(told) == 2
+    assert all(
+        "Rejected automatically: the deadline of 3 s passed." in m["content"]
+        for m in told
+    )
+    automatic.first.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "inbox-05-rejected-automatically")
+    assert page.console_errors == []

