@@ -270,6 +270,28 @@ class Conf:
         "only (no cookies cross-origin)",
         shown="none",
     )
+    deployment_name: str = _setting(
+        "",
+        "text",
+        "This deployment's name, the prefix of its trace session ids "
+        "(`<name>/notebook-<id>`), so deployments sharing a Phoenix project never mix "
+        "notebooks; unset: `agentui-` and 8 hex digits derived from `SECRET_KEY`",
+    )
+    otel_full_prompt: str = _setting(
+        "full",
+        "choice",
+        "What an LLM span keeps of each model call's messages: `full` (the whole prompt, "
+        "for Phoenix's Playground; capped by `AGENTUI_OTEL_PROMPT_MAX_CHARS`) or `new` "
+        "(only what is new in that call)",
+        choices=("full", "new"),
+    )
+    otel_prompt_max_chars: int = _setting(
+        200_000,
+        "count",
+        "The most characters of one model call's messages on its LLM span (the latest "
+        "kept; the number left out is `agentui.input_omitted`)",
+        least=1000,
+    )
     otel_project: str = _setting(
         "agentui",
         "text",

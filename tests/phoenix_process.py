@@ -101,6 +101,13 @@ class PhoenixProcess:
             if not cursor:
                 return spans
 
+    def span_annotations(self, project: str, span_id: str) -> list[dict[str, Any]]:
+        """The annotations Phoenix holds for one span of `project`."""
+        query = urllib.parse.urlencode({"span_ids": span_id, "limit": "100"})
+        url = f"{self.base_url}/v1/projects/{urllib.parse.quote(project)}/span_annotations?{query}"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return list(json.load(response)["data"])
+
     def wait_for_spans(
         self, project: str, count: int, timeout: float = 60.0
     ) -> list[dict[str, Any]]:

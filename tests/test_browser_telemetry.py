@@ -44,6 +44,7 @@ def subprocess_env(
         return subprocess_env(
             OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=phoenix.traces_url,
             AGENTUI_OTEL_PROJECT=PROJECT,
+            AGENTUI_DEPLOYMENT_NAME="browser-test",
             OTEL_BSP_SCHEDULE_DELAY="100",
             **overrides,
         )
@@ -86,4 +87,4 @@ def test_the_trace_page_shows_the_trace_id_phoenix_has_the_run_under(
     [agent] = [s for s in spans if s["span_kind"] == "AGENT"]
     assert agent["attributes"]["input.value"] == QUESTION
     assert agent["attributes"]["output.value"] == ANSWER
-    assert agent["attributes"]["session.id"] == f"notebook-{notebook_id}"
+    assert agent["attributes"]["session.id"] == f"browser-test/notebook-{notebook_id}"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.test import override_settings
 
 from runs import service
 from runs.engine import FunctionTool, LLMCompilerAgentWorker
@@ -27,6 +28,7 @@ from runs.telemetry import recorder as telemetry
 from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.export import SpanSink
 from runs.telemetry.spans import TraceBuilder, resource_for, trace_id_of
+from runs.traces.annotations import NewAnnotation, add_annotation
 from tests.engine_helpers import llm_for
 from tests.live_support import (
     ANSWER,
@@ -135,7 +137,10 @@ async def last_waiting(task: Task) -> str:
 async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_actions(
     phoenix: PhoenixProcess, project: str, exporting: SpanSink, scripted_server: Any
 ) -> None:
-    with llm_at(scripted_server(analyst_script())):
+    with (
+        llm_at(scripted_server(analyst_script())),
+        override_settings(AGENTUI_DEPLOYMENT_NAME="ci-east"),
+    ):
         task, turn_id = await run_in_step_mode()
     spans = await asyncio.to_thread(received, phoenix, project, exporting)
 
@@ -144,7 +149,16 @@ async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_a
     assert agent["parent_id"] is None and agent["name"] == "function_calling"
     assert agent["attributes"]["input.value"] == QUESTION
     assert agent["attributes"]["output.value"] == ANSWER
-    assert agent["attributes"]["session.id"] == f"notebook-{task.pk}"
+    # every span: the deployment's session, the owner, the notebook's metadata and tags
+    owner = await database_sync_to_async(lambda: task.owner.get_username())()
+    for span in spans:
+        attributes = span["attributes"]
+        assert attributes["session.id"] == f"ci-east/notebook-{task.pk}"
+        assert attributes["user.id"] == owner
+        # Phoenix parses the metadata JSON and lists it flat, as it lists every attribute
+        assert attributes["metadata.preset"] == "function_calling"
+        assert attributes["metadata.mode"] == "step"
+        assert attributes["tag.tags"] == ["function_calling", "step"]
 
     # step mode: two steps, each a model call; the first one's calls run inside it
     steps = by_kind(spans, "CHAIN")
@@ -178,6 +192,22 @@ async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_a
     ]
     for call in calls:
         assert seconds(call["start_time"]) < seconds(call["end_time"])  # latency
+        # the model's parameters and the tools it was offered, with their JSON schemas
+        params = call["attributes"]["llm.invocation_parameters"]
+        assert json.loads(params)["model"] == "scripted"
+        offered = [
+            json.loads(t["tool.json_schema"])["function"]
+            for t in listed(call["attributes"], "llm.tools")
+        ]
+        assert {"add", "multiply"} <= {t["name"] for t in offered}
+        assert all(t["parameters"]["type"] == "object" for t in offered)
+    # the second call's span holds its whole prompt (Phoenix's Playground replays it): the
+    # question, the model's calls and their results, not only what was new in it
+    last_call = max(calls, key=lambda c: c["start_time"])
+    roles = [
+        m["message.role"] for m in listed(last_call["attributes"], "llm.input_messages")
+    ]
+    assert roles[-4:] == ["user", "assistant", "tool", "tool"], roles
 
     first_step = step_of[first_call["parent_id"]]
     tools = {s["name"]: s for s in by_kind(spans, "TOOL")}
@@ -202,6 +232,37 @@ async def test_a_function_calling_run_arrives_in_phoenix_nested_with_its_human_a
     edit = first_step["events"][0]["attributes"]
     assert edit["agentui.before"] == QUESTION
     assert edit["agentui.after"] == QUESTION + " (edited)"
+
+    # a reviewer's thumbs down on a tool call and thumbs up on the answer reach Phoenix as
+    # HUMAN span annotations on the turn's span, saying what they are about and who gave them
+    reviewer = await database_sync_to_async(make_user)("rita")
+    notes = [
+        NewAnnotation(
+            target="call",
+            step_id=first_step["attributes"]["graph.node.id"],
+            tool_id="call_mul",
+            rating=-1,
+            comment="multiplied the wrong pair",
+        ),
+        NewAnnotation(target="answer", turn_id=turn_id, rating=1),
+    ]
+    for note in notes:
+        await database_sync_to_async(add_annotation)(task, reviewer, note)
+    sender = telemetry.reviews()
+    assert sender is not None and await asyncio.to_thread(sender.flush)
+    assert (sender.sent, sender.lost) == (2, 0)
+    annotations = await asyncio.to_thread(
+        phoenix.span_annotations, project, span_id(agent)
+    )
+    by_label = {a["result"]["label"]: a for a in annotations}
+    assert set(by_label) == {"thumbs_up", "thumbs_down"}
+    down = by_label["thumbs_down"]
+    assert down["annotator_kind"] == "HUMAN" and down["name"] == "agentui.review"
+    assert down["result"]["score"] == -1
+    assert down["result"]["explanation"] == "multiplied the wrong pair"
+    assert (
+        down["metadata"]["tool_id"] == "call_mul" and down["metadata"]["by"] == "rita"
+    )
 
 
 async def test_an_undone_step_and_a_stop_arrive_in_phoenix_as_what_the_person_did(

@@ -133,3 +133,17 @@ async def test_a_team_question_answered_is_one_tool_span_not_an_error(
     assert asked[0].parent is not None
     assert asked[0].parent.span_id == asking.context.span_id
     assert not [s for s in spans if s.status.status_code is StatusCode.ERROR]
+    # every span of the Team's steps names the member that acted, not only its model calls
+    members = {str(s.attributes["agent.name"]) for s in spans if kind(s) == "LLM"}
+    assert len(members) >= 2, members  # a handoff happened
+    for span in spans:
+        if kind(span) in ("CHAIN", "TOOL"):
+            assert span.attributes.get("agent.name") in members, span.name
+    step_agent = {
+        s.context.span_id: s.attributes["agent.name"]
+        for s in spans
+        if kind(s) == "CHAIN"
+    }
+    for call in (s for s in spans if kind(s) == "LLM"):
+        assert call.parent is not None
+        assert step_agent[call.parent.span_id] == call.attributes["agent.name"]

@@ -87,13 +87,17 @@ def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
 async def runtime_for(task_pk: int) -> NotebookRuntime:
     """The notebook's runtime, built on first use; ProtocolError if its preset is unavailable."""
     loop = asyncio.get_running_loop()
-    agent, owner_id = await database_sync_to_async(_agent_of)(task_pk)
+    facts = await database_sync_to_async(_facts_of)(task_pk)
+    agent, owner_id = facts.agent, facts.owner_id
     llm, llm_key = make_llm()
     model_chars = conf().tool_output_model_chars
     key = (agent, str(model_chars), *llm_key)
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:
         _runtimes.move_to_end(task_pk)
+        telemetry.describe(
+            task_pk, agent, llm.model, _about(facts, runtime.runner, llm)
+        )
         return runtime
     preset = get_preset(agent)
     if preset is None:
@@ -102,13 +106,13 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
             f"the agent preset {agent!r} is not available on this server",
         )
     publisher = publisher_for(task_pk)
-    telemetry.describe(task_pk, agent, llm.model)
     runner = preset.runner(
         preset.make_worker(llm, owner_id),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
         tool_output_chars=model_chars,
     )
+    telemetry.describe(task_pk, agent, llm.model, _about(facts, runner, llm))
     runtime = _runtimes[task_pk] = NotebookRuntime(
         task_pk, agent, runner, publisher, loop, key
     )
@@ -117,10 +121,48 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     return runtime
 
 
-def _agent_of(task_pk: int) -> tuple[str, int]:
-    """The notebook's preset and owner (its data tools read the owner's tables)."""
-    agent, owner_id = Task.objects.values_list("agent", "owner_id").get(pk=task_pk)
-    return agent, owner_id
+@dataclass(frozen=True)
+class _Facts:
+    agent: str  # the preset
+    owner_id: int  # its data tools read the owner's tables
+    owner: str
+    mode: str
+    forked_from: int | None
+
+
+def _facts_of(task_pk: int) -> _Facts:
+    """What the runtime and the notebook's spans need of its row, in one query."""
+    row = Task.objects.values_list(
+        "agent", "owner_id", "owner__username", "mode", "forked_from_id"
+    ).get(pk=task_pk)
+    return _Facts(*row)
+
+
+def _about(facts: _Facts, runner: AgentRunner, llm: OpenAI) -> telemetry.About:
+    """What the notebook's spans say about it (runs.telemetry.spans.About)."""
+    values = conf()
+    metadata: dict[str, Any] = {"preset": facts.agent, "mode": facts.mode}
+    if facts.forked_from is not None:
+        metadata["fork_of"] = facts.forked_from
+    invocation: dict[str, Any] = {"model": llm.model, **llm.additional_kwargs}
+    if llm.temperature is not None:
+        invocation["temperature"] = llm.temperature
+    try:
+        tools = tuple(
+            t.metadata.to_openai_tool() for t in runner.agent_worker.get_tools()
+        )
+    except Exception:  # noqa: BLE001 - spans without tool schemas, never a failed run
+        logger.exception("telemetry: could not list the tools of %s", facts.agent)
+        tools = ()
+    return telemetry.About(
+        user_id=facts.owner,
+        metadata=metadata,
+        tags=(facts.agent, facts.mode) + (("fork",) if facts.forked_from else ()),
+        invocation=invocation,
+        tools=tools,
+        full_prompt=values.otel_full_prompt == "full",
+        prompt_chars=values.otel_prompt_max_chars,
+    )
 
 
 def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

@@ -8,15 +8,29 @@ a step: a bug is logged, lost spans are counted by the sink.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
 
 from pydantic import BaseModel
 
+from .annotations import Review, ReviewSender, annotations_url
 from .config import TelemetryConfig
 from .export import SpanSink
-from .spans import TraceBuilder, resource_for
+from .spans import About, TraceBuilder, agent_span_id_of, resource_for
+
+__all__ = [
+    "About",
+    "configure",
+    "describe",
+    "enabled",
+    "observe",
+    "review",
+    "reviews",
+    "session_id",
+    "sink",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +60,25 @@ class TraceRecorder:
         self.sink.emit(spans)
 
 
+def deployment() -> str:
+    """This deployment's name in session ids: `AGENTUI_DEPLOYMENT_NAME`, else one derived from
+    SECRET_KEY (shared by every process of a deployment; the key itself is not recoverable)."""
+    from django.conf import settings
+
+    from runs.conf import conf
+
+    named = conf().deployment_name
+    if named:
+        return named
+    digest = hashlib.sha256(f"agentui-session:{settings.SECRET_KEY}".encode())
+    return f"agentui-{digest.hexdigest()[:8]}"
+
+
+def session_id(notebook: int) -> str:
+    """A notebook's session id: unique across deployments that share a trace store."""
+    return f"{deployment()}/notebook-{notebook}"
+
+
 class _Exporting:
     """This process's sink and one recorder per notebook."""
 
@@ -54,12 +87,13 @@ class _Exporting:
         self.resource = resource_for(sink.config.service_name, sink.config.project)
         self.recorders: OrderedDict[int, TraceRecorder] = OrderedDict()
         self.lock = threading.Lock()
+        self.reviews: ReviewSender | None = None  # started with the first review
 
     def recorder(self, notebook: int) -> TraceRecorder:
         with self.lock:
             recorder = self.recorders.get(notebook)
             if recorder is None:
-                builder = TraceBuilder(self.resource, session_id=f"notebook-{notebook}")
+                builder = TraceBuilder(self.resource, session_id=session_id(notebook))
                 recorder = self.recorders[notebook] = TraceRecorder(self.sink, builder)
                 while len(self.recorders) > MAX_NOTEBOOKS:
                     self.recorders.popitem(last=False)
@@ -105,13 +139,18 @@ def sink() -> SpanSink | None:
     return state.sink if state is not None else None
 
 
-def describe(notebook: int, agent: str, model: str | None) -> None:
-    """Name the notebook's agent preset and model for its spans (the runtime knows them)."""
+def describe(
+    notebook: int, agent: str, model: str | None, about: About | None = None
+) -> None:
+    """Name the notebook's agent preset and model for its spans, and what every span says
+    about it (`About`: owner, metadata, tags, the model's parameters, the tools offered)."""
     state = _current()
     if state is None:
         return
     builder = state.recorder(notebook).builder
     builder.agent, builder.model = agent, model
+    if about is not None:
+        builder.about = about
 
 
 def observe(notebook: int, event: BaseModel) -> None:
@@ -119,6 +158,42 @@ def observe(notebook: int, event: BaseModel) -> None:
     state = _current()
     if state is not None:
         state.recorder(notebook)(event)
+
+
+def review(
+    annotation_id: int,
+    turn_id: str,
+    rating: int,
+    comment: str,
+    metadata: dict[str, object],
+) -> None:
+    """Send a reviewer's annotation to the trace store, on its turn's AGENT span (a no-op
+    unless exporting to Phoenix: runs.telemetry.annotations)."""
+    state = _current()
+    if state is None:
+        return
+    with state.lock:
+        if state.reviews is None:
+            url = annotations_url(state.sink.config.endpoint)
+            if url is None:
+                return  # not Phoenix: OTLP has no place for annotations
+            state.reviews = ReviewSender(url, state.sink.config.export_timeout_s)
+        sender = state.reviews
+    sender.send(
+        Review(
+            identifier=f"agentui-{annotation_id}",
+            span_id=agent_span_id_of(turn_id),
+            rating=rating,
+            comment=comment,
+            metadata=dict(metadata),
+        )
+    )
+
+
+def reviews() -> ReviewSender | None:
+    """The process's review sender, once a review was sent (tests flush it)."""
+    state = _current()
+    return state.reviews if state is not None else None
 
 
 @atexit.register

@@ -32,6 +32,7 @@ from openinference.semconv.trace import (
     OpenInferenceMimeTypeValues,
     OpenInferenceSpanKindValues,
     SpanAttributes,
+    ToolAttributes,
     ToolCallAttributes,
 )
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -69,6 +70,7 @@ CHAIN = OpenInferenceSpanKindValues.CHAIN.value
 LLM = OpenInferenceSpanKindValues.LLM.value
 TOOL = OpenInferenceSpanKindValues.TOOL.value
 JSON_MIME = OpenInferenceMimeTypeValues.JSON.value
+TOOL_JSON_SCHEMA = ToolAttributes.TOOL_JSON_SCHEMA
 
 SCOPE = InstrumentationScope("agentui")
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -91,6 +93,11 @@ def _derived_id(bits: int, *parts: str) -> int:
 def trace_id_of(turn_id: str) -> str:
     """The trace id (32 hex digits) of a turn's spans, as trace stores such as Phoenix show it."""
     return f"{_derived_id(128, 'agentui-trace', turn_id):032x}"
+
+
+def agent_span_id_of(turn_id: str) -> str:
+    """The span id (16 hex digits) of a turn's AGENT span."""
+    return f"{_derived_id(64, 'agentui-turn', turn_id):016x}"
 
 
 def _text(value: str) -> str:
@@ -167,6 +174,29 @@ class _Turn:
     # step runs that have ended, exported with the turn: an undo may still mark them undone
     ended_runs: list[tuple[str, _Open, float, str | None]] = field(default_factory=list)
     stopped_by: str | None = None  # who pressed Stop, once someone did
+    # the agent each step's model call was made by (a Team's member), for its other spans;
+    # a step with no model call of its own (one carrying out an answered question) is the
+    # latest caller's
+    agents: dict[str, str] = field(default_factory=dict)
+    latest_agent: str | None = None
+
+    def agent_of(self, step_id: str | None) -> str | None:
+        return self.agents.get(step_id or "", self.latest_agent)
+
+
+@dataclass
+class About:
+    """What every span of a notebook says about it, and how much of a prompt LLM spans keep."""
+
+    user_id: str | None = None  # the notebook's owner (`user.id`)
+    metadata: dict[str, Any] = field(default_factory=dict)  # preset, mode, fork of, ...
+    tags: tuple[str, ...] = ()
+    invocation: dict[str, Any] = field(
+        default_factory=dict
+    )  # the model call's parameters
+    tools: tuple[dict[str, Any], ...] = ()  # the tools offered, as the model sees them
+    full_prompt: bool = True  # every message of each call, not only what is new in it
+    prompt_chars: int = 200_000  # the most characters of one call's messages kept
 
 
 class TraceBuilder:
@@ -183,6 +213,7 @@ class TraceBuilder:
         self.session_id = session_id
         self.agent = agent  # the preset, the AGENT span's name
         self.model = model
+        self.about = About()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
         self._ended: OrderedDict[str, None] = (
             OrderedDict()
@@ -240,6 +271,7 @@ class TraceBuilder:
         attributes: Attributes = {
             KIND: span.kind,
             SpanAttributes.SESSION_ID: self.session_id,
+            **self._about(),
             **span.attributes,
         }
         return ReadableSpan(
@@ -255,6 +287,33 @@ class TraceBuilder:
             end_time=_ns(max(end, span.start)),
             instrumentation_scope=SCOPE,
         )
+
+    def _about(self) -> Attributes:
+        about: Attributes = {}
+        if self.about.user_id:
+            about[SpanAttributes.USER_ID] = self.about.user_id
+        if self.about.metadata:
+            about[SpanAttributes.METADATA] = _json(self.about.metadata)
+        if self.about.tags:
+            about[SpanAttributes.TAG_TAGS] = list(self.about.tags)
+        return about
+
+    def _prompt(self, event: AgentInput) -> tuple[list[ChatMessage], int]:
+        """The call's messages the span keeps, and how many earlier ones it leaves out."""
+        if not self.about.full_prompt:
+            keep = new_in_call([m.role for m in event.input])
+            kept = [event.input[i] for i in keep]
+            return kept, len(event.input) - len(kept) + event.input_omitted
+        kept, room = [], self.about.prompt_chars
+        for message in reversed(event.input):  # the latest messages first
+            room -= len(message.content or "") + sum(
+                len(c.raw_arguments or "") for c in message.tool_calls
+            )
+            if room < 0 and kept:
+                break
+            kept.append(message)
+        kept.reverse()
+        return kept, len(event.input) - len(kept) + event.input_omitted
 
     # --- events -------------------------------------------------------------------------------
 
@@ -349,13 +408,22 @@ class TraceBuilder:
         if self.model:
             attributes[SpanAttributes.LLM_MODEL_NAME] = self.model
         attributes[SpanAttributes.AGENT_NAME] = event.current_agent_name
+        turn.latest_agent = event.current_agent_name
+        if event.step_id:
+            turn.agents[event.step_id] = event.current_agent_name
         if phase:
             attributes["agentui.phase"] = phase
-        # each call resends the conversation: like the trace store, keep what is new in it
-        keep = new_in_call([m.role for m in event.input])
-        messages = [event.input[i] for i in keep]
+        if self.about.invocation:
+            attributes[SpanAttributes.LLM_INVOCATION_PARAMETERS] = _json(
+                self.about.invocation
+            )
+        for i, tool in enumerate(self.about.tools):
+            attributes[f"{SpanAttributes.LLM_TOOLS}.{i}.{TOOL_JSON_SCHEMA}"] = _json(
+                tool
+            )
+        # the whole prompt as the model got it (capped; or only what is new in each call)
+        messages, omitted = self._prompt(event)
         message_attributes(SpanAttributes.LLM_INPUT_MESSAGES, messages, attributes)
-        omitted = len(event.input) - len(keep) + event.input_omitted
         if omitted:
             attributes["agentui.input_omitted"] = omitted
         if messages and messages[-1].content:
@@ -390,6 +458,9 @@ class TraceBuilder:
         # a question's call belongs to the step that asked it, though the answer came later
         span.parent_id = turn.asked_in.pop(event.tool_id, span.parent_id)
         output = event.tool_output
+        agent = turn.agent_of(asked.step_id if asked else event.step_id)
+        if agent is not None:
+            span.attributes[SpanAttributes.AGENT_NAME] = agent
         span.attributes.update(
             {
                 SpanAttributes.TOOL_NAME: event.tool_name,
@@ -428,6 +499,9 @@ class TraceBuilder:
             return ended
         if output:
             span.attributes[SpanAttributes.OUTPUT_VALUE] = _text(output)
+        agent = turn.agent_of(step_id)
+        if agent is not None:
+            span.attributes[SpanAttributes.AGENT_NAME] = agent
         turn.ended_runs.append((step_id, span, at, error))
         return ended
 

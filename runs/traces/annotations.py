@@ -17,6 +17,7 @@ from runs.conf import conf
 from runs.models import Annotation, AnnotationTarget, Event, Step, Task, Turn
 from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
+from runs.telemetry import recorder as telemetry
 
 MAX_COMMENT_CHARS = 5000
 
@@ -85,7 +86,7 @@ def add_annotation(
         raise ValueError(problem)
     with transaction.atomic():
         _hold_annotation(task, new)
-        return Annotation.objects.create(
+        note = Annotation.objects.create(
             task=task,
             author=author,
             target=new.target,
@@ -95,6 +96,24 @@ def add_annotation(
             rating=new.rating,
             comment=new.comment.strip(),
         )
+        transaction.on_commit(lambda: _export(task, note))
+    return note
+
+
+def _export(task: Task, note: Annotation) -> None:
+    """The annotation to the trace store, on its turn's span (runs.telemetry.annotations)."""
+    turn_id = note.turn_id or (
+        Step.objects.filter(task=task, step_id=note.step_id)
+        .values_list("turn__engine_id", flat=True)
+        .first()
+    )
+    if not turn_id:
+        return
+    about = {"target": note.target, "by": note.author.get_username()}
+    about.update(
+        {k: v for k, v in (("step_id", note.step_id), ("tool_id", note.tool_id)) if v}
+    )
+    telemetry.review(note.pk, turn_id, note.rating, note.comment, about)
 
 
 def _hold_annotation(task: Task, new: NewAnnotation) -> None:
