@@ -251,3 +251,51 @@ async def test_the_wait_email_is_opt_in_rate_limited_and_carries_no_model_text(
         assert "<script" not in part and "SECRET" not in part and "evil" not in part
     row = await InboxSettings.objects.aget(user=alice)
     assert row.unsent_waits == 1
+
+
+async def next_reply(ws: WebsocketCommunicator) -> dict[str, Any]:
+    """The next ack or error (lists sent meanwhile are skipped)."""
+    while True:
+        message = json.loads(await ws.receive_from(timeout=10))
+        if message["type"] in ("ack", "error"):
+            return message
+
+
+async def test_rejecting_from_the_inbox_rejects_every_call_with_the_reason_and_a_fork_shows_up(
+    scripted_server: Any,
+) -> None:
+    server = scripted_server(analyst_script())
+    alice = await database_sync_to_async(make_user)("alice")
+    with llm_at(server):
+        task = await database_sync_to_async(make_notebook)(alice, mode="tools")
+        ws = await inbox_socket(alice)
+        await next_list(ws, 0)
+        await service.send_message(task.pk, QUESTION)
+        step_id = (await next_list(ws, 1))["items"][0]["step_id"]
+
+        await decide(ws, "q", task.pk, step_id, verdict="answer", text="yes")
+        refused = await next_reply(ws)
+        assert (refused["code"], refused["request_id"]) == ("not_allowed", "q")
+        await decide(ws, "r0", task.pk, step_id, verdict="reject", text="  ")
+        assert (await next_reply(ws))["code"] == "invalid_input"  # a reason is needed
+        await decide(ws, "r1", task.pk, step_id, verdict="reject", text="not today")
+        assert (await next_reply(ws))["type"] == "ack"
+        await service.wait_idle()
+        await next_list(ws, 0)
+
+        first = await task.steps.filter(kind="llm").order_by("created_at").afirst()
+        assert first is not None
+        fork = await database_sync_to_async(service.fork_notebook)(
+            task.pk, first.step_id
+        )
+        forked = await next_list(ws, 1)  # a fork's waiting step shows up at once
+        assert forked["items"][0]["notebook"] == fork.pk
+        await ws.disconnect()
+    actions = await human_actions(task.pk)
+    assert [(a["action"], a["by"], a.get("reason")) for a in actions] == [
+        ("rejected_call", "alice", "not today"),
+        ("rejected_call", "alice", "not today"),
+        ("approved", "alice", None),
+    ]
+    told = [m for m in server.requests[-1].messages if m.get("role") == "tool"]
+    assert len(told) == 2 and all("not today" in m["content"] for m in told)

@@ -54,6 +54,7 @@ from runs.service.data import (
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
 from runs.service.driver import Origin, runnable_steps
+from runs.service.forking import fork_notebook
 from runs.service.health import readiness
 from runs.service.inbox import decide_from_inbox, inbox_count, inbox_of
 from runs.service.lease import is_held
@@ -90,7 +91,7 @@ from runs.service.tokens import (
     unauthenticated_response,
 )
 from runs.service.waiting import WaitingStep, deadline_of
-from runs.store.fork import ForkError, fork_notebook
+from runs.store.fork import ForkError
 from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of

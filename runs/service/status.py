@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 
 from runs.models import NotebookStatus, Task, inbox_group_name
@@ -45,6 +46,20 @@ async def _email(task_pk: int) -> None:
         await email_waiting(task_pk)
     except Exception:  # noqa: BLE001 - a mail server's failure must not touch the run
         logger.exception("the 'waiting for you' email of notebook %s failed", task_pk)
+
+
+def tell_inbox(task_pk: int) -> None:
+    """From synchronous code: tell the owner's inbox about a notebook made in a state of its own
+    (a fork whose next step waits), with no status change to hear it from."""
+    row = Task.objects.filter(pk=task_pk).values_list("owner_id", "status").first()
+    if row is None:
+        return
+    message = {
+        "type": INBOX_MESSAGE,
+        "notebook": task_pk,
+        "waiting": row[1] == NotebookStatus.WAITING,
+    }
+    async_to_sync(broadcast.group_send)(inbox_group_name(row[0]), message)
 
 
 def _owner(task_pk: int) -> int | None:
