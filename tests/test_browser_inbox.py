@@ -9,6 +9,7 @@ Screenshots: test-artifacts/inbox-*.png.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,23 @@ def app_env() -> dict[str, str]:
     return {"AGENTUI_DEADLINE_SWEEP_S": "0.3"}
 
 
-def test_a_step_waiting_in_one_tab_is_approved_from_the_inbox_in_another(
+# Records each browser notification the page shows (then shows it): what the person would see.
+RECORD_NOTIFICATIONS = """
+(() => {
+  const Real = window.Notification;
+  if (!Real) return;
+  window.__shown = [];
+  window.Notification = class extends Real {
+    constructor(title, options) {
+      window.__shown.push({ title, body: options?.body, tag: options?.tag });
+      super(title, options);
+    }
+  };
+})();
+"""
+
+
+def test_a_step_waiting_in_one_tab_is_decided_from_the_inbox_in_another_with_keys(
     live_app: LiveApp,
     scripted_model: ScriptedServer,
     page: Any,
@@ -45,10 +62,15 @@ def test_a_step_waiting_in_one_tab_is_approved_from_the_inbox_in_another(
     artifacts_dir: Path,
 ) -> None:
     scripted_model.load(Script(rules=analyst_rules()), reset_log=True)
+    page.context.grant_permissions(["notifications"], origin=live_app.url)
+    page.context.add_init_script(RECORD_NOTIFICATIONS)
     page.goto(f"{live_app.url}/inbox/")
     page.locator("#inbox-empty:not([hidden])").wait_for()
     badge = page.locator("[data-inbox-count]")
     assert badge.is_hidden()
+    # notifications only after the person's click
+    page.get_by_role("button", name="Turn on browser notifications").click()
+    page.get_by_role("button", name="Turn off browser notifications").wait_for()
 
     notebook = new_context().new_page()
     task = start_notebook(
@@ -59,19 +81,38 @@ def test_a_step_waiting_in_one_tab_is_approved_from_the_inbox_in_another(
     item.wait_for()  # live: the inbox tab was not reloaded
     assert badge.inner_text() == "1"
     assert page.locator("#inbox-summary").inner_text() == "1 step waits for you."
-    assert (
-        item.get_by_label("add arguments")
-        .input_value()
-        .replace(" ", "")
-        .replace("\n", "")
-        == '{"a":2,"b":3}'
-    )
+    args = item.get_by_label("add arguments").input_value()
+    assert json.loads(args) == {"a": 2, "b": 3}
+    shown = page.evaluate("window.__shown")
+    assert shown == [
+        {
+            "title": "A step waits for you",
+            "body": QUESTION,
+            "tag": f"agentui-wait-{task}",
+        }
+    ]
     # the notebook tab's own nav counts it too
     notebook.locator("[data-inbox-count]:not([hidden])").wait_for()
     assert notebook.locator("[data-inbox-count]").inner_text() == "1"
-    shots_at_both_sizes(page, artifacts_dir, "inbox-01-step-waits")
 
-    # keyboard: the first item is selected; `a` approves it
+    # a second notebook waits too; it is listed after the first (longest-waiting first)
+    other = new_context().new_page()
+    second = start_notebook(
+        other, live_app, QUESTION, agent="function_calling", mode="tools"
+    )
+    page.locator(f".inbox-item[data-notebook='{second}']").wait_for()
+    assert badge.inner_text() == "2"
+    shots_at_both_sizes(page, artifacts_dir, "inbox-01-steps-wait")
+
+    # keys: j selects the second, r goes to its reason, Enter rejects every call
+    assert "selected" in (item.get_attribute("class") or "")
+    page.locator("body").press("j")
+    page.locator("body").press("r")
+    page.keyboard.type("not this one")
+    page.keyboard.press("Enter")
+    page.locator(f".inbox-item[data-notebook='{second}']").wait_for(state="detached")
+    assert badge.inner_text() == "1"
+    # what is left is selected: a approves it
     assert "selected" in (item.get_attribute("class") or "")
     page.locator("body").press("a")
     page.locator("#inbox-empty:not([hidden])").wait_for()
@@ -81,6 +122,9 @@ def test_a_step_waiting_in_one_tab_is_approved_from_the_inbox_in_another(
     assert ANSWER in notebook.locator(".cell-answer").inner_text()
     approved = notebook.locator(".human-action.action-approved .who")
     assert approved.all_inner_texts() == [USERNAME]  # the person, not "automatically"
+    other.locator(".cell-answer").wait_for()
+    reasons = other.locator(".human-action.action-rejected_call .tool-reason")
+    assert reasons.all_inner_texts() == ["Reason: not this one"] * 2
     shots_at_both_sizes(notebook, artifacts_dir, "inbox-02-notebook-went-on")
     shot(page, artifacts_dir, "inbox-03-empty-again")
     assert page.console_errors == []
