@@ -95,7 +95,7 @@ async def test_a_waiting_step_reaches_the_inbox_live_and_is_approved_from_it(
         await service.send_message(task.pk, QUESTION)
         listed = await next_list(mine, 1)
         item = listed["items"][0]
-        assert listed["started"] == task.pk
+        assert listed["started"] == {"notebook": task.pk, "title": QUESTION}
         assert (item["notebook"], item["kind"]) == (task.pk, "tool_calls")
         assert [c["tool_name"] for c in item["calls"]] == ["add", "multiply"]
         assert item["calls"][0]["arguments"] == {"a": 2, "b": 3}
@@ -299,3 +299,30 @@ async def test_rejecting_from_the_inbox_rejects_every_call_with_the_reason_and_a
     ]
     told = [m for m in server.requests[-1].messages if m.get("role") == "tool"]
     assert len(told) == 2 and all("not today" in m["content"] for m in told)
+
+
+async def test_the_settings_default_deadline_applies_unless_a_notebook_has_none(
+    scripted_server: Any, settings: Any
+) -> None:
+    settings.AGENTUI_WAIT_DEADLINE_S = 60
+    server = scripted_server(analyst_script())
+    alice = await database_sync_to_async(make_user)("alice")
+    with llm_at(server):
+        default = await database_sync_to_async(make_notebook)(alice, mode="step")
+        never = await database_sync_to_async(make_notebook)(alice, mode="step")
+        await database_sync_to_async(service.set_deadline)(never.pk, 0, "")
+        for task in (default, never):
+            await service.send_message(task.pk, QUESTION)
+        waits = {
+            e.task_id: e.payload
+            async for e in Event.objects.filter(type="step_waiting")
+        }
+        assert waits[default.pk]["deadline_s"] == 60
+        assert waits[never.pk].get("deadline_at") is None
+        far = waits[default.pk]["deadline_at"] + 3600
+        assert await deadlines.sweep_once(now=far) == 1
+        await service.wait_idle()
+    assert [a["automatic"] for a in await human_actions(default.pk)] == [
+        "the deadline of 1 min passed"
+    ]
+    assert await human_actions(never.pk) == []

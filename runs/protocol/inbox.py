@@ -61,7 +61,10 @@ def parse_inbox_frame(raw: str | bytes | None) -> InboxDecision:
 
 
 def inbox_message(
-    items: list[dict[str, object]], started: int | None = None
+    count: int,
+    items: list[dict[str, object]] | None,
+    started: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    """What the inbox socket sends: every waiting step, and the notebook that just began waiting."""
-    return {"type": "inbox", "items": items, "count": len(items), "started": started}
+    """What the inbox socket sends: how many steps wait, the list itself (None on a socket that
+    asked only for the count), and the notebook that just began waiting (`{notebook, title}`)."""
+    return {"type": "inbox", "count": count, "items": items, "started": started}

@@ -56,7 +56,12 @@ from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
 from runs.service.health import readiness
-from runs.service.inbox import decide_from_inbox, inbox_count, inbox_of
+from runs.service.inbox import (
+    decide_from_inbox,
+    inbox_count,
+    inbox_of,
+    waiting_title,
+)
 from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings
 from runs.service.notify import save_settings as save_inbox_settings
@@ -107,6 +112,7 @@ __all__ = [
     "inbox_settings_of",
     "save_inbox_settings",
     "set_deadline",
+    "waiting_title",
     "MAX_IMAGES_PER_MESSAGE",
     "RUNNABLE",
     "DEMO_DATA_FILE",

@@ -35,7 +35,10 @@ def overdue(now: float | None = None) -> list[WaitingStep]:
     """Every waiting step whose deadline has passed, of any person."""
     moment = time.time() if now is None else now
     found = []
-    for task in waiting_notebooks().select_related("owner")[:1000]:
+    candidates = waiting_notebooks().filter(wait_deadline_s__gt=0)
+    if conf().wait_deadline_s > 0:  # the default applies to notebooks without their own
+        candidates |= waiting_notebooks().filter(wait_deadline_s__isnull=True)
+    for task in candidates.order_by("updated_at")[:1000]:
         step = waiting_step(task)
         if (
             step is not None

@@ -14,7 +14,13 @@ from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service.actions import decide
 from runs.service.driver import Origin
-from runs.service.waiting import WaitingStep, waiting_count, waiting_for, waiting_step
+from runs.service.waiting import (
+    WaitingStep,
+    waiting_count,
+    waiting_for,
+    waiting_notebooks,
+    waiting_step,
+)
 
 
 def inbox_of(user_pk: int) -> list[WaitingStep]:
@@ -23,6 +29,21 @@ def inbox_of(user_pk: int) -> list[WaitingStep]:
 
 def inbox_count(user_pk: int) -> int:
     return waiting_count(user_pk)
+
+
+def waiting_title(user_pk: int, task_pk: int | None) -> dict[str, object] | None:
+    """`{notebook, title}` of the person's notebook `task_pk` if it waits (for notifications)."""
+    if task_pk is None:
+        return None
+    title = (
+        waiting_notebooks()
+        .filter(pk=task_pk, owner_id=user_pk)
+        .values_list("title", flat=True)
+        .first()
+    )
+    if title is None:
+        return None
+    return {"notebook": task_pk, "title": title or f"Notebook {task_pk}"}
 
 
 async def decide_from_inbox(

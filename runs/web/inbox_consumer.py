@@ -1,8 +1,9 @@
 """The inbox websocket, `ws/inbox/`: every step waiting for the person, live, and decisions on them.
 
 On connect and whenever one of the person's notebooks starts or stops waiting (the service's
-`inbox.changed` on their group), it sends the whole list again (`inbox`): it is short, and a
-list read fresh cannot drift from the rows. The nav's waiting count on every page reads it too.
+`inbox.changed` on their group), it sends the whole list again (`inbox`): a list read fresh
+cannot drift from the rows. The nav's count on other pages connects with `?list=0` and gets
+only the count (one query), so many open tabs cost little.
 A `decide` frame (runs.protocol.inbox) is carried out by the service's `decide_from_inbox`,
 the same decision the notebook page makes; it answers `ack` or `error`, like the notebook socket.
 """
@@ -25,14 +26,19 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 
 
-def _items(user_pk: int) -> list[dict[str, Any]]:
-    return [step.as_json() for step in service.inbox_of(user_pk)]
+def _inbox(user_pk: int, with_list: bool, started: int | None) -> dict[str, object]:
+    items = (
+        [step.as_json() for step in service.inbox_of(user_pk)] if with_list else None
+    )
+    count = len(items) if items is not None else service.inbox_count(user_pk)
+    return inbox_message(count, items, service.waiting_title(user_pk, started))
 
 
 class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One page of a person's (the inbox, or any page's nav count) watching what waits for them."""
 
     group = ""
+    with_list = True
 
     async def connect(self) -> None:
         await self.accept()
@@ -40,6 +46,9 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        self.with_list = b"list=0" not in self.scope.get("query_string", b"").split(
+            b"&"
+        )
         self.group = inbox_group_name(user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self._send_list(None)
@@ -49,8 +58,9 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def _send_list(self, started: int | None) -> None:
-        items = await database_sync_to_async(_items)(self.scope["user"].pk)
-        await self.send_json(inbox_message(items, started))
+        user_pk = self.scope["user"].pk
+        message = await database_sync_to_async(_inbox)(user_pk, self.with_list, started)
+        await self.send_json(message)
 
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         await self._send_list(message["notebook"] if message.get("waiting") else None)

@@ -32,17 +32,16 @@ function showCount(count) {
 }
 
 function notify(message) {
-  if (!message.started || !notificationsOn()) return;
-  const item = message.items.find((i) => i.notebook === message.started);
-  if (!item) return;
+  const started = message.started;
+  if (!started || !notificationsOn()) return;
   // The title is the person's own; a Notification's body is plain text, never markup.
   const shown = new Notification("A step waits for you", {
-    body: item.title,
-    tag: `agentui-wait-${item.notebook}`, // one per notebook, however many tabs are open
+    body: started.title,
+    tag: `agentui-wait-${started.notebook}`, // one per notebook, however many tabs are open
   });
   shown.addEventListener("click", () => {
     window.focus();
-    location.assign(`/tasks/${item.notebook}/`);
+    location.assign(`/tasks/${started.notebook}/`);
   });
 }
 

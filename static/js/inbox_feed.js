@@ -1,6 +1,7 @@
-// The person's inbox socket, ws/inbox/ (docs/protocol.md#the-inbox-socket): one per page, shared by
-// the nav's waiting count and the Inbox page. Every `inbox` message is the whole list of steps
-// waiting for the person; `started` names a notebook that has just begun waiting.
+// The person's inbox socket, ws/inbox/ (docs/protocol.md#the-inbox-socket-wsinbox): one per page,
+// shared by the nav's waiting count and the Inbox page. Every `inbox` message has the count of
+// steps waiting for the person, the whole list on the Inbox page (other pages ask for the count
+// only), and in `started` the notebook that has just begun waiting.
 
 import { TaskSocket, socketUrl } from "./socket.js";
 
@@ -11,7 +12,8 @@ class InboxFeed {
     /** @type {Set<(state: string, detail?: string) => void>} */
     this.stateListeners = new Set();
     this.last = null;
-    this.socket = new TaskSocket(socketUrl("/ws/inbox/"), {
+    const list = document.body.classList.contains("page-inbox");
+    this.socket = new TaskSocket(socketUrl(list ? "/ws/inbox/" : "/ws/inbox/?list=0"), {
       resumes: false,
       lastSeq: () => 0,
       onMessage: (message) => {
