@@ -120,6 +120,20 @@ class Conf:
         "after every call",
     )
     # --- tools and data
+    mcp_timeout_s: float = _setting(
+        30.0,
+        "seconds",
+        "How long one call of an MCP server's tool may take before it fails with a message "
+        "(the notebook and other tools go on)",
+        least=0.1,
+    )
+    mcp_start_timeout_s: float = _setting(
+        20.0,
+        "seconds",
+        "How long an MCP server may take to start and answer its handshake (also for fetching "
+        "its tool list in the admin)",
+        least=0.1,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )

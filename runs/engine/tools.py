@@ -99,12 +99,15 @@ class ToolMetadata(BaseModel):
     description: str
     fn_schema: type[BaseModel] | None = None
     return_direct: bool = False
+    # the arguments' JSON schema as given, for a tool described elsewhere (an MCP server's tool,
+    # runs.engine.schema_tool); used when there is no fn_schema
+    parameters_json: dict[str, Any] | None = None
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The arguments' JSON schema, shared by every user of the model class: read, don't modify."""
         if self.fn_schema is None:
-            return _NO_PARAMETERS
+            return self.parameters_json or _NO_PARAMETERS
         return _json_schema(self.fn_schema)
 
     def parameters_schema(self) -> dict[str, Any]:

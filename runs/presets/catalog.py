@@ -91,8 +91,17 @@ class Preset:
         bind = scope_binder(owner_id)
         return [bind(tool) for tool in tools]
 
-    def make_worker(self, llm: LLM, owner_id: int | None = None) -> BaseAgentWorker:
-        return self.build(self.make_tools(owner_id), llm)
+    def make_worker(
+        self,
+        llm: LLM,
+        owner_id: int | None = None,
+        extra_tools: Sequence[BaseTool] = (),
+    ) -> BaseAgentWorker:
+        """The preset's worker over its tools and `extra_tools` (a notebook's MCP tools)."""
+        tools = self.make_tools(owner_id)
+        taken = {tool.metadata.name for tool in tools}
+        tools += [tool for tool in extra_tools if tool.metadata.name not in taken]
+        return self.build(tools, llm)
 
 
 def _as_tools(value: Any, path: str) -> list[BaseTool]:

@@ -26,6 +26,7 @@ from runs.engine import (
 )
 from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
 from runs.presets import get_preset
+from runs.presets.mcp import check_mcp_choice
 from runs.protocol import (
     Abandon,
     Approve,
@@ -671,8 +672,11 @@ async def perform(
 # --- notebooks --------------------------------------------------------------------------------
 
 
-def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
-    """A new, empty notebook; ProtocolError for an unknown preset or mode."""
+def create_notebook_row(
+    owner: User, agent: str, mode: str, mcp_tools: list[str] | None = None
+) -> Task:
+    """A new, empty notebook; ProtocolError for an unknown preset or mode, or an MCP tool the
+    owner may not use."""
     if get_preset(agent) is None:
         raise _error(ErrorCode.INVALID_INPUT, f"there is no agent preset {agent!r}")
     if mode not in ApprovalMode.values:
@@ -680,14 +684,26 @@ def create_notebook_row(owner: User, agent: str, mode: str) -> Task:
             ErrorCode.INVALID_INPUT,
             f"the mode must be one of {', '.join(ApprovalMode.values)}",
         )
-    return Task.objects.create(owner=owner, agent=agent, mode=mode)
+    try:
+        chosen = check_mcp_choice(owner.pk, list(mcp_tools or []))
+    except ValueError as exc:
+        raise _error(ErrorCode.INVALID_INPUT, str(exc)) from None
+    return Task.objects.create(owner=owner, agent=agent, mode=mode, mcp_tools=chosen)
 
 
 async def create_notebook(
-    owner: User, text: str, agent: str, mode: str, images: list[int] | None = None
+    owner: User,
+    text: str,
+    agent: str,
+    mode: str,
+    images: list[int] | None = None,
+    mcp_tools: list[str] | None = None,
 ) -> Task:
-    """Create a notebook and start its first turn with `text` and uploaded `images` (all or nothing)."""
-    task = await database_sync_to_async(create_notebook_row)(owner, agent, mode)
+    """Create a notebook with its picked MCP tools and start its first turn with `text` and
+    uploaded `images` (all or nothing)."""
+    task = await database_sync_to_async(create_notebook_row)(
+        owner, agent, mode, mcp_tools
+    )
     try:
         await send_message(task.pk, text, images=images)
     except BaseException:

@@ -21,8 +21,10 @@ from channels.db import database_sync_to_async
 from runs.conf import conf
 from runs.engine import AgentRunner, OpenAI
 from runs.engine.llms import Transport
+from runs.engine.schema_tool import SchemaTool
 from runs.models import Task
 from runs.presets import get_preset
+from runs.presets.mcp import notebook_mcp_tools
 from runs.protocol import ErrorCode, ProtocolError
 from runs.realtime.publisher import Publisher, forget_publishers, publisher_for
 from runs.service.llm import llm_settings
@@ -89,9 +91,10 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     loop = asyncio.get_running_loop()
     facts = await database_sync_to_async(_facts_of)(task_pk)
     agent, owner_id = facts.agent, facts.owner_id
+    mcp_tools, mcp_key = facts.mcp_tools, facts.mcp_key
     llm, llm_key = make_llm()
     model_chars = conf().tool_output_model_chars
-    key = (agent, str(model_chars), *llm_key)
+    key = (agent, str(model_chars), mcp_key, *llm_key)
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:
         _runtimes.move_to_end(task_pk)
@@ -107,7 +110,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         )
     publisher = publisher_for(task_pk)
     runner = preset.runner(
-        preset.make_worker(llm, owner_id),
+        preset.make_worker(llm, owner_id, mcp_tools),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
         tool_output_chars=model_chars,
@@ -128,14 +131,20 @@ class _Facts:
     owner: str
     mode: str
     forked_from: int | None
+    mcp_tools: list[
+        SchemaTool
+    ]  # the MCP tools picked for it that its owner may still use
+    mcp_key: str  # changes when one of their servers changes
 
 
 def _facts_of(task_pk: int) -> _Facts:
-    """What the runtime and the notebook's spans need of its row, in one query."""
-    row = Task.objects.values_list(
-        "agent", "owner_id", "owner__username", "mode", "forked_from_id"
+    """What the runtime and the notebook's spans need of its row, in one query (and its MCP
+    tools, from their servers' rows)."""
+    *row, names = Task.objects.values_list(
+        "agent", "owner_id", "owner__username", "mode", "forked_from_id", "mcp_tools"
     ).get(pk=task_pk)
-    return _Facts(*row)
+    mcp_tools, mcp_key = notebook_mcp_tools(row[1], list(names or []))
+    return _Facts(*row, mcp_tools=mcp_tools, mcp_key=mcp_key)
 
 
 def _about(facts: _Facts, runner: AgentRunner, llm: OpenAI) -> telemetry.About:

@@ -314,6 +314,7 @@ def fork_notebook(source_pk: int, step_id: str) -> Task:
             owner_id=source.owner_id,
             title=f"{source}, forked at {_where(point)}"[:200],
             agent=source.agent,
+            mcp_tools=source.mcp_tools,
             mode=ApprovalMode.STEP if goes_on else source.mode,
             forked_from=source,
             fork_step_id=step_id,

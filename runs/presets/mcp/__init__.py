@@ -1,0 +1,27 @@
+"""Tools from Model Context Protocol servers an admin configured (`runs.models.McpServer`).
+
+- `listing`: a server's tool list, fetched and checked (names, descriptions, schemas are
+  untrusted), stored on the server's row.
+- `connections`: this process's sessions with the servers: started on a tool's first call,
+  reused, closed cleanly (`close_all`).
+- `tools`: which servers' tools a person may pick, and the engine tools a notebook gets.
+"""
+
+from runs.presets.mcp.connections import McpError, close_all
+from runs.presets.mcp.listing import refresh_listing
+from runs.presets.mcp.tools import (
+    McpToolChoice,
+    available_mcp_tools,
+    check_mcp_choice,
+    notebook_mcp_tools,
+)
+
+__all__ = [
+    "McpError",
+    "McpToolChoice",
+    "available_mcp_tools",
+    "check_mcp_choice",
+    "close_all",
+    "notebook_mcp_tools",
+    "refresh_listing",
+]

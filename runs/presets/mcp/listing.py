@@ -1,0 +1,171 @@
+"""A server's tool list: fetched, checked and stored on its row.
+
+Names, descriptions and schemas come from the server, so they are untrusted: a tool is offered
+only under a name the model API accepts (`<server>__<tool>`, the OpenAI function-name pattern,
+at most 64 characters), with a description cut to `MAX_DESCRIPTION_CHARS` and stripped of control
+characters, and an object schema of at most `MAX_SCHEMA_BYTES` that is a valid JSON schema.
+Anything else is left out, and the row's `tools_note` says what and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import unicodedata
+from typing import Any, cast
+
+from django.utils import timezone
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+from mcp.types import PaginatedRequestParams
+
+from runs.conf import conf
+from runs.models import McpServer
+from runs.presets.mcp.connections import Connection, McpError
+from runs.presets.mcp.spec import ServerSpec
+
+FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,19}$")
+SEPARATOR = "__"
+MAX_TOOLS = 100
+MAX_DESCRIPTION_CHARS = 1000
+MAX_SCHEMA_BYTES = 32 * 1024
+MAX_NOTED_CHARS = 80
+
+
+def exposed_name(server: str, tool: str) -> str:
+    """The name the model sees for `tool` of `server`."""
+    return f"{server}{SEPARATOR}{tool}"
+
+
+def _shown(text: str) -> str:
+    """An untrusted name as a note quotes it: printable, short."""
+    clean = "".join(c if c.isprintable() else "?" for c in text)
+    return repr(clean[:MAX_NOTED_CHARS] + ("…" if len(clean) > MAX_NOTED_CHARS else ""))
+
+
+def clean_description(text: Any) -> str:
+    """An untrusted description as plain text: no control characters, at most the cap."""
+    if not isinstance(text, str):
+        return ""
+    kept = "".join(
+        c for c in text if c in "\n\t" or not unicodedata.category(c).startswith("C")
+    ).strip()
+    if len(kept) > MAX_DESCRIPTION_CHARS:
+        kept = kept[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    return kept
+
+
+def _schema_problem(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "its input schema is not an object"
+    if schema.get("type", "object") != "object":
+        return "its input schema is not of type object"
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        return f"its input schema is over {MAX_SCHEMA_BYTES:,} bytes"
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is invalid ({exc.message[:100]})"
+    return ""
+
+
+def checked_tools(
+    server: str, listed: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The usable tools of a listing, as stored, and a line per tool left out."""
+    tools: list[dict[str, Any]] = []
+    notes: list[str] = []
+    seen: set[str] = set()
+    for item in listed:
+        raw_name = item.get("name")
+        name = raw_name if isinstance(raw_name, str) else ""
+        exposed = exposed_name(server, name)
+        if not FUNCTION_NAME.match(exposed):
+            notes.append(
+                f"left out {_shown(name)}: as {server}{SEPARATOR}<name> it must be 1-64 "
+                "letters, digits, _ or -"
+            )
+            continue
+        if exposed in seen:
+            notes.append(f"left out a second tool named {_shown(name)}")
+            continue
+        schema = item.get("input_schema")
+        problem = _schema_problem(schema)
+        if problem:
+            notes.append(f"left out {_shown(name)}: {problem}")
+            continue
+        if len(tools) >= MAX_TOOLS:
+            notes.append(
+                f"left out {_shown(name)} and the rest: at most {MAX_TOOLS} tools"
+            )
+            break
+        seen.add(exposed)
+        tools.append(
+            {
+                "name": exposed,
+                "tool": name,
+                "description": clean_description(item.get("description")),
+                "input_schema": {"type": "object", **cast(dict[str, Any], schema)},
+            }
+        )
+    return tools, notes
+
+
+async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
+    """The server's tools as it lists them (a session of its own, closed afterwards)."""
+    settings = conf()
+    connection = Connection(spec)
+    try:
+        session = await connection.open(settings.mcp_start_timeout_s)
+        listed: list[dict[str, Any]] = []
+        cursor: str | None = None
+        async with asyncio.timeout(settings.mcp_timeout_s):
+            while len(listed) <= MAX_TOOLS * 2:
+                params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_tools(params=params)
+                listed += [
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.input_schema,
+                    }
+                    for tool in page.tools
+                ]
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        return listed
+    except TimeoutError:
+        raise McpError(
+            f"the MCP server {spec.name!r} did not list its tools within "
+            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)"
+        ) from None
+    finally:
+        await connection.close()
+
+
+def refresh_listing(server: McpServer) -> str:
+    """Fetch `server`'s tools and store them; returns what happened, for the admin's message.
+
+    A server that cannot be reached keeps its previous list (its notebooks go on offering those
+    tools; their calls then say what is wrong), and the note says why.
+    """
+    try:
+        listed = asyncio.run(fetch_listing(ServerSpec.of(server)))
+    except McpError as exc:
+        server.tools_note = f"could not fetch the tools: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any failure of a server is the admin's to read
+        server.tools_note = f"could not fetch the tools: {type(exc).__name__}: {exc}"
+    else:
+        server.tools, notes = checked_tools(server.name, listed)
+        server.tools_fetched_at = timezone.now()
+        count = f"{len(server.tools)} tool{'s' if len(server.tools) != 1 else ''}"
+        server.tools_note = "\n".join([f"fetched {count}", *notes])
+    McpServer.objects.filter(pk=server.pk).update(
+        tools=server.tools,
+        tools_note=server.tools_note,
+        tools_fetched_at=server.tools_fetched_at,
+    )
+    return server.tools_note

@@ -1,0 +1,43 @@
+"""A server's configuration as a value: what a session is started from, and its pool key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runs.models import McpServer, McpTransport
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to reach one MCP server; an edited server is another spec, so another session."""
+
+    pk: int
+    name: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_http(self) -> bool:
+        return self.transport == McpTransport.HTTP
+
+    @classmethod
+    def of(cls, server: McpServer) -> ServerSpec:
+        def pairs(value: object) -> tuple[tuple[str, str], ...]:
+            items = value.items() if isinstance(value, dict) else ()
+            return tuple(sorted((str(k), str(v)) for k, v in items))
+
+        args = server.args if isinstance(server.args, list) else []
+        return cls(
+            pk=server.pk,
+            name=server.name,
+            transport=server.transport,
+            command=server.command,
+            args=tuple(str(a) for a in args),
+            env=pairs(server.env),
+            url=server.url,
+            headers=pairs(server.headers),
+        )

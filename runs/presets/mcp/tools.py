@@ -1,0 +1,172 @@
+"""Which MCP tools a person may pick, and the engine tools a notebook gets for its picks.
+
+A notebook's MCP tools come from the servers' stored listings (`McpServer.tools`), so building a
+notebook's runner starts no server: a server starts on the first call of one of its tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q
+from mcp.types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+)
+
+from runs.conf import conf
+from runs.engine.schema_tool import SchemaTool
+from runs.engine.tools import ToolOutput
+from runs.models import McpServer
+from runs.presets.mcp.connections import McpError, session_for
+from runs.presets.mcp.spec import ServerSpec
+
+# what one call's result may bring into the trace (a server could answer with anything)
+MAX_RESULT_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class McpToolChoice:
+    """One tool a person may pick: the name the model sees, the server's, its description."""
+
+    name: str
+    server: str
+    tool: str
+    description: str
+
+
+def _servers_of(user_id: int) -> Any:
+    return (
+        McpServer.objects.filter(enabled=True)
+        .filter(Q(everyone=True) | Q(users__id=user_id) | Q(groups__user__id=user_id))
+        .distinct()
+        .order_by("name")
+    )
+
+
+def available_mcp_tools(user_id: int) -> list[McpToolChoice]:
+    """Every MCP tool `user_id` may pick, by server name and then as listed."""
+    return [
+        McpToolChoice(
+            name=str(tool["name"]),
+            server=server.name,
+            tool=str(tool["tool"]),
+            description=str(tool.get("description", "")),
+        )
+        for server in _servers_of(user_id)
+        for tool in server.tools
+    ]
+
+
+def check_mcp_choice(user_id: int, names: list[str]) -> list[str]:
+    """`names` without repeats, in order; ValueError naming the first one not available."""
+    available = {choice.name for choice in available_mcp_tools(user_id)}
+    chosen: list[str] = []
+    for name in names:
+        if name not in available:
+            raise ValueError(f"the MCP tool {name[:80]!r} is not available to you")
+        if name not in chosen:
+            chosen.append(name)
+    return chosen
+
+
+def notebook_mcp_tools(user_id: int, names: list[str]) -> tuple[list[SchemaTool], str]:
+    """The engine tools for a notebook's picked `names` whose servers `user_id` may still use,
+    and a key that changes when any of their servers changes (the runner is then rebuilt)."""
+    if not names:
+        return [], ""
+    wanted = set(names)
+    tools: list[SchemaTool] = []
+    key: list[str] = []
+    for server in _servers_of(user_id):
+        spec = ServerSpec.of(server)
+        for listed in server.tools:
+            if listed["name"] in wanted:
+                tools.append(_engine_tool(spec, listed))
+        key.append(f"{server.pk}@{server.updated_at.isoformat()}")
+    return tools, ",".join(key)
+
+
+def _engine_tool(spec: ServerSpec, listed: dict[str, Any]) -> SchemaTool:
+    tool_name = str(listed["tool"])
+
+    async def call(arguments: dict[str, Any]) -> ToolOutput:
+        return await call_mcp_tool(spec, tool_name, arguments)
+
+    description = str(listed.get("description") or tool_name)
+    return SchemaTool(
+        str(listed["name"]),
+        f"{description}\n(from the MCP server {spec.name!r})",
+        dict(listed["input_schema"]),
+        call,
+    )
+
+
+def _error(message: str) -> ToolOutput:
+    return ToolOutput(content=f"Error: {message}", tool_name="", is_error=True)
+
+
+async def call_mcp_tool(
+    spec: ServerSpec, tool_name: str, arguments: dict[str, Any]
+) -> ToolOutput:
+    """Call `tool_name` on `spec`'s server; what went wrong becomes an error output."""
+    settings = conf()
+    try:
+        session = await session_for(spec, settings.mcp_start_timeout_s)
+    except McpError as exc:
+        return _error(str(exc))
+    try:
+        async with asyncio.timeout(settings.mcp_timeout_s):
+            result = await session.call_tool(tool_name, arguments)
+    except TimeoutError:
+        return _error(
+            f"the MCP server {spec.name!r} did not answer {tool_name} within "
+            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)"
+        )
+    except Exception as exc:  # noqa: BLE001 - the server's failure, told to the model and person
+        text = str(exc).strip() or type(exc).__name__
+        return _error(
+            f"the MCP server {spec.name!r} failed on {tool_name}: {text[:2000]}"
+        )
+    return _output(spec, tool_name, result)
+
+
+def _output(spec: ServerSpec, tool_name: str, result: CallToolResult) -> ToolOutput:
+    text = _text_of(result)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[cut at {MAX_RESULT_CHARS:,} characters]"
+    if result.is_error:
+        return _error(
+            f"the MCP server {spec.name!r} said {tool_name} failed: {text or 'no reason given'}"
+        )
+    raw: Any = result.structured_content
+    if raw is None:
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            raw = text
+    return ToolOutput(content=text, tool_name="", raw_output=raw)
+
+
+def _text_of(result: CallToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent):
+            parts.append(f"[an image, {block.mime_type}, not shown]")
+        elif isinstance(block, EmbeddedResource) and isinstance(
+            block.resource, TextResourceContents
+        ):
+            parts.append(block.resource.text)
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')} not shown]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content)
+    return "\n".join(parts)

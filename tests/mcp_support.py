@@ -1,0 +1,57 @@
+"""What the MCP tests share: the test servers' specs, and the check that no server outlives them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from runs.presets.mcp.spec import ServerSpec
+
+APP = str(Path(__file__).resolve().parent / "mcp_servers" / "app.py")
+BIN = Path(sys.executable).parent
+
+
+def own_spec(mode: str = "ok", name: str = "own", pk: int = 1) -> ServerSpec:
+    return ServerSpec(
+        pk=pk, name=name, transport="stdio", command=sys.executable, args=(APP, mode)
+    )
+
+
+def time_spec(pk: int = 2) -> ServerSpec:
+    return ServerSpec(
+        pk=pk,
+        name="time",
+        transport="stdio",
+        command=str(BIN / "mcp-server-time"),
+        args=("--local-timezone", "UTC"),
+    )
+
+
+def git_spec(repo: Path, pk: int = 3) -> ServerSpec:
+    return ServerSpec(
+        pk=pk,
+        name="git",
+        transport="stdio",
+        command=str(BIN / "mcp-server-git"),
+        args=("--repository", str(repo)),
+    )
+
+
+def server_children() -> list[str]:
+    """Command lines of this process's children that are MCP servers (alive, not zombies)."""
+    found = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == me and state != "Z" and ("mcp" in cmdline or APP in cmdline):
+            found.append(cmdline)
+    return found

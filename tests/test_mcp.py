@@ -1,0 +1,239 @@
+"""MCP servers as tool sources, without the database: real servers over stdio and HTTP.
+
+Third-party servers from PyPI (mcp-server-time, mcp-server-git on a repository made here) and
+the tests' own (tests/mcp_servers/app.py): one that works, tools that fail or hang, a server that
+does not start, one whose tools have hostile names and descriptions. Every test ends with no
+server process left.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runs.engine.errors import ToolArgumentsError
+from runs.presets.mcp import close_all
+from runs.presets.mcp.connections import open_count
+from runs.presets.mcp.listing import MAX_DESCRIPTION_CHARS, checked_tools, fetch_listing
+from runs.presets.mcp.spec import ServerSpec
+from runs.presets.mcp.tools import McpToolChoice, _engine_tool, call_mcp_tool
+from tests.live_support import until_true
+from tests.mcp_support import APP, git_spec, own_spec, server_children, time_spec
+
+
+@pytest.fixture(autouse=True)
+async def no_server_left(settings: Any) -> AsyncIterator[None]:
+    settings.AGENTUI_MCP_TIMEOUT_S = 20.0
+    settings.AGENTUI_MCP_START_TIMEOUT_S = 20.0
+    yield
+    await close_all()
+    assert open_count() == 0
+    assert server_children() == []
+
+
+async def test_the_time_server_answers_and_its_session_is_reused() -> None:
+    spec = time_spec()
+    tokyo = await call_mcp_tool(spec, "get_current_time", {"timezone": "Asia/Tokyo"})
+    assert not tokyo.is_error, tokyo.content
+    assert tokyo.raw_output["timezone"] == "Asia/Tokyo"
+    assert "+09:00" in tokyo.raw_output["datetime"]
+    london = await call_mcp_tool(
+        spec, "get_current_time", {"timezone": "Europe/London"}
+    )
+    assert london.raw_output["timezone"] == "Europe/London"
+    assert open_count() == 1 and len(server_children()) == 1  # one process, two calls
+
+
+async def test_a_server_side_error_is_that_calls_error_only() -> None:
+    spec = time_spec()
+    bad = await call_mcp_tool(
+        spec, "get_current_time", {"timezone": "Nowhere/Atlantis"}
+    )
+    assert bad.is_error
+    assert bad.content.startswith(
+        "Error: the MCP server 'time' said get_current_time failed"
+    )
+    assert "Nowhere/Atlantis" in bad.content
+    good = await call_mcp_tool(spec, "get_current_time", {"timezone": "UTC"})
+    assert not good.is_error and good.raw_output["timezone"] == "UTC"
+
+
+async def test_the_git_server_reads_a_repository_made_here(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = [
+        "git",
+        "-C",
+        str(repo),
+        "-c",
+        "user.name=Ana",
+        "-c",
+        "user.email=ana@example.org",
+    ]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "notes.txt").write_text("first line\n")
+    subprocess.run([*git, "add", "notes.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "Add the notes"], check=True)
+    (repo / "notes.txt").write_text("first line\nsecond line\n")
+    listed = await fetch_listing(git_spec(repo))
+    assert {"git_status", "git_log", "git_diff_unstaged"} <= {t["name"] for t in listed}
+    log = await call_mcp_tool(git_spec(repo), "git_log", {"repo_path": str(repo)})
+    assert not log.is_error, log.content
+    assert "Add the notes" in log.content
+    diff = await call_mcp_tool(
+        git_spec(repo), "git_diff_unstaged", {"repo_path": str(repo)}
+    )
+    assert "+second line" in diff.content
+
+
+async def test_own_server_tools_work_fail_and_hang_each_on_its_own(
+    settings: Any,
+) -> None:
+    spec = own_spec()
+    added = await call_mcp_tool(spec, "add", {"a": 2, "b": 40})
+    assert (added.content, added.is_error) == ("42", False)
+    failed = await call_mcp_tool(spec, "fail", {"reason": "the test"})
+    assert failed.is_error and "failing as asked: the test" in failed.content
+    settings.AGENTUI_MCP_TIMEOUT_S = 2.0
+    hung = await call_mcp_tool(spec, "hang", {})
+    assert hung.is_error
+    assert hung.content == (
+        "Error: the MCP server 'own' did not answer hang within 2 s (AGENTUI_MCP_TIMEOUT_S)"
+    )
+    again = await call_mcp_tool(spec, "echo", {"text": "still here"})
+    assert again.content == "echo: still here"
+
+
+async def test_a_server_that_does_not_start_says_why_on_each_call() -> None:
+    spec = own_spec("nostart", name="broken")
+    first = await call_mcp_tool(spec, "add", {"a": 1, "b": 2})
+    assert first.is_error
+    assert first.content.startswith("Error: the MCP server 'broken' did not start")
+    assert "cannot start: the test asked me not to" in first.content
+    missing = ServerSpec(
+        pk=9, name="nowhere", transport="stdio", command="/no/such/mcp-server"
+    )
+    second = await call_mcp_tool(missing, "add", {"a": 1, "b": 2})
+    assert (
+        second.is_error
+        and "did not start: no program /no/such/mcp-server" in second.content
+    )
+    # the other servers go on
+    assert (await call_mcp_tool(own_spec(), "add", {"a": 1, "b": 2})).content == "3"
+
+
+async def test_a_server_that_hangs_at_start_times_out(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.AGENTUI_MCP_START_TIMEOUT_S = 1.0
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\ntime.sleep(600)\n")
+    spec = ServerSpec(
+        pk=5,
+        name="slow",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(sleeper),),
+    )
+    out = await call_mcp_tool(spec, "add", {"a": 1, "b": 2})
+    assert out.content == (
+        "Error: the MCP server 'slow' did not start within 1 s (AGENTUI_MCP_START_TIMEOUT_S)"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_streamable_http_server() -> None:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, APP, "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        await until_true(listening, what="the HTTP MCP server to listen")
+        spec = ServerSpec(
+            pk=7,
+            name="web",
+            transport="http",
+            url=f"http://127.0.0.1:{port}/mcp",
+            headers=(("X-Team", "analysts"),),
+        )
+        assert (await call_mcp_tool(spec, "add", {"a": 20, "b": 22})).content == "42"
+        failed = await call_mcp_tool(spec, "fail", {"reason": "over http"})
+        assert failed.is_error and "over http" in failed.content
+        await close_all()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+async def test_hostile_names_and_descriptions_are_checked() -> None:
+    listed = await fetch_listing(own_spec("hostile", name="hostile"))
+    tools, notes = checked_tools("hostile", listed)
+    assert [t["name"] for t in tools] == ["hostile__shout"]
+    description = tools[0]["description"]
+    assert len(description) <= MAX_DESCRIPTION_CHARS and "\x1b" not in description
+    assert any("bad name<script>" in note and "left out" in note for note in notes)
+    assert any(("n" * 60) in note for note in notes)
+    assert len(notes) == 2
+
+
+def test_names_that_fit_alone_but_not_with_the_server_prefix_are_left_out() -> None:
+    schema = {"type": "object", "properties": {}}
+    listed = [
+        {"name": "t" * 60, "description": "", "input_schema": schema},
+        {"name": "ok", "description": None, "input_schema": {"type": "array"}},
+        {
+            "name": "ok",
+            "description": "x",
+            "input_schema": {"type": "object", "properties": 3},
+        },
+        {"name": "fine-name.v2", "description": "", "input_schema": schema},
+        {"name": "fine", "description": "", "input_schema": schema},
+    ]
+    tools, notes = checked_tools("server", listed)
+    assert [t["name"] for t in tools] == ["server__fine"]
+    assert len(notes) == 4
+    assert "not of type object" in notes[1] and "invalid" in notes[2]
+
+
+async def test_an_mcp_tool_checks_arguments_against_the_servers_schema() -> None:
+    listed = await fetch_listing(own_spec())
+    tools, _ = checked_tools("own", listed)
+    add = next(t for t in tools if t["name"] == "own__add")
+    tool = _engine_tool(own_spec(), add)
+    assert tool.metadata.openai_tool["function"]["parameters"]["required"] == ["a", "b"]
+    assert tool.problems({"a": 1}) == [("arguments", "'b' is a required property")]
+    with pytest.raises(ToolArgumentsError, match="a: 'one' is not of type 'integer'"):
+        tool.validate({"a": "one", "b": 2})
+    refused = await tool.acall(a="one", b=2)
+    assert refused.is_error and "do not fit its schema" in refused.content
+    assert open_count() == 0  # refused before any server started
+    output = await tool.acall(a=1, b=2)
+    assert (output.content, output.tool_name, output.raw_input) == (
+        "3",
+        "own__add",
+        {"a": 1, "b": 2},
+    )
+    assert isinstance(McpToolChoice("own__add", "own", "add", ""), McpToolChoice)
+    assert (
+        json.loads(json.dumps(tool.metadata.openai_tool))["function"]["name"]
+        == "own__add"
+    )
