@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils.html import format_html_join
 
-from runs.models import Event, Message, Step, StepEdge, Task, Turn
+from runs.models import (
+    Event,
+    McpServer,
+    McpTransport,
+    Message,
+    Step,
+    StepEdge,
+    Task,
+    Turn,
+)
+from runs.presets.mcp import refresh_listing
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -174,3 +186,101 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ("step_id", "type")
     list_select_related = ("task",)
     ordering = ("task", "seq")
+
+
+class McpServerForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Refuses a server that cannot be started as configured, saying which field is wrong."""
+
+    url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="streamable HTTP: the endpoint URL",
+    )
+
+    class Meta:
+        model = McpServer
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        stdio = data.get("transport") == McpTransport.STDIO
+        if stdio and not data.get("command"):
+            self.add_error("command", "A stdio server needs the program to run.")
+        if not stdio and not data.get("url"):
+            self.add_error("url", "A streamable HTTP server needs its URL.")
+        args = data.get("args")
+        if args is not None and (
+            not isinstance(args, list) or not all(isinstance(a, str) for a in args)
+        ):
+            self.add_error(
+                "args", 'Give a JSON list of strings, like ["--flag", "value"].'
+            )
+        for field in ("env", "headers"):
+            value = data.get(field)
+            if value is not None and (
+                not isinstance(value, dict)
+                or not all(isinstance(v, str) for v in value.values())
+            ):
+                self.add_error(
+                    field, 'Give a JSON object of strings, like {"NAME": "value"}.'
+                )
+        return data
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Saving a server fetches its tool list; the list and what the fetch said are shown."""
+
+    form = McpServerForm
+    list_display = (
+        "name",
+        "transport",
+        "enabled",
+        "everyone",
+        "tool_count",
+        "tools_fetched_at",
+    )
+    list_filter = ("enabled", "transport")
+    filter_horizontal = ("users", "groups")
+    readonly_fields = ("tools_note", "tools_fetched_at", "tool_list")
+    actions = ("fetch_tools",)
+    fieldsets = (
+        (None, {"fields": ("name", "description", "transport", "enabled")}),
+        ("Command (stdio)", {"fields": ("command", "args", "env")}),
+        ("URL (streamable HTTP)", {"fields": ("url", "headers")}),
+        ("Who may pick its tools", {"fields": ("everyone", "users", "groups")}),
+        ("Tools", {"fields": ("tools_note", "tools_fetched_at", "tool_list")}),
+    )
+
+    @admin.display(description="tools")
+    def tool_count(self, server: McpServer) -> int:
+        return len(server.tools)
+
+    @admin.display(description="tool list")
+    def tool_list(self, server: McpServer) -> str:
+        # names and descriptions come from the server: escaped by format_html_join
+        return (
+            format_html_join(
+                "",
+                "<p><code>{}</code> {}</p>",
+                ((t["name"], t["description"]) for t in server.tools),
+            )
+            or "none yet"
+        )
+
+    def save_model(
+        self, request: HttpRequest, obj: McpServer, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        self._fetch(request, obj)
+
+    def _fetch(self, request: HttpRequest, server: McpServer) -> None:
+        note = refresh_listing(server)
+        level = messages.WARNING if note.startswith("could not") else messages.INFO
+        self.message_user(request, f"{server.name}: {note}", level)
+
+    @admin.action(description="Fetch the tool lists again")
+    def fetch_tools(self, request: HttpRequest, queryset: Any) -> None:
+        for server in queryset:
+            self._fetch(request, server)

@@ -25,6 +25,7 @@ from runs.demo.charts import (
 )
 from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.demo.logs import LOG_PROMPT, log_rules
+from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.demo.research import RESEARCH_PROMPT, research_rules
 from runs.demo.server import (
@@ -65,6 +66,7 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     ),
     "function_calling-log": ("function_calling", log_rules, LOG_PROMPT),
     "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),
+    "function_calling-mcp": ("function_calling", mcp_rules, MCP_PROMPT),
 }
 
 

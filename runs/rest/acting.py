@@ -87,6 +87,7 @@ async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]
         body.agent,
         body.mode,
         first.images,
+        body.mcp_tools,
     )
     return Status(201, await sync_to_async(notebook_detail)(task))
 

@@ -148,6 +148,12 @@ class NotebookIn(Schema):
     images: list[ImageId] = Field(
         default=[], max_length=MAX_IMAGES, description="ids from POST /api/images/"
     )
+    mcp_tools: list[Annotated[str, Field(max_length=64)]] = Field(
+        default=[],
+        max_length=100,
+        description="tools from MCP servers offered besides the preset's, by the name the "
+        "model sees (`server__tool`); the new-notebook page lists those you may use",
+    )
 
 
 class MessageIn(Schema):

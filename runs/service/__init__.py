@@ -12,6 +12,7 @@ modules or the layers below it; `make lint` checks that (import-linter, .importl
 from runs.demo import EXAMPLE_FILE as DEMO_DATA_FILE
 from runs.demo import DemoExample, demo_example_prompts
 from runs.presets import Preset, all_presets, get_preset
+from runs.presets.mcp import McpToolChoice, available_mcp_tools
 from runs.presets.tools.sample_chart import sample_chart_png
 from runs.realtime.catch_up import follow, unfollow
 from runs.realtime.feed import Item as FeedItem
@@ -155,6 +156,8 @@ __all__ = [
     "NotebookFeed",
     "fork_notebook",
     "get_preset",
+    "available_mcp_tools",
+    "McpToolChoice",
     "hello_summary",
     "import_data_file",
     "is_held",

@@ -45,7 +45,8 @@ MAX_PAGE_SIZE = 100
 
 @require_POST
 async def new_task(request: HttpRequest) -> HttpResponse:
-    """`POST /tasks/new` (form: text, agent, mode): create a notebook, start it, go to its page."""
+    """`POST /tasks/new` (form: text, agent, mode, mcp_tools): create a notebook, start it, go
+    to its page."""
     user = await request.auser()
     text = (request.POST.get("text") or "").strip()
     agent = request.POST.get("agent") or (
@@ -82,7 +83,9 @@ async def new_task(request: HttpRequest) -> HttpResponse:
                 ErrorCode.INVALID_INPUT,
                 "This agent does not take images; pick Vision ReAct.",
             )
-        task = await service.create_notebook(user, text, agent, mode, images)
+        task = await service.create_notebook(
+            user, text, agent, mode, images, request.POST.getlist("mcp_tools")
+        )
     except ProtocolError as exc:
         return await _refused(request, text, agent, mode, exc.reason)
     return redirect("runs:notebook", task.pk)

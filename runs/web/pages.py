@@ -22,6 +22,7 @@ from runs.service import (
     MAX_IMAGES_PER_MESSAGE,
     TelemetryConfig,
     all_presets,
+    available_mcp_tools,
     demo_example_prompts,
     get_preset,
     max_image_bytes,
@@ -127,9 +128,14 @@ def render_new_notebook(
         agent = presets[0].name if presets else ""
     if mode not in ApprovalMode.values:
         mode = ApprovalMode.AUTO
+    picked = (request.POST if request.method == "POST" else request.GET).getlist(
+        "mcp_tools"
+    )
     context = {
         "task": None,
         "presets": presets,
+        "mcp_tools": available_mcp_tools(request.user.pk),
+        "mcp_picked": picked,
         "modes": ApprovalMode.choices,
         "initial_agent": agent,
         "initial_mode": mode,
@@ -159,6 +165,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "task": task,
         "agent_label": _preset_label(task.agent),
+        "mcp_tools": task.mcp_tools,
         "modes": ApprovalMode.choices,
         "ws_path": f"/ws/tasks/{task.pk}/",
         "max_text_chars": MAX_TEXT_CHARS,

@@ -1,0 +1,239 @@
+"""MCP tools in notebooks: granted per user or group, picked per notebook, and each call an
+ordinary step (approved, edited, rejected with a reason, undone, recorded and exported).
+The model is the scripted server over HTTP; the MCP servers are real processes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import Group
+from django.test import override_settings
+
+from runs import service
+from runs.demo.mcp import MCP_PROMPT, mcp_rules
+from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+from runs.models import Event, McpServer, Task
+from runs.presets.mcp import close_all, refresh_listing
+from runs.protocol import ProtocolError
+from runs.traces.export import trace_head, trace_stream
+from tests.live_support import (
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_user,
+)
+from tests.mcp_support import APP, BIN, server_children
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+QUESTION = "Add 2 and 3 with the MCP tool, and wait a bit."
+
+
+@pytest.fixture(autouse=True)
+async def no_server_left() -> AsyncIterator[None]:
+    with override_settings(
+        AGENTUI_MCP_TIMEOUT_S=20.0, AGENTUI_MCP_START_TIMEOUT_S=20.0
+    ):
+        yield
+    await close_all()
+    assert server_children() == []
+
+
+def configure_servers() -> tuple[Any, Any]:
+    """`own` (the tests' server) granted to the group analysts, `time` to everyone."""
+    import sys
+
+    ana, bob = make_user("ana"), make_user("bob")
+    analysts = Group.objects.create(name="analysts")
+    ana.groups.add(analysts)
+    own = McpServer.objects.create(name="own", command=sys.executable, args=[APP, "ok"])
+    own.groups.add(analysts)
+    time = McpServer.objects.create(
+        name="time",
+        command=str(BIN / "mcp-server-time"),
+        args=["--local-timezone", "UTC"],
+        everyone=True,
+    )
+    for server in (own, time):
+        assert refresh_listing(server).startswith("fetched"), server.tools_note
+    return ana, bob
+
+
+async def events(task_pk: int, kind: str) -> list[dict[str, Any]]:
+    return [
+        e.payload
+        async for e in Event.objects.filter(task_id=task_pk).order_by("seq")
+        if e.payload.get("type") == kind
+    ]
+
+
+def _add_rules() -> list[Rule]:
+    asks = Match(last_user_contains=QUESTION)
+    return [
+        Rule(
+            name="calls",
+            match=asks.model_copy(update={"tool_results_since_user": 0}),
+            reply=Reply(
+                tool_calls=[
+                    ToolCallSpec(name="own__add", arguments={"a": 2, "b": 3}),
+                    ToolCallSpec(name="own__hang", arguments={}),
+                ]
+            ),
+        ),
+        Rule(
+            name="answer",
+            match=asks.model_copy(update={"tool_results_since_user": 2}),
+            reply=Reply(text="The sum is in."),
+        ),
+    ]
+
+
+async def test_grants_decide_who_may_pick_which_tools() -> None:
+    ana, bob = await database_sync_to_async(configure_servers)()
+    ana_tools = {
+        t.name
+        for t in await database_sync_to_async(service.available_mcp_tools)(ana.pk)
+    }
+    bob_tools = {
+        t.name
+        for t in await database_sync_to_async(service.available_mcp_tools)(bob.pk)
+    }
+    assert {"own__add", "own__hang", "time__get_current_time"} <= ana_tools
+    assert "time__convert_time" in bob_tools and not any(
+        n.startswith("own__") for n in bob_tools
+    )
+    with pytest.raises(
+        ProtocolError, match="the MCP tool 'own__add' is not available to you"
+    ):
+        await database_sync_to_async(service.create_notebook_row)(
+            bob, "function_calling", "auto", ["own__add"]
+        )
+    await McpServer.objects.filter(name="time").aupdate(enabled=False)
+    assert not await database_sync_to_async(service.available_mcp_tools)(bob.pk)
+
+
+async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
+    scripted_server: Any,
+) -> None:
+    ana, _ = await database_sync_to_async(configure_servers)()
+    model = scripted_server(Script(rules=_add_rules()))
+    with llm_at(model):
+        task = await database_sync_to_async(service.create_notebook_row)(
+            ana, "function_calling", "tools", ["own__add", "own__hang"]
+        )
+        await service.send_message(task.pk, QUESTION)
+        await service.wait_idle()
+        waiting = (await events(task.pk, "step_waiting"))[-1]["step_id"]
+        offered = {
+            t["function"]["name"]: t["function"] for t in model.requests[0].tools
+        }
+        assert offered["own__add"]["parameters"]["required"] == ["a", "b"]
+        assert "(from the MCP server 'own')" in offered["own__add"]["description"]
+        assert "time__get_current_time" not in offered  # not picked for this notebook
+
+        step = await Task.objects.aget(pk=task.pk)
+        calls = json.loads(await _step_input(step.pk, waiting))
+        add_id = next(c["tool_id"] for c in calls if c["tool_name"] == "own__add")
+        hang_id = next(c["tool_id"] for c in calls if c["tool_name"] == "own__hang")
+        bad = [
+            dict(c, tool_kwargs={"a": "twenty", "b": 22})
+            if c["tool_id"] == add_id
+            else c
+            for c in calls
+        ]
+        with pytest.raises(ProtocolError, match="a: 'twenty' is not of type 'integer'"):
+            await service.edit_input(task.pk, waiting, json.dumps(bad))
+        edited = [
+            dict(c, tool_kwargs={"a": 20, "b": 22}) if c["tool_id"] == add_id else c
+            for c in calls
+        ]
+        await service.edit_input(task.pk, waiting, json.dumps(edited))
+        await service.reject_tool_call(task.pk, waiting, hang_id, "it never answers")
+        await service.approve(task.pk, waiting)
+        await service.wait_idle()
+
+        results = await events(task.pk, "tool_call_result")
+        assert sorted(
+            (r["tool_name"], r["tool_kwargs"], r["tool_output"]["content"])
+            for r in results
+        ) == [
+            ("own__add", {"a": 20, "b": 22}, "42"),
+            ("own__hang", {}, "rejected by user: it never answers"),
+        ]
+        told = [m for m in model.requests[-1].messages if m.get("role") == "tool"]
+        assert [m["content"] for m in told][0] == "42"
+        assert "it never answers" in told[1]["content"]
+
+        head = await database_sync_to_async(trace_head)(
+            await Task.objects.aget(pk=task.pk)
+        )
+        exported = json.loads(
+            "".join([part async for part in trace_stream(task, head)])
+        )
+        text = json.dumps(exported)
+        assert '"own__add"' in text and '"reason": "it never answers"' in text
+
+        # undo takes the calls back: they wait again, as the person left them
+        tool_step = results[0]["step_id"]
+        assert {r["step_id"] for r in results} == {tool_step}
+        await service.undo(task.pk)  # the answer
+        await service.wait_idle()
+        await service.undo(task.pk, tool_step)
+        await service.wait_idle()
+        undone = await events(task.pk, "step_undone")
+        assert undone[-1]["step_id"] == tool_step
+        assert (await events(task.pk, "step_waiting"))[-1]["step_id"] == tool_step
+
+
+async def test_a_hanging_tool_fails_its_call_and_the_turn_goes_on(
+    scripted_server: Any,
+) -> None:
+    ana, _ = await database_sync_to_async(configure_servers)()
+    model = scripted_server(Script(rules=_add_rules()))
+    with llm_at(model), override_settings(AGENTUI_MCP_TIMEOUT_S=2.0):
+        task = await database_sync_to_async(service.create_notebook_row)(
+            ana, "function_calling", "auto", ["own__add", "own__hang"]
+        )
+        await service.send_message(task.pk, QUESTION)
+        await service.wait_idle()
+    outputs = {
+        r["tool_name"]: r["tool_output"]
+        for r in await events(task.pk, "tool_call_result")
+    }
+    assert outputs["own__add"]["content"] == "5" and not outputs["own__add"]["is_error"]
+    assert outputs["own__hang"]["is_error"]
+    assert "did not answer hang within 2 s" in outputs["own__hang"]["content"]
+    done = await Task.objects.aget(pk=task.pk)
+    assert (await done.turns.aget()).response == "The sum is in."
+
+
+async def test_the_demo_example_asks_the_time_server(scripted_server: Any) -> None:
+    ana, _ = await database_sync_to_async(configure_servers)()
+    model = scripted_server(Script(rules=mcp_rules()))
+    with llm_at(model):
+        task = await service.create_notebook(
+            ana,
+            MCP_PROMPT,
+            "function_calling",
+            "auto",
+            mcp_tools=["time__get_current_time"],
+        )
+        await service.wait_idle()
+        plain = await service.create_notebook(
+            ana, MCP_PROMPT, "function_calling", "auto"
+        )
+        await service.wait_idle()
+    answer = (await (await Task.objects.aget(pk=task.pk)).turns.aget()).response
+    assert answer.startswith("In Asia/Tokyo it is 20") and "+09:00" in answer
+    without = (await (await Task.objects.aget(pk=plain.pk)).turns.aget()).response
+    assert without.startswith("This notebook has no MCP time tool.")
+
+
+async def _step_input(task_pk: int, step_id: str) -> str:
+    from runs.models import Step
+
+    step = await Step.objects.aget(task_id=task_pk, step_id=step_id)
+    return str(step.input)
