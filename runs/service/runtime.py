@@ -140,11 +140,11 @@ class _Facts:
 def _facts_of(task_pk: int) -> _Facts:
     """What the runtime and the notebook's spans need of its row, in one query (and its MCP
     tools, from their servers' rows)."""
-    *row, names = Task.objects.values_list(
+    agent, owner_id, owner, mode, forked_from, names = Task.objects.values_list(
         "agent", "owner_id", "owner__username", "mode", "forked_from_id", "mcp_tools"
     ).get(pk=task_pk)
-    mcp_tools, mcp_key = notebook_mcp_tools(row[1], list(names or []))
-    return _Facts(*row, mcp_tools=mcp_tools, mcp_key=mcp_key)
+    mcp_tools, mcp_key = notebook_mcp_tools(owner_id, list(names or []))
+    return _Facts(agent, owner_id, owner, mode, forked_from, mcp_tools, mcp_key)
 
 
 def _about(facts: _Facts, runner: AgentRunner, llm: OpenAI) -> telemetry.About:
