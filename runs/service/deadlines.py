@@ -2,9 +2,10 @@
 
 Every `AGENTUI_DEADLINE_SWEEP_S` each server process looks at the waiting notebooks
 (runs.service.waiting) and, for a step whose deadline has passed, takes the action through the
-same `decide` / `abandon` a person's click takes: the notebook's lease makes it happen once,
-whichever processes sweep at the same time, and a person's decision that wins the race is
-simply kept (the sweep's then finds nothing waiting and gives up). The audit records the
+same `decide` a person's click takes (a stop: the same claim of the lease, checked again under
+it, then the turn abandoned as Stop abandons it): it happens once, whichever processes sweep at
+the same time, and a person's decision that wins the race is simply kept (the sweep then finds
+the step no longer waiting and gives up). The audit records the
 action as automatic, with why: "rejected automatically: the deadline of 10 min passed".
 
 Actions: `reject` rejects a tool-call step's calls with that reason (the model is told, the run
@@ -23,9 +24,11 @@ from channels.db import database_sync_to_async
 
 from runs.conf import conf
 from runs.models import DeadlineAction, Task
-from runs.protocol import ErrorCode, ProtocolError
-from runs.service.actions import abandon, decide
-from runs.service.driver import Origin
+from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
+from runs.service.actions import claim, decide
+from runs.service.audit import record
+from runs.service.driver import Origin, abandon_turn, finish
+from runs.service.runtime import runtime_for
 from runs.service.waiting import WaitingStep, waiting_notebooks, waiting_step
 
 logger = logging.getLogger(__name__)
@@ -75,8 +78,39 @@ async def act_on(step: WaitingStep) -> str:
             answer = f"(No answer: {why}.)"
             await decide(step.notebook, step.step_id, [answer], origin=origin)
             return "answered"
-    await abandon(step.notebook, origin)
+    await _stop(step, why)
     return "stopped"
+
+
+def _still_waits(task_pk: int, step_id: str, since: float) -> str:
+    """The turn of the step that waits since `since`, or why it no longer does (a person, or
+    another process's sweep, got there first)."""
+    now = waiting_step(Task.objects.get(pk=task_pk))
+    if now is None or now.step_id != step_id or now.since != since:
+        raise ProtocolError(
+            ErrorCode.NOT_ALLOWED, f"step {step_id} no longer waits (decided meanwhile)"
+        )
+    return now.turn_id
+
+
+async def _stop(step: WaitingStep, why: str) -> None:
+    """Stop the turn the step waits in, under the notebook's lease (checked again under it, so
+    of several sweeps or a person's click at the same moment one acts, once)."""
+    lease, turn_id = await claim(step.notebook, _still_waits, step.step_id, step.since)
+    runtime = await runtime_for(step.notebook)
+    try:
+        with lease.fenced():
+            stop = HumanAction(
+                task_id=turn_id,
+                step_id=step.step_id,
+                action=HumanActionKind.STOPPED,
+                by="",
+                automatic=why,
+            )
+            await record(runtime, [stop])
+            await abandon_turn(runtime, turn_id)
+    finally:
+        await finish(runtime, lease)
 
 
 async def sweep_once(now: float | None = None) -> int:
