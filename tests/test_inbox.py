@@ -330,3 +330,35 @@ async def test_the_settings_default_deadline_applies_unless_a_notebook_has_none(
         "the deadline of 1 min passed"
     ]
     assert await human_actions(never.pk) == []
+
+
+async def test_a_team_question_is_listed_with_who_asks_and_answered_from_the_inbox(
+    scripted_server: Any, tmp_path: Any, settings: Any
+) -> None:
+    from runs.demo.team import QUESTION as TEAM_QUESTION
+    from runs.demo.team import TEAM_PROMPT, team_rules
+
+    settings.AGENTUI_DATA_DIR = str(tmp_path)
+    server = scripted_server(Script(rules=team_rules()))
+    alice = await database_sync_to_async(make_user)("alice")
+    with llm_at(server):
+        task = await database_sync_to_async(make_notebook)(alice, agent="team")
+        ws = await inbox_socket(alice)
+        await next_list(ws, 0)
+        await service.send_message(task.pk, TEAM_PROMPT)
+        item = (await next_list(ws, 1))["items"][0]
+        assert (item["kind"], item["question"], item["asker"]) == (
+            "human_input",
+            TEAM_QUESTION,
+            "planner",
+        )
+        await decide(
+            ws, "a1", task.pk, item["step_id"], verdict="answer", text="Europe please"
+        )
+        assert (await next_reply(ws))["type"] == "ack"
+        await service.wait_idle()
+        await ws.disconnect()
+    answered = await Event.objects.filter(task=task, type="human_response").aget()
+    assert answered.payload["response"] == "Europe please"
+    turn = await task.turns.aget()
+    assert turn.status == "completed" and "grew most" in (turn.response or "")
