@@ -257,6 +257,18 @@ async def test_the_wait_email_is_opt_in_rate_limited_and_carries_no_model_text(
     assert row.unsent_waits == 1
 
 
+async def first_wait(
+    user: AbstractBaseUser, text: str, **notebook: str
+) -> tuple[Task, WebsocketCommunicator, dict[str, Any]]:
+    """A new notebook of `user`'s started with `text`, their inbox socket, and the inbox item
+    of its first waiting step (heard on the socket)."""
+    task = await database_sync_to_async(make_notebook)(user, **notebook)
+    ws = await inbox_socket(user)
+    await next_list(ws, 0)
+    await service.send_message(task.pk, text)
+    return task, ws, (await next_list(ws, 1))["items"][0]
+
+
 async def next_reply(ws: WebsocketCommunicator) -> dict[str, Any]:
     """The next ack or error (lists sent meanwhile are skipped)."""
     while True:
@@ -271,11 +283,8 @@ async def test_rejecting_from_the_inbox_rejects_every_call_with_the_reason_and_a
     server = scripted_server(analyst_script())
     alice = await database_sync_to_async(make_user)("alice")
     with llm_at(server):
-        task = await database_sync_to_async(make_notebook)(alice, mode="tools")
-        ws = await inbox_socket(alice)
-        await next_list(ws, 0)
-        await service.send_message(task.pk, QUESTION)
-        step_id = (await next_list(ws, 1))["items"][0]["step_id"]
+        task, ws, item = await first_wait(alice, QUESTION, mode="tools")
+        step_id = item["step_id"]
 
         await decide(ws, "q", task.pk, step_id, verdict="answer", text="yes")
         refused = await next_reply(ws)
@@ -342,11 +351,7 @@ async def test_a_team_question_is_listed_with_who_asks_and_answered_from_the_inb
     server = scripted_server(Script(rules=team_rules()))
     alice = await database_sync_to_async(make_user)("alice")
     with llm_at(server):
-        task = await database_sync_to_async(make_notebook)(alice, agent="team")
-        ws = await inbox_socket(alice)
-        await next_list(ws, 0)
-        await service.send_message(task.pk, TEAM_PROMPT)
-        item = (await next_list(ws, 1))["items"][0]
+        task, ws, item = await first_wait(alice, TEAM_PROMPT, agent="team")
         assert (item["kind"], item["question"], item["asker"]) == (
             "human_input",
             TEAM_QUESTION,
