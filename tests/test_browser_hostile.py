@@ -483,6 +483,7 @@ def test_every_page_runs_under_the_policy_without_a_violation(
         (f"/traces/compare/?a={task_id}&b={other}", "#compare[data-ready='true']"),
         ("/settings/tokens/", "main"),
         ("/data/", "main"),
+        ("/inbox/", "#inbox-empty:not([hidden])"),
         ("/api/v1/docs", ".swagger-ui .info"),
     ]
     for path, ready in walk:
