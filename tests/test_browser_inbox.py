@@ -148,6 +148,7 @@ def test_a_passed_deadline_rejects_the_calls_automatically_and_says_so(
         "s => s.add(new Option('3 s', '3', true, true))"
     )
     page.get_by_label("by").select_option("reject")
+    shots_at_both_sizes(page, artifacts_dir, "inbox-04-deadline-picker")
     page.get_by_role("button", name="Save deadline").click()
     page.wait_for_url(f"**/tasks/{task}/")
     page.locator("#connection[data-state='open']").wait_for()
@@ -159,7 +160,7 @@ def test_a_passed_deadline_rejects_the_calls_automatically_and_says_so(
     countdown.wait_for()
     assert countdown.inner_text().startswith("Rejected automatically in")
     countdown.scroll_into_view_if_needed()
-    shots_at_both_sizes(page, artifacts_dir, "inbox-04-deadline-countdown")
+    shots_at_both_sizes(page, artifacts_dir, "inbox-05-deadline-countdown")
 
     automatic = page.locator(".human-action.action-rejected_call.is-automatic")
     automatic.first.wait_for(timeout=20_000)  # the sweep, with no click
@@ -175,5 +176,5 @@ def test_a_passed_deadline_rejects_the_calls_automatically_and_says_so(
         for m in told
     )
     automatic.first.scroll_into_view_if_needed()
-    shots_at_both_sizes(page, artifacts_dir, "inbox-05-rejected-automatically")
+    shots_at_both_sizes(page, artifacts_dir, "inbox-06-rejected-automatically")
     assert page.console_errors == []
