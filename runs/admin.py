@@ -12,6 +12,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.html import format_html_join
+from django.utils.text import Truncator
 
 from runs.models import (
     Event,
@@ -264,7 +265,10 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             format_html_join(
                 "",
                 "<p><code>{}</code> {}</p>",
-                ((t["name"], t["description"]) for t in server.tools),
+                (
+                    (t["name"], Truncator(t["description"]).chars(200))
+                    for t in server.tools
+                ),
             )
             or "none yet"
         )
@@ -278,7 +282,7 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def _fetch(self, request: HttpRequest, server: McpServer) -> None:
         note = refresh_listing(server)
         level = messages.WARNING if note.startswith("could not") else messages.INFO
-        self.message_user(request, f"{server.name}: {note}", level)
+        self.message_user(request, f"MCP server {server.name}: {note}", level)
 
     @admin.action(description="Fetch the tool lists again")
     def fetch_tools(self, request: HttpRequest, queryset: Any) -> None:
