@@ -20,7 +20,9 @@ things:
   `ConnectionError` (channels-redis logs the error and carries on, the sockets would not know
   that messages were lost), so a socket says `live` false and reads the database until its
   `group_add` works again (runs.web.consumer); and `group_add` always asks Redis, so it fails
-  while Redis is down. redis-py subscribes again by itself when the connection comes back.
+  while Redis is down. redis-py subscribes again by itself when the connection comes back, and
+  after a restart quick enough for redis-py to reconnect within one read, nothing fails: that
+  reconnection is reported the same way (what was published meanwhile never came).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from channels_redis.pubsub import (
     RedisPubSubLoopLayer,
     RedisSingleShardConnection,
 )
-from channels_redis.utils import _wrap_close
+from channels_redis.utils import _wrap_close, create_pool
+from redis import asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from agentui.layer_drops import DropCounter
 
@@ -47,8 +51,34 @@ class LayerDown(ConnectionError):
     """Redis went away: messages may have been lost meanwhile."""
 
 
+class _Subscriptions(PubSub):  # type: ignore[misc]
+    """redis-py's PubSub, telling the layer when its connection was made again: redis-py then
+    subscribes again by itself, but what was published meanwhile never came."""
+
+    def __init__(self, *args: Any, reconnected: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reconnected = reconnected
+        self._connected_before = False
+
+    async def on_connect(self, connection: Any) -> None:
+        if self._connected_before:
+            self._reconnected()
+        self._connected_before = True
+        await super().on_connect(connection)
+
+
 class _Shard(RedisSingleShardConnection):  # type: ignore[misc]
     channel_layer: _LoopLayer
+
+    def _ensure_redis(self) -> None:
+        if self._redis is None:
+            self._redis = aioredis.Redis(connection_pool=create_pool(self.host))
+            self._pubsub = _Subscriptions(
+                self._redis.connection_pool,
+                reconnected=lambda: self.channel_layer.went_away(
+                    ConnectionError("reconnected to Redis")
+                ),
+            )
 
     async def publish(self, channel: str, message: bytes) -> None:
         self._ensure_redis()  # no await before the command: nothing to lock
