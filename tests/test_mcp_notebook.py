@@ -17,7 +17,7 @@ from runs import service
 from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, McpServer, Task
-from runs.presets.mcp import close_all, refresh_listing
+from runs.presets.mcp import close_all, notebook_mcp_tools, refresh_listing
 from runs.protocol import ProtocolError
 from runs.traces.export import trace_head, trace_stream
 from tests.live_support import (
@@ -111,6 +111,12 @@ async def test_grants_decide_who_may_pick_which_tools() -> None:
         await database_sync_to_async(service.create_notebook_row)(
             bob, "function_calling", "auto", ["own__add"]
         )
+    # fetching a list again rebuilds the notebooks' runners with it (their key changes)
+    _, before = await database_sync_to_async(notebook_mcp_tools)(ana.pk, ["own__add"])
+    own = await McpServer.objects.aget(name="own")
+    await database_sync_to_async(refresh_listing)(own)
+    _, after = await database_sync_to_async(notebook_mcp_tools)(ana.pk, ["own__add"])
+    assert before and after != before
     await McpServer.objects.filter(name="time").aupdate(enabled=False)
     assert not await database_sync_to_async(service.available_mcp_tools)(bob.pk)
 

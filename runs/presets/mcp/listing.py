@@ -163,9 +163,12 @@ def refresh_listing(server: McpServer) -> str:
         server.tools_fetched_at = timezone.now()
         count = f"{len(server.tools)} tool{'s' if len(server.tools) != 1 else ''}"
         server.tools_note = "\n".join([f"fetched {count}", *notes])
+    # updated_at too: notebooks' runners are rebuilt with the new list (runs.service.runtime)
+    server.updated_at = timezone.now()
     McpServer.objects.filter(pk=server.pk).update(
         tools=server.tools,
         tools_note=server.tools_note,
         tools_fetched_at=server.tools_fetched_at,
+        updated_at=server.updated_at,
     )
     return server.tools_note
