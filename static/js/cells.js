@@ -106,7 +106,7 @@ export class CellsView {
       view.images.hidden = !imageSig;
       replaceChildren(view.images, (turn.images || []).map(imageThumb));
     }
-    // Keep step cells in creation order; dropped (undone, never run) steps leave the page.
+    // Keep step cells in creation order; dropped steps (undone before they ever ran) leave the page.
     const live = liveSteps(model, turn);
     let previous = null;
     for (const step of live) {

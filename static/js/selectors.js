@@ -31,7 +31,8 @@ export function runningStep(model) {
 export function nextStep(model) {
   const turn = activeTurn(model);
   if (!turn) return null;
-  return liveSteps(model, turn).find((s) => s.status !== "completed") || null;
+  // an undone step still shown (it ran before an undo dropped it) is history, not next
+  return liveSteps(model, turn).find((s) => s.status !== "completed" && s.status !== "undone") || null;
 }
 
 /**

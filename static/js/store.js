@@ -340,7 +340,14 @@ const STEP_EVENTS = {
     for (const droppedId of event.dropped_steps || []) {
       const dropped = model.steps.get(droppedId);
       if (dropped) {
-        Object.assign(dropped, { dropped: true, status: "undone" });
+        // One that never ran leaves the page; one that ran stays, undone: its run reached the
+        // model, and a person's actions on it are in the audit (as runs/store/load.py numbers cells).
+        const last = dropped.attempts[dropped.attempts.length - 1];
+        if (last && last.status !== "undone") {
+          last.status = "undone";
+          for (const call of last.calls.values()) call.status = "undone";
+        }
+        Object.assign(dropped, { dropped: !dropped.attempts.length, status: "undone" });
         model.dirty.steps.add(dropped.id);
       }
     }
