@@ -26,6 +26,7 @@ from tests.live_support import (
     make_user,
 )
 from tests.mcp_support import APP, BIN, server_children
+from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -243,3 +244,37 @@ async def _step_input(task_pk: int, step_id: str) -> str:
 
     step = await Step.objects.aget(task_id=task_pk, step_id=step_id)
     return str(step.input)
+
+
+async def test_rest_starts_a_notebook_with_mcp_tools(scripted_server: Any) -> None:
+    await database_sync_to_async(configure_servers)()
+    _, token = await user_with_token("ana")  # in the group analysts
+    api = Api(token)
+    model = scripted_server(Script(rules=mcp_rules()))
+    with llm_at(model):
+        refused = await api.post(
+            "/notebooks/",
+            {
+                "text": MCP_PROMPT,
+                "agent": "function_calling",
+                "mcp_tools": ["own__nope"],
+            },
+        )
+        assert refused.status_code == 422
+        assert (
+            "the MCP tool 'own__nope' is not available to you"
+            in refused.content.decode()
+        )
+        created = await api.post(
+            "/notebooks/",
+            {
+                "text": MCP_PROMPT,
+                "agent": "function_calling",
+                "mcp_tools": ["time__get_current_time", "own__add"],
+            },
+        )
+        assert created.status_code == 201, created.content
+        detail = await api.wait(created.json()["id"])
+        await service.wait_idle()
+    assert detail["mcp_tools"] == ["time__get_current_time", "own__add"]
+    assert detail["response"].startswith("In Asia/Tokyo it is")

@@ -161,6 +161,7 @@ def notebook_detail(task: Task) -> dict[str, Any]:
         "last_seq": task.last_seq,
         "settled": task.status != NotebookStatus.RUNNING and not is_held(task.pk),
         "active_turn": active.engine_id if active else None,
+        "mcp_tools": list(task.mcp_tools or []),
         "waiting": [
             {
                 "step_id": s.step_id,

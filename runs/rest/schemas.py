@@ -77,6 +77,9 @@ class NotebookDetail(NotebookOut):
         description="the active turn's queued steps, the first one next"
     )
     response: str | None = Field(description="the latest finished turn's answer")
+    mcp_tools: list[str] = Field(
+        default_factory=list, description="the MCP tools picked for it (`server__tool`)"
+    )
 
 
 class TurnOut(Schema):
