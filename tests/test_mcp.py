@@ -237,3 +237,20 @@ async def test_an_mcp_tool_checks_arguments_against_the_servers_schema() -> None
         json.loads(json.dumps(tool.metadata.openai_tool))["function"]["name"]
         == "own__add"
     )
+
+
+async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
+    clock = ServerSpec(
+        pk=11,
+        name="clock",
+        transport="stdio",
+        command=sys.executable,
+        args=("-m", "runs.demo.mcp_clock"),
+    )
+    listed = await fetch_listing(clock)
+    assert [t["name"] for t in listed] == ["get_current_time"]
+    tokyo = await call_mcp_tool(clock, "get_current_time", {"timezone": "Asia/Tokyo"})
+    assert tokyo.raw_output["timezone"] == "Asia/Tokyo"
+    assert tokyo.raw_output["datetime"].endswith("+09:00")
+    nowhere = await call_mcp_tool(clock, "get_current_time", {"timezone": "Mars/Base"})
+    assert nowhere.is_error and "unknown timezone 'Mars/Base'" in nowhere.content
