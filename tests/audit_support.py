@@ -8,6 +8,7 @@ tools saw, and where a surface's account of a run disagrees with that.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -219,6 +220,7 @@ def wire_problems(
     requests: list[RecordedRequest],
     events: list[dict[str, Any]],
     executed: list[tuple[str, dict[str, Any]]],
+    calls_as_messages: bool = True,
 ) -> list[str]:
     """Where the audit (`events`: the stored events of the notebooks that made `requests`, as a
     surface gives them) disagrees with what reached the model and the tools.
@@ -228,6 +230,8 @@ def wire_problems(
       call went unrecorded or was made twice;
     - every tool run the model was shown is an audited run (the arguments that ran, never the
       ones first proposed; a rejection with its reason), and every audited run reached it.
+      A worker with a plan (`calls_as_messages=False`: LLMCompiler, CoA) tells the model its
+      calls in text: there each audited result must reach it.
     """
     problems = []
     results = [e for e in events if e["type"] == "tool_call_result"]
@@ -252,6 +256,12 @@ def wire_problems(
             f"only in the audit: {list((recorded - asked).elements())}"
         )
     runs = set(results_in(events))
+    if not calls_as_messages:
+        texts = [json.dumps(r.messages, ensure_ascii=False) for r in requests]
+        for run in sorted(runs):
+            if not any(json.dumps(run.output)[1:-1] in text for text in texts):
+                problems.append(f"the audit holds {run}, which never reached the model")
+        return problems
     shown = set().union(*(shown_to_model(r) for r in requests)) if requests else set()
     for run in sorted(shown - runs):
         problems.append(f"the model was shown {run}, which the audit does not hold")
@@ -379,3 +389,10 @@ def ledger_executions() -> list[tuple[str, dict[str, Any]]]:
         ("multiply", EDITED_DOUBLE),
         ("multiply", FORK_DOUBLE),
     ]
+
+
+def edited_sql(sql: str) -> str:
+    """The person's correction: only the first nine months of 2024, or only multi-unit sales."""
+    if re.search(r"LIKE '(\d{4})%'", sql):
+        return re.sub(r"LIKE '(\d{4})%'", r"LIKE '\1-0%'", sql)
+    return sql.replace(" GROUP BY", " WHERE s.quantity > 1 GROUP BY", 1)

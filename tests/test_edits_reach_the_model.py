@@ -17,12 +17,18 @@ from runs.demo import DEMOS
 from runs.engine.testing import RecordedRequest, Script, ScriptedServer
 from runs.models import Step
 from runs.service import Origin
-from tests.audit_support import approve_all, events_of, started, waiting_steps
+from tests.audit_support import (
+    approve_all,
+    edited_sql,
+    events_of,
+    started,
+    waiting_steps,
+)
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
 )
-from tests.test_fork_edits import TOOL_WORKERS, edited_sql
+from tests.test_fork_edits import TOOL_WORKERS
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,6 @@ server's request log and the stored tool runs that the edited value ran and the 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from runs.models import Step
 from runs.store.fork import fork_notebook
 from tests.audit_support import (
     approve_all,
+    edited_sql,
     events_of,
     request_text,
     run_tool,
@@ -35,13 +35,6 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 # the workers that call tools, each with its demo script (rules, example prompt)
 TOOL_WORKERS = ("function_calling", "react", "llm_compiler", "coa", "team")
-
-
-def edited_sql(sql: str) -> str:
-    """The person's correction: only the first nine months of 2024, or only multi-unit sales."""
-    if re.search(r"LIKE '(\d{4})%'", sql):
-        return re.sub(r"LIKE '(\d{4})%'", r"LIKE '\1-0%'", sql)
-    return sql.replace(" GROUP BY", " WHERE s.quantity > 1 GROUP BY", 1)
 
 
 async def finished(agent: str, prompt: str, mode: str = "tools") -> int:

@@ -29,6 +29,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 )
 from recorded_tools import LOG_VARIABLE, executions
 
+from runs.demo.analyst import LLM_COMPILER_PROMPT, llm_compiler_rules
 from runs.engine.testing import Script, ScriptedServer
 from tests import audit_support as audit
 
@@ -58,8 +59,10 @@ _READ_PAGE = """
       tool_id: card.dataset.toolId,
       tool: card.querySelector('.tool-name').textContent,
       arguments: card.querySelector('.tool-args').textContent,
+      // a rounded number keeps the exact value it stands for (format.js numberView)
       result: result ? [...result.children].filter((c) => !c.classList.contains('field-label'))
-        .map((c) => c.textContent).join('') : null,
+        .map((c) => c.querySelector('[data-raw]')?.dataset.raw ?? c.dataset.raw ?? c.textContent)
+        .join('') : null,
       reason: reason ? reason.textContent : null,
     };
   }),
@@ -167,6 +170,17 @@ def read(page: Any, url: str, ready: str) -> list[dict[str, Any]]:
     return list(page.evaluate(_READ_PAGE))
 
 
+def shown_problems(
+    page: Any, app: LiveApp, pk: int, events: list[dict[str, Any]]
+) -> list[str]:
+    """Where notebook `pk`'s page and its trace page disagree with its stored `events`."""
+    notebook = read(page, f"{app.url}/tasks/{pk}/", "#connection[data-state='open']")
+    trace = read(page, f"{app.url}/traces/{pk}/", "#trace[data-ready='true']")
+    return [f"notebook {pk}: {p}" for p in page_problems(notebook, events)] + [
+        f"trace {pk}: {p}" for p in page_problems(trace, events)
+    ]
+
+
 def stored_events(page: Any, app: LiveApp, pk: int) -> list[dict[str, Any]]:
     """The notebook's events as the page's own Export JSON gives them."""
     response = page.request.get(f"{app.url}/api/tasks/{pk}/trace.json")
@@ -236,12 +250,7 @@ def test_what_the_page_shows_is_what_reached_the_model_and_the_tools(
     problems = audit.wire_problems(scripted_model.requests, own, ran)
     for pk in (source, fork):
         problems += audit.approval_problems(events[pk])
-        notebook = read(
-            page, f"{live_app.url}/tasks/{pk}/", "#connection[data-state='open']"
-        )
-        problems += [f"notebook {pk}: {p}" for p in page_problems(notebook, events[pk])]
-        trace = read(page, f"{live_app.url}/traces/{pk}/", "#trace[data-ready='true']")
-        problems += [f"trace {pk}: {p}" for p in page_problems(trace, events[pk])]
+        problems += shown_problems(page, live_app, pk, events[pk])
     assert not problems, "\n".join(problems)
     shots_at_both_sizes(page, artifacts_dir, "surface-page-4-fork-trace")
     assert audit.human_actions(events[source])[:2] == [
@@ -255,4 +264,48 @@ def test_what_the_page_shows_is_what_reached_the_model_and_the_tools(
         ),
         ("rejected_call", USERNAME, "call_mul", None, None, audit.REJECTION),
     ]
+    assert not page.console_errors, page.console_errors
+
+
+def test_a_plans_edited_call_is_what_the_page_the_model_and_the_tool_saw(
+    page: Any,
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    tool_log: Path,
+    artifacts_dir: Path,
+) -> None:
+    """LLMCompiler in tools mode: its plan's calls wait; the person corrects one's SQL."""
+    scripted_model.load(Script(rules=llm_compiler_rules()), reset_log=True)
+    ran_before = len(executions(tool_log))
+    pk = start_notebook(
+        page, live_app, LLM_COMPILER_PROMPT, agent="llm_compiler", mode="tools"
+    )
+    calls = pending_calls(page)
+    card = calls.locator(".tool-card.editable").first
+    tool_id = card.get_attribute("data-tool-id")
+    field = card.locator(f"[data-field='args:{tool_id}']")
+    original = json.loads(field.input_value())
+    edited = {**original, "sql": audit.edited_sql(original["sql"])}
+    assert edited != original
+    field.fill(json.dumps(edited))
+    calls.get_by_role("button", name="Save edits").click()
+    calls.locator(".human-action.action-edited_arguments").wait_for()
+    shots_at_both_sizes(page, artifacts_dir, "surface-page-5-plan-edited")
+    answer = page.locator(".cell-answer")
+    while not answer.is_visible():
+        waiting = page.locator("article.cell-step [data-action='approve']:enabled")
+        if waiting.count():
+            waiting.first.click()
+        page.wait_for_timeout(50)  # the next step, or the answer
+    shots_at_both_sizes(page, artifacts_dir, "surface-page-6-plan-answered")
+
+    events = stored_events(page, live_app, pk)
+    ran = executions(tool_log)[ran_before:]
+    assert ("sql_value", edited) in ran and ("sql_value", original) not in ran
+    problems = audit.wire_problems(
+        scripted_model.requests, events, ran, calls_as_messages=False
+    )
+    problems += audit.approval_problems(events)
+    problems += shown_problems(page, live_app, pk, events)
+    assert not problems, "\n".join(problems)
     assert not page.console_errors, page.console_errors
