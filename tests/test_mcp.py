@@ -8,6 +8,7 @@ server process left.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -254,3 +255,23 @@ async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
     assert tokyo.raw_output["datetime"].endswith("+09:00")
     nowhere = await call_mcp_tool(clock, "get_current_time", {"timezone": "Mars/Base"})
     assert nowhere.is_error and "unknown timezone 'Mars/Base'" in nowhere.content
+
+
+async def test_parallel_first_calls_share_one_server() -> None:
+    spec = own_spec()
+    outputs = await asyncio.gather(
+        *(call_mcp_tool(spec, "add", {"a": n, "b": 1}) for n in range(5))
+    )
+    assert [o.content for o in outputs] == ["1", "2", "3", "4", "5"]
+    assert open_count() == 1 and len(server_children()) == 1
+
+
+async def test_an_edited_server_is_restarted_once_for_parallel_calls() -> None:
+    before = own_spec()
+    assert (await call_mcp_tool(before, "add", {"a": 1, "b": 1})).content == "2"
+    edited = ServerSpec(**{**before.__dict__, "env": (("EDITED", "1"),)})
+    outputs = await asyncio.gather(
+        *(call_mcp_tool(edited, "add", {"a": n, "b": 1}) for n in range(4))
+    )
+    assert [o.content for o in outputs] == ["1", "2", "3", "4"]
+    assert open_count() == 1 and len(server_children()) == 1

@@ -154,16 +154,17 @@ async def session_for(spec: ServerSpec, start_timeout: float) -> ClientSession:
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, spec)
     connection = _connections.get(key)
-    if connection is not None and connection.broken:
-        await drop(spec)
-        connection = None
-    if connection is None:
-        # an edited server's old session goes: one session per server and loop
-        for (other_loop, other), old in list(_connections.items()):
-            if other_loop == loop_id and other.pk == spec.pk and other != spec:
-                _connections.pop((other_loop, other), None)
-                await old.close()
+    if connection is None or connection.broken:
+        # stored before any await: calls made meanwhile (a plan's parallel calls) share it
+        stale = [connection] if connection is not None else []
         connection = _connections[key] = Connection(spec)
+        # an edited server's old session goes: one session per server and loop
+        for other_key in list(_connections):
+            other_loop, other = other_key
+            if other_loop == loop_id and other.pk == spec.pk and other != spec:
+                stale.append(_connections.pop(other_key))
+        for old in stale:
+            await old.close()
     try:
         return await connection.open(start_timeout)
     except McpError:
