@@ -142,6 +142,22 @@ class _LoopLayer(RedisPubSubLoopLayer):  # type: ignore[misc]
         self.channels[channel] = asyncio.Queue(maxsize=self.capacity)
         await self._get_shard(channel).subscribe(channel)
 
+    async def group_discard(self, group: str, channel: str) -> None:
+        """Leave `group`; a channel left in no group that nobody reads is forgotten too.
+
+        channels-redis forgets a channel only when a receive on it is cancelled; a reader that
+        leaves between two receives (an AG-UI or REST event stream closed while it writes) kept
+        its queue and its Redis subscription for the life of the process.
+        """
+        await super().group_discard(group, channel)
+        queue = self.channels.get(channel)
+        if queue is None or getattr(queue, "_getters", None):
+            return  # gone already, or a receive waits (its cancellation forgets the channel)
+        if any(channel in members for members in self.groups.values()):
+            return
+        del self.channels[channel]
+        await self._get_shard(channel).unsubscribe(channel)
+
     def put(self, channel: str, data: Any) -> None:
         queue = self.channels.get(channel)
         if queue is None:

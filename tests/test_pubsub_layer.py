@@ -125,3 +125,31 @@ async def test_a_redis_restart_between_two_reads_reaches_the_receivers(
         except redis.ConnectionError:
             continue
     assert (await asyncio.wait_for(layer.receive(channel), 10))["n"] == "after"
+
+
+async def test_a_channel_that_left_its_group_between_two_reads_is_forgotten(
+    private_redis: RedisProcess, layer: PubSubLayer
+) -> None:
+    client = redis.Redis.from_url(private_redis.url)
+    channel = await layer.new_channel()
+    await layer.group_add("notebook-5", channel)
+    await layer.group_send("notebook-5", {"type": "t", "n": 1})
+    assert (await asyncio.wait_for(layer.receive(channel), 10))["n"] == 1
+    assert client.pubsub_numsub(channel) == [(channel.encode(), 1)]
+    await layer.group_discard("notebook-5", channel)  # nobody reads it now
+    loop_layer = layer._get_layer()
+    assert channel not in loop_layer.channels
+    assert (
+        channel not in loop_layer._get_shard(channel)._subscribed_to
+    )  # UNSUBSCRIBE sent
+
+    waiting = await layer.new_channel()  # a socket whose read is still waiting keeps it
+    await layer.group_add("notebook-5", waiting)
+    reading = asyncio.ensure_future(layer.receive(waiting))
+    await layer.group_send("notebook-5", {"type": "t", "n": 2})
+    assert (await asyncio.wait_for(reading, 10))["n"] == 2
+    reading = asyncio.ensure_future(layer.receive(waiting))
+    await asyncio.sleep(0)  # the read has started waiting
+    await layer.group_discard("notebook-5", waiting)
+    assert waiting in loop_layer.channels
+    reading.cancel()
