@@ -17,6 +17,10 @@ copy() {  # copy PACKAGE FILE...: FILEs of PACKAGE into static/vendor/PACKAGE/
 copy markdown-it dist/browser/markdown-it.esm.min.mjs
 copy dompurify dist/purify.es.mjs
 copy vega build/vega.min.js
+# The step DAG: Cytoscape.js (draws on canvas: labels are text, never HTML) and its dagre layout,
+# whose ES module build bundles dagre itself (@dagrejs/dagre is installed only for its license).
+copy cytoscape dist/cytoscape.esm.min.mjs
+copy cytoscape-dagre dist/cytoscape-dagre.min.mjs
 copy vega-lite build/vega-lite.min.js
 copy vega-embed build/vega-embed.min.js
 # vega-interpreter (Vega expressions without eval, for the CSP) is an ES module whose one import,
@@ -43,6 +47,7 @@ for dir in "$modules"/* "$modules"/@*/*; do
   name=${dir#"$modules"/}
   for license in "$dir"/LICEN[CS]E* "$dir"/licen[cs]e* "$dir"/COPYING*; do
     [ -f "$license" ] || continue
+    case $license in *.js | *.mjs) continue ;; esac  # a package's license tooling, not a license
     cp "$license" "$out/licenses/${name//\//__}.$(basename "$license")"
   done
 done
@@ -53,7 +58,8 @@ node -e '
     "| package | version | files |", "| --- | --- | --- |"];
   const fs = require("fs");
   for (const name of Object.keys(require("./npm/package.json").dependencies)) {
-    const files = fs.readdirSync(`static/vendor/${name}`).join(", ");
+    const dir = `static/vendor/${name}`;
+    const files = fs.existsSync(dir) ? fs.readdirSync(dir).join(", ") : "(bundled in another build; license only)";
     lines.push(`| ${name} | ${lock.packages["node_modules/" + name].version} | ${files} |`);
   }
   lines.push("", "`licenses/` holds the license of every package installed with them (the builds bundle some).", "");
