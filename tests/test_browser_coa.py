@@ -21,6 +21,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     step_cells,
     wait_until,
 )
+from dag_helpers import dag_edges, dag_nodes, dag_shots
 
 from runs.demo.analyst import COA_PROMPT, coa_rules
 from runs.engine.testing import Script, ScriptedServer
@@ -58,30 +59,17 @@ def chips(page: Any) -> dict[str, dict[str, str]]:
 
 
 def dag_calls(page: Any) -> dict[str, dict[str, Any]]:
-    """Call nodes of the DAG by their result name (y1...), with position and id."""
-    found: dict[str, dict[str, Any]] = page.evaluate(
-        """() => Object.fromEntries([...document.querySelectorAll('#dag .dag-node')]
-            .filter(g => g.dataset.node.startsWith('c:'))
-            .map(g => {
-              const m = /translate\\(([-\\d.]+),([-\\d.]+)\\)/.exec(g.getAttribute('transform'));
-              return [g.querySelector('.dag-sub').textContent, {id: g.dataset.node, x: +m[1], y: +m[2],
-                      cls: g.getAttribute('class')}];
-            }))"""
-    )
-    return found
+    """Call nodes of the DAG by their result name (y1...), with position, id and classes."""
+    return {n["sub"]: n for key, n in dag_nodes(page).items() if key.startswith("c:")}
 
 
 def step_nodes(page: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = page.evaluate(
-        """() => [...document.querySelectorAll('#dag .dag-node')].filter(g => g.dataset.node.startsWith('s:'))
-            .map(g => ({id: g.dataset.node, y: +/translate\\([-\\d.]+,([-\\d.]+)\\)/.exec(g.getAttribute('transform'))[1],
-                        sub: g.querySelector('.dag-sub').textContent}))"""
-    )
-    return found
+    steps = [n for key, n in dag_nodes(page).items() if key.startswith("s:")]
+    return sorted(steps, key=lambda n: n["order"])
 
 
 def edges(page: Any) -> set[str]:
-    return set(page.evaluate("() => [...window.agentui.dag.edgeEls.keys()]"))
+    return set(dag_edges(page))
 
 
 def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
@@ -108,7 +96,7 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
     assert len({calls[n]["y"] for n in ("y1", "y2", "y4", "y5")}) == 1
     assert calls["y3"]["y"] == calls["y6"]["y"] > calls["y1"]["y"]
     assert calls["y7"]["y"] > calls["y3"]["y"]
-    drawn = edges(page)
+    drawn = dag_edges(page)
     for before, after in (
         ("y1", "y3"),
         ("y2", "y3"),
@@ -117,7 +105,12 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
         ("y3", "y7"),
         ("y6", "y7"),
     ):
-        assert f"{calls[before]['id']}>{calls[after]['id']}" in drawn, (before, after)
+        edge = drawn[f"{calls[before]['id']}>{calls[after]['id']}"]
+        assert edge["label"] == before, (
+            before,
+            after,
+            edge,
+        )  # the edge says which result
     steps = step_nodes(page)
     assert [s["sub"] for s in steps] == ["llm", "tool calls", "llm"]
     assert steps[2]["y"] > calls["y7"]["y"], "the refine step comes after the last call"
@@ -125,7 +118,7 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
     assert (
         "after y3, y6" in page.locator(".tool-card", has_text="subtract").inner_text()
     )
-    page.locator("#dag").screenshot(path=str(artifacts_dir / "coa-01-auto-dag.png"))
+    dag_shots(page, artifacts_dir, "dag-coa")
     shot(page, artifacts_dir, "coa-02-auto-chips")
     # a reload rebuilds the chips and the chain's DAG from the stored events
     page.reload()

@@ -178,7 +178,7 @@ def test_the_notebook_uses_the_window_and_its_split_is_remembered(
     )
     assert stored == str(round(chosen))
     page.goto(f"{live_app.url}/traces/{task_id}/")
-    page.locator("#dag .dag-node").first.wait_for()
+    page.wait_for_function("() => window.agentui.dag.cy.nodes().length > 0")
     assert abs(box(page, "#dag-panel")["width"] - chosen) <= 1
 
     # where the person left the notebook: scrolled a third of the way, reopened there

@@ -20,6 +20,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     step_cells,
     wait_until,
 )
+from dag_helpers import dag_edges, dag_nodes, dag_shots
 
 from runs.demo.research import ANSWER, RESEARCH_PROMPT, SUBQUESTIONS, research_rules
 from runs.engine.testing import Script, ScriptedServer
@@ -39,18 +40,11 @@ def start_from_example(page: Any, app: LiveApp, mode: str) -> None:
 
 
 def step_nodes(page: Any) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = page.evaluate(
-        """() => [...document.querySelectorAll('#dag .dag-node')].filter(g => g.dataset.node.startsWith('s:'))
-            .map(g => {
-              const m = /translate\\(([-\\d.]+),([-\\d.]+)\\)/.exec(g.getAttribute('transform'));
-              return {id: g.dataset.node, x: +m[1], y: +m[2]};
-            })"""
-    )
-    return found
+    return [n for key, n in dag_nodes(page).items() if key.startswith("s:")]
 
 
 def edges(page: Any) -> set[str]:
-    return set(page.evaluate("() => [...window.agentui.dag.edgeEls.keys()]"))
+    return set(dag_edges(page))
 
 
 def answer_requests(model: ScriptedServer) -> list[Any]:
@@ -88,9 +82,7 @@ def test_auto_mode_answers_the_branches_side_by_side_and_joins_them(
     for branch in middle:
         assert f"{split['id']}>{branch['id']}" in drawn
         assert f"{branch['id']}>{synthesis['id']}" in drawn  # fan-in
-    page.locator("#dag").screenshot(
-        path=str(artifacts_dir / "research-01-auto-dag.png")
-    )
+    dag_shots(page, artifacts_dir, "dag-research")
     shot(page, artifacts_dir, "research-02-auto-done", full_page=True)
     assert not page.console_errors, page.console_errors
 

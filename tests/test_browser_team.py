@@ -28,6 +28,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
     watch_errors,
 )
+from dag_helpers import dag_edges, dag_nodes, dag_shots
 
 from runs.demo.team import QUESTION, TEAM_PROMPT, team_rules
 from runs.engine.testing import Script, ScriptedServer
@@ -88,7 +89,8 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     answer.wait_for(timeout=30_000)
     assert "grew most" in (answer.text_content() or "")
     # answered after the restart: the asking call no longer waits, on the card or in the DAG
-    assert other.locator(".tool-card.status-waiting, #dag .status-waiting").count() == 0
+    assert other.locator(".tool-card.status-waiting").count() == 0
+    assert not [n for n in dag_nodes(other).values() if "status-waiting" in n["cls"]]
     assert other.locator(".tool-card.status-answered").count() == 1
     other.locator(".team-question").scroll_into_view_if_needed()
     other.wait_for_timeout(300)
@@ -99,17 +101,17 @@ def test_team_question_restart_other_tab_handoffs_state_and_undo(
     colours = _agent_classes(page)
     assert set(colours) == {"planner", "analyst", "reviewer"}
     assert len(set(colours.values())) == 3, colours
-    dag_colours = page.evaluate(
-        "() => [...document.querySelectorAll('#dag .dag-node.kind-step')].map(g => g.getAttribute('class'))"
-    )
+    dag_colours = [n["cls"] for n in dag_nodes(page).values() if n["kind"] == "step"]
     assert any(colours["analyst"] in c for c in dag_colours)
-    labels = page.evaluate(
-        "() => [...document.querySelectorAll('#dag .dag-edge-label')].map(t => t.textContent)"
-    )
+    handoffs = [e for e in dag_edges(page).values() if e["kind"] == "handoff"]
+    labels = [e["label"] for e in handoffs]
+    # each handoff edge takes the colour of the agent it hands to
+    assert any(colours["analyst"] in e["cls"] for e in handoffs), handoffs
     assert any(label.startswith("→ analyst: the plan is set") for label in labels), (
         labels
     )
     assert any(label.startswith("→ reviewer: please check") for label in labels), labels
+    dag_shots(page, artifacts_dir, "dag-team")
     assert (
         page.locator("#team-status [data-current-agent]").text_content() == "reviewer"
     )
@@ -169,10 +171,12 @@ def _calls_by_status(page: Any) -> dict[str, int]:
     found: dict[str, int] = page.evaluate(
         """() => {
             const counts = {};
-            for (const el of document.querySelectorAll('.tool-card, #dag .dag-node.kind-call')) {
-              const status = [...el.classList].find(c => c.startsWith('status-'));
-              const key = `${el.classList.contains('tool-card') ? 'card' : 'node'}:${status}`;
-              counts[key] = (counts[key] || 0) + 1;
+            const count = (key) => { counts[key] = (counts[key] || 0) + 1; };
+            for (const el of document.querySelectorAll('.tool-card')) {
+              count(`card:${[...el.classList].find(c => c.startsWith('status-'))}`);
+            }
+            for (const node of window.agentui.dag.cy.nodes('.kind-call')) {
+              count(`node:${node.classes().find(c => c.startsWith('status-'))}`);
             }
             return counts;
         }"""
@@ -194,8 +198,8 @@ def _answered_not_waiting(page: Any, where: str, artifacts_dir: Path) -> None:
     assert "Answered: Europe" in (card.first.text_content() or "")
     colours = page.evaluate(
         """() => ['answered', 'completed'].map(s => {
-            const node = document.querySelector(`#dag .dag-node.kind-call.status-${s}`);
-            return node && getComputedStyle(node).getPropertyValue('--status-color');
+            const node = window.agentui.dag.cy.nodes(`.kind-call.status-${s}`)[0];
+            return node && node.style('border-color');
         })"""
     )
     assert colours[0] and colours[0] == colours[1], (

@@ -1,257 +1,330 @@
-// Draws the step DAG (graph.js) as SVG and keeps it in step with the model.
+// Draws the step DAG (graph.js) with Cytoscape.js and a dagre layout, and keeps it in step with
+// the model.
 //
-// The whole graph is laid out, but only the nodes and edges near the visible part of the
-// scrolling panel are in the DOM (re-windowed on scroll, once per frame): a 500-step trace
-// costs what its first screen costs. Elements are keyed, so an update moves, recolours or adds
-// them instead of redrawing, and focus survives. One node at a time is in the tab order (roving
-// tabindex); arrow keys move along the graph, Enter or a click scrolls to the node's cell.
+// Cytoscape draws on a canvas: every label (tool names, `$N`, a handoff's reason: model-written
+// text) is painted as text and never parsed as HTML. An update diffs the graph against what is
+// drawn: new nodes and edges are added, changed ones restyled, and the layout runs again only
+// when the shape changed (streamed tokens never reach here). The view pans and zooms; it frames
+// the graph itself until the person moves it, and keeps the running and waiting steps in view.
+// A click (or Enter on the focused graph) scrolls to the node's cell.
 
-import { buildGraph, layoutGraph } from "./graph.js";
-import { domId, svg, truncate } from "./dom.js";
+import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
+import dagre from "../vendor/cytoscape-dagre/cytoscape-dagre.min.mjs";
+import { DagOverview } from "./dag_overview.js";
+import { dagStylesheet, readPalette } from "./dag_style.js";
+import { layeredPositions } from "./dag_layout.js";
+import { buildGraph, NODE_SIZE } from "./graph.js";
+import { domId, truncate } from "./dom.js";
 
-const MARGIN_PX = 600; // drawn above and below the visible part, so scrolling shows no gaps
-const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" };
-const esc = (text) => String(text).replace(/[&<>"]/g, (c) => ESCAPES[c]);
+cytoscape.use(dagre);
 
-/** What a node shows, shared by the markup that creates it and the patch that updates it. */
-function nodeView(node, pos, selected) {
-  const sub = truncate(node.sub || "", node.kind === "call" ? 14 : 20);
+const READABLE_ZOOM = 0.75; // below this labels get hard to read: frame the active part instead
+const MAX_FIT_ZOOM = 1.2;
+const PAD = 16;
+const ZOOM_STEP = 1.25;
+const LAYOUT = {
+  name: "dagre", rankDir: "TB", nodeSep: 16, rankSep: 42, edgeSep: 8, animate: false, fit: false,
+  sort: (a, b) => a.data("order") - b.data("order"),
+};
+const DAGRE_MAX_NODES = 300; // above this dagre takes seconds: the linear layered layout instead
+const CHARS = { message: [20, 19], step: [20, 22], call: [16, 16] }; // label, sub line lengths
+
+/** The data Cytoscape keeps for a node (what the canvas paints and the tooltip says). */
+function nodeData(node, order) {
+  const size = NODE_SIZE[node.kind];
+  const [labelChars, subChars] = CHARS[node.kind];
+  const label = truncate(node.label, labelChars);
   return {
-    transform: `translate(${pos.x.toFixed(1)},${pos.y.toFixed(1)})`,
-    cls: `dag-node kind-${node.kind} status status-${node.status || "none"}${node.agentCls ? ` ${node.agentCls}` : ""}${selected ? " is-selected" : ""}`,
-    label: truncate(node.label, node.kind === "call" ? 13 : 17),
-    sub,
-    labelY: sub ? pos.h / 2 - 3 : pos.h / 2 + 4,
+    id: node.id,
+    order,
+    kind: node.kind,
+    w: size.w,
+    h: size.h,
+    textWidth: size.w - 12,
+    display: node.sub ? `${label}\n${truncate(node.sub, subChars)}` : label,
+    label: node.label,
+    sub: node.sub || "",
+    status: node.status || "none",
+    title: node.title,
+    target: node.target,
   };
 }
 
-/** A node as SVG markup; children in the order #patchNode expects: title, box, dot, label, sub. */
-function nodeMarkup(node, pos, selected) {
-  const v = nodeView(node, pos, selected);
-  return (
-    `<g class="${v.cls}" transform="${v.transform}" role="button" tabindex="-1" data-node="${esc(node.id)}" ` +
-    `data-target="${esc(node.target)}" aria-label="${esc(node.title)}"><title>${esc(node.title)}</title>` +
-    `<rect class="dag-box" rx="${node.kind === "call" ? 15 : 7}" width="${pos.w}" height="${pos.h}"></rect>` +
-    `<circle class="dag-dot" r="3.5" cx="11" cy="${pos.h / 2}"></circle>` +
-    `<text class="dag-label" x="20" y="${v.labelY}">${esc(v.label)}</text>` +
-    `<text class="dag-sub" x="20" y="${pos.h / 2 + 10}">${esc(v.sub)}</text></g>`
-  );
+function nodeClasses(node, selectedId) {
+  return [
+    `kind-${node.kind}`,
+    `status-${node.status || "none"}`,
+    node.agentCls,
+    node.status === "running" ? "is-current" : "",
+    node.waiting ? "is-waiting" : "",
+    node.id === selectedId ? "is-selected" : "",
+  ].filter(Boolean).join(" ");
 }
 
-function edgeMarkup(path) {
-  const line = `<path class="dag-edge dag-edge-${path.kind}" marker-end="url(#dag-arrow)" d="${path.d}"></path>`;
-  if (!path.label) return line;
-  // A labelled edge (a handoff and its reason) is a group; data-d tells a patch whether it moved.
-  return (
-    `<g class="dag-labelled ${path.agentCls || ""}" data-d="${esc(path.d)}">${line}` +
-    `<text class="dag-edge-label" x="${path.mx.toFixed(1)}" y="${(path.my + 3).toFixed(1)}">` +
-    `<title>${esc(path.label)}</title>${esc(truncate(path.label, 46))}</text></g>`
-  );
+function edgeData(edge) {
+  const data = { id: `${edge.from}>${edge.to}`, source: edge.from, target: edge.to, kind: edge.kind };
+  if (edge.label) data.label = edge.label;
+  return data;
 }
 
-/** Parse `markup` (one string per item) into `layer` at once; `register` each new element. */
-function appendMarkup(layer, markup, items, register) {
-  if (!items.length) return;
-  const before = layer.children.length;
-  layer.insertAdjacentHTML("beforeend", markup.join(""));
-  const children = layer.children;
-  items.forEach((item, i) => register(item, children[before + i]));
-}
+const sameData = (el, data) => Object.entries(data).every(([k, v]) => el.data(k) === v);
 
 export class DagView {
   /**
-   * @param {HTMLElement} container  an element to hold the SVG (it scrolls)
+   * @param {HTMLElement} stage  the panel's #dag: holds the graph's canvas and the overview
    * @param {{onSelect: (target: string, nodeId: string) => void}} options
    */
-  constructor(container, { onSelect }) {
-    this.container = container;
+  constructor(stage, { onSelect }) {
+    this.stage = stage;
     this.onSelect = onSelect;
-    this.svg = svg("svg", { class: "dag-svg", role: "group", "aria-label": "Step graph" });
-    const defs = svg("defs");
-    const marker = svg("marker", {
-      id: "dag-arrow", viewBox: "0 0 8 8", refX: "7", refY: "4", markerWidth: "7", markerHeight: "7", orient: "auto",
+    this.canvas = stage.querySelector(".dag-canvas");
+    this.announce = stage.parentElement.querySelector(".dag-announce");
+    const palette = readPalette(stage);
+    this.cy = cytoscape({
+      container: this.canvas,
+      style: dagStylesheet(palette),
+      minZoom: 0.05,
+      maxZoom: 3,
+      boxSelectionEnabled: false,
+      autoungrabify: true,
+      autounselectify: true,
     });
-    marker.append(svg("path", { d: "M0,0 L8,4 L0,8 z", class: "dag-arrow" }));
-    defs.append(marker);
-    this.edgeLayer = svg("g", { class: "dag-edges" });
-    this.nodeLayer = svg("g", { class: "dag-nodes" });
-    this.svg.append(defs, this.edgeLayer, this.nodeLayer);
-    container.append(this.svg);
-    /** @type {Map<string, SVGGElement>} drawn nodes */
-    this.nodeEls = new Map();
-    /** @type {Map<string, SVGPathElement>} drawn edges */
-    this.edgeEls = new Map();
+    this.overview = new DagOverview(stage.querySelector(".dag-overview"), this.cy, palette, {
+      onMove: () => (this.follow = false),
+    });
     this.graph = { nodes: [], edges: [] };
-    this.layout = null;
-    this.byId = new Map();
     this.order = [];
-    this.focusId = null;
     this.selectedId = null;
-    this.frame = 0;
-    this.svg.addEventListener("click", (e) => this.#activate(e));
-    this.svg.addEventListener("keydown", (e) => this.#key(e));
-    container.addEventListener("scroll", () => {
-      if (!this.frame) this.frame = requestAnimationFrame(() => {
-        this.frame = 0;
-        this.#drawWindow();
-      });
-    }, { passive: true });
+    this.focusId = null; // the running or waiting node last brought into view
+    this.follow = true; // frame the graph on each change, until the person pans or zooms
+    this.layoutMs = 0;
+
+    this.cy.on("tap", "node", (e) => this.#activate(e.target.id()));
+    this.cy.on("mouseover", "node, edge[label]", (e) => {
+      this.canvas.title = e.target.isNode() ? e.target.data("title") : e.target.data("label");
+      if (e.target.isNode()) this.canvas.classList.add("is-over-node");
+    });
+    this.cy.on("mouseout", "node, edge[label]", () => {
+      this.canvas.title = "";
+      this.canvas.classList.remove("is-over-node");
+    });
+    this.cy.on("dragpan scrollzoom pinchzoom", () => (this.follow = false));
+    this.canvas.addEventListener("keydown", (e) => this.#key(e));
+    for (const button of stage.parentElement.querySelectorAll("[data-dag-action]")) {
+      button.addEventListener("click", () => this.#command(button.dataset.dagAction));
+    }
+    // The split bar or the window resized the panel: tell Cytoscape, and reframe if following.
+    new ResizeObserver(() => {
+      this.cy.resize();
+      if (this.follow) this.#frame();
+      this.overview.refresh(true);
+    }).observe(this.canvas);
   }
 
-  /** Lay the graph out again from the model and redraw what is in view; returns the node count. */
+  /** Bring the drawing in line with the model; returns the node count. */
   update(model) {
-    const stickToBottom = this.#nearBottom();
-    const before = this.graph.nodes.length;
-    this.graph = buildGraph(model, { domId });
-    this.layout = layoutGraph(this.graph);
-    this.byId = new Map(this.graph.nodes.map((n) => [n.id, n]));
-    this.order = this.graph.nodes.map((n) => n.id);
-    const width = Math.ceil(this.layout.width);
-    const height = Math.ceil(this.layout.height);
-    this.svg.setAttribute("width", String(width));
-    this.svg.setAttribute("height", String(height));
-    this.svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-    if (this.graph.nodes.length > before && stickToBottom && before > 0) this.container.scrollTop = this.container.scrollHeight;
-    this.#drawWindow();
-    if (!this.focusId || !this.byId.has(this.focusId)) this.#setRoving(this.order[0] || null);
-    return this.graph.nodes.length;
+    return this.draw(buildGraph(model, { domId }));
   }
 
-  /** How many nodes the graph has (drawn or not). */
+  /** Bring the drawing in line with `graph` (buildGraph's nodes and edges); returns the node count. */
+  draw(graph) {
+    const nodeIds = new Set(graph.nodes.map((n) => n.id));
+    const edges = new Map();
+    for (const edge of graph.edges) {
+      if (edge.from === edge.to || !nodeIds.has(edge.from) || !nodeIds.has(edge.to)) continue;
+      const data = edgeData(edge);
+      if (!edges.has(data.id)) edges.set(data.id, { data, classes: [`kind-${edge.kind}`, edge.agentCls].filter(Boolean).join(" ") });
+    }
+    const cy = this.cy;
+    let reshaped = false;
+    cy.batch(() => {
+      const gone = cy.elements().filter((el) => (el.isNode() ? !nodeIds.has(el.id()) : !edges.has(el.id())));
+      if (gone.length) {
+        cy.remove(gone);
+        reshaped = true;
+      }
+      const add = [];
+      for (const [order, node] of graph.nodes.entries()) {
+        const data = nodeData(node, order);
+        const classes = nodeClasses(node, this.selectedId);
+        const el = cy.getElementById(node.id);
+        if (el.empty()) add.push({ group: "nodes", data, classes });
+        else {
+          if (!sameData(el, data)) el.data(data);
+          if (el.classes().join(" ") !== classes) el.classes(classes);
+        }
+      }
+      for (const { data, classes } of edges.values()) {
+        const el = cy.getElementById(data.id);
+        if (el.empty()) add.push({ group: "edges", data, classes });
+        else {
+          if (el.data("label") !== data.label) {
+            if (data.label === undefined) el.removeData("label");
+            else el.data("label", data.label);
+          }
+          if (el.classes().join(" ") !== classes) el.classes(classes);
+        }
+      }
+      if (add.length) {
+        cy.add(add);
+        reshaped = true;
+      }
+    });
+    this.graph = graph;
+    this.order = graph.nodes.map((n) => n.id);
+    if (reshaped) this.#layout();
+    const focus = this.#activeNode();
+    if (this.follow && reshaped) this.#frame();
+    else if (focus && focus !== this.focusId) this.#keepInView(focus);
+    this.focusId = focus;
+    this.overview.sync();
+    return graph.nodes.length;
+  }
+
+  /** How many nodes the graph has. */
   get count() {
     return this.graph.nodes.length;
   }
 
   /** Mark the node whose cell is being looked at. */
   select(nodeId) {
-    if (this.selectedId) this.nodeEls.get(this.selectedId)?.classList.remove("is-selected");
+    if (this.selectedId) this.cy.getElementById(this.selectedId).removeClass("is-selected");
     this.selectedId = nodeId;
-    if (nodeId) this.nodeEls.get(nodeId)?.classList.add("is-selected");
+    if (nodeId) this.cy.getElementById(nodeId).addClass("is-selected");
   }
 
-  /** Scroll the panel so `nodeId` is in view, draw it, and return its element. */
+  /** Pan so `nodeId` is in view and mark it; returns whether it is drawn. */
   reveal(nodeId) {
-    const pos = this.layout?.positions.get(nodeId);
-    if (!pos) return null;
-    const c = this.container;
-    if (pos.y < c.scrollTop || pos.y + pos.h > c.scrollTop + c.clientHeight) {
-      c.scrollTop = pos.y + pos.h / 2 - c.clientHeight / 2;
-    }
-    this.#drawWindow();
-    return this.nodeEls.get(nodeId) || null;
+    const node = this.cy.getElementById(nodeId);
+    if (node.empty()) return false;
+    this.#keepInView(nodeId);
+    return true;
   }
 
-  /** Draw the nodes and edges within the visible band (plus a margin); drop the others. */
-  #drawWindow() {
-    if (!this.layout) return;
-    const top = this.container.scrollTop - MARGIN_PX;
-    const bottom = this.container.scrollTop + Math.max(this.container.clientHeight, 400) + MARGIN_PX;
-    const { positions, paths } = this.layout;
-    const keep = new Set([this.focusId, this.selectedId]); // focus must not vanish on scroll
-
-    const wantedNodes = [];
-    for (const node of this.graph.nodes) {
-      const pos = positions.get(node.id);
-      if ((pos.y + pos.h >= top && pos.y <= bottom) || keep.has(node.id)) wantedNodes.push(node);
-    }
-    const wantedNodeIds = new Set(wantedNodes.map((n) => n.id));
-    for (const [id, el] of this.nodeEls) {
-      if (!wantedNodeIds.has(id)) {
-        el.remove();
-        this.nodeEls.delete(id);
-      }
-    }
-    const newNodes = [];
-    for (const node of wantedNodes) {
-      const el = this.nodeEls.get(node.id);
-      if (el) this.#patchNode(el, node, positions.get(node.id));
-      else newNodes.push(node);
-    }
-    const markup = newNodes.map((node) => nodeMarkup(node, positions.get(node.id), node.id === this.selectedId));
-    appendMarkup(this.nodeLayer, markup, newNodes, (node, el) => this.nodeEls.set(node.id, el));
-    for (const node of newNodes) {
-      if (node.id === this.focusId) this.nodeEls.get(node.id).setAttribute("tabindex", "0");
-    }
-
-    const wantedEdges = new Map();
-    for (const path of paths) {
-      const a = positions.get(path.from);
-      const b = positions.get(path.to);
-      if (a.y <= bottom && b.y + b.h >= top) wantedEdges.set(path.id, path);
-    }
-    for (const [id, el] of this.edgeEls) {
-      if (!wantedEdges.has(id)) {
-        el.remove();
-        this.edgeEls.delete(id);
-      }
-    }
-    const newEdges = [];
-    for (const path of wantedEdges.values()) {
-      const el = this.edgeEls.get(path.id);
-      if (!el) newEdges.push(path);
-      else if (el.dataset.d !== undefined && el.dataset.d !== path.d) {
-        el.remove(); // a labelled edge that moved: its label moves with it
-        newEdges.push(path);
-      } else if (el.dataset.d === undefined && el.getAttribute("d") !== path.d) el.setAttribute("d", path.d);
-    }
-    // New elements go in as one batch of markup: one parse for a replay or a long trace.
-    appendMarkup(this.edgeLayer, newEdges.map(edgeMarkup), newEdges, (path, el) => this.edgeEls.set(path.id, el));
+  /** The graph as drawn, for tests and the console: nodes with positions, edges with labels. */
+  snapshot() {
+    return {
+      nodes: this.cy.nodes().map((n) => ({ ...n.data(), cls: n.classes().join(" "), x: n.position("x"), y: n.position("y") })),
+      edges: this.cy.edges().map((e) => ({ id: e.id(), from: e.data("source"), to: e.data("target"), kind: e.data("kind"), label: e.data("label") ?? null, cls: e.classes().join(" ") })),
+      zoom: this.cy.zoom(),
+      pan: this.cy.pan(),
+      overview: !this.overview.el.hidden,
+      layoutMs: this.layoutMs,
+    };
   }
 
-  #patchNode(el, node, pos) {
-    const view = nodeView(node, pos, node.id === this.selectedId);
-    if (el.getAttribute("transform") !== view.transform) el.setAttribute("transform", view.transform);
-    if (el.getAttribute("class") !== view.cls) el.setAttribute("class", view.cls);
-    const [title, , , label, sub] = el.children;
-    if (label.textContent !== view.label) label.textContent = view.label;
-    if (sub.textContent !== view.sub) {
-      sub.textContent = view.sub;
-      label.setAttribute("y", String(view.labelY));
+  /** Where `nodeId` is on the screen (client coordinates of its centre), or null if off-view. */
+  screenPoint(nodeId) {
+    const node = this.cy.getElementById(nodeId);
+    if (node.empty()) return null;
+    const p = node.renderedPosition();
+    const rect = this.canvas.getBoundingClientRect();
+    if (p.x < 0 || p.y < 0 || p.x > rect.width || p.y > rect.height) return null;
+    return { x: rect.left + p.x, y: rect.top + p.y };
+  }
+
+  #layout() {
+    const t0 = performance.now();
+    if (this.graph.nodes.length <= DAGRE_MAX_NODES) {
+      this.cy.layout(LAYOUT).run();
+      // dagre's ordering leaves siblings newest-first (right to left): mirror it, so a plan's
+      // calls read $1, $2, … (y1, y2, …) from left to right as the plan lists them
+      this.cy.nodes().positions((n) => ({ x: -n.position("x"), y: n.position("y") }));
+    } else {
+      const positions = layeredPositions(this.graph);
+      this.cy.layout({ name: "preset", positions: (node) => positions.get(node.id()), fit: false, animate: false }).run();
     }
-    if (title.textContent !== node.title) {
-      title.textContent = node.title;
-      el.setAttribute("aria-label", node.title);
-    }
-    el.dataset.target = node.target;
+    this.layoutMs = performance.now() - t0;
   }
 
-  #setRoving(id) {
-    if (this.focusId) this.nodeEls.get(this.focusId)?.setAttribute("tabindex", "-1");
-    this.focusId = id;
-    if (id) this.nodeEls.get(id)?.setAttribute("tabindex", "0");
+  /** The waiting step, else the running one, else null. */
+  #activeNode() {
+    const waiting = this.graph.nodes.find((n) => n.waiting);
+    if (waiting) return waiting.id;
+    const running = this.graph.nodes.findLast((n) => n.kind !== "message" && n.status === "running");
+    return running ? running.id : null;
   }
 
-  #activate(event) {
-    const g = event.target.closest?.(".dag-node");
-    if (!g) return;
-    this.#setRoving(g.dataset.node);
-    this.select(g.dataset.node);
-    this.onSelect(g.dataset.target, g.dataset.node);
-  }
-
-  #key(event) {
-    const g = event.target.closest?.(".dag-node");
-    if (!g) return;
-    if (event.key === "Enter" || event.key === " ") {
-      event.preventDefault();
-      this.#activate(event);
+  /** Fit the whole graph if it stays readable; else a readable zoom around the active (or last) node. */
+  #frame() {
+    const cy = this.cy;
+    const all = cy.elements();
+    if (!all.length || !cy.width()) return;
+    const bb = all.boundingBox({ includeLabels: false, includeOverlays: false, includeUnderlays: false });
+    const fitZoom = Math.min((cy.width() - 2 * PAD) / bb.w, (cy.height() - 2 * PAD) / bb.h);
+    if (fitZoom >= READABLE_ZOOM) {
+      // The whole graph, from the top: a growing graph does not jump about as it is centred.
+      const zoom = Math.min(fitZoom, MAX_FIT_ZOOM);
+      cy.viewport({ zoom, pan: { x: (cy.width() - bb.w * zoom) / 2 - bb.x1 * zoom, y: PAD - bb.y1 * zoom } });
       return;
     }
-    const at = this.order.indexOf(g.dataset.node);
+    cy.zoom(READABLE_ZOOM);
+    cy.center(cy.getElementById(this.#activeNode() || this.order[this.order.length - 1]));
+    // No empty band past the graph's first or last node.
+    const pan = cy.pan();
+    const top = PAD - bb.y1 * READABLE_ZOOM;
+    const bottom = cy.height() - PAD - bb.y2 * READABLE_ZOOM;
+    cy.pan({ x: pan.x, y: Math.min(top, Math.max(bottom, pan.y)) });
+  }
+
+  /** Pan (keeping the zoom) so the node is inside the view, if it is not already. */
+  #keepInView(nodeId) {
+    const node = this.cy.getElementById(nodeId);
+    if (node.empty()) return;
+    const box = node.renderedBoundingBox();
+    if (box.x1 >= 0 && box.y1 >= 0 && box.x2 <= this.cy.width() && box.y2 <= this.cy.height()) return;
+    this.cy.center(node);
+  }
+
+  #command(action) {
+    const cy = this.cy;
+    const centre = { x: cy.width() / 2, y: cy.height() / 2 };
+    if (action === "fit") {
+      cy.fit(undefined, PAD);
+      if (cy.zoom() > MAX_FIT_ZOOM) {
+        cy.zoom(MAX_FIT_ZOOM);
+        cy.center();
+      }
+      this.follow = true;
+      return;
+    }
+    this.follow = false;
+    if (action === "zoom-in") cy.zoom({ level: cy.zoom() * ZOOM_STEP, renderedPosition: centre });
+    else if (action === "zoom-out") cy.zoom({ level: cy.zoom() / ZOOM_STEP, renderedPosition: centre });
+  }
+
+  #activate(nodeId) {
+    const node = this.cy.getElementById(nodeId);
+    if (node.empty()) return;
+    this.select(nodeId);
+    this.#say(node.data("title"));
+    this.onSelect(node.data("target"), nodeId);
+  }
+
+  #say(text) {
+    if (this.announce && this.announce.textContent !== text) this.announce.textContent = text;
+  }
+
+  /** Keys on the focused graph: arrows move between nodes, Enter opens one, + − 0 zoom and fit. */
+  #key(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const at = this.order.indexOf(this.selectedId);
     let next = null;
     if (event.key === "ArrowDown" || event.key === "ArrowRight") next = this.order[Math.min(at + 1, this.order.length - 1)];
     else if (event.key === "ArrowUp" || event.key === "ArrowLeft") next = this.order[Math.max(at - 1, 0)];
     else if (event.key === "Home") next = this.order[0];
     else if (event.key === "End") next = this.order[this.order.length - 1];
+    else if ((event.key === "Enter" || event.key === " ") && this.selectedId) this.#activate(this.selectedId);
+    else if (event.key === "+" || event.key === "=") this.#command("zoom-in");
+    else if (event.key === "-") this.#command("zoom-out");
+    else if (event.key === "0") this.#command("fit");
+    else return;
+    event.preventDefault();
+    event.stopPropagation(); // the page's step keys (keys.js) must not act on these too
     if (next) {
-      event.preventDefault();
-      this.#setRoving(next);
-      this.reveal(next)?.focus();
+      this.select(next);
+      this.#keepInView(next);
+      this.#say(this.cy.getElementById(next).data("title"));
     }
-  }
-
-  #nearBottom() {
-    const c = this.container;
-    return c.scrollHeight - c.scrollTop - c.clientHeight < 80;
   }
 }
