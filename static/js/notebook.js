@@ -18,6 +18,7 @@ import { NotebookControls } from "./toolbar.js";
 import { TeamHeader } from "./team.js";
 import { Landing } from "./landing.js";
 import { splitPane } from "./split.js";
+import { StepKeys } from "./keys.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -79,6 +80,8 @@ const forks = new ForkButtons(root.dataset.forkUrl);
 let drawnOnce = false;
 const landing = new Landing(root, $("#composer"));
 splitPane($(".nb-layout"), $(".split-handle"));
+const keys = new StepKeys(root, $("#key-status"));
+$("#keys-button").addEventListener("click", () => keys.help());
 const toolbar = new NotebookControls(bus, {
   mode: $("#mode-select"),
   abandon: $("#abandon-button"),
