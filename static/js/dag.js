@@ -22,9 +22,11 @@ const READABLE_ZOOM = 0.75; // below this labels get hard to read: frame the act
 const MAX_FIT_ZOOM = 1.2;
 const PAD = 16;
 const ZOOM_STEP = 1.25;
+const OVERVIEW_ROOM = 136; // px the overview (7.5rem, in the bottom corner) takes from the view
 const LAYOUT = {
   name: "dagre", rankDir: "TB", nodeSep: 16, rankSep: 42, edgeSep: 8, animate: false, fit: false,
   sort: (a, b) => a.data("order") - b.data("order"),
+  minLen: (edge) => (edge.data("kind") === "handoff" ? 2 : 1), // room for the reason between the ranks
 };
 const DAGRE_MAX_NODES = 300; // above this dagre takes seconds: the linear layered layout instead
 const CHARS = { message: [20, 19], step: [20, 22], call: [16, 16] }; // label, sub line lengths
@@ -193,11 +195,11 @@ export class DagView {
     if (nodeId) this.cy.getElementById(nodeId).addClass("is-selected");
   }
 
-  /** Pan so `nodeId` is in view and mark it; returns whether it is drawn. */
+  /** Centre the view on `nodeId`; returns whether it is drawn. */
   reveal(nodeId) {
     const node = this.cy.getElementById(nodeId);
     if (node.empty()) return false;
-    this.#keepInView(nodeId);
+    this.cy.center(node);
     return true;
   }
 
@@ -260,10 +262,10 @@ export class DagView {
     }
     cy.zoom(READABLE_ZOOM);
     cy.center(cy.getElementById(this.#activeNode() || this.order[this.order.length - 1]));
-    // No empty band past the graph's first or last node.
+    // No empty band past the graph's first or last node; the last one clear of the overview.
     const pan = cy.pan();
     const top = PAD - bb.y1 * READABLE_ZOOM;
-    const bottom = cy.height() - PAD - bb.y2 * READABLE_ZOOM;
+    const bottom = cy.height() - OVERVIEW_ROOM - bb.y2 * READABLE_ZOOM;
     cy.pan({ x: pan.x, y: Math.min(top, Math.max(bottom, pan.y)) });
   }
 
@@ -272,7 +274,9 @@ export class DagView {
     const node = this.cy.getElementById(nodeId);
     if (node.empty()) return;
     const box = node.renderedBoundingBox();
-    if (box.x1 >= 0 && box.y1 >= 0 && box.x2 <= this.cy.width() && box.y2 <= this.cy.height()) return;
+    // the overview covers the bottom of the view when it shows
+    const bottom = this.cy.height() - (this.overview.el.hidden ? 0 : this.overview.el.offsetHeight + 8);
+    if (box.x1 >= 0 && box.y1 >= 0 && box.x2 <= this.cy.width() && box.y2 <= bottom) return;
     this.cy.center(node);
   }
 

@@ -93,6 +93,16 @@ const toolbar = new NotebookControls(bus, {
   count: $("#composer-count"),
 });
 
+// The DAG is drawn just after the frame that changed the graph, not in it: the cells show first,
+// and a burst of structural events (a replay, parallel calls starting) costs one graph update.
+let dagTimer = 0;
+function drawDagSoon() {
+  if (!dagTimer) dagTimer = setTimeout(() => {
+    dagTimer = 0;
+    dag.update(model);
+  });
+}
+
 function schedule() {
   if (!frame) frame = requestAnimationFrame(render);
 }
@@ -111,7 +121,7 @@ function render() {
   const perms = permissions(model, connection.state === "open" && !resyncing);
   cells.update(model, perms);
   syncReview(perms);
-  if (model.dirty.structure) dag.update(model);
+  if (model.dirty.structure) drawDagSoon();
   toolbar.update(model, perms);
   if (model.dirty.structure) team.update(model);
   if (model.dirty.structure || model.dirty.task) renderStatus(perms);
