@@ -396,3 +396,26 @@ def edited_sql(sql: str) -> str:
     if re.search(r"LIKE '(\d{4})%'", sql):
         return re.sub(r"LIKE '(\d{4})%'", r"LIKE '\1-0%'", sql)
     return sql.replace(" GROUP BY", " WHERE s.quantity > 1 GROUP BY", 1)
+
+
+def telemetry_problems(
+    tool_spans: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> list[str]:
+    """Where the exported TOOL spans (tool.id, tool.name, input.value, output.value) say a call
+    ran otherwise than the audit: one span per audited run, with the arguments that ran."""
+    exported = Counter(
+        Ran(
+            a["tool.id"],
+            a["tool.name"],
+            canonical(a["input.value"]),
+            a["output.value"],
+        )
+        for a in (span["attributes"] for span in tool_spans)
+    )
+    audited = Counter(results_in(events))
+    if exported == audited:
+        return []
+    return [
+        f"exported, not audited: {list((exported - audited).elements())}; "
+        f"audited, not exported: {list((audited - exported).elements())}"
+    ]

@@ -24,6 +24,7 @@ from runs.presets.tools import ARITHMETIC_TOOLS, SQL_TOOLS
 
 if TYPE_CHECKING:
     from browser_helpers import LiveApp
+    from otlp_collector import Collector
 
     from runs.engine.testing import Script
 
@@ -70,14 +71,26 @@ def recording_app(env: dict[str, str], script: Script, log: Path) -> Iterator[Li
 
 
 @pytest.fixture
+def spans() -> Iterator[Collector]:
+    """An OTLP collector the ledger app exports its runs to."""
+    from otlp_collector import otlp_collector
+
+    with otlp_collector() as collector:
+        yield collector
+
+
+@pytest.fixture
 def ledger_app(
-    subprocess_env: Callable[..., dict[str, str]], tmp_path: Path
+    subprocess_env: Callable[..., dict[str, str]], tmp_path: Path, spans: Collector
 ) -> Iterator[LiveApp]:
     """The surface tests' app: the ledger scenario's model (tests/audit_support.py), recorded
-    tools noting their runs in `tmp_path`/tools.jsonl."""
+    tools noting their runs in `tmp_path`/tools.jsonl, its spans exported to `spans`."""
     from runs.engine.testing import Script
     from tests.audit_support import ledger_rules
 
+    env = subprocess_env(
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=spans.url, OTEL_BSP_SCHEDULE_DELAY="100"
+    )
     script, log = Script(rules=ledger_rules()), tmp_path / "tools.jsonl"
-    with recording_app(subprocess_env(), script, log) as app:
+    with recording_app(env, script, log) as app:
         yield app

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from browser_helpers import USERNAME, LiveApp
-from recorded_tools import executions, ledger_app  # noqa: F401  (fixture)
+from otlp_collector import Collector
+from recorded_tools import executions, ledger_app, spans  # noqa: F401  (fixtures)
 
 from tests import audit_support as audit
 from tests.agui_support import outcome, post_live, run_input, sse_events
@@ -92,7 +93,7 @@ def streamed_runs(events: list[dict[str, Any]]) -> list[audit.Ran]:
 
 
 def test_what_agui_streams_is_what_ran_and_what_is_stored(
-    ledger_app: LiveApp, tmp_path: Path
+    ledger_app: LiveApp, spans: Collector, tmp_path: Path
 ) -> None:
     token = ledger_app.api_token("surface")
     api, agui = LiveRest(ledger_app.url, token), Agui(ledger_app, token)
@@ -144,6 +145,9 @@ def test_what_agui_streams_is_what_ran_and_what_is_stored(
         map(audit.canonical, audit.ledger_executions())
     )
     problems = audit.wire_problems(ledger_app.model.requests, own, ran)
+    # the exported telemetry: one TOOL span per run, with the arguments that ran
+    exported = spans.wait_for("TOOL", len(audit.results_in(own)))
+    problems += audit.telemetry_problems(exported, own)
     problems += audit.approval_problems(events[pk]) + audit.approval_problems(
         events[fork["id"]]
     )

@@ -291,12 +291,9 @@ def test_a_plans_edited_call_is_what_the_page_the_model_and_the_tool_saw(
     calls.get_by_role("button", name="Save edits").click()
     calls.locator(".human-action.action-edited_arguments").wait_for()
     shots_at_both_sizes(page, artifacts_dir, "surface-page-5-plan-edited")
-    answer = page.locator(".cell-answer")
-    while not answer.is_visible():
-        waiting = page.locator("article.cell-step [data-action='approve']:enabled")
-        if waiting.count():
-            waiting.first.click()
-        page.wait_for_timeout(50)  # the next step, or the answer
+    # one approval runs the plan's calls; the joiner then answers by itself in tools mode
+    calls.get_by_role("button", name="Approve and run").click()
+    page.locator(".cell-answer").wait_for()
     shots_at_both_sizes(page, artifacts_dir, "surface-page-6-plan-answered")
 
     events = stored_events(page, live_app, pk)

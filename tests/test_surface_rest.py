@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from browser_helpers import USERNAME, LiveApp
-from recorded_tools import executions, ledger_app  # noqa: F401  (fixture)
+from otlp_collector import Collector
+from recorded_tools import executions, ledger_app, spans  # noqa: F401  (fixtures)
 
 from tests.audit_support import (
     EDITED_ADD,
@@ -23,14 +24,16 @@ from tests.audit_support import (
     canonical,
     human_actions,
     ledger_executions,
+    results_in,
     step_view_problems,
+    telemetry_problems,
     wire_problems,
 )
 from tests.rest_support import LiveRest
 
 
 def test_what_rest_reads_back_is_what_reached_the_model_and_the_tools(
-    ledger_app: LiveApp, tmp_path: Path
+    ledger_app: LiveApp, spans: Collector, tmp_path: Path
 ) -> None:
     api = LiveRest(ledger_app.url, ledger_app.api_token("surface"))
     pk = api.post(
@@ -81,6 +84,9 @@ def test_what_rest_reads_back_is_what_reached_the_model_and_the_tools(
     ran = executions(tmp_path / "tools.jsonl")
     assert sorted(map(canonical, ran)) == sorted(map(canonical, ledger_executions()))
     problems = wire_problems(ledger_app.model.requests, own, ran)
+    # the exported telemetry: one TOOL span per run, with the arguments that ran
+    exported = spans.wait_for("TOOL", len(results_in(own)))
+    problems += telemetry_problems(exported, own)
     assert not problems, "\n".join(problems)
     for nb, log in events.items():
         assert approval_problems(log) == [], nb
