@@ -87,6 +87,8 @@ def test_keys_reject_a_call_approve_the_step_and_stay_out_of_fields(
     assert first and first != f"step-{step_id}"
     page.keyboard.press("j")
     assert page.evaluate(FOCUSED_CELL) == f"step-{step_id}"
+    # the step moved to is marked in the DAG too
+    assert "is-selected" in dag_nodes(page)[f"s:{step_id}"]["cls"]
 
     # r: the first call's reason field; Enter rejects it with that reason.
     page.keyboard.press("r")

@@ -195,6 +195,13 @@ export class DagView {
     if (nodeId) this.cy.getElementById(nodeId).addClass("is-selected");
   }
 
+  /** Mark `nodeId` (a cell the person moved to) and pan to it if it is out of view. */
+  show(nodeId) {
+    if (this.cy.getElementById(nodeId).empty()) return;
+    this.select(nodeId);
+    this.#keepInView(nodeId);
+  }
+
   /** Centre the view on `nodeId`; returns whether it is drawn. */
   reveal(nodeId) {
     const node = this.cy.getElementById(nodeId);

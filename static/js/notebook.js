@@ -82,6 +82,11 @@ const landing = new Landing(root, $("#composer"));
 splitPane($(".nb-layout"), $(".split-handle"));
 const keys = new StepKeys(root, $("#key-status"));
 $("#keys-button").addEventListener("click", () => keys.help());
+// The step the person moves to (keys, Tab, a click) is marked in the DAG too.
+$("#cells").addEventListener("focusin", (event) => {
+  const cell = event.target.closest?.("article.cell-step");
+  if (cell) dag.show(`s:${cell.dataset.stepId}`);
+});
 const toolbar = new NotebookControls(bus, {
   mode: $("#mode-select"),
   abandon: $("#abandon-button"),
