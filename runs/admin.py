@@ -22,9 +22,11 @@ from runs.models import (
     Step,
     StepEdge,
     Task,
+    ToolPolicy,
     Turn,
 )
 from runs.presets.mcp import refresh_listing
+from runs.service.policies.match import ConditionError, parse_condition
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -288,3 +290,70 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def fetch_tools(self, request: HttpRequest, queryset: Any) -> None:
         for server in queryset:
             self._fetch(request, server)
+
+
+class ToolPolicyForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = ToolPolicy
+        fields = ("tool", "decision", "condition", "reason", "preset", "group")
+
+    def clean_condition(self) -> str:
+        condition = str(self.cleaned_data.get("condition") or "")
+        try:
+            parse_condition(condition)
+        except ConditionError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return condition.strip()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("preset") and data.get("group"):
+            raise forms.ValidationError(
+                "a default is for a preset or for a group, not both"
+            )
+        return data
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Admins set defaults per agent preset or group (neither: everyone's); a person's own
+    rules are theirs to set and revoke, so here they are read-only."""
+
+    form = ToolPolicyForm
+    list_display = (
+        "id",
+        "tool",
+        "decision",
+        "condition",
+        "preset",
+        "group",
+        "owner",
+        "notebook",
+        "set_by",
+        "created_at",
+        "revoked_at",
+    )
+    list_filter = ("decision", "preset", "group")
+    search_fields = ("tool", "condition", "set_by")
+    actions = ("revoke",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # a rule is never edited in place (the audit names it as it stood): revoke, add anew
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(
+        self, request: HttpRequest, obj: ToolPolicy, form: Any, change: bool
+    ) -> None:
+        obj.set_by = request.user.get_username()
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke the selected rules")
+    def revoke(self, request: HttpRequest, queryset: Any) -> None:
+        from django.utils import timezone
+
+        queryset.filter(revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by=request.user.get_username()
+        )

@@ -140,6 +140,40 @@ class SetMode(_Action):
     mode: Literal["auto", "step", "tools"]
 
 
+class RejectAll(_Action):
+    """Reject every pending call of a waiting step with one reason; the step then runs."""
+
+    action: Literal["reject_all"]
+    step_id: _ID
+    reason: Annotated[_Text, Field(max_length=2000)] = ""
+
+
+class ApproveBranches(_Action):
+    """Approve every waiting branch of a parallel agent's turn at once."""
+
+    action: Literal["approve_branches"]
+
+
+_RULE_TEXT = Annotated[_Text, Field(max_length=500)]
+
+
+class SetPolicy(_Action):
+    """Make an approval rule for a tool: for this notebook, or for all the person's notebooks."""
+
+    action: Literal["set_policy"]
+    tool: Annotated[_Text, Field(min_length=1, max_length=128)]
+    decision: Literal["ask", "ask_once", "allow", "refuse"]
+    scope: Literal["notebook", "mine"]
+    condition: _RULE_TEXT = ""
+    reason: _RULE_TEXT = ""
+    step_id: _ID | None = None  # the card it was set from, for the audit
+
+
+class RevokePolicy(_Action):
+    action: Literal["revoke_policy"]
+    policy_id: Annotated[int, Field(ge=1, le=2**31)]
+
+
 class Resume(_Action):
     action: Literal["resume"]
     last_seq: Annotated[int, Field(ge=0, le=2**31)]
@@ -153,6 +187,10 @@ ClientMessage = Annotated[
     | Undo
     | Abandon
     | SetMode
+    | RejectAll
+    | ApproveBranches
+    | SetPolicy
+    | RevokePolicy
     | Resume,
     Field(discriminator="action"),
 ]
@@ -165,6 +203,10 @@ ACTIONS: frozenset[str] = frozenset(
         "undo",
         "abandon",
         "set_mode",
+        "reject_all",
+        "approve_branches",
+        "set_policy",
+        "revoke_policy",
         "resume",
     }
 )
@@ -283,6 +325,21 @@ class HumanActionKind(StrEnum):
     APPROVED = "approved"
     STOPPED = "stopped"
     UNDONE = "undone"
+    # decided by an approval policy, not by a click (the event's `rule` says which)
+    AUTO_APPROVED = "auto_approved"
+    AUTO_REFUSED = "auto_refused"
+    SET_RULE = "set_rule"  # the person made an approval rule from this notebook
+
+
+class AppliedRule(BaseModel):
+    """The approval policy that decided a call by itself, as it stood then (runs.service.policies)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    summary: str  # "always allow multiply", "never allow sql_query when database=live"
+    set_by: str
+    set_at: float
 
 
 class HumanAction(_ServerEvent):
@@ -304,6 +361,9 @@ class HumanAction(_ServerEvent):
     # Taken by the server on the person's behalf, and why (e.g. "the deadline of 10 min
     # passed"); None for a person's own decision.
     automatic: str | None = None
+    rule: AppliedRule | None = (
+        None  # auto_approved / auto_refused: the rule that decided
+    )
 
 
 ServerEvent = (

@@ -25,7 +25,6 @@ from runs.service.actions import (
     create_notebook_row,
     decide,
     edit_input,
-    perform,
     reject_tool_call,
     send_message,
     set_mode,
@@ -41,6 +40,7 @@ from runs.service.attachments import (
     store_upload,
 )
 from runs.service.attachments import describe as describe_image
+from runs.service.batch import approve_branches, reject_all
 from runs.service.data import (
     DataError,
     add_data_part,
@@ -54,6 +54,7 @@ from runs.service.data import (
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
+from runs.service.dispatch import perform
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
 from runs.service.health import readiness
@@ -67,6 +68,15 @@ from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings
 from runs.service.notify import save_settings as save_inbox_settings
 from runs.service.notify import settings_of as inbox_settings_of
+from runs.service.policies import (
+    ConditionError,
+    RuleSpec,
+    refresh_gate,
+    revoke_policy,
+    set_policy,
+)
+from runs.service.policies import describe as describe_policy
+from runs.service.policies import rules_for as policies_of
 from runs.service.reading import (
     RUNNABLE,
     ConversationMessage,
@@ -129,7 +139,16 @@ __all__ = [
     "Preset",
     "StepView",
     "TelemetryConfig",
+    "ConditionError",
+    "RuleSpec",
     "abandon",
+    "approve_branches",
+    "describe_policy",
+    "policies_of",
+    "refresh_gate",
+    "reject_all",
+    "revoke_policy",
+    "set_policy",
     "add_data_part",
     "all_presets",
     "approve",

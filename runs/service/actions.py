@@ -28,24 +28,16 @@ from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
 from runs.presets import get_preset
 from runs.presets.mcp import check_mcp_choice
 from runs.protocol import (
-    Abandon,
-    Approve,
-    ClientMessage,
-    EditInput,
     ErrorCode,
     HumanAction,
     HumanActionKind,
     MessageImages,
     ModeChanged,
     ProtocolError,
-    RejectToolCall,
-    SendMessage,
-    SetMode,
-    Undo,
 )
 from runs.protocol.checks import storable_problem
 from runs.realtime.publisher import publisher_for
-from runs.service import quotas, stops
+from runs.service import policies, quotas, stops
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
 from runs.service.driver import (
@@ -59,6 +51,7 @@ from runs.service.driver import (
     take_abandon_request,
 )
 from runs.service.lease import Lease
+from runs.service.policies.rules import stops_before_tools
 from runs.service.recovery import interrupt_orphans
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn
 from runs.store import queries
@@ -76,7 +69,7 @@ def _error(code: ErrorCode, reason: str) -> ProtocolError:
 # --- checks (synchronous, read-only) -----------------------------------------------------------
 
 
-def _waiting_step(
+def waiting_step(
     task_pk: int, view: NotebookView, step_id: str, *, ran: ErrorCode
 ) -> StepView:
     """The queued step `step_id` of the active turn, or the reason it cannot be acted on."""
@@ -106,7 +99,7 @@ def check_send(task_pk: int) -> NotebookView:
 
 def check_approve(task_pk: int, step_id: str) -> tuple[str, str]:
     view = queries.notebook_view(task_pk)
-    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.ALREADY_RUNNING)
+    step = waiting_step(task_pk, view, step_id, ran=ErrorCode.ALREADY_RUNNING)
     if step.status not in RUNNABLE:
         raise _error(ErrorCode.ALREADY_RUNNING, f"step {step_id} is already running")
     assert view.active is not None
@@ -115,7 +108,7 @@ def check_approve(task_pk: int, step_id: str) -> tuple[str, str]:
 
 def _editable(task_pk: int, step_id: str) -> tuple[str, StepView]:
     view = queries.notebook_view(task_pk)
-    step = _waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
+    step = waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
     if step.status not in RUNNABLE:
         raise _error(
             ErrorCode.NOT_ALLOWED,
@@ -225,7 +218,7 @@ def apply_mode(task_pk: int, mode: str) -> tuple[bool, str | None]:
             tick(
                 task_pk
             )  # a state write: what runs.store.cache knew of the turn is stale
-        active.update(approve_tool_calls=mode == ApprovalMode.TOOLS)
+        active.update(approve_tool_calls=stops_before_tools(task_pk, mode))
         turn_id = active.values_list("engine_id", flat=True).first()
     return changed, turn_id
 
@@ -271,7 +264,7 @@ async def _engine_call(
         with lease.fenced():
             await call()
     except BaseException as exc:
-        _raise_refusal(exc)
+        raise_refusal(exc)
     finally:
         await finish(runtime, lease)
 
@@ -319,7 +312,7 @@ async def send_message(
                 extra_state["image_docs"] = [data_url(a) for a in attachments]
             task = await runtime.runner.acreate_task(
                 text,
-                approve_tool_calls=view.mode == ApprovalMode.TOOLS,
+                approve_tool_calls=await _check(stops_before_tools, task_pk, view.mode),
                 extra_state=extra_state,
             )
             if attachments:
@@ -338,7 +331,7 @@ async def send_message(
     if view.mode == ApprovalMode.STEP:
         await finish(runtime, lease)
     else:
-        _start(runtime, lease, task.task_id, first, origin)
+        start_run(runtime, lease, task.task_id, first, origin)
     return task.task_id
 
 
@@ -354,16 +347,17 @@ async def _carried(runtime: NotebookRuntime, view: NotebookView) -> dict[str, An
     return worker.carry_over(previous.task)
 
 
-def _start(
+def start_run(
     runtime: NotebookRuntime,
     lease: Lease,
     turn_id: str,
-    step_id: str,
+    step_id: str | list[str],
     origin: Origin | None,
 ) -> None:
+    steps = [step_id] if isinstance(step_id, str) else step_id
     run = spawn(
-        drive(runtime, lease, turn_id, step_id, origin),
-        name=f"notebook-{runtime.task_pk}-{step_id[:8]}",
+        drive(runtime, lease, turn_id, steps, origin),
+        name=f"notebook-{runtime.task_pk}-{steps[0][:8]}",
     )
     lease.keep_alive(run)
     stops.track(runtime.task_pk, run)
@@ -376,7 +370,7 @@ async def wait_run(task_pk: int) -> None:
         await asyncio.wait({run})  # a cancelled run (Stop) has ended too
 
 
-def _by(origin: Origin | None) -> str:
+def by_of(origin: Origin | None) -> str:
     return origin.by if origin is not None else ""
 
 
@@ -429,11 +423,11 @@ async def edit_input(
     runtime = await runtime_for(task_pk)
     found = await _branches_running(runtime, step_id, check_edit)
     if found is not None:  # other branches run: the engine's lock is enough for an edit
-        await _alongside(_edit(runtime, found[1], step_id, text, _by(origin)))
+        await _alongside(_edit(runtime, found[1], step_id, text, by_of(origin)))
         return
     lease, turn_id = await claim(task_pk, check_edit, step_id)
     await _engine_call(
-        runtime, lease, lambda: _edit(runtime, turn_id, step_id, text, _by(origin))
+        runtime, lease, lambda: _edit(runtime, turn_id, step_id, text, by_of(origin))
     )
 
 
@@ -445,13 +439,15 @@ async def reject_tool_call(
     found = await _branches_running(runtime, step_id, check_reject, tool_id)
     if found is not None:
         turn = found[1]
-        await _alongside(_reject(runtime, turn, step_id, tool_id, reason, _by(origin)))
+        await _alongside(
+            _reject(runtime, turn, step_id, tool_id, reason, by_of(origin))
+        )
         return
     lease, turn_id = await claim(task_pk, check_reject, step_id, tool_id)
     await _engine_call(
         runtime,
         lease,
-        lambda: _reject(runtime, turn_id, step_id, tool_id, reason, _by(origin)),
+        lambda: _reject(runtime, turn_id, step_id, tool_id, reason, by_of(origin)),
     )
 
 
@@ -471,19 +467,19 @@ async def decide(
     never the edits of one and the approval of the other.
     """
     runtime = await runtime_for(task_pk)
-    if await _join_branches(runtime, step_id, inputs, rejections, origin):
+    if await join_branches(runtime, step_id, inputs, rejections, origin):
         return
     lease, (turn_id, step) = await claim(task_pk, check_approve, step_id)
     try:
         with lease.fenced():
-            await _decision(runtime, turn_id, step, inputs, rejections, origin)
+            await decision(runtime, turn_id, step, inputs, rejections, origin)
     except BaseException as exc:
         await finish(runtime, lease)
-        _raise_refusal(exc)
-    _start(runtime, lease, turn_id, step, origin)
+        raise_refusal(exc)
+    start_run(runtime, lease, turn_id, step, origin)
 
 
-async def _decision(
+async def decision(
     runtime: NotebookRuntime,
     turn_id: str,
     step: str,
@@ -493,7 +489,7 @@ async def _decision(
 ) -> None:
     """Take a run from the person's quota, apply the edits and rejections, record the approval
     (an automatic one, as the deadline's, says so and why)."""
-    by, automatic = _by(origin), _automatic(origin)
+    by, automatic = by_of(origin), _automatic(origin)
     if automatic is None:  # the server's own decision is not the person's run to count
         await _check(quotas.take_run, runtime.task_pk)  # refused: nothing changed yet
     for text in inputs or []:
@@ -508,6 +504,8 @@ async def _decision(
         automatic=automatic,
     )
     await record(runtime, [approval])
+    if automatic is None:  # a person's approval: a rule that asks once remembers it
+        await _check(policies.remember_asked_once, runtime.task_pk, step, by)
 
 
 async def _branches_running(
@@ -532,7 +530,7 @@ async def _branches_running(
     return run, checked
 
 
-async def _join_branches(
+async def join_branches(
     runtime: NotebookRuntime,
     step_id: str,
     inputs: list[str] | None,
@@ -548,10 +546,10 @@ async def _join_branches(
     if not run.reserve(step):  # another approval won the race, or the run just ended
         raise _error(ErrorCode.ALREADY_RUNNING, f"step {step} is already running")
     try:
-        await _decision(runtime, turn_id, step, inputs, rejections, origin)
+        await decision(runtime, turn_id, step, inputs, rejections, origin)
     except BaseException as exc:
         run.unreserve(step)
-        _raise_refusal(exc)
+        raise_refusal(exc)
     run.start(step)
     return True
 
@@ -561,10 +559,10 @@ async def _alongside(call: Awaitable[object]) -> None:
     try:
         await call
     except BaseException as exc:
-        _raise_refusal(exc)
+        raise_refusal(exc)
 
 
-def _raise_refusal(exc: BaseException) -> NoReturn:
+def raise_refusal(exc: BaseException) -> NoReturn:
     """Raise an engine refusal as the protocol error a person sees; anything else as it is."""
     if isinstance(exc, ToolArgumentsError):
         raise _error(ErrorCode.INVALID_TOOL_ARGUMENTS, str(exc)) from None
@@ -584,12 +582,12 @@ async def undo(
     if step_id is not None:
         found = await _branches_running(runtime, step_id, check_undo, True, True)
         if found is not None:  # a finished branch, while others run
-            await _alongside(_undo(runtime, *found[1], _by(origin)))
+            await _alongside(_undo(runtime, *found[1], by_of(origin)))
             return
     lease, (turn_id, target) = await claim(task_pk, check_undo, step_id, branches)
     try:
         with lease.fenced():
-            await _undo(runtime, turn_id, target, _by(origin))
+            await _undo(runtime, turn_id, target, by_of(origin))
     except AgentError as exc:
         raise _error(ErrorCode.NOT_ALLOWED, str(exc)) from None
     finally:
@@ -615,7 +613,7 @@ async def abandon(task_pk: int, origin: Origin | None = None) -> None:
     await _check(check_abandon, task_pk)
     await _check(request_abandon, task_pk)
     runtime = await runtime_for(task_pk)
-    stops_at = await _check(stop_action, task_pk, _by(origin), _automatic(origin))
+    stops_at = await _check(stop_action, task_pk, by_of(origin), _automatic(origin))
     await record(runtime, stops_at)
     lease = await Lease.acquire(task_pk)
     if lease is None:
@@ -641,32 +639,6 @@ async def set_mode(task_pk: int, mode: str) -> None:
     changed, turn_id = await _check(apply_mode, task_pk, mode)
     if changed:
         await publisher_for(task_pk).publish(ModeChanged(task_id=turn_id, mode=mode))  # type: ignore[arg-type]
-
-
-async def perform(
-    task_pk: int, message: ClientMessage, origin: Origin | None = None
-) -> None:
-    """Carry out one validated client action (not `resume`, which the socket answers itself)."""
-    match message:
-        case SendMessage(text=text, images=images):
-            await send_message(task_pk, text, origin, images)
-        case Approve(step_id=step_id):
-            await approve(task_pk, step_id, origin)
-        case EditInput(step_id=step_id, input=text):
-            await edit_input(task_pk, step_id, text, origin)
-        case RejectToolCall(step_id=step_id, tool_id=tool_id, reason=reason):
-            await reject_tool_call(task_pk, step_id, tool_id, reason, origin)
-        case Undo(step_id=step_id):
-            await undo(task_pk, step_id, origin)
-        case Abandon():
-            await abandon(task_pk, origin)
-        case SetMode(mode=mode):
-            await set_mode(task_pk, mode)
-        case _:
-            raise _error(
-                ErrorCode.UNKNOWN_ACTION,
-                f"{message.action} is not an action the service performs",
-            )
 
 
 # --- notebooks --------------------------------------------------------------------------------

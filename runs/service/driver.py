@@ -2,6 +2,8 @@
 
 `auto` runs steps back to back until the turn's last step and then finalizes it; `step` stops
 before every step; `tools` stops only before a step that would run tools (kind `tool_calls`).
+Approval policies (runs.service.policies) screen a tool-call step first: they may refuse calls,
+let the step run unasked, or make it wait in any mode.
 A stop publishes `step_waiting`. The mode is read again after every step, so a `set_mode`
 applies from the next step. A failing step is reported to the socket that asked (the engine
 has already put the task back as it was, so the step can be approved again).
@@ -34,6 +36,7 @@ from runs.protocol import (
     TaskAbandoned,
     error_message,
 )
+from runs.service import policies
 from runs.service.lease import Lease
 from runs.service.runtime import NotebookRuntime
 from runs.service.status import refresh
@@ -110,13 +113,13 @@ async def drive(
     runtime: NotebookRuntime,
     lease: Lease,
     turn_id: str,
-    step_id: str | None,
+    step_ids: list[str],
     origin: Origin | None,
 ) -> None:
-    """Run `step_id` (and, as the mode allows, the steps after it); always releases `lease`."""
+    """Run `step_ids` (and, as the mode allows, the steps after them); always releases `lease`."""
     try:
         with lease.fenced():
-            await _run_steps(runtime, turn_id, step_id, origin)
+            await _run_steps(runtime, turn_id, step_ids, origin)
     except asyncio.CancelledError:
         raise
     except LeaseLost:
@@ -195,15 +198,16 @@ def branches_of(task_pk: int, turn_id: str | None = None) -> Branches | None:
 
 
 async def _run_steps(
-    runtime: NotebookRuntime, turn_id: str, step_id: str | None, origin: Origin | None
+    runtime: NotebookRuntime, turn_id: str, step_ids: list[str], origin: Origin | None
 ) -> None:
     await refresh(runtime.task_pk, True)
     run = Branches(runtime, turn_id, contextvars.copy_context())
     if runtime.runner.runs_branches:
         _branches[runtime.task_pk] = run
     try:
-        if step_id is not None and run.reserve(step_id):
-            run.start(step_id)
+        for step_id in step_ids:
+            if run.reserve(step_id):
+                run.start(step_id)
         await _follow(run, origin)
     except BaseException:
         for task in run.running.values():
@@ -257,9 +261,16 @@ async def _follow(run: Branches, origin: Origin | None) -> None:
         for following in await runnable_steps(runtime, turn_id):
             if following.step_id in run.claimed:
                 continue
-            if should_wait(mode, following):
+            # approval policies first: a refused call is rejected, an allowed step runs unasked
+            rules = await policies.screen(runtime, turn_id, following)
+            asked = should_wait(mode, following)
+            if rules.asks or (asked and not rules.decided):
                 await announce_waiting(runtime, turn_id, following.step_id)
             elif run.reserve(following.step_id):
+                if asked:
+                    await policies.record_approvals(
+                        runtime, turn_id, following.step_id, rules
+                    )
                 run.start(following.step_id)
 
 
