@@ -480,6 +480,7 @@ AGENTUI_NAV = [
     ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
     ("Data", "runs:data"),
+    ("Policies", "runs:policies"),
     ("API tokens", "runs:api_tokens"),
 ]
 

@@ -207,3 +207,26 @@ async def stop_turn(request: HttpRequest, pk: int) -> Status[Any]:
 async def set_mode(request: HttpRequest, pk: int, body: ModeIn) -> Status[Any]:
     """Change the approval mode; it applies from the next step."""
     return await _act(request, pk, "set_mode", mode=body.mode)
+
+
+@router.post(
+    "/notebooks/{int:pk}/steps/{step_id}/reject-all",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def reject_all_calls(
+    request: HttpRequest, pk: int, step_id: StepId, body: RejectIn
+) -> Status[Any]:
+    """Reject every pending call of a waiting step with one reason; the step then runs and
+    the model is told (one decision, like a page's; a second one is a 409)."""
+    return await _act(request, pk, "reject_all", step_id=step_id, reason=body.reason)
+
+
+@router.post(
+    "/notebooks/{int:pk}/approve-branches",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def approve_branches(request: HttpRequest, pk: int) -> Status[Any]:
+    """Approve every waiting branch of a parallel agent's turn at once (409 if none waits)."""
+    return await _act(request, pk, "approve_branches")

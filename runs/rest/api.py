@@ -27,6 +27,7 @@ from runs.rest import (  # noqa: F401  (they add their operations)
     acting,
     data,
     inbox,
+    policies,
     reading,
     review,
     stream,

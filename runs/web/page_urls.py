@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import data, event_values, fork, inbox, pages, tokens
+from runs.web import data, event_values, fork, inbox, pages, policies, tokens
 
 urlpatterns = [
     path("new/", pages.new_notebook, name="notebook_new"),
@@ -23,6 +23,8 @@ urlpatterns = [
     path("traces/<int:pk>/", pages.trace, name="trace"),
     path("data/", data.data_page, name="data"),
     path("data/example.csv", data.data_example, name="data_example"),
+    path("policies/", policies.policies_page, name="policies"),
+    path("policies/<int:pk>/revoke", policies.revoke, name="policy_revoke"),
     path("settings/tokens/", tokens.api_tokens, name="api_tokens"),
     path(
         "settings/tokens/<int:pk>/revoke",

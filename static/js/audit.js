@@ -12,7 +12,31 @@ const VERB = {
   approved: "approved the step",
   stopped: "stopped the turn",
   undone: "undid the step",
+  set_rule: "set",
 };
+
+// Decided by an approval rule (runs/service/policies), not by a click: the rule is named.
+const AUTOMATIC = { auto_approved: "Approved automatically", auto_refused: "Refused automatically" };
+
+function ruleLink(rule) {
+  return h("a", { class: "rule-ref", href: "/policies/", title: `set ${formatDate(rule.set_at)}` }, `rule #${rule.id}`);
+}
+
+function automaticItem(step, action) {
+  const rule = action.rule || { id: "?", summary: "", set_by: "" };
+  const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
+  return h(
+    "li",
+    { class: `human-action automatic action-${action.action}`, "data-action": action.action, "data-rule": String(rule.id) },
+    `${AUTOMATIC[action.action]} `,
+    target,
+    " by ",
+    ruleLink(rule),
+    `: ${rule.summary}, set by ${rule.set_by || "an admin"}`,
+    timeElement(action.at, "when"),
+    action.action === "auto_refused" ? h("p", { class: "tool-reason" }, `The model is told: ${action.reason}`) : null,
+  );
+}
 
 function clock(at) {
   return at ? formatDate(at) : "";
@@ -28,6 +52,7 @@ function callName(step, toolId) {
 }
 
 function actionItem(step, action, turn) {
+  if (AUTOMATIC[action.action]) return automaticItem(step, action);
   const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
   const detail = [];
   if (action.action === "edited_input" || action.action === "edited_arguments") {
@@ -41,6 +66,7 @@ function actionItem(step, action, turn) {
       ),
     );
   }
+  if (action.action === "set_rule" && action.rule) detail.push(" ", ruleLink(action.rule), `: ${action.rule.summary}`);
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
   if (action.action === "stopped" && action.whileRunning) {
     // A stop cancels a step running in the same server; one running elsewhere finishes first.

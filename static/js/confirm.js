@@ -39,3 +39,16 @@ export function confirmAction({ title, text, confirm, cancel = "Cancel" }) {
     no.focus();
   });
 }
+
+/** Ask before each form matching `selector` submits; `ask(form)` gives confirmAction's options. */
+export function confirmForms(selector, ask) {
+  for (const form of document.querySelectorAll(selector)) {
+    form.addEventListener("submit", async (event) => {
+      if (form.dataset.confirmed === "true") return;
+      event.preventDefault();
+      if (!(await confirmAction(ask(form)))) return;
+      form.dataset.confirmed = "true";
+      form.requestSubmit();
+    });
+  }
+}

@@ -5,6 +5,7 @@
 import { isCtrlEnter } from "./actions.js";
 import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
+import { batchControls } from "./policy_controls.js";
 
 function button(label, { action, primary = false, allowed = true, title = null, describedBy = null }) {
   const el = h("button", {
@@ -44,7 +45,7 @@ export class StepControls {
     const calls = step.kind === "tool_calls" && isNext && step.status === "pending" ? step.pendingCalls || [] : [];
     const sig = [
       step.status, step.waiting, step.deadline?.at, step.inputVersion, step.undoCount, isNext, isUndo,
-      perms.canApprove, perms.canEdit, perms.canUndo, model.mode,
+      perms.canApprove, perms.canEdit, perms.canUndo, model.mode, perms.branches && perms.runnableIds.length,
       calls.map((c) => `${c.tool_id}:${c.decision}:${c.reason ?? ""}`).join(","),
     ].join("|");
     if (slot.dataset.sig === sig) return true;
@@ -101,6 +102,7 @@ export class StepControls {
     const hint = h("span", { class: "hint", id: domId("hint", id) }, hintFor(step, perms, model));
     row.append(hint);
     group.append(row, this.bus.slot(`approve:${id}`, approveErr));
+    group.append(...batchControls(this.bus, step, calls, perms, (btn) => this.#approve(group, step, btn)));
     group.addEventListener("keydown", (event) => {
       if (isCtrlEnter(event) && event.target.matches("textarea, input")) {
         event.preventDefault();

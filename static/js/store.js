@@ -289,6 +289,7 @@ const STEP_EVENTS = {
       action: event.action, by: event.by || "someone", at: event.at, toolId: event.tool_id ?? null,
       before: event.before ?? null, after: event.after ?? null, reason: event.reason ?? null, whileRunning: Boolean(event.while_running),
       automatic: event.automatic ?? null,
+      rule: event.rule ?? null, // auto_approved, auto_refused, set_rule: the approval rule
     };
     step.humanActions.push(action);
     const turn = model.turns.get(step.turnId);
