@@ -237,6 +237,34 @@ class Conf:
         "At most one 'waiting for you' email per person within this time (the next one "
         "counts the waits in between); 0: no limit",
     )
+    webhook_allow_private: str = _setting(
+        "no",
+        "choice",
+        "`yes` lets webhooks point at loopback and private addresses (a receiver on the "
+        "server's own network); `no` refuses them, so a person cannot make the server probe it",
+        choices=("no", "yes"),
+    )
+    webhook_attempts: int = _setting(
+        6,
+        "count",
+        "How often a webhook delivery is tried before it is marked failed",
+        least=1,
+    )
+    webhook_retry_s: float = _setting(
+        10.0,
+        "seconds",
+        "The wait before a failed webhook delivery's second try; each later wait doubles",
+        least=0.1,
+    )
+    webhook_timeout_s: float = _setting(
+        10.0, "seconds", "How long one webhook delivery may take", least=0.1
+    )
+    webhook_sweep_s: float = _setting(
+        2.0,
+        "seconds",
+        "How often each server process sends the webhook deliveries that are due; 0: only "
+        "right after an event (no retries)",
+    )
     # --- per-person limits (0 turns one off)
     runs_per_minute: int = _setting(
         60,
@@ -258,6 +286,9 @@ class Conf:
         50,
         "count",
         "Annotations on one step (or one answer) of a notebook; 0: no limit",
+    )
+    max_webhooks: int = _setting(
+        10, "count", "Webhooks one person may register", least=1
     )
     max_api_tokens: int = _setting(
         20, "count", "API tokens one person has that are not revoked; 0: no limit"

@@ -31,6 +31,7 @@ from runs.rest import (  # noqa: F401  (they add their operations)
     reading,
     review,
     stream,
+    webhooks,
 )
 from runs.rest.router import router
 from runs.service import (

@@ -107,6 +107,13 @@ from runs.service.tokens import (
     unauthenticated_response,
 )
 from runs.service.waiting import WaitingStep, deadline_of
+from runs.service.webhooks import (
+    add_webhook,
+    deliver_due,
+    delivery_json,
+    remove_webhook,
+    webhook_json,
+)
 from runs.store.fork import ForkError
 from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig
@@ -169,6 +176,11 @@ __all__ = [
     "events_after",
     "finish_data_upload",
     "follow",
+    "add_webhook",
+    "delivery_json",
+    "deliver_due",
+    "remove_webhook",
+    "webhook_json",
     "ConversationMessage",
     "conversation_messages",
     "FeedItem",

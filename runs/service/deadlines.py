@@ -16,7 +16,6 @@ policies are not built yet, so `approve_allowed` is the hook that says no.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -131,15 +130,6 @@ async def sweep_once(now: float | None = None) -> int:
             reason_of(step),
         )
     return acted
-
-
-async def sweep_forever() -> None:
-    while True:
-        await asyncio.sleep(conf().deadline_sweep_s)
-        try:
-            await sweep_once()
-        except Exception:  # noqa: BLE001 - the next sweep tries again
-            logger.exception("the deadline sweep failed")
 
 
 MAX_DEADLINE_S = 7 * 24 * 3600

@@ -68,7 +68,7 @@ def _plain(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 
-def _site() -> str:
+def site_url() -> str:
     url = conf().public_url
     if url:
         return url.rstrip("/")
@@ -94,7 +94,7 @@ def wait_email(step: WaitingStep, to: str, earlier: int) -> WaitEmail:
         "tool_calls": f"{len(step.calls)} tool call(s) to approve",
         "human_input": "a question for you",
     }.get(step.kind, "a step to approve")
-    site = _site()
+    site = site_url()
     lines = [
         f'Notebook "{title}" waits for you: {what}.',
         "",

@@ -3,7 +3,8 @@
 When the status changes, the owner's inbox group (`runs.models.inbox_group_name`) hears
 `inbox.changed`, and every open page of theirs (the inbox, the nav's count) reads the list of
 what waits again (runs.service.inbox). A change into *waiting* also emails the owner when they
-asked for it (runs.service.notify). Only the process whose UPDATE changed the status tells.
+asked for it (runs.service.notify), and every change is offered to the owner's webhooks
+(runs.service.webhooks). Only the process whose UPDATE changed the status tells.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from channels.db import database_sync_to_async
 
 from runs.models import NotebookStatus, Task, inbox_group_name
 from runs.realtime import broadcast
+from runs.service import webhooks
 from runs.service.notify import email_waiting
 from runs.service.runtime import spawn
 from runs.store.queries import update_status
@@ -32,6 +34,7 @@ async def refresh(task_pk: int, running: bool = False) -> None:
     owner = await database_sync_to_async(_owner)(task_pk)
     if owner is None:
         return
+    spawn(webhooks.tell(task_pk, status), name=f"webhooks-{task_pk}")
     waits = status == NotebookStatus.WAITING
     await broadcast.group_send(
         inbox_group_name(owner),

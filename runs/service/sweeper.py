@@ -3,18 +3,21 @@
 A step whose process died (kill -9, a lost machine) stays `running` under a lease nobody renews.
 Every `AGENTUI_LEASE_SWEEP_S` the sweep runs recovery over all notebooks (runs.service.recovery):
 once such a lease is stale, its steps become `interrupted` and can be run again, whether or not
-a browser ever connects. Beside it runs the deadline sweep (runs.service.deadlines), every
-`AGENTUI_DEADLINE_SWEEP_S`. Started by the ASGI entry point (agentui/asgi.py) in the server's loop.
+a browser ever connects. Beside it run the deadline sweep (runs.service.deadlines), every
+`AGENTUI_DEADLINE_SWEEP_S`, and the webhook sender (runs.service.webhooks), every
+`AGENTUI_WEBHOOK_SWEEP_S`. Started by the ASGI entry point (agentui/asgi.py) in the server's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from runs.conf import conf
-from runs.service.deadlines import sweep_forever as sweep_deadlines
+from runs.service.deadlines import sweep_once as sweep_deadlines
 from runs.service.recovery import recover_interrupted
+from runs.service.webhooks import deliver_due
 
 logger = logging.getLogger(__name__)
 
@@ -31,21 +34,29 @@ def start_sweeper() -> None:
     if loop in _sweeps:
         return
     _sweeps[loop] = []
-    if sweep_every() > 0:
-        _sweeps[loop].append(loop.create_task(_sweep_forever(), name="lease-sweep"))
-    if conf().deadline_sweep_s > 0:
-        _sweeps[loop].append(loop.create_task(sweep_deadlines(), name="deadline-sweep"))
+    jobs: list[tuple[Callable[[], float], Callable[[], Awaitable[object]], str]] = [
+        (sweep_every, _sweep_leases, "lease sweep"),
+        (lambda: conf().deadline_sweep_s, sweep_deadlines, "deadline sweep"),
+        (lambda: conf().webhook_sweep_s, deliver_due, "webhook sweep"),
+    ]
+    for every, job, what in jobs:
+        if every() > 0:
+            _sweeps[loop].append(loop.create_task(_repeat(every, job, what), name=what))
 
 
-async def _sweep_forever() -> None:
+async def _repeat(
+    every: Callable[[], float], job: Callable[[], Awaitable[object]], what: str
+) -> None:
+    """Run `job` every `every()` seconds; a failure is logged and the next round tries again."""
     while True:
-        await asyncio.sleep(sweep_every())
+        await asyncio.sleep(every())
         try:
-            found = await recover_interrupted()
-        except Exception:  # noqa: BLE001 - the next sweep tries again
-            logger.exception("the lease sweep failed")
-            continue
-        if found:
-            logger.warning(
-                "lease sweep: %d step(s) left running by a dead server", found
-            )
+            await job()
+        except Exception:  # noqa: BLE001 - the next round tries again
+            logger.exception("the %s failed", what)
+
+
+async def _sweep_leases() -> None:
+    found = await recover_interrupted()
+    if found:
+        logger.warning("lease sweep: %d step(s) left running by a dead server", found)

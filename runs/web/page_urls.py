@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import data, event_values, fork, inbox, pages, policies, tokens
+from runs.web import data, event_values, fork, inbox, pages, policies, tokens, webhooks
 
 urlpatterns = [
     path("new/", pages.new_notebook, name="notebook_new"),
@@ -30,5 +30,11 @@ urlpatterns = [
         "settings/tokens/<int:pk>/revoke",
         tokens.revoke,
         name="api_token_revoke",
+    ),
+    path("settings/webhooks/", webhooks.webhooks, name="webhooks"),
+    path(
+        "settings/webhooks/<int:pk>/delete",
+        webhooks.delete,
+        name="webhook_delete",
     ),
 ]

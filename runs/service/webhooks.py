@@ -1,0 +1,304 @@
+"""Webhooks: a person's URLs told when a notebook of theirs starts waiting, finishes or fails.
+
+This is how teams plug approvals into Slack, email or a ticket queue. A person registers a
+URL and the events it wants (`runs.models.WebhookEvent`); when one of their notebooks' status
+changes into one of those (runs.service.status: the process whose UPDATE changed it, so once),
+a `WebhookDelivery` row is stored for each matching webhook and sent:
+
+* `POST` of JSON `{"id", "event", "at", "notebook": {"id", "title", "agent", "status", "url"},
+  "step": {"id", "kind"} | null}` — no model-written text (a title is the person's own words),
+  so nothing a model read or wrote leaves through it;
+* signed: `X-Agentui-Signature: sha256=<hex>`, the HMAC-SHA256 with the webhook's secret of
+  `<X-Agentui-Timestamp>.<body>`; `X-Agentui-Event`, `X-Agentui-Delivery` (the row's id: a
+  receiver drops repeats by it);
+* retried with backoff (`AGENTUI_WEBHOOK_RETRY_S` × 2^n, up to `AGENTUI_WEBHOOK_ATTEMPTS`)
+  until a 2xx; each attempt's status or error stays on the row, which the webhooks page and
+  `GET /api/v1/webhooks/{id}/deliveries/` show.
+
+A delivery is claimed by one process at a time (a conditional UPDATE), so several server
+processes never send one twice at once; every process sends what is due every
+`AGENTUI_WEBHOOK_SWEEP_S` (runs.service.sweeper) and right after storing one.
+
+URLs must be http(s) and, unless `AGENTUI_WEBHOOK_ALLOW_PRIVATE` is on, must not resolve to a
+loopback, private, link-local or reserved address (checked when registered and again before each
+attempt): a person cannot make the server probe its own network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import secrets
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from runs.conf import conf
+from runs.models import (
+    DeliveryStatus,
+    NotebookStatus,
+    Task,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
+)
+from runs.protocol import ErrorCode, ProtocolError
+from runs.service.notify import site_url
+from runs.store.queries import notebook_view
+
+logger = logging.getLogger(__name__)
+
+CLAIM_S = 120  # a claimed delivery is another process's to retry after this long
+BATCH = 50
+EVENT_OF_STATUS = {
+    NotebookStatus.WAITING: WebhookEvent.WAITING,
+    NotebookStatus.IDLE: WebhookEvent.FINISHED,
+    NotebookStatus.FAILED: WebhookEvent.FAILED,
+    NotebookStatus.INTERRUPTED: WebhookEvent.STOPPED,
+}
+
+
+# --- registering ----------------------------------------------------------------------------
+
+
+def _refuse(reason: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.INVALID_INPUT, reason)
+
+
+def _private(host: str) -> bool:
+    """Whether `host` is, or resolves to, an address on the server's own side."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False  # not resolvable now: the attempt will fail and say so
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if (
+            address.is_loopback
+            or address.is_private
+            or address.is_link_local
+            or address.is_reserved
+            or address.is_multicast
+            or address.is_unspecified
+        ):
+            return True
+    return False
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` may not be a webhook's, or None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "url: expected an http:// or https:// URL"
+    if len(url) > 500:
+        return "url: at most 500 characters"
+    if parts.username or parts.password:
+        return "url: no user or password in the URL (the signature authenticates us)"
+    if conf().webhook_allow_private != "yes" and _private(parts.hostname):
+        return (
+            "url: it points into the server's own network (loopback or private address); "
+            "an admin may allow that with AGENTUI_WEBHOOK_ALLOW_PRIVATE=yes"
+        )
+    return None
+
+
+def add_webhook(owner: User, url: str, events: list[str]) -> Webhook:
+    """Register a webhook; ProtocolError (`invalid_input`, `quota_exceeded`) says why not."""
+    url = url.strip()
+    problem = url_problem(url)
+    if problem:
+        raise _refuse(problem)
+    chosen = sorted(set(events))
+    unknown = [e for e in chosen if e not in WebhookEvent.values]
+    if not chosen or unknown:
+        raise _refuse(f"events: choose from {', '.join(WebhookEvent.values)}")
+    with transaction.atomic():
+        # the person's row held: webhooks added at once cannot pass the limit together
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        if Webhook.objects.filter(owner=owner).count() >= conf().max_webhooks:
+            raise ProtocolError(
+                ErrorCode.QUOTA_EXCEEDED,
+                f"You have {conf().max_webhooks} webhooks, the most one person may.",
+            )
+        return Webhook.objects.create(
+            owner=owner, url=url, events=chosen, secret=secrets.token_hex(32)
+        )
+
+
+def remove_webhook(owner: User, pk: int) -> bool:
+    deleted, _ = Webhook.objects.filter(owner=owner, pk=pk).delete()
+    return bool(deleted)
+
+
+def webhook_json(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": hook.pk,
+        "url": hook.url,
+        "events": hook.events,
+        "created_at": hook.created_at.isoformat(),
+    }
+    if with_secret:
+        data["secret"] = hook.secret
+    return data
+
+
+def delivery_json(row: WebhookDelivery) -> dict[str, Any]:
+    return {
+        "id": row.pk,
+        "event": row.event,
+        "notebook": row.task_id,
+        "status": row.status,
+        "attempts": row.attempts,
+        "last_status_code": row.last_status_code,
+        "last_error": row.last_error,
+        "created_at": row.created_at.isoformat(),
+        "delivered_at": row.delivered_at.isoformat() if row.delivered_at else None,
+        "next_attempt_at": (
+            row.next_attempt_at.isoformat()
+            if row.status == DeliveryStatus.PENDING
+            else None
+        ),
+    }
+
+
+# --- storing what happened --------------------------------------------------------------------
+
+
+def _payload(delivery_id: int, event: str, task: Task) -> dict[str, Any]:
+    view = notebook_view(task.pk)
+    step = None
+    if event == WebhookEvent.WAITING and view.active and view.active.queue:
+        waiting = view.active.queue[0]
+        step = {"id": waiting.step_id, "kind": waiting.kind}
+    return {
+        "id": delivery_id,
+        "event": event,
+        "at": timezone.now().isoformat(),
+        "notebook": {
+            "id": task.pk,
+            "title": task.title,
+            "agent": task.agent,
+            "status": task.status,
+            "url": site_url() + reverse("runs:notebook", args=[task.pk]),
+        },
+        "step": step,
+    }
+
+
+def enqueue(task_pk: int, status: str) -> int:
+    """Store a delivery for each of the owner's webhooks that wants `status`'s event."""
+    event = EVENT_OF_STATUS.get(NotebookStatus(status))
+    task = Task.objects.filter(pk=task_pk).first()
+    if event is None or task is None:
+        return 0
+    hooks = [
+        h for h in Webhook.objects.filter(owner_id=task.owner_id) if event in h.events
+    ]
+    now = timezone.now()
+    for hook in hooks:
+        row = WebhookDelivery.objects.create(
+            webhook=hook, event=event, task=task, payload={}, next_attempt_at=now
+        )
+        row.payload = _payload(row.pk, event, task)
+        row.save(update_fields=["payload"])
+    return len(hooks)
+
+
+async def tell(task_pk: int, status: str) -> None:
+    """After a status change: store the deliveries, then send what is due at once."""
+    if await database_sync_to_async(enqueue)(task_pk, status):
+        await deliver_due()
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def _claim_due(now: dt.datetime) -> list[WebhookDelivery]:
+    """Due deliveries this process now holds (each claimed by one conditional UPDATE)."""
+    due = WebhookDelivery.objects.filter(
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now),
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=now,
+    ).values_list("pk", "claimed_until")[:BATCH]
+    held = []
+    until = now + dt.timedelta(seconds=CLAIM_S)
+    for pk, claimed in due:
+        taken = WebhookDelivery.objects.filter(pk=pk, claimed_until=claimed).update(
+            claimed_until=until
+        )
+        if taken:
+            held.append(pk)
+    return list(WebhookDelivery.objects.filter(pk__in=held).select_related("webhook"))
+
+
+def _record(row: WebhookDelivery, code: int | None, error: str) -> None:
+    values = conf()
+    row.attempts += 1
+    row.last_status_code = code
+    row.last_error = error[:300]
+    row.claimed_until = None
+    now = timezone.now()
+    if code is not None and 200 <= code < 300:
+        row.status, row.delivered_at = DeliveryStatus.DELIVERED, now
+    elif row.attempts >= values.webhook_attempts:
+        row.status = DeliveryStatus.FAILED
+    else:
+        wait = values.webhook_retry_s * 2 ** (row.attempts - 1)
+        row.next_attempt_at = now + dt.timedelta(seconds=wait)
+    row.save()
+
+
+async def _send(client: httpx.AsyncClient, row: WebhookDelivery) -> None:
+    hook = row.webhook
+    problem = await asyncio.to_thread(url_problem, hook.url)
+    if problem:
+        await database_sync_to_async(_record)(row, None, problem)
+        return
+    body = json.dumps(row.payload, separators=(",", ":")).encode()
+    stamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "agentui-webhooks",
+        "X-Agentui-Event": row.event,
+        "X-Agentui-Delivery": str(row.pk),
+        "X-Agentui-Timestamp": stamp,
+        "X-Agentui-Signature": sign(hook.secret, stamp, body),
+    }
+    try:
+        response = await client.post(hook.url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        await database_sync_to_async(_record)(row, None, f"{type(exc).__name__}: {exc}")
+        return
+    error = "" if response.is_success else f"HTTP {response.status_code}"
+    await database_sync_to_async(_record)(row, response.status_code, error)
+
+
+async def deliver_due(now: dt.datetime | None = None) -> int:
+    """Send every delivery due at `now` (default: now) that no other process holds."""
+    rows = await database_sync_to_async(_claim_due)(now or timezone.now())
+    if not rows:
+        return 0
+    timeout = conf().webhook_timeout_s
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+        await asyncio.gather(*(_send(client, row) for row in rows))
+    return len(rows)

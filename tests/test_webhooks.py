@@ -1,0 +1,191 @@
+"""Webhooks (issue 29): a person's URL hears when their notebook waits, finishes or fails —
+signed, retried with backoff, logged — and cannot be pointed into the server's own network.
+
+A real HTTP receiver on 127.0.0.1 (tests/webhook_receiver.py) takes the deliveries; runs on
+SQLite and, in make test's services pass, on PostgreSQL with Redis.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import override_settings
+from django.utils import timezone
+
+from runs import service
+from runs.models import DeliveryStatus, Event, Webhook, WebhookDelivery
+from runs.protocol import ProtocolError
+from runs.service import webhooks
+from tests.live_support import (
+    QUESTION,
+    analyst_script,
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
+    make_notebook,
+    make_user,
+)
+from tests.rest_support import Api, user_with_token
+from tests.webhook_receiver import receiver
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+LOCAL = override_settings(
+    AGENTUI_WEBHOOK_ALLOW_PRIVATE="yes", AGENTUI_WEBHOOK_RETRY_S=0.1
+)
+
+
+def deliveries() -> list[WebhookDelivery]:
+    return list(WebhookDelivery.objects.order_by("pk"))
+
+
+async def waiting_step(pk: int) -> str:
+    events = [
+        e.payload
+        async for e in Event.objects.filter(task_id=pk, type="step_waiting").order_by(
+            "seq"
+        )
+    ]
+    return str(events[-1]["step_id"])
+
+
+@LOCAL
+async def test_a_waiting_step_is_signed_retried_and_logged_and_a_finished_turn_told(
+    scripted_server: Any,
+) -> None:
+    user, token = await user_with_token("ana")
+    api = Api(token)
+    with receiver(statuses=[500]) as hook_site:
+        created = await api.post(
+            "/webhooks/",
+            {"url": hook_site.url, "events": ["step.waiting", "turn.finished"]},
+        )
+        assert created.status_code == 201, created.content
+        secret = created.json()["secret"]
+        listed = (await api.get("/webhooks/")).json()
+        assert [h["url"] for h in listed] == [hook_site.url]
+        assert "secret" not in listed[0] or listed[0]["secret"] is None
+
+        with llm_at(scripted_server(analyst_script())):
+            task = await database_sync_to_async(make_notebook)(user, mode="tools")
+            await service.send_message(task.pk, QUESTION)
+            await service.wait_idle()
+            [first] = hook_site.wait_for(1)
+            # the receiver answered 500: logged, due again after the backoff
+            [row] = await database_sync_to_async(deliveries)()
+            assert (row.status, row.attempts, row.last_status_code) == (
+                DeliveryStatus.PENDING,
+                1,
+                500,
+            )
+            later = timezone.now() + dt.timedelta(seconds=5)
+            assert await service.deliver_due(later) == 1
+            [_, second] = hook_site.wait_for(2)
+            await database_sync_to_async(row.refresh_from_db)()
+            assert (row.status, row.attempts, row.last_status_code) == (
+                DeliveryStatus.DELIVERED,
+                2,
+                200,
+            )
+
+            # the same signed message both times, and nothing a model wrote in it
+            assert first.body == second.body
+            assert first.signed_by(secret) and second.signed_by(secret)
+            assert not first.signed_by("another secret")
+            assert first.headers["x-agentui-event"] == "step.waiting"
+            assert first.headers["x-agentui-delivery"] == str(row.pk)
+            body = first.json
+            assert body["event"] == "step.waiting" and body["id"] == row.pk
+            assert body["notebook"]["id"] == task.pk
+            assert body["notebook"]["url"].endswith(f"/tasks/{task.pk}/")
+            step_id = await waiting_step(task.pk)
+            assert body["step"] == {"id": step_id, "kind": "tool_calls"}
+            assert b"Let me compute" not in first.body and b"add" not in first.body
+
+            # approving it runs the turn to its answer: turn.finished follows
+            await service.approve(task.pk, step_id)
+            await service.wait_idle()
+            received = hook_site.wait_for(3)
+        assert received[-1].json["event"] == "turn.finished"
+        assert received[-1].signed_by(secret)
+
+    log = (await api.get(f"/webhooks/{created.json()['id']}/deliveries/")).json()
+    assert [(d["event"], d["status"], d["attempts"]) for d in log] == [
+        ("turn.finished", "delivered", 1),
+        ("step.waiting", "delivered", 2),
+    ]
+    other = Api((await user_with_token("bob"))[1])
+    hook_id = created.json()["id"]
+    assert (await other.get(f"/webhooks/{hook_id}/deliveries/")).status_code == 404
+    gone = await api.client.delete(f"/api/v1/webhooks/{hook_id}", headers=api.headers)
+    assert gone.status_code == 204
+    assert not await Webhook.objects.aexists()
+
+
+@LOCAL
+async def test_a_receiver_that_never_answers_well_is_tried_as_often_as_allowed_then_failed(
+    scripted_server: Any,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    with (
+        receiver(statuses=[503] * 10) as hook_site,
+        override_settings(AGENTUI_WEBHOOK_ATTEMPTS=3),
+    ):
+        await database_sync_to_async(webhooks.add_webhook)(
+            user, hook_site.url, ["step.waiting"]
+        )
+        with llm_at(scripted_server(analyst_script())):
+            task = await database_sync_to_async(make_notebook)(user, mode="tools")
+            await service.send_message(task.pk, QUESTION)
+            await service.wait_idle()
+        hook_site.wait_for(1)
+        for minutes in (1, 2, 3):  # later and later: the backoff has passed each time
+            await service.deliver_due(timezone.now() + dt.timedelta(minutes=minutes))
+        [row] = await database_sync_to_async(deliveries)()
+    assert (row.status, row.attempts, row.last_error) == (
+        DeliveryStatus.FAILED,
+        3,
+        "HTTP 503",
+    )
+    assert len(hook_site.received) == 3
+
+
+async def test_urls_into_the_servers_own_network_and_bad_input_are_refused() -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    add = database_sync_to_async(webhooks.add_webhook)
+    for url in (
+        "http://127.0.0.1:5432/",
+        "http://localhost/hook",
+        "http://10.0.0.7/x",
+        "http://[::1]/x",
+        "http://169.254.169.254/latest/meta-data",
+    ):
+        with pytest.raises(ProtocolError, match="own network"):
+            await add(user, url, ["step.waiting"])
+    with pytest.raises(ProtocolError, match="http:// or https://"):
+        await add(user, "file:///etc/passwd", ["step.waiting"])
+    with pytest.raises(ProtocolError, match="no user or password"):
+        await add(user, "https://me:pw@hooks.example.com/", ["step.waiting"])
+    with pytest.raises(ProtocolError, match="events"):
+        await add(user, "https://hooks.example.com/", ["everything"])
+    assert not await Webhook.objects.aexists()
+
+    _, token = await user_with_token("bob")
+    api = Api(token)
+    refused = await api.post(
+        "/webhooks/", {"url": "http://127.0.0.1/x", "events": ["turn.failed"]}
+    )
+    assert refused.status_code == 422 and "own network" in refused.json()["detail"]
+    with override_settings(AGENTUI_MAX_WEBHOOKS=1):
+        ok = await api.post(
+            "/webhooks/",
+            {"url": "https://hooks.example.com/a", "events": ["turn.failed"]},
+        )
+        assert ok.status_code == 201
+        over = await api.post(
+            "/webhooks/",
+            {"url": "https://hooks.example.com/b", "events": ["turn.failed"]},
+        )
+        assert over.status_code == 409 and over.json()["code"] == "quota_exceeded"
