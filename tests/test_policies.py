@@ -257,3 +257,37 @@ def test_an_admin_sets_a_default_per_preset_in_the_admin_and_a_bad_condition_is_
         "database=sample",
         None,
     )
+
+
+async def test_the_demo_example_runs_its_multiply_call_by_the_example_rule(
+    scripted_server: Any,
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from runs.demo.analyst import FUNCTION_CALLING_PROMPT, function_calling_rules
+
+    model = scripted_server(Script(rules=function_calling_rules()))
+    with llm_at(model):
+        user, pk = await notebook("tools")
+        out = StringIO()
+        await database_sync_to_async(call_command)(
+            "example_policies", "ana", stdout=out
+        )
+        assert "always allow multiply (in all my notebooks)" in out.getvalue()
+        await service.send_message(pk, FUNCTION_CALLING_PROMPT, ANA)
+        await service.wait_run(pk)
+        for _ in range(6):  # approve what asks (the SQL query) until the turn ends
+            seen = await events(pk)
+            if of(seen, "task_completed"):
+                break
+            await service.approve(pk, of(seen, "step_waiting")[-1]["step_id"], ANA)
+            await service.wait_run(pk)
+        seen = await events(pk)
+    auto = of(seen, "human_action", action="auto_approved")
+    assert [a["rule"]["summary"] for a in auto] == ["always allow multiply"]
+    ran = {e["tool_name"] for e in of(seen, "tool_call_result")}
+    assert ran == {"sql_query", "multiply"}
+    people = of(seen, "human_action", action="approved")
+    assert len(people) == 1  # the SQL query; multiply was not asked about
