@@ -23,6 +23,8 @@ copy cytoscape dist/cytoscape.esm.min.mjs
 copy cytoscape-dagre dist/cytoscape-dagre.min.mjs
 copy vega-lite build/vega-lite.min.js
 copy vega-embed build/vega-embed.min.js
+# axe-core: loaded only by the browser tests (tests/axe_support.py), never by a page.
+copy axe-core axe.min.js
 # vega-interpreter (Vega expressions without eval, for the CSP) is an ES module whose one import,
 # from vega-util, the vega build above exposes on its global: take it from there, or stop if the
 # import changed.
