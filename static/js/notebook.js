@@ -130,6 +130,7 @@ function render() {
   toolbar.update(model, perms);
   if (model.dirty.structure) team.update(model);
   if (model.dirty.structure || model.dirty.task) renderStatus(perms);
+  announceFinishedSteps();
   clearDirty(model);
   if (follow && !root.dataset.userScrolled) window.scrollTo({ top: document.documentElement.scrollHeight });
   if (connection.state === "open") landing.land(model, perms);
@@ -177,13 +178,34 @@ function renderStatus(perms) {
   root.dataset.lastSeq = String(model.lastSeq);
 }
 
+function stepNumber(step) {
+  const turn = model.turns.get(step.turnId);
+  return turn ? liveSteps(model, turn).indexOf(step) + 1 : "";
+}
+
+// The streamed text is not a live region (a screen reader would read it token by token): a step
+// that finishes while the page is open is announced once, politely, with the start of its text.
+const pageOpenedAt = Date.now() / 1000;
+const ANNOUNCE_CHARS = 300;
+
+function announceFinishedSteps() {
+  const region = $("#step-announce");
+  for (const id of model.dirty.steps) {
+    const step = model.steps.get(id);
+    const attempt = step?.attempts[step.attempts.length - 1];
+    if (step?.status !== "completed" || !attempt?.endedAt || attempt.endedAt < pageOpenedAt) continue;
+    if (region.dataset.stepId === id) continue;
+    region.dataset.stepId = id;
+    const text = (attempt.streams.map((s) => s.text).join(" ").trim() || attempt.output || "").replace(/\s+/g, " ");
+    const clipped = text.length > ANNOUNCE_CHARS ? `${text.slice(0, ANNOUNCE_CHARS)}…` : text;
+    region.textContent = `Step ${stepNumber(step)} finished.${clipped ? ` ${clipped}` : ""}`;
+  }
+}
+
 function statusSentence(perms) {
   if (connection.state === "fatal") return connection.detail;
   const running = runningStep(model);
-  const number = (step) => {
-    const turn = model.turns.get(step.turnId);
-    return turn ? liveSteps(model, turn).indexOf(step) + 1 : "";
-  };
+  const number = stepNumber;
   if (running) return `Step ${number(running)} is running.`;
   if (perms.nextStepId) {
     const step = model.steps.get(perms.nextStepId);
