@@ -56,6 +56,8 @@ def test_every_page_has_no_serious_violations(
         "data": "/data/",
         "inbox": "/inbox/",
         "tokens": "/settings/tokens/",
+        "webhooks": "/settings/webhooks/",
+        "policies": "/policies/",
         "finished-notebook": f"/tasks/{a}/",
     }
     found = []  # every page's findings in one failure
