@@ -93,8 +93,8 @@ class Conf:
     lease_sweep_s: float = _setting(
         10.0,
         "seconds",
-        "How often every server process looks for steps left running under dead leases; "
-        "0: never",
+        "How often every server process looks for steps left running under dead leases "
+        "and takes their turns over; 0: never",
     )
     deadline_sweep_s: float = _setting(
         5.0,

@@ -254,9 +254,10 @@ def test_a_crash_mid_step_leaves_the_step_interrupted_and_nothing_lost(
     assert [m["content"] for m in final["memory"]][-2:] == [SLOW, "The end."]
 
 
-def test_a_server_interrupts_a_dead_process_step_with_no_browser(env: Any) -> None:
-    """The lease sweep: daphne on the database finds the orphan by itself (no socket, no request)."""
-    _, child = env
+def test_a_server_takes_over_a_dead_process_turn_with_no_browser(env: Any) -> None:
+    """The lease sweep: daphne on the database finds the orphan by itself (no socket, no
+    request), interrupts its step and runs the turn on to its answer."""
+    server, child = env
     pk = manage(child, "notebook", "create", "bob").strip()
     crash_mid_step(child, pk)
     daphne = Path(sys.executable).with_name("daphne")
@@ -271,13 +272,19 @@ def test_a_server_interrupts_a_dead_process_step_with_no_browser(env: Any) -> No
         deadline = time.monotonic() + 60
         while True:
             (turn,) = show(child, pk)["turns"].values()
-            if set(turn["step_status"].values()) == {"interrupted"}:
+            if turn["response"] is not None:
                 break
-            assert set(turn["step_status"].values()) == {"running"}
-            assert time.monotonic() < deadline, "the server never swept the dead lease"
+            assert time.monotonic() < deadline, "the server never took the turn over"
             assert serving.poll() is None, "daphne exited"
             time.sleep(0.5)
     finally:
         serving.terminate()
         serving.wait(timeout=10)
-    assert show(child, pk)["events"][-1][1] == "step_interrupted"
+    assert turn["response"] == "The end."
+    types = [e[1] for e in show(child, pk)["events"]]
+    cut = types.index("step_interrupted")
+    assert types[:cut].count("step_started") == 1  # the run the crash cut off
+    assert types[cut + 1 :].count("step_started") == 1  # run once more, to the end
+    assert types[-1] == "task_completed"
+    # the cut-off call, then the one that answered
+    assert [r.rule_name for r in server.requests] == ["slow", "fast"]

@@ -202,7 +202,7 @@ async def _run_agent(request: HttpRequest) -> HttpResponseBase:
             )
         # as a socket does on connect: steps left running by a server that died are interrupted
         await service.ensure_recovered()
-        await service.recover_notebook(thread.task_pk)
+        await service.take_over(thread.task_pk)
         plan: ResumePlan | None = None
         if given.resume:
             plan = plan_resume(list(given.resume), await pending(thread.task_pk))

@@ -90,13 +90,10 @@ from runs.service.reading import (
     owner_of,
     stream_snapshots,
 )
-from runs.service.recovery import (
-    ensure_recovered,
-    recover_interrupted,
-    recover_notebook,
-)
+from runs.service.recovery import recover_interrupted
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn, wait_idle
 from runs.service.status import INBOX_MESSAGE
+from runs.service.takeover import ensure_recovered, take_over
 from runs.service.tokens import (
     AuthFailed,
     arequest_user,
@@ -204,7 +201,6 @@ __all__ = [
     "preview_data_table",
     "readiness",
     "recover_interrupted",
-    "recover_notebook",
     "reject_tool_call",
     "request_user",
     "revoke_token",
@@ -215,6 +211,7 @@ __all__ = [
     "set_mode",
     "size_text",
     "spawn",
+    "take_over",
     "start_data_upload",
     "store_upload",
     "stream_snapshots",

@@ -22,6 +22,7 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from channels.db import database_sync_to_async
 from django.db.models import Q
@@ -65,7 +66,17 @@ def holder_is_gone(token: str) -> bool:
         return True
     except OSError:  # it exists (e.g. another user's process)
         return False
-    return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """Whether `pid` has ended but its parent has not reaped it yet (a process killed under a
+    supervisor that has not noticed): it runs nothing, though it still answers `kill(pid, 0)`."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # gone meanwhile, or no /proc: judged by staleness
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def lease_is_dead(owner: str, at: datetime | None) -> bool:

@@ -4,8 +4,8 @@ A run holds its notebook's lease and renews it; a step still `running` while nob
 live lease was left behind by a server that stopped or died. Recovery takes the lease, marks
 such steps interrupted (nothing else changes: the engine saved the task before the step began,
 and completed steps are untouched), and publishes `step_interrupted`; the person can approve
-the step again. It runs when a socket connects to a notebook, once per process for all
-notebooks, and from `manage.py recover_runs` before a server starts.
+the step again. `manage.py recover_runs` runs it before a server starts; a server process
+goes further and runs the turn on (runs.service.takeover).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from runs.store.messages import tick
 logger = logging.getLogger(__name__)
 
 _RUNNING = StepStatus.RUNNING.value
-_done_once = False
 
 
 def needs_recovery(task_pk: int) -> bool:
@@ -63,8 +62,9 @@ def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:
     return [(r.turn.engine_id, r.step_id) for r in rows]
 
 
-async def interrupt_orphans(task_pk: int) -> int:
-    """With the notebook's lease held: interrupt steps still marked running, and say so."""
+async def interrupt_orphans(task_pk: int) -> list[tuple[str, str]]:
+    """With the notebook's lease held: interrupt steps still marked running, and say so;
+    (turn engine id, step id) of each."""
     found = await database_sync_to_async(mark_interrupted)(task_pk)
     publisher = publisher_for(task_pk)
     for turn_id, step_id in found:
@@ -78,19 +78,25 @@ async def interrupt_orphans(task_pk: int) -> int:
         )
     if found:
         await refresh(task_pk)
-    return len(found)
+    return found
+
+
+async def claim_orphans(task_pk: int) -> Lease | None:
+    """The notebook's lease, taken when it has steps left running under a dead lease."""
+    if not await database_sync_to_async(needs_recovery)(task_pk):
+        return None
+    # None: someone else holds it now; then it is their run, not an orphan
+    return await Lease.acquire(task_pk)
 
 
 async def recover_notebook(task_pk: int) -> int:
     """Interrupt the notebook's orphaned steps, if any; how many."""
-    if not await database_sync_to_async(needs_recovery)(task_pk):
-        return 0
-    lease = await Lease.acquire(task_pk)
-    if lease is None:  # someone else holds it now: then it is their run, not an orphan
+    lease = await claim_orphans(task_pk)
+    if lease is None:
         return 0
     try:
         with lease.fenced():
-            return await interrupt_orphans(task_pk)
+            return len(await interrupt_orphans(task_pk))
     finally:
         await lease.release()
 
@@ -108,15 +114,3 @@ async def recover_interrupted(force: bool = False) -> int:
     for task_pk in await database_sync_to_async(candidates)():
         total += await recover_notebook(task_pk)
     return total
-
-
-async def ensure_recovered() -> None:
-    """Run recovery over every notebook once per process (on the first socket)."""
-    global _done_once
-    if _done_once:
-        return
-    _done_once = True
-    try:
-        await recover_interrupted()
-    except Exception:  # noqa: BLE001 - recovery must never keep a socket from opening
-        logger.exception("crash recovery failed")

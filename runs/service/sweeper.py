@@ -1,9 +1,10 @@
 """The lease sweep: each server process finds steps left running by a dead process by itself.
 
 A step whose process died (kill -9, a lost machine) stays `running` under a lease nobody renews.
-Every `AGENTUI_LEASE_SWEEP_S` the sweep runs recovery over all notebooks (runs.service.recovery):
-once such a lease is stale, its steps become `interrupted` and can be run again, whether or not
-a browser ever connects. Beside it run the deadline sweep (runs.service.deadlines), every
+Every `AGENTUI_LEASE_SWEEP_S` the sweep takes over every such notebook (runs.service.takeover):
+once the lease is dead (stale, or its process on this machine gone) its steps are interrupted
+and, where the turn may go on by itself, run again here, whether or not a browser ever
+connects. Beside it run the deadline sweep (runs.service.deadlines), every
 `AGENTUI_DEADLINE_SWEEP_S`, and the webhook sender (runs.service.webhooks), every
 `AGENTUI_WEBHOOK_SWEEP_S`. Started by the ASGI entry point (agentui/asgi.py) in the server's loop.
 """
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from runs.conf import conf
 from runs.service.deadlines import sweep_once as sweep_deadlines
-from runs.service.recovery import recover_interrupted
+from runs.service.takeover import take_over_all
 from runs.service.webhooks import deliver_due
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,6 @@ async def _repeat(
 
 
 async def _sweep_leases() -> None:
-    found = await recover_interrupted()
+    found = await take_over_all()
     if found:
         logger.warning("lease sweep: %d step(s) left running by a dead server", found)

@@ -243,6 +243,19 @@ def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
     return [(r.step_id, r.stream_phase, r.stream_text) for r in rows]
 
 
+def calls_finished_in_last_run(task_pk: int, step_id: str) -> bool:
+    """Whether a tool call of the step's last run (since its last `step_started`) has a stored
+    result: running the step again would run that call twice."""
+    events = Event.objects.filter(task_id=task_pk, step_id=step_id)
+    started = (
+        events.filter(type="step_started")
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return events.filter(type="tool_call_result", seq__gt=started or 0).exists()
+
+
 def mode_of(task_pk: int) -> str:
     return Task.objects.values_list("mode", flat=True).get(pk=task_pk)
 

@@ -85,7 +85,7 @@ class NotebookConsumer(AsyncWebsocketConsumer):
         service.metrics.socket_opened()
         self.layer_ok = await self._join()
         await service.ensure_recovered()
-        await service.recover_notebook(self.task_pk)
+        await service.take_over(self.task_pk)
         task, last_seq = await database_sync_to_async(service.hello_summary)(
             self.task_pk
         )

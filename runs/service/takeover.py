@@ -1,0 +1,116 @@
+"""Taking over a turn whose server process died: a live process runs it on.
+
+A step left `running` under a dead lease (its process was killed, or its machine lost) is first
+interrupted as runs.service.recovery does. Then, holding the notebook's lease, this process runs
+the interrupted step again and goes on with the turn as the notebook's mode says, so the turn
+finishes with nobody pressing anything. Only where that repeats nothing that had finished:
+
+- the step would have run by itself in the notebook's mode (`auto`; in `tools` mode a step
+  that calls no tools): a step the person approves one by one waits, interrupted, for them
+  to run it again;
+- the step belongs to the active turn and no tool call of its cut-off run has a stored result
+  (a model call cut off mid-stream never completed, so calling it again runs nothing twice; a
+  tool call that finished would run again, so such a step waits for the person instead).
+
+The lease is the only claim: of two processes that find the same orphan at once one takes the
+lease, and every write of its run is fenced by it (runs.store.fence). Runs in server processes
+only: from the lease sweep (runs.service.sweeper), and when a socket or an AG-UI request opens
+a notebook. `manage.py recover_runs` only interrupts (it runs no turn).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from channels.db import database_sync_to_async
+
+from runs.engine import StepKind
+from runs.models import ApprovalMode
+from runs.service.actions import start_run
+from runs.service.driver import finish
+from runs.service.recovery import candidates, claim_orphans, interrupt_orphans
+from runs.service.runtime import runtime_for
+from runs.store import queries
+
+logger = logging.getLogger(__name__)
+
+_done_once = False
+
+
+def runs_by_itself(mode: str, kind: str) -> bool:
+    """Whether a step of `kind` runs without the person's approval in `mode`."""
+    if mode == ApprovalMode.AUTO:
+        return True
+    return mode == ApprovalMode.TOOLS and kind != StepKind.TOOL_CALLS.value
+
+
+def resumable(task_pk: int, found: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """Of the steps just interrupted, one this process may run again by itself (see above)."""
+    if not found:
+        return None
+    mode = queries.mode_of(task_pk)
+    view = queries.notebook_view(task_pk)
+    if view.active is None:
+        return None
+    for turn_id, step_id in found:
+        step = view.step(step_id)
+        if (
+            turn_id == view.active.engine_id
+            and step is not None
+            and step.status in queries.RUNNABLE
+            and runs_by_itself(mode, step.kind)
+            and not queries.calls_finished_in_last_run(task_pk, step_id)
+        ):
+            return turn_id, step_id
+    return None
+
+
+async def take_over(task_pk: int) -> int:
+    """Interrupt the notebook's orphaned steps and run its turn on here if it may go on by
+    itself; how many steps were orphaned."""
+    lease = await claim_orphans(task_pk)
+    if lease is None:
+        return 0
+    try:
+        runtime = await runtime_for(task_pk)
+        with lease.fenced():
+            found = await interrupt_orphans(task_pk)
+            going_on = await database_sync_to_async(resumable)(task_pk, found)
+    except BaseException:
+        await lease.release()
+        raise
+    if going_on is None:
+        await finish(runtime, lease)
+        return len(found)
+    turn_id, step_id = going_on
+    logger.warning(
+        "notebook %s: took over turn %s from a dead server; running step %s again",
+        task_pk,
+        turn_id,
+        step_id,
+    )
+    start_run(runtime, lease, turn_id, step_id, None)
+    return len(found)
+
+
+async def take_over_all() -> int:
+    """`take_over` every notebook with orphaned steps; how many steps were orphaned."""
+    total = 0
+    for task_pk in await database_sync_to_async(candidates)():
+        try:
+            total += await take_over(task_pk)
+        except Exception:  # noqa: BLE001 - one notebook's failure must not stop the others
+            logger.exception("taking over notebook %s failed", task_pk)
+    return total
+
+
+async def ensure_recovered() -> None:
+    """Take over every notebook once per process (on the first socket or AG-UI request)."""
+    global _done_once
+    if _done_once:
+        return
+    _done_once = True
+    try:
+        await take_over_all()
+    except Exception:  # noqa: BLE001 - recovery must never keep a socket from opening
+        logger.exception("crash recovery failed")
