@@ -324,15 +324,16 @@ class EventCounts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-def count_events(client: Client, last: int) -> EventCounts:
-    """Seqs 1..`last` read once each, in order? A resume's answer runs to its `replay_done`."""
+def count_events(frames: list[tuple[float, bytes]], last: int) -> EventCounts:
+    """Seqs 1..`last` read once each, in order, in a socket's `frames` (RESUME_MARK where it
+    sent `resume`)? A resume's answer runs to its `replay_done`."""
     counts = EventCounts()
     seen: set[int] = set()
     top = 0
     unanswered = (
         0  # resumes sent whose replay_done is not read yet (a slow server: several)
     )
-    for _, raw in client.frames:
+    for _, raw in frames:
         replaying = unanswered > 0
         if raw == RESUME_MARK:
             unanswered += 1
@@ -390,7 +391,9 @@ def analyse(
                     counts[index] += 1
                     if times is not None and counts[index] == 1:
                         token_latency.append(stamp - times[index])
-        events.add(count_events(client, timing["expected_seq"].get(client.pk, 0)))
+        events.add(
+            count_events(client.frames, timing["expected_seq"].get(client.pk, 0))
+        )
         for prompt, _ in client.sent[: len(client.completed)]:
             counts = received.get(prompt, Counter())
             lost_tokens += sum(1 for i in range(tokens) if i not in counts)

@@ -271,9 +271,19 @@ def prepare(
         env=setup.env,
         check=True,
     )
-    for port in setup.ports:
+    setup.processes = start_daphnes(setup.env, setup.ports, workdir)
+    return setup
+
+
+def start_daphnes(
+    env: dict[str, str], ports: list[int], workdir: Path
+) -> list[subprocess.Popen[bytes]]:
+    """A daphne process serving agentui.asgi on each of `ports` (logs in `workdir`), once each
+    accepts connections."""
+    processes = []
+    for port in ports:
         log = (workdir / f"daphne-{port}.log").open("wb")  # read when a run fails
-        setup.processes.append(
+        processes.append(
             subprocess.Popen(
                 [
                     str(Path(PY).parent / "daphne"),
@@ -284,26 +294,32 @@ def prepare(
                     "agentui.asgi:application",
                 ],
                 cwd=ROOT,
-                env=setup.env,
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
         )
-    for port in setup.ports:
-        deadline = time.monotonic() + 30
+    for port, process in zip(ports, processes):
+        deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or process.poll() is not None:
                     raise
                 time.sleep(0.1)
-    return setup
+    return processes
 
 
 def make_notebooks(setup: Setup, count: int) -> tuple[str, list[int]]:
     """A user, `count` notebooks and a session cookie, made by a child process on the bench database."""
+    return notebooks_in(setup.env, count)
+
+
+def notebooks_in(env: dict[str, str], count: int) -> tuple[str, list[int]]:
+    """A user, `count` notebooks (function calling, mode `auto`) and a session cookie, made by
+    a child process in `env` (its database)."""
     code = (
         "import django, json; django.setup()\n"
         "from django.contrib.auth import get_user_model, SESSION_KEY, BACKEND_SESSION_KEY, HASH_SESSION_KEY\n"
@@ -318,7 +334,7 @@ def make_notebooks(setup: Setup, count: int) -> tuple[str, list[int]]:
     out = subprocess.run(
         [PY, "-c", code],
         cwd=ROOT,
-        env=setup.env,
+        env=env,
         check=True,
         capture_output=True,
         text=True,
