@@ -8,7 +8,7 @@ Real servers on 127.0.0.1: two daphne processes on a fresh PostgreSQL database a
 `redis-server` on its own port (tests/redis_process.py; the shared Redis is never touched), the
 scripted model in its own process. Each notebook (mode `auto`) gets a socket, spread over the two
 processes as a load balancer would, and one message; the model first calls the `add` tool, then
-streams a long answer. Once every notebook's answer is streaming, the fault:
+streams a long answer. Once every notebook's answer step has started (its `step_started` read), the fault:
 
 - `kill`: SIGKILL the first daphne process. Half of its notebooks' tabs stay open and reconnect to
   the survivor (as a load balancer sends the page's reconnect there) with `resume` from their last
@@ -115,16 +115,18 @@ class Tab:
     pk: int
     port: int
     stays_open: (
-        bool  # when its server goes away: reconnects (a tab left open) or not (closed)
+        bool  # if its server goes away: reconnects (a tab left open), or not (closed)
     )
     sock: Socket
     frames: list[tuple[float, bytes]] = field(default_factory=list)
     last_seq: int = 0
     tool_done: bool = False  # its tool call's result was read
-    streaming: asyncio.Event = field(
-        default_factory=asyncio.Event
-    )  # the answer streams
+    # the answer's step started after it (stored events, so they always come): it streams
+    answering: asyncio.Event = field(default_factory=asyncio.Event)
     reconnects: int = 0
+    told_not_live: bool = (
+        False  # the server said live updates stopped (the layer is gone)
+    )
     gone: bool = False  # closed for good: stopped reading
 
 
@@ -141,10 +143,12 @@ def read(tab: Tab, stamp: float, raw: bytes) -> None:
     if raw.startswith(b'{"type":"event"'):
         message = json.loads(raw)
         tab.last_seq = max(tab.last_seq, int(message["seq"]))
-        tab.tool_done |= message["event"]["type"] == "tool_call_result"
-    elif raw.startswith(b'{"type":"delta"') and tab.tool_done:
-        if json.loads(raw)["event"]["delta"]:
-            tab.streaming.set()
+        kind = message["event"]["type"]
+        if kind == "step_started" and tab.tool_done:
+            tab.answering.set()
+        tab.tool_done |= kind == "tool_call_result"
+    elif raw.startswith(b'{"type":"live"'):
+        tab.told_not_live |= not json.loads(raw)["live"]
 
 
 async def follow(tab: Tab, cookie: str, survivor: int) -> None:
@@ -245,8 +249,9 @@ async def run_fault(
     ports: list[int],
     cookie: str,
     ids: list[int],
-    fault: Callable[[], Awaitable[None]],
+    fault: Callable[[list[Tab]], Awaitable[None]],
     *,
+    ready: Callable[[], bool] = lambda: True,
     stored: Stored,
     calls: Callable[[], list[Call]],
     tokens: int,
@@ -274,10 +279,12 @@ async def run_fault(
             text = f"{PROMPT} {tab.pk}"
             await tab.sock.send({"action": "send_message", "text": text})
         await asyncio.wait_for(
-            asyncio.gather(*(t.streaming.wait() for t in tabs)), timeout
+            asyncio.gather(*(t.answering.wait() for t in tabs)), timeout
         )
+        while not ready():
+            await asyncio.sleep(0.05)
         fault_at = time.time()
-        await fault()
+        await fault(tabs)
         deadline = time.monotonic() + timeout
         while len(await stored.answered(ids)) < len(ids):
             if time.monotonic() > deadline:
@@ -350,6 +357,17 @@ def judge(
         open_tabs=len(open_tabs),
         wall_s=wall,
     )
+
+
+async def redis_outage(redis: Any, tabs: list[Tab], timeout: float = 120) -> None:
+    """Stop Redis until every tab has been told live updates stopped, then start it again."""
+    redis.stop()
+    deadline = time.monotonic() + timeout
+    while not all(t.told_not_live for t in tabs):
+        if time.monotonic() > deadline:
+            raise TimeoutError("not every socket was told that live updates stopped")
+        await asyncio.sleep(0.1)
+    redis.start()
 
 
 # --- the bench: its own servers ------------------------------------------------------------------
@@ -453,18 +471,11 @@ async def bench(
             processes = start_daphnes(env, ports, workdir)
             stored = BenchDatabase(url)
 
-            async def kill() -> None:
+            async def kill(tabs: list[Tab]) -> None:
                 os.kill(processes[0].pid, signal.SIGKILL)
 
-            async def restart_redis() -> None:
-                before = sum(len(v) for v in (await stored.events(ids)).values())
-                redis.stop()
-                while (
-                    sum(len(v) for v in (await stored.events(ids)).values())
-                    < before + notebooks
-                ):
-                    await asyncio.sleep(0.2)
-                redis.start()
+            async def restart_redis(tabs: list[Tab]) -> None:
+                await redis_outage(redis, tabs)
 
             load_before = load_average()
             outcome = await run_fault(

@@ -132,6 +132,13 @@ class LiveApp:
                 self.process.wait(5)
         self.process = None
 
+    def crash(self) -> None:
+        """kill -9, as a crash or the kernel's out-of-memory killer does (nothing cleaned up)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
     def log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-20000:]

@@ -20,6 +20,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shot,
+    shots_at_both_sizes,
     start_notebook,
     step_cells,
 )
@@ -32,9 +33,8 @@ STORY = "Tell me a long story"
 THE_END = "And they all lived happily. The end."
 
 
-def test_a_tab_open_across_a_restart_recovers_by_itself(
-    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
-) -> None:
+def story_script() -> Script:
+    """A slow story (once), then a short one: a run cut off and run again is told apart."""
     slow = Rule(
         name="slow",
         match=Match(last_user_contains=STORY),
@@ -45,7 +45,13 @@ def test_a_tab_open_across_a_restart_recovers_by_itself(
     fast = Rule(
         name="fast", match=Match(last_user_contains=STORY), reply=Reply(text=THE_END)
     )
-    scripted_model.load(Script(rules=[slow, fast]), reset_log=True)
+    return Script(rules=[slow, fast])
+
+
+def test_a_tab_open_across_a_restart_recovers_by_itself(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(story_script(), reset_log=True)
     start_notebook(page, live_app, STORY, agent="function_calling", mode="step")
     step = step_cells(page).first
     approve = step.get_by_role("button", name="Approve and run")
@@ -77,3 +83,30 @@ def test_a_tab_open_across_a_restart_recovers_by_itself(
     assert "already_running" not in page.content()
     shot(page, artifacts_dir, "restart-3-answered")
     assert len(scripted_model.requests) == 2
+
+
+def test_a_tab_open_across_a_crash_sees_its_turn_taken_over_and_answered(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    """kill -9 mid-answer in `auto` mode: the server started again takes the turn over as the
+    tab reconnects; the cut-off run shows as an interrupted attempt, the answer comes once."""
+    scripted_model.load(story_script(), reset_log=True)
+    start_notebook(page, live_app, STORY, agent="function_calling", mode="auto")
+    page.locator(".stream-text").first.wait_for()
+    shot(page, artifacts_dir, "crash-1-streaming")
+
+    live_app.crash()
+    live_app.env["AGENTUI_LEASE_STALE_S"] = (
+        "600"  # taken over because its process is gone
+    )
+    live_app.start()
+
+    page.locator(".cell-answer").wait_for(timeout=60_000)
+    assert THE_END in page.locator(".cell-answer").inner_text()
+    step = step_cells(page).first
+    # the cut-off run is kept, as an earlier run of the step
+    step.get_by_text("Earlier runs (1)").click()
+    step.locator(".status-interrupted").first.wait_for()
+    assert "already_running" not in page.content()
+    shots_at_both_sizes(page, artifacts_dir, "crash-2-taken-over")
+    assert [r.rule_name for r in scripted_model.requests] == ["slow", "fast"]

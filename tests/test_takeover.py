@@ -53,6 +53,14 @@ async def step_mode_notebook(server: Any) -> tuple[Task, str]:
     return task, await waiting_step(task)
 
 
+async def first_step_run(server: Any) -> tuple[Task, str]:
+    """A step-mode notebook whose first step has run (its second waits); the first's id."""
+    task, first = await step_mode_notebook(server)
+    await service.approve(task.pk, first)
+    await service.wait_idle()
+    return task, first
+
+
 async def test_an_auto_turn_left_running_is_run_on_to_its_answer(
     scripted_server: Any,
 ) -> None:
@@ -99,9 +107,7 @@ async def test_a_step_whose_tool_call_finished_is_not_run_again(
 ) -> None:
     server = scripted_server(analyst_script())
     with llm_at(server):
-        task, first = await step_mode_notebook(server)
-        await service.approve(task.pk, first)
-        await service.wait_idle()
+        task, first = await first_step_run(server)
         calls = await waiting_step(task)  # the tool-calls step, waiting
         turn_pk = (await Step.objects.aget(step_id=calls)).turn_id
         # its run had started, and one of its two calls had finished, when the server died
@@ -158,3 +164,22 @@ def test_a_killed_process_not_yet_reaped_holds_no_lease() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+async def test_a_turn_whose_server_died_between_two_steps_goes_on(
+    scripted_server: Any,
+) -> None:
+    """Killed after a step's end was stored and before the next began: only its lease is left."""
+    server = scripted_server(analyst_script())
+    with llm_at(server):
+        task, first = await first_step_run(server)
+        second = await waiting_step(task)  # pending, never started
+        await orphan(task, first, "auto")
+        await Step.objects.filter(step_id=first).aupdate(status="completed")
+        assert await service.take_over(task.pk) == 0  # nothing was running ...
+        await service.wait_idle()
+    # ... but the turn went on from its next step, each model call once
+    assert (await Step.objects.aget(step_id=second)).status == "completed"
+    assert [r.rule_name for r in server.requests] == ["calls", "answer"]
+    done = await Task.objects.aget(pk=task.pk)
+    assert done.status == "idle" and done.lease_owner == ""

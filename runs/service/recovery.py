@@ -14,6 +14,7 @@ import logging
 
 from channels.db import database_sync_to_async
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.engine import StepStatus
@@ -30,18 +31,21 @@ _RUNNING = StepStatus.RUNNING.value
 
 
 def needs_recovery(task_pk: int) -> bool:
-    """Steps running in the notebook while no live lease covers them."""
+    """Steps running in the notebook, or its lease held, while the lease is dead."""
     return bool(candidates([task_pk]))
 
 
 def candidates(among: list[int] | None = None) -> list[int]:
-    """Notebooks (of `among`, or all) with steps left running under a dead lease."""
+    """Notebooks (of `among`, or all) with steps left running under a dead lease, or a lease
+    its holder died with (between two steps: nothing running, the next one not started)."""
     running = Step.objects.filter(status=_RUNNING)
+    held = Task.objects.exclude(lease_owner="")
     if among is not None:
         running = running.filter(task_id__in=among)
-    rows = Task.objects.filter(pk__in=running.values("task_id")).values_list(
-        "pk", "lease_owner", "lease_at"
-    )
+        held = held.filter(pk__in=among)
+    rows = Task.objects.filter(
+        Q(pk__in=running.values("task_id")) | Q(pk__in=held.values("pk"))
+    ).values_list("pk", "lease_owner", "lease_at")
     return [pk for pk, owner, at in rows if lease_is_dead(owner, at)]
 
 

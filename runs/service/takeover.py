@@ -1,9 +1,11 @@
 """Taking over a turn whose server process died: a live process runs it on.
 
 A step left `running` under a dead lease (its process was killed, or its machine lost) is first
-interrupted as runs.service.recovery does. Then, holding the notebook's lease, this process runs
-the interrupted step again and goes on with the turn as the notebook's mode says, so the turn
-finishes with nobody pressing anything. Only where that repeats nothing that had finished:
+interrupted as runs.service.recovery does (a process that died between two steps leaves only
+its lease, and the turn's next step not started). Then, holding the notebook's lease, this
+process runs the interrupted step again (or starts the next one) and goes on with the turn as
+the notebook's mode says, so the turn finishes with nobody pressing anything. Only where that
+repeats nothing that had finished:
 
 - the step would have run by itself in the notebook's mode (`auto`; in `tools` mode a step
   that calls no tools): a step the person approves one by one waits, interrupted, for them
@@ -15,11 +17,13 @@ finishes with nobody pressing anything. Only where that repeats nothing that had
 The lease is the only claim: of two processes that find the same orphan at once one takes the
 lease, and every write of its run is fenced by it (runs.store.fence). Runs in server processes
 only: from the lease sweep (runs.service.sweeper), and when a socket or an AG-UI request opens
-a notebook. `manage.py recover_runs` only interrupts (it runs no turn).
+a notebook (in a task of its own: a socket closing meanwhile does not cut it short).
+`manage.py recover_runs` only interrupts (it runs no turn).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from channels.db import database_sync_to_async
@@ -29,7 +33,7 @@ from runs.models import ApprovalMode
 from runs.service.actions import start_run
 from runs.service.driver import finish
 from runs.service.recovery import candidates, claim_orphans, interrupt_orphans
-from runs.service.runtime import runtime_for
+from runs.service.runtime import runtime_for, spawn
 from runs.store import queries
 
 logger = logging.getLogger(__name__)
@@ -45,29 +49,36 @@ def runs_by_itself(mode: str, kind: str) -> bool:
 
 
 def resumable(task_pk: int, found: list[tuple[str, str]]) -> tuple[str, str] | None:
-    """Of the steps just interrupted, one this process may run again by itself (see above)."""
-    if not found:
-        return None
+    """The step this process may run by itself (see above): one of those just interrupted;
+    when none was running (the dead process was between two steps), the turn's next one."""
     mode = queries.mode_of(task_pk)
     view = queries.notebook_view(task_pk)
     if view.active is None:
         return None
-    for turn_id, step_id in found:
-        step = view.step(step_id)
+    turn_id = view.active.engine_id
+    if found:
+        steps = [view.step(step_id) for turn, step_id in found if turn == turn_id]
+    else:
+        steps = [s for s in view.active.queue[:1] if s.kind != StepKind.HUMAN_INPUT]
+    for step in steps:
         if (
-            turn_id == view.active.engine_id
-            and step is not None
+            step is not None
             and step.status in queries.RUNNABLE
             and runs_by_itself(mode, step.kind)
-            and not queries.calls_finished_in_last_run(task_pk, step_id)
+            and not queries.calls_finished_in_last_run(task_pk, step.step_id)
         ):
-            return turn_id, step_id
+            return turn_id, step.step_id
     return None
 
 
 async def take_over(task_pk: int) -> int:
     """Interrupt the notebook's orphaned steps and run its turn on here if it may go on by
-    itself; how many steps were orphaned."""
+    itself; how many steps were orphaned. Cancelling the caller does not cut it short."""
+    work = spawn(_take_over(task_pk), name=f"take-over-{task_pk}")
+    return int(await asyncio.shield(work))
+
+
+async def _take_over(task_pk: int) -> int:
     lease = await claim_orphans(task_pk)
     if lease is None:
         return 0
