@@ -191,10 +191,11 @@ class Outcome:
     finished: int
     taken_over: int
     takeover_s: list[float]  # from the fault to each taken-over step starting again
-    completed_calls_twice: (
-        int  # model calls that completed more than once (per notebook, rule)
-    )
-    cut_calls: int  # model calls cut off by the fault (they never completed)
+    # model calls the model server finished sending more than once (per notebook, rule): a
+    # reply sent whole but not stored when its process died is asked for again
+    completed_calls_twice: int
+    cut_calls: int  # model calls cut off by the fault (the server saw the client go)
+    outputs_twice: int  # notebooks with a model reply stored more than once
     tool_calls_twice: int  # notebooks whose tool call ran more than once
     events: EventCounts  # over the tabs left open
     lost_tokens: int  # answer tokens an open socket never read as a delta
@@ -207,10 +208,8 @@ class Outcome:
         found = []
         if self.finished != self.notebooks:
             found.append(f"{self.notebooks - self.finished} notebook(s) not finished")
-        if self.completed_calls_twice:
-            found.append(
-                f"{self.completed_calls_twice} completed model call(s) run twice"
-            )
+        if self.outputs_twice:
+            found.append(f"{self.outputs_twice} notebook(s) with a reply stored twice")
         if self.tool_calls_twice:
             found.append(f"{self.tool_calls_twice} tool call(s) run twice")
         e = self.events
@@ -232,6 +231,7 @@ class Outcome:
             if self.takeover_s
             else None,
             "completed_calls_twice": self.completed_calls_twice,
+            "outputs_twice": self.outputs_twice,
             "cut_calls": self.cut_calls,
             "tool_calls_twice": self.tool_calls_twice,
             "lost_events": self.events.lost,
@@ -317,10 +317,13 @@ def judge(
     wall: float,
 ) -> Outcome:
     takeover_s = []
-    tool_twice = 0
+    tool_twice = outputs_twice = 0
     for rows in events.values():
         types = [kind for _, kind, _ in rows]
         tool_twice += types.count("tool_call_result") > 1
+        outputs_twice += (
+            types.count("agent_output") > 2
+        )  # the tool call's, the answer's
         if "step_interrupted" in types:
             cut = types.index("step_interrupted")
             again = [at for _, kind, at in rows[cut:] if kind == "step_started"]
@@ -350,6 +353,7 @@ def judge(
         completed_calls_twice=sum(n - 1 for n in completed.values() if n > 1),
         cut_calls=sum(1 for c in calls if not c.completed),
         tool_calls_twice=tool_twice,
+        outputs_twice=outputs_twice,
         events=counts,
         lost_tokens=lost_tokens,
         resent_tokens=resent,

@@ -142,6 +142,7 @@ async def test_killing_one_of_two_servers_mid_stream_every_notebook_finishes_on_
     # every notebook the killed process ran was taken over (its answer's step had started),
     # and only the model calls the kill cut off were made again
     assert outcome.taken_over == NOTEBOOKS // 2
+    assert outcome.completed_calls_twice == 0  # killed mid-stream: no reply was whole
     assert outcome.cut_calls == NOTEBOOKS // 2
     assert len(model.requests) == 2 * NOTEBOOKS + NOTEBOOKS // 2
     assert outcome.reconnects == NOTEBOOKS // 4  # the tabs left open reconnected once

@@ -10,9 +10,10 @@ repeats nothing that had finished:
 - the step would have run by itself in the notebook's mode (`auto`; in `tools` mode a step
   that calls no tools): a step the person approves one by one waits, interrupted, for them
   to run it again;
-- the step belongs to the active turn and no tool call of its cut-off run has a stored result
-  (a model call cut off mid-stream never completed, so calling it again runs nothing twice; a
-  tool call that finished would run again, so such a step waits for the person instead).
+- the step belongs to the active turn and no call of its cut-off run finished: no model
+  reply and no tool result of it is stored (a model call cut off mid-stream never completed,
+  so calling it again makes nothing twice; a call that finished would be made again, so such
+  a step waits for the person instead).
 
 The lease is the only claim: of two processes that find the same orphan at once one takes the
 lease, and every write of its run is fenced by it (runs.store.fence). Runs in server processes
@@ -104,15 +105,25 @@ async def _take_over(task_pk: int) -> int:
     return len(found)
 
 
+# notebooks taken over at once by one sweep: a dead process's turns are taken over side by side
+# (one after another, 100 turns took 34 s at load 12), without flooding the database pool
+AT_ONCE = 8
+
+
 async def take_over_all() -> int:
     """`take_over` every notebook with orphaned steps; how many steps were orphaned."""
-    total = 0
-    for task_pk in await database_sync_to_async(candidates)():
-        try:
-            total += await take_over(task_pk)
-        except Exception:  # noqa: BLE001 - one notebook's failure must not stop the others
-            logger.exception("taking over notebook %s failed", task_pk)
-    return total
+    gate = asyncio.Semaphore(AT_ONCE)
+
+    async def one(task_pk: int) -> int:
+        async with gate:
+            try:
+                return await take_over(task_pk)
+            except Exception:  # noqa: BLE001 - one notebook's failure must not stop the others
+                logger.exception("taking over notebook %s failed", task_pk)
+                return 0
+
+    found = await database_sync_to_async(candidates)()
+    return sum(await asyncio.gather(*(one(pk) for pk in found)))
 
 
 async def ensure_recovered() -> None:

@@ -244,8 +244,9 @@ def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
 
 
 def calls_finished_in_last_run(task_pk: int, step_id: str) -> bool:
-    """Whether a tool call of the step's last run (since its last `step_started`) has a stored
-    result: running the step again would run that call twice."""
+    """Whether a model call or a tool call of the step's last run (since its last
+    `step_started`) finished: its reply or result is stored, and running the step again
+    would make that call twice."""
     events = Event.objects.filter(task_id=task_pk, step_id=step_id)
     started = (
         events.filter(type="step_started")
@@ -253,7 +254,8 @@ def calls_finished_in_last_run(task_pk: int, step_id: str) -> bool:
         .values_list("seq", flat=True)
         .first()
     )
-    return events.filter(type="tool_call_result", seq__gt=started or 0).exists()
+    finished = events.filter(type__in=("agent_output", "tool_call_result"))
+    return finished.filter(seq__gt=started or 0).exists()
 
 
 def mode_of(task_pk: int) -> str:
