@@ -4,7 +4,9 @@ stream; every notebook finishes, nothing stored is lost or repeated, nothing com
 Two real daphne processes on this test's PostgreSQL database and a private `redis-server`
 (tests/redis_process.py), the scripted model in this process counting every request. The
 scenario is bench/bench_faults.py's (its module doc says what it does; 200 notebooks there, with
-figures in docs/benchmarks.md). Needs PostgreSQL: make test's services pass.
+figures in docs/benchmarks.md). Needs PostgreSQL: make test's services pass. The servers sweep
+for dead leases every second; `AGENTUI_FAULTS_SWEEP_S=0` turns the sweep off, and the kill test
+fails (the closed tabs' turns are never taken over).
 """
 
 from __future__ import annotations
