@@ -60,18 +60,21 @@ def test_every_page_has_no_serious_violations(
         "policies": "/policies/",
         "finished-notebook": f"/tasks/{a}/",
     }
-    found = []  # every page's findings in one failure
-    for name, path in pages.items():
-        page.goto(f"{live_app.url}{path}")
-        page.wait_for_load_state("networkidle")
-        found.append(blocking_violations(page, name))
-        if name in (
-            "traces",
-            "trace",
-            "compare",
-            "data",
-        ):  # restyled for contrast / controls
-            shots_at_both_sizes(page, artifacts_dir, f"a11y-{name}")
+    found = []  # every page's findings, in both colour schemes, in one failure
+    restyled = (
+        "traces",
+        "trace",
+        "compare",
+        "data",
+    )  # screenshots of the pages restyled
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for name, path in pages.items():
+            page.goto(f"{live_app.url}{path}")
+            page.wait_for_load_state("networkidle")
+            found.append(blocking_violations(page, f"{name} ({scheme})"))
+            if name in restyled and scheme == "light":
+                shots_at_both_sizes(page, artifacts_dir, f"a11y-{name}")
     assert not any(found), "axe: serious or critical violations on\n" + "\n".join(
         f for f in found if f
     )
@@ -97,7 +100,7 @@ def notebook_script() -> Script:
                 name="stream",
                 match=Match(last_user_contains="stream"),
                 reply=Reply(text=LONG_ANSWER),
-                timing=Timing(token_delay_s=0.05),
+                timing=Timing(token_delay_s=0.03),
             ),
             Rule(
                 name="broken",
