@@ -19,6 +19,7 @@ from runs.models import (
     McpServer,
     McpTransport,
     Message,
+    ModelPrice,
     Step,
     StepEdge,
     Task,
@@ -357,3 +358,11 @@ class ToolPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         queryset.filter(revoked_at__isnull=True).update(
             revoked_at=timezone.now(), revoked_by=request.user.get_username()
         )
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """USD per million input and output tokens per model name, for the costs shown."""
+
+    list_display = ("model", "input_usd_per_million", "output_usd_per_million")
+    search_fields = ("model",)

@@ -32,7 +32,7 @@ from runs.rest.schemas import (
     StepOut,
     TurnOut,
 )
-from runs.service import all_presets, is_held
+from runs.service import all_presets, is_held, llm_settings
 from runs.traces.export import (
     filtered_notebooks,
     notebook_summary,
@@ -105,7 +105,7 @@ def own_notebook(request: HttpRequest, pk: int) -> Task:
 
 
 def _with_summaries(tasks: list[Task]) -> list[dict[str, Any]]:
-    sizes = summaries(tasks)
+    sizes = summaries(tasks, llm_settings(start_demo=False).model)
     return [{**notebook_summary(task), **sizes[task.pk]} for task in tasks]
 
 

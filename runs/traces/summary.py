@@ -16,6 +16,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
 from runs.store.load import shown_step_ids
+from runs.traces.cost import cost_usd, price_of
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
 MAX_ITERATIONS_ANSWER = "Stopped: the agent reached max_iterations"
@@ -80,8 +81,12 @@ def _wall_time(task: Any, event_row: dict[str, Any]) -> float:
     return max(0.0, event_row["last"] - first)
 
 
-def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
-    """Per notebook pk: outcome, steps, tool_calls, tokens, wall_time_s, human_actions, answer."""
+def summaries(
+    tasks: Iterable[Any], model: str | None = None
+) -> dict[int, dict[str, Any]]:
+    """Per notebook pk: outcome, steps, tool_calls, tokens, cost_usd (at `model`'s price; None
+    without one), wall_time_s, human_actions, answer."""
+    price = price_of(model)
     tasks = list(tasks)
     pks = [t.pk for t in tasks]
     steps = {
@@ -90,7 +95,12 @@ def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
             task_id__in=pks, status=StepStatusChoices.COMPLETED
         )
         .values("task_id")
-        .annotate(n=Count("pk"), tokens=Sum("total_tokens"))
+        .annotate(
+            n=Count("pk"),
+            tokens=Sum("total_tokens"),
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+        )
     }
     events = {
         row["task_id"]: row
@@ -127,6 +137,9 @@ def summaries(tasks: Iterable[Any]) -> dict[int, dict[str, Any]]:
             **_outcome(turn, task.status, bool(turn and limited[turn.pk])),
             "steps": step_row.get("n", 0),
             "tokens": step_row.get("tokens") or 0,
+            "cost_usd": cost_usd(
+                price, step_row.get("prompt"), step_row.get("completion")
+            ),
             "tool_calls": event_row.get("calls", 0),
             "human_actions": event_row.get("human", 0),
             "wall_time_s": round(wall, 3),

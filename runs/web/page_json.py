@@ -137,7 +137,7 @@ def task_list(request: HttpRequest) -> JsonResponse:
         page = paginator.page(number)
     except EmptyPage:
         page = paginator.page(paginator.num_pages)
-    sizes = summaries(page.object_list)
+    sizes = summaries(page.object_list, service.llm_settings(start_demo=False).model)
     return JsonResponse(
         {
             "results": [
