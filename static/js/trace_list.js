@@ -2,7 +2,7 @@
 // page's query string, so a filtered list can be bookmarked and the back button works.
 
 import { formatDuration, h } from "./dom.js";
-import { timeElement } from "./format.js";
+import { formatNumber, timeElement } from "./format.js";
 import { plainLine } from "./render/plain.js";
 
 const form = document.getElementById("trace-filters");
@@ -74,6 +74,8 @@ export function outcomeOf(task) {
 }
 
 const number = (n) => (n ?? 0).toLocaleString("en");
+// USD from the stored tokens at the model's price; null when the model has no price.
+const cost = (usd) => (usd == null ? "no price set" : `$${formatNumber(usd)}`);
 
 function showPicked() {
   const names = [...picked.values()];
@@ -132,6 +134,7 @@ function row(task) {
     h("td", { class: "num", "data-col": "steps" }, number(task.steps)),
     h("td", { class: "num", "data-col": "tool-calls" }, number(task.tool_calls)),
     h("td", { class: "num", "data-col": "tokens" }, number(task.tokens)),
+    h("td", { class: "num", "data-col": "cost" }, cost(task.cost_usd)),
     h("td", { class: "num", "data-col": "wall-time" }, task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
     h("td", { class: "num", "data-col": "human-actions" }, number(task.human_actions)),
     h("td", { class: "trace-when" }, timeElement(task.updated_at || task.created_at)),
@@ -164,7 +167,7 @@ async function load({ push = false } = {}) {
   const result = pageOf(data);
   rows.replaceChildren(...result.items.map(row));
   rows.dataset.query = query;  // which filters the rows shown answer (tests wait on it)
-  if (!result.items.length) rows.append(h("tr", {}, h("td", { colspan: "12", class: "muted" }, params.toString() ? "No notebook matches these filters." : "No notebooks yet.")));
+  if (!result.items.length) rows.append(h("tr", {}, h("td", { colspan: "13", class: "muted" }, params.toString() ? "No notebook matches these filters." : "No notebooks yet.")));
   count.textContent = `${result.total.toLocaleString("en")} notebook${result.total === 1 ? "" : "s"}`;
   info.textContent = result.pages > 1 ? `Page ${result.current} of ${result.pages}` : "";
   info.parentElement.hidden = result.pages <= 1;
