@@ -3,7 +3,7 @@
 It sends generated requests (valid and invalid) to every operation with an API token and
 checks that no answer is a 500, that each status, content type and body is one the schema
 declares. Seeded and bounded (a fixed number of examples per operation), so a run is the same
-every time and takes well under two minutes. The live app runs with DEBUG on, as a developer's
+every time and takes three to five minutes (about 50 operations). The live app runs with DEBUG on, as a developer's
 does, so a traceback page or an HTML 404 would be caught too.
 """
 
@@ -28,7 +28,7 @@ CHECKS = ",".join(
     ]
 )
 SEED = 29
-EXAMPLES = 40
+EXAMPLES = 30
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def token_for(app: LiveApp) -> str:
     ).split()[-1]
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 def test_the_api_answers_as_its_schema_says(app: LiveApp, tmp_path: Path) -> None:
     token = token_for(app)
     # a notebook of the caller's, so paths with id 1 reach a real one too
@@ -103,7 +103,7 @@ def test_the_api_answers_as_its_schema_says(app: LiveApp, tmp_path: Path) -> Non
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            timeout=200,
+            timeout=420,
             cwd=tmp_path,
             env=app.env,
         )

@@ -358,7 +358,8 @@ def get_event_value(
     seq: int,
     path: str = Query(  # type: ignore[type-arg]
         "[]",
-        max_length=4096,
+        # paths are a few keys deep; a URL past ~16 KB is dropped by daphne without an answer
+        max_length=512,
         description="a JSON list of keys and indices, as the event's `cut` names it",
     ),
 ) -> HttpResponse:
