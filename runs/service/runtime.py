@@ -50,6 +50,7 @@ class NotebookRuntime:
 
 _runtimes: OrderedDict[int, NotebookRuntime] = OrderedDict()
 _tasks: set[asyncio.Task[Any]] = set()
+_detached: set[asyncio.Task[Any]] = set()  # notifications: referenced, never waited for
 _llms: dict[tuple[str, ...], OpenAI] = {}
 
 
@@ -188,8 +189,21 @@ def spawn(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
     return task
 
 
+def detach(coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+    """Run a notification (the inbox told, an email, a webhook) on its own: like `spawn`, but
+    nothing waits for it (`wait_idle`, a run's end), so a hanging channel layer, mail server or
+    receiver can never hold a run up."""
+    task = asyncio.get_running_loop().create_task(
+        coro, name=name, context=contextvars.Context()
+    )
+    _detached.add(task)
+    task.add_done_callback(_done)
+    return task
+
+
 def _done(task: asyncio.Task[Any]) -> None:
     _tasks.discard(task)
+    _detached.discard(task)
     if not task.cancelled() and task.exception() is not None:
         logger.error(
             "background task %s failed", task.get_name(), exc_info=task.exception()

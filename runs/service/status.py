@@ -18,7 +18,7 @@ from runs.models import NotebookStatus, Task, inbox_group_name
 from runs.realtime import broadcast
 from runs.service import webhooks
 from runs.service.notify import email_waiting
-from runs.service.runtime import spawn
+from runs.service.runtime import detach
 from runs.store.queries import update_status
 
 logger = logging.getLogger(__name__)
@@ -34,14 +34,15 @@ async def refresh(task_pk: int, running: bool = False) -> None:
     owner = await database_sync_to_async(_owner)(task_pk)
     if owner is None:
         return
-    spawn(webhooks.tell(task_pk, status), name=f"webhooks-{task_pk}")
+    # told on their own (runs.service.runtime.detach): a hanging layer, mail server or
+    # webhook receiver never holds the run up
+    if webhooks.tells_of(status):
+        detach(webhooks.tell(task_pk, owner, status), name=f"webhooks-{task_pk}")
     waits = status == NotebookStatus.WAITING
-    await broadcast.group_send(
-        inbox_group_name(owner),
-        {"type": INBOX_MESSAGE, "notebook": task_pk, "waiting": waits},
-    )
+    message = {"type": INBOX_MESSAGE, "notebook": task_pk, "waiting": waits}
+    detach(broadcast.group_send(inbox_group_name(owner), message), f"inbox-{owner}")
     if waits:
-        spawn(_email(task_pk), name=f"wait-email-{task_pk}")
+        detach(_email(task_pk), name=f"wait-email-{task_pk}")
 
 
 async def _email(task_pk: int) -> None:

@@ -200,15 +200,21 @@ def _payload(delivery_id: int, event: str, task: Task) -> dict[str, Any]:
     }
 
 
-def enqueue(task_pk: int, status: str) -> int:
-    """Store a delivery for each of the owner's webhooks that wants `status`'s event."""
+def tells_of(status: str) -> bool:
+    """Whether a change into `status` is an event webhooks may want."""
+    return status in EVENT_OF_STATUS
+
+
+def enqueue(task_pk: int, owner_id: int, status: str) -> int:
+    """Store a delivery for each of the owner's webhooks that wants `status`'s event (one
+    query when they have none)."""
     event = EVENT_OF_STATUS.get(NotebookStatus(status))
-    task = Task.objects.filter(pk=task_pk).first()
-    if event is None or task is None:
+    if event is None:
         return 0
-    hooks = [
-        h for h in Webhook.objects.filter(owner_id=task.owner_id) if event in h.events
-    ]
+    hooks = [h for h in Webhook.objects.filter(owner_id=owner_id) if event in h.events]
+    task = Task.objects.filter(pk=task_pk).first() if hooks else None
+    if task is None:
+        return 0
     now = timezone.now()
     for hook in hooks:
         row = WebhookDelivery.objects.create(
@@ -219,9 +225,9 @@ def enqueue(task_pk: int, status: str) -> int:
     return len(hooks)
 
 
-async def tell(task_pk: int, status: str) -> None:
+async def tell(task_pk: int, owner_id: int, status: str) -> None:
     """After a status change: store the deliveries, then send what is due at once."""
-    if await database_sync_to_async(enqueue)(task_pk, status):
+    if await database_sync_to_async(enqueue)(task_pk, owner_id, status):
         await deliver_due()
 
 
