@@ -32,8 +32,13 @@ def dag_edges(page: Any) -> dict[str, dict[str, Any]]:
 def click_dag_node(page: Any, node_id: str) -> None:
     """Bring a node into view (as the keys or the overview would) and click it on the canvas."""
     page.locator("#dag").scroll_into_view_if_needed()
+    # centred, then drawn there (two frames) before the click: a big graph's redraw lags
     point = page.evaluate(
-        "(id) => { window.agentui.dag.reveal(id); return window.agentui.dag.screenPoint(id); }",
+        """(id) => new Promise((done) => {
+            window.agentui.dag.reveal(id);
+            requestAnimationFrame(() => requestAnimationFrame(
+                () => done(window.agentui.dag.screenPoint(id))));
+        })""",
         node_id,
     )
     assert point, f"DAG node {node_id} is not drawn"
