@@ -348,7 +348,7 @@ const STEP_EVENTS = {
           last.status = "undone";
           for (const call of last.calls.values()) call.status = "undone";
         }
-        Object.assign(dropped, { dropped: !dropped.attempts.length, status: "undone" });
+        Object.assign(dropped, { dropped: !dropped.attempts.length, status: "undone", waiting: false });
         model.dirty.steps.add(dropped.id);
       }
     }

@@ -49,6 +49,7 @@ export function teamStatus(model) {
   for (const turn of model.turns.values()) {
     if (turn.status === "abandoned") continue;
     for (const step of liveSteps(model, turn)) {
+      if (step.status === "undone") continue; // kept on the page as history; an undo dropped it
       const attempt = completedAttempt(step);
       if (step.agent && step.agent !== "agent") agent = step.agent;
       if (!attempt) continue;
