@@ -119,7 +119,11 @@ def test_the_page_says_live_updates_are_interrupted_and_catches_up(
     page.locator(".cell-answer").wait_for(timeout=30_000)
     assert ANSWER in page.locator(".cell-answer").inner_text()
     assert "5" in page.locator(".tool-card .tool-result").first.inner_text()
-    page.mouse.wheel(0, -5000)  # up to the badge (the page stops following the stream)
+    # up to the badge (the page stops following the stream), the wheel turned over the cells
+    # (where the last click left the mouse there is now the toolbar's deadline picker)
+    box = page.locator("#cells").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, min(box["y"] + box["height"] / 2, 700))
+    page.mouse.wheel(0, -5000)
     wait_until(
         lambda: page.evaluate("window.scrollY") == 0, message="the page to scroll up"
     )

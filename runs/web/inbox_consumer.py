@@ -10,7 +10,9 @@ the same decision the notebook page makes; it answers `ack` or `error`, like the
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -24,6 +26,9 @@ from runs.protocol.inbox import inbox_message, parse_inbox_frame
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_TRY_AGAIN = 1013  # the channel layer is down: reconnect later
+JOIN_TIMEOUT_S = 5.0
+RETRY_S = 2.0
 
 
 def _inbox(user_pk: int, with_list: bool, started: int | None) -> dict[str, object]:
@@ -38,6 +43,37 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One page of a person's (the inbox, or any page's nav count) watching what waits for them."""
 
     group = ""
+
+    # Channels reads `channel_receive` once per connection; every read goes through
+    # `_layer_messages`, which survives the channel layer failing (as the notebook socket's).
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._layer_messages
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._layer_receive = receive
+
+    async def _layer_messages(self) -> dict[str, Any]:
+        """The next group message; while the layer fails, join again every RETRY_S and then
+        send the list as it is now (what changed meanwhile was not heard)."""
+        while True:
+            try:
+                return await self._layer_receive()
+            except Exception as exc:  # noqa: BLE001 - Redis went away: try again later
+                logger.warning("inbox: channel layer failed (%r)", exc)
+            while True:
+                await asyncio.sleep(RETRY_S)
+                try:
+                    if self.group:
+                        await asyncio.wait_for(
+                            self.channel_layer.group_add(self.group, self.channel_name),
+                            JOIN_TIMEOUT_S,
+                        )
+                except Exception:  # noqa: BLE001 - still down
+                    continue
+                return {"type": "inbox.changed", "notebook": None, "waiting": False}
+
     with_list = True
 
     async def connect(self) -> None:
@@ -49,13 +85,32 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.with_list = b"list=0" not in self.scope.get("query_string", b"").split(
             b"&"
         )
-        self.group = inbox_group_name(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        group = inbox_group_name(user.pk)
+        try:
+            await asyncio.wait_for(
+                self.channel_layer.group_add(group, self.channel_name), JOIN_TIMEOUT_S
+            )
+        except Exception as exc:  # noqa: BLE001 - the layer is down: the list, then try later
+            logger.warning(
+                "inbox of user %s: channel layer unavailable (%r)", user.pk, exc
+            )
+            await self._send_list(None)
+            await self.close(
+                code=CLOSE_TRY_AGAIN
+            )  # the page's socket comes back by itself
+            return
+        self.group = group
         await self._send_list(None)
 
     async def disconnect(self, code: int) -> None:
         if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await asyncio.wait_for(
+                    self.channel_layer.group_discard(self.group, self.channel_name),
+                    JOIN_TIMEOUT_S,
+                )
+            except Exception:  # noqa: BLE001 - the layer forgets the membership by itself
+                logger.info("inbox: could not leave %s", self.group)
 
     async def _send_list(self, started: int | None) -> None:
         user_pk = self.scope["user"].pk
