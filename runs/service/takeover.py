@@ -33,7 +33,12 @@ from runs.engine import StepKind
 from runs.models import ApprovalMode
 from runs.service.actions import start_run
 from runs.service.driver import finish
-from runs.service.recovery import candidates, claim_orphans, interrupt_orphans
+from runs.service.recovery import (
+    candidates,
+    claim_orphans,
+    interrupt_orphans,
+    needs_recovery,
+)
 from runs.service.runtime import runtime_for, spawn
 from runs.store import queries
 
@@ -75,6 +80,11 @@ def resumable(task_pk: int, found: list[tuple[str, str]]) -> tuple[str, str] | N
 async def take_over(task_pk: int) -> int:
     """Interrupt the notebook's orphaned steps and run its turn on here if it may go on by
     itself; how many steps were orphaned. Cancelling the caller does not cut it short."""
+    # Checked here, in the caller's context: from a view behind Django's sync middleware, a
+    # spawned task's database calls queue behind the request thread, which is waiting for this
+    # view (asgiref's one thread for thread-sensitive calls): nothing to take over, no task.
+    if not await database_sync_to_async(needs_recovery)(task_pk):
+        return 0
     work = spawn(_take_over(task_pk), name=f"take-over-{task_pk}")
     return int(await asyncio.shield(work))
 
