@@ -18,6 +18,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from agentui import pubsub_layer
 from runs import service
 from runs.models import Step
 from tests.live_support import (
@@ -81,7 +82,9 @@ async def test_a_turn_run_by_another_process_streams_to_this_socket(
     child_env: Any,
 ) -> None:
     server, env = child_env
-    assert "redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"].lower()
+    layer = settings.CHANNEL_LAYERS["default"]
+    assert layer["BACKEND"] == "agentui.pubsub_layer.PubSubLayer"
+    assert layer["CONFIG"]["hosts"][0]["address"] == env["REDIS_URL"]
     user = await database_sync_to_async(make_user)()
     notebook = await database_sync_to_async(make_notebook)(user)
     client = await Client.open(user, notebook.pk)
@@ -146,27 +149,32 @@ async def test_approvals_from_two_processes_run_the_step_once(child_env: Any) ->
 async def test_an_idle_socket_stays_open(
     child_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    layer = get_channel_layer()
-    empty_read = asyncio.Event()
-    blocking_read = layer._brpop_with_clean
+    """A socket with nothing to hear for many of the layer's empty reads is neither closed nor
+    told that Redis went away, and its next command works."""
+    empty_reads = 0
+    enough = asyncio.Event()
+    receive = pubsub_layer._Shard._receive_message
 
-    async def observed_read(index: int, channel: str, timeout: float) -> Any:
-        member = await blocking_read(index, channel, timeout)
-        if member is None:
-            empty_read.set()
-        return member
+    def observed(shard: Any, message: Any) -> None:
+        nonlocal empty_reads
+        if message is None:
+            empty_reads += 1
+            if empty_reads >= 30:  # pub/sub reads wait 0.1 s each: ~3 s of silence
+                enough.set()
+        receive(shard, message)
 
-    monkeypatch.setattr(layer, "_brpop_with_clean", observed_read)
+    monkeypatch.setattr(pubsub_layer._Shard, "_receive_message", observed)
     user = await database_sync_to_async(make_user)()
     notebook = await database_sync_to_async(make_notebook)(user)
     client = await Client.open(user, notebook.pk)
     await client.send("resume", last_seq=0)
     await client.until(lambda m: m["type"] == "replay_done")
-    empty_read.clear()
-    # idle for longer than one blocking read of the channel layer (channels-redis: 5 s)
-    await asyncio.wait_for(empty_read.wait(), timeout=60)
+    empty_reads = 0
+    await asyncio.wait_for(enough.wait(), timeout=60)
+    assert not get_channel_layer()._get_layer().down
     await client.send("set_mode", mode="step")
     assert (await client.until_event("mode_changed", timeout=10))["event"][
         "mode"
     ] == "step"
+    assert not [m for m in client.messages if m.get("live") is False]
     await client.close()
