@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import socket
 from typing import Any
 
 import pytest
@@ -17,9 +18,16 @@ from django.test import override_settings
 from django.utils import timezone
 
 from runs import service
-from runs.models import DeliveryStatus, Event, Webhook, WebhookDelivery
+from runs.models import (
+    DeliveryStatus,
+    Event,
+    NotebookStatus,
+    Webhook,
+    WebhookDelivery,
+)
 from runs.protocol import ProtocolError
 from runs.service import webhooks
+from tests.conftest import take_remote_attempts
 from tests.live_support import (
     QUESTION,
     analyst_script,
@@ -114,7 +122,9 @@ async def test_a_waiting_step_is_signed_retried_and_logged_and_a_finished_turn_t
             assert body["notebook"]["url"].endswith(f"/tasks/{task.pk}/")
             step_id = await waiting_step(task.pk)
             assert body["step"] == {"id": step_id, "kind": "tool_calls"}
-            assert b"Let me compute" not in first.body and b"add" not in first.body
+            assert set(body) == {"id", "event", "at", "notebook", "step"}
+            assert set(body["notebook"]) == {"id", "title", "url", "agent", "status"}
+            assert b"Let me compute" not in first.body  # the model's words stay out
 
             # approving it runs the turn to its answer: turn.finished follows
             await service.approve(task.pk, step_id)
@@ -203,3 +213,66 @@ async def test_urls_into_the_servers_own_network_and_bad_input_are_refused() -> 
             {"url": "https://hooks.example.com/b", "events": ["turn.failed"]},
         )
         assert over.status_code == 409 and over.json()["code"] == "quota_exceeded"
+
+
+def rebinding_dns(
+    monkeypatch: pytest.MonkeyPatch, checked: str, connected: str
+) -> None:
+    """`hooks.rebind.test` answers `checked` to a lookup without a port (the check's) and
+    `connected` to one with a port (an HTTP client's, when it connects by name): a DNS answer
+    that changes between the check and the connection."""
+    real = socket.getaddrinfo
+
+    def lookup(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host  # anyio passes bytes
+        if name != "hooks.rebind.test":
+            return real(host, port, *args, **kwargs)
+        address = checked if port is None else connected
+        return real(address, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+
+
+async def deliver_once(user: Any) -> WebhookDelivery:
+    task = await database_sync_to_async(make_notebook)(user)
+    enqueue = database_sync_to_async(webhooks.enqueue)
+    assert await enqueue(task.pk, user.pk, NotebookStatus.WAITING) == 1
+    await service.deliver_due()
+    [row] = await database_sync_to_async(deliveries)()
+    return row
+
+
+@override_settings(AGENTUI_WEBHOOK_TIMEOUT_S=1)
+async def test_a_name_that_rebinds_to_the_server_after_its_check_is_never_connected_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    with receiver() as hook_site:
+        port = hook_site.url.split(":")[2].split("/")[0]
+        # checked: an address outside the server's network (the tests' guard refuses the
+        # connection before anything is sent, and notes where it went)
+        rebinding_dns(monkeypatch, checked="93.184.215.14", connected="127.0.0.1")
+        await database_sync_to_async(webhooks.add_webhook)(
+            user, f"http://hooks.rebind.test:{port}/hook", ["step.waiting"]
+        )
+        row = await deliver_once(user)
+    assert hook_site.received == []  # the rebound answer (127.0.0.1) was never used
+    assert ["93.184.215.14:" in attempt for attempt in take_remote_attempts()] == [True]
+    assert row.attempts == 1 and "ConnectError" in row.last_error
+
+
+@override_settings(AGENTUI_WEBHOOK_ALLOW_PRIVATE="yes")
+async def test_a_delivery_goes_to_the_address_checked_and_names_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    with receiver() as hook_site:
+        port = hook_site.url.split(":")[2].split("/")[0]
+        rebinding_dns(monkeypatch, checked="127.0.0.1", connected="192.0.0.170")
+        await database_sync_to_async(webhooks.add_webhook)(
+            user, f"http://hooks.rebind.test:{port}/hook", ["step.waiting"]
+        )
+        row = await deliver_once(user)
+        [received] = hook_site.received
+    assert received.headers["host"] == f"hooks.rebind.test:{port}"
+    assert (row.status, row.last_error) == (DeliveryStatus.DELIVERED, "")

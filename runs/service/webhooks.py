@@ -21,7 +21,8 @@ processes never send one twice at once; every process sends what is due every
 
 URLs must be http(s) and, unless `AGENTUI_WEBHOOK_ALLOW_PRIVATE` is on, must not resolve to a
 loopback, private, link-local or reserved address (checked when registered and again before each
-attempt): a person cannot make the server probe its own network.
+attempt, and the attempt connects to the very address checked): a person cannot make the server
+probe its own network, not even with a DNS name whose answer changes between check and connect.
 """
 
 from __future__ import annotations
@@ -80,28 +81,38 @@ def _refuse(reason: str) -> ProtocolError:
     return ProtocolError(ErrorCode.INVALID_INPUT, reason)
 
 
-def _private(host: str) -> bool:
-    """Whether `host` is, or resolves to, an address on the server's own side."""
+OWN_NETWORK = (
+    "url: it points into the server's own network (loopback or private address); "
+    "an admin may allow that with AGENTUI_WEBHOOK_ALLOW_PRIVATE=yes"
+)
+
+
+def _internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return (
+        address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_reserved
+        or address.is_multicast
+        or address.is_unspecified
+        or (
+            isinstance(address, ipaddress.IPv6Address)
+            and address.ipv4_mapped is not None
+            and _internal(address.ipv4_mapped)
+        )
+    )
+
+
+def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Every address `host` names now (none when it does not resolve)."""
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError:
-        return False  # not resolvable now: the attempt will fail and say so
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if (
-            address.is_loopback
-            or address.is_private
-            or address.is_link_local
-            or address.is_reserved
-            or address.is_multicast
-            or address.is_unspecified
-        ):
-            return True
-    return False
+        return []
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
-def url_problem(url: str) -> str | None:
-    """Why `url` may not be a webhook's, or None."""
+def _form_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "url: expected an http:// or https:// URL"
@@ -109,12 +120,44 @@ def url_problem(url: str) -> str | None:
         return "url: at most 500 characters"
     if parts.username or parts.password:
         return "url: no user or password in the URL (the signature authenticates us)"
-    if conf().webhook_allow_private != "yes" and _private(parts.hostname):
-        return (
-            "url: it points into the server's own network (loopback or private address); "
-            "an admin may allow that with AGENTUI_WEBHOOK_ALLOW_PRIVATE=yes"
-        )
     return None
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` may not be a webhook's, or None."""
+    problem = _form_problem(url)
+    if problem is None and conf().webhook_allow_private != "yes":
+        if any(_internal(a) for a in _resolve(urlsplit(url).hostname or "")):
+            return OWN_NETWORK
+    return problem
+
+
+def pinned(url: str) -> tuple[str, dict[str, str], dict[str, Any]] | str:
+    """Where to send `url`'s request: the URL with the one address checked here put in for the
+    host name, the Host header and TLS name to keep, or why not to send it at all.
+
+    Checking a name and then letting the HTTP client look it up again lets a DNS answer change
+    in between (rebinding: public when checked, 127.0.0.1 when connected); the request goes to
+    the address that was checked.
+    """
+    problem = _form_problem(url)
+    if problem:
+        return problem
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    addresses = _resolve(host)
+    if not addresses:
+        return f"url: the host {host!r} does not resolve"
+    if conf().webhook_allow_private != "yes" and any(_internal(a) for a in addresses):
+        return OWN_NETWORK
+    address = addresses[0]
+    literal = f"[{address}]" if address.version == 6 else str(address)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    target = parts._replace(netloc=f"{literal}:{port}").geturl()
+    named = f"[{host}]" if ":" in host else host
+    host_header = named if parts.port is None else f"{named}:{parts.port}"
+    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+    return target, {"Host": host_header}, extensions
 
 
 def add_webhook(owner: User, url: str, events: list[str]) -> Webhook:
@@ -276,10 +319,11 @@ def _record(row: WebhookDelivery, code: int | None, error: str) -> None:
 
 async def _send(client: httpx.AsyncClient, row: WebhookDelivery) -> None:
     hook = row.webhook
-    problem = await asyncio.to_thread(url_problem, hook.url)
-    if problem:
-        await database_sync_to_async(_record)(row, None, problem)
+    where = await asyncio.to_thread(pinned, hook.url)
+    if isinstance(where, str):
+        await database_sync_to_async(_record)(row, None, where)
         return
+    target, host_header, extensions = where
     body = json.dumps(row.payload, separators=(",", ":")).encode()
     stamp = str(int(time.time()))
     headers = {
@@ -289,9 +333,12 @@ async def _send(client: httpx.AsyncClient, row: WebhookDelivery) -> None:
         "X-Agentui-Delivery": str(row.pk),
         "X-Agentui-Timestamp": stamp,
         "X-Agentui-Signature": sign(hook.secret, stamp, body),
+        **host_header,
     }
     try:
-        response = await client.post(hook.url, content=body, headers=headers)
+        response = await client.post(
+            target, content=body, headers=headers, extensions=extensions
+        )
     except httpx.HTTPError as exc:
         await database_sync_to_async(_record)(row, None, f"{type(exc).__name__}: {exc}")
         return
