@@ -97,7 +97,7 @@ def test_trace_list_finds_a_notebook_and_its_timeline_shows_parallel_calls(
     assert rows.count() == 1
     assert rows.first.get_attribute("data-task-id") == str(notebook_id)
     # The scripted model has no price row: the list says so rather than showing a number.
-    assert rows.first.locator("td[data-col='cost']").inner_text() == "no price set"
+    assert rows.first.locator("td[data-col='cost']").inner_text() == "price unknown"
     assert (
         "search" not in page.url or "q=zebra" in page.url
     )  # the filter is kept in the address

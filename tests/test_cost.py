@@ -5,6 +5,7 @@ Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make te
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -16,11 +17,13 @@ from runs.models import ModelPrice, Step
 from tests.live_support import (
     QUESTION,
     Client,
+    body,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     make_notebook,
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
+from tests.rest_support import Api, user_with_token
 from tests.test_audit import listed
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -66,3 +69,55 @@ def test_the_demo_model_is_priced_at_zero() -> None:
 
     price = ModelPrice.objects.get(model=DEMO_MODEL)
     assert (price.input_usd_per_million, price.output_usd_per_million) == (0, 0)
+
+
+async def test_rest_costs_each_step_turn_and_notebook_and_says_when_the_price_is_unknown(
+    server: ScriptedServer,
+) -> None:
+    _, token = await user_with_token("bea")
+    api = Api(token)
+    created = await api.post(
+        "/notebooks/", {"text": QUESTION, "agent": "function_calling", "mode": "auto"}
+    )
+    pk = created.json()["id"]
+    await api.wait(pk)
+
+    steps = (await api.get(f"/notebooks/{pk}/steps/")).json()["items"]
+    assert steps and all(s["usage"]["total_tokens"] for s in steps)
+    assert all(
+        s["usage"]["cost_usd"] is None for s in steps
+    )  # no price: unknown, not 0
+    assert (await api.get(f"/notebooks/{pk}")).json()["cost_usd"] is None
+
+    await database_sync_to_async(ModelPrice.objects.create)(
+        model="scripted",
+        input_usd_per_million=Decimal("2.5"),
+        output_usd_per_million=Decimal("10"),
+    )
+    prompt, completion = await database_sync_to_async(usage)(pk)
+    notebook_usd = float((prompt * Decimal("2.5") + completion * Decimal("10")) / 10**6)
+
+    steps = (await api.get(f"/notebooks/{pk}/steps/")).json()["items"]
+    for step in steps:
+        u = step["usage"]
+        assert u["cost_usd"] == pytest.approx(
+            (u["prompt_tokens"] * 2.5 + u["completion_tokens"] * 10) / 10**6
+        )
+    one = (await api.get(f"/notebooks/{pk}/steps/{steps[0]['step_id']}")).json()
+    assert one["usage"] == steps[0]["usage"]
+    [turn] = (await api.get(f"/notebooks/{pk}/turns/")).json()["items"]
+    assert turn["usage"]["cost_usd"] == pytest.approx(notebook_usd)
+    assert turn["usage"]["total_tokens"] == sum(
+        s["usage"]["total_tokens"] for s in steps
+    )
+    assert (await api.get(f"/notebooks/{pk}")).json()["cost_usd"] == pytest.approx(
+        notebook_usd
+    )
+    trace = json.loads(await body(await api.get(f"/notebooks/{pk}/trace")))
+    assert trace["task"]["price"] == {
+        "model": "scripted",
+        "input_usd_per_million": 2.5,
+        "output_usd_per_million": 10.0,
+    }
+    assert trace["usage"]["cost_usd"] == pytest.approx(notebook_usd)
+    assert trace["turns"][0]["usage"]["cost_usd"] == pytest.approx(notebook_usd)

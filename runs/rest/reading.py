@@ -19,7 +19,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Schema
 
 from runs import service
-from runs.models import Event, NotebookStatus, Step, Task, TurnStatus
+from runs.models import Event, ModelPrice, NotebookStatus, Step, Task, TurnStatus
 from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.wire import bounded
 from runs.rest.router import router
@@ -36,10 +36,12 @@ from runs.service import all_presets, is_held, llm_settings
 from runs.traces.export import (
     filtered_notebooks,
     notebook_summary,
+    price_of,
     step_json,
     trace_head,
     trace_stream,
     turn_json,
+    turn_usages,
 )
 from runs.traces.summary import summaries
 from runs.traces.values import NoValue, download, event_value, parse_path
@@ -104,8 +106,13 @@ def own_notebook(request: HttpRequest, pk: int) -> Task:
     return task
 
 
+def _model() -> str:
+    """The model whose price costs the usage shown (the configured one)."""
+    return llm_settings(start_demo=False).model
+
+
 def _with_summaries(tasks: list[Task]) -> list[dict[str, Any]]:
-    sizes = summaries(tasks, llm_settings(start_demo=False).model)
+    sizes = summaries(tasks, _model())
     return [{**notebook_summary(task), **sizes[task.pk]} for task in tasks]
 
 
@@ -215,7 +222,7 @@ async def wait_for_notebook(
 async def get_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     """The notebook's whole trace: turns, steps, messages, notes, every event, results."""
     task = await sync_to_async(own_notebook)(request, pk)
-    head = await sync_to_async(trace_head)(task)
+    head = await sync_to_async(trace_head)(task, _model())
     return StreamingHttpResponse(
         trace_stream(task, head), content_type="application/json"
     )
@@ -233,7 +240,8 @@ def list_turns(request: HttpRequest, pk: int, paging: Query[Paging]) -> dict[str
     """The notebook's turns (one per message sent), oldest first."""
     task = own_notebook(request, pk)
     items, meta = _page(task.turns.order_by("index"), paging)
-    return {"items": [turn_json(t) for t in items], **meta}
+    usages = turn_usages([t.pk for t in items], price_of(_model()))
+    return {"items": [{**turn_json(t), "usage": usages[t.pk]} for t in items], **meta}
 
 
 class StepFilters(Schema):
@@ -253,9 +261,9 @@ def _steps(task: Task) -> QuerySet[Step]:
     )
 
 
-def _step_out(step: Step) -> dict[str, Any]:
+def _step_out(step: Step, price: ModelPrice | None) -> dict[str, Any]:
     return {
-        **step_json(step),
+        **step_json(step, price),
         "turn": step.turn.engine_id,
         "queued": step.queue_position is not None,
     }
@@ -281,7 +289,8 @@ def list_steps(
     if filters.kind:
         rows = rows.filter(kind=filters.kind)
     items, meta = _page(rows, paging)
-    return {"items": [_step_out(s) for s in items], **meta}
+    price = price_of(_model())
+    return {"items": [_step_out(s, price) for s in items], **meta}
 
 
 @router.get(
@@ -292,7 +301,7 @@ def list_steps(
 def get_step(request: HttpRequest, pk: int, step_id: str) -> dict[str, Any]:
     """One step of the notebook."""
     step = get_object_or_404(_steps(own_notebook(request, pk)), step_id=step_id)
-    return _step_out(step)
+    return _step_out(step, price_of(_model()))
 
 
 class EventFilters(Schema):

@@ -28,6 +28,10 @@ class Usage(Schema):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    cost_usd: float | None = Field(
+        None,
+        description="USD at the configured model's price (ModelPrice); null: the price is unknown",
+    )
 
 
 class NotebookOut(Schema):
@@ -54,6 +58,10 @@ class NotebookOut(Schema):
     steps: int
     tool_calls: int
     tokens: int
+    cost_usd: float | None = Field(
+        None,
+        description="USD at the configured model's price (ModelPrice); null: the price is unknown",
+    )
     human_actions: int
     wall_time_s: float
     answer: str = Field(description="first line of the last turn's answer")
@@ -91,6 +99,7 @@ class TurnOut(Schema):
     abandoned: bool
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    usage: Usage | None = Field(None, description="what its completed steps used")
 
 
 class StepOut(Schema):

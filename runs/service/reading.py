@@ -10,6 +10,8 @@ from channels.db import database_sync_to_async
 
 from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
+from runs.service.llm import llm_settings
+from runs.store.cost import price_json, price_of
 from runs.store.messages import conversation
 from runs.store.queries import (
     RUNNABLE,
@@ -80,4 +82,6 @@ def hello_summary(task_pk: int) -> tuple[dict[str, Any], int]:
     data, seq = summary(task_pk)
     preset = get_preset(data["agent"])
     data["branches"] = bool(preset and preset.runner.runs_branches)
+    # what a token costs (None: unknown), so the page costs each step as it completes
+    data["price"] = price_json(price_of(llm_settings(start_demo=False).model))
     return data, seq

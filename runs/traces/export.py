@@ -15,13 +15,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.dateparse import parse_date, parse_datetime
 
-from runs.models import Annotation, Event, Message, Step, Task, Turn
+from runs.models import Annotation, Event, Message, ModelPrice, Step, Task, Turn
 from runs.protocol.wire import WIRE_EVENT_BYTES, bounded
+from runs.store.cost import price_json, with_cost
+from runs.store.cost import price_of as price_of  # the entrances cost steps with it
 from runs.traces.annotations import annotations_of
 from runs.traces.data_used import data_tables_used
 from runs.traces.results import result_items
@@ -117,8 +119,25 @@ def _usage(steps: list[Step]) -> dict[str, int]:
     return totals
 
 
-def step_json(step: Step) -> dict[str, Any]:
-    """A step as the trace export and the REST API show it (edges prefetched)."""
+def turn_usages(turn_pks: list[int], price: ModelPrice | None) -> dict[int, Any]:
+    """Per turn pk: the tokens its completed steps used and their cost at `price`."""
+    rows = (
+        Step.objects.filter(turn_id__in=turn_pks, status="completed")
+        .values("turn_id")
+        .annotate(
+            prompt_tokens=Sum("prompt_tokens"),
+            completion_tokens=Sum("completion_tokens"),
+            total_tokens=Sum("total_tokens"),
+        )
+    )
+    found = {row.pop("turn_id"): {k: v or 0 for k, v in row.items()} for row in rows}
+    empty = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {pk: with_cost(found.get(pk, empty), price) for pk in turn_pks}
+
+
+def step_json(step: Step, price: ModelPrice | None = None) -> dict[str, Any]:
+    """A step as the trace export and the REST API show it (edges prefetched), its usage
+    costed at `price` (`cost_usd` None: the price is unknown)."""
     return {
         "step_id": step.step_id,
         "kind": step.kind,
@@ -136,10 +155,13 @@ def step_json(step: Step) -> dict[str, Any]:
         "prev_steps": [
             e.from_step.step_id for e in step.in_edges.all() if e.prev_order is not None
         ],
-        "usage": {
-            k: getattr(step, k)
-            for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-        },
+        "usage": with_cost(
+            {
+                k: getattr(step, k)
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+            },
+            price,
+        ),
         "runs": step.runs,
         "created_at": step.created_at.isoformat(),
         "started_at": step.started_at.isoformat() if step.started_at else None,
@@ -161,8 +183,10 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     }
 
 
-def trace_head(task: Task) -> dict[str, Any]:
-    """The export without its events and results: the notebook, its turns and steps, messages."""
+def trace_head(task: Task, model: str | None = None) -> dict[str, Any]:
+    """The export without its events and results: the notebook, its turns and steps, messages;
+    usage costed at `model`'s price (the task's `price`, None when it has none)."""
+    price = price_of(model)
     steps = list(
         Step.objects.filter(task=task)
         .prefetch_related("out_edges__to_step", "in_edges__from_step")
@@ -177,8 +201,10 @@ def trace_head(task: Task) -> dict[str, Any]:
         turns.append(
             {
                 **turn_json(turn),
-                "usage": _usage([s for s in turn_steps if s.status == "completed"]),
-                "steps": [step_json(s) for s in turn_steps],
+                "usage": with_cost(
+                    _usage([s for s in turn_steps if s.status == "completed"]), price
+                ),
+                "steps": [step_json(s, price) for s in turn_steps],
             }
         )
     messages = [
@@ -202,11 +228,15 @@ def trace_head(task: Task) -> dict[str, Any]:
             "last_seq": task.last_seq,
             # which of the person's data tables its data tools read (runs.traces.data_used)
             "data_tables": data_tables_used(task),
+            # what a token costs, for the page to cost each step as it reads them
+            "price": price_json(price),
         },
         "turns": turns,
         "messages": messages,
         "annotations": annotations_of(task),
-        "usage": _usage([s for s in steps if s.status == "completed"]),
+        "usage": with_cost(
+            _usage([s for s in steps if s.status == "completed"]), price
+        ),
     }
 
 

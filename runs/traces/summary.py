@@ -15,8 +15,8 @@ from typing import Any
 from django.db.models import Count, Max, Min, Q, Sum
 
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
+from runs.store.cost import cost_usd, price_of
 from runs.store.load import shown_step_ids
-from runs.traces.cost import cost_usd, price_of
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
 MAX_ITERATIONS_ANSWER = "Stopped: the agent reached max_iterations"

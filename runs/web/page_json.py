@@ -188,7 +188,7 @@ def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     response = StreamingHttpResponse(
         trace_stream(
             task,
-            trace_head(task),
+            trace_head(task, service.llm_settings(start_demo=False).model),
             cut=request.GET.get("cut") == "1",
             results=results,
         ),

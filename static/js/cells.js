@@ -5,7 +5,7 @@
 // dirty, and streamed text only rewrites one text node per stream. Controls for a pending step
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
-import { domId, formatDuration, formatTokens, h, prettyJson, replaceChildren } from "./dom.js";
+import { domId, formatDuration, h, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
 import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
@@ -13,7 +13,8 @@ import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { cutNotice } from "./cut.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
-import { liveSteps, shownAttempt } from "./selectors.js";
+import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
+import { costLine } from "./cost.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
 
 const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
@@ -124,16 +125,19 @@ export class CellsView {
       }
     }
     live.forEach((step, i) => this.stepViews.get(step.id).setIndex(i + 1));
-    const sig = `${turn.status}|${turn.response ?? ""}|${turn.stop?.at ?? ""}`;
+    const spent = turn.status === "completed" ? costLine(turnUsage(model, turn), model.task?.price) : null;
+    const sig = `${turn.status}|${turn.response ?? ""}|${turn.stop?.at ?? ""}|${spent?.text ?? ""}`;
     if (view.answer.dataset.sig === sig) return;
     view.answer.dataset.sig = sig;
     if (turn.status === "completed") {
+      // what the whole turn used, every step's runs together
+      const turnCost = spent ? h("span", { class: "cell-meta turn-cost", title: spent.title }, `this turn: ${spent.text}`) : null;
       replaceChildren(
         view.answer,
         h(
           "article",
           { class: "cell cell-answer", "aria-label": "Answer" },
-          h("header", { class: "cell-head" }, h("span", { class: "status-dot status status-completed", "aria-hidden": "true" }), h("h2", { class: "cell-title" }, "Answer")),
+          h("header", { class: "cell-head" }, h("span", { class: "status-dot status status-completed", "aria-hidden": "true" }), h("h2", { class: "cell-title" }, "Answer"), turnCost),
           ...foldedAnswer(turn.response || ""),
         ),
       );
@@ -239,8 +243,12 @@ class StepView {
     const live = attempt && attempt.status !== "undone" ? attempt : null;
     const parts = [];
     if (live?.startedAt && live.endedAt) parts.push(formatDuration(live.endedAt - live.startedAt));
-    if (live?.usage?.total_tokens) parts.push(formatTokens(live.usage.total_tokens));
+    const cost = costLine(live?.usage, model.task?.price);
+    if (cost) parts.push(cost.text);
     this.meta.textContent = parts.join(" · ");
+    this.meta.title = cost ? cost.title : "";
+    if (cost?.usd != null) this.meta.dataset.costUsd = String(cost.usd);
+    else delete this.meta.dataset.costUsd;
     this.#patchBody(model, step, live);
   }
 

@@ -46,11 +46,6 @@ export function formatDuration(seconds) {
   return `${minutes} min ${String(Math.round(seconds % 60)).padStart(2, "0")} s`;
 }
 
-export function formatTokens(n) {
-  if (!n) return "";
-  return n === 1 ? "1 token" : `${n.toLocaleString("en")} tokens`;
-}
-
 export function prettyJson(value) {
   try {
     return JSON.stringify(value, null, 2);

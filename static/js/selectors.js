@@ -2,6 +2,8 @@
 // waits, what the page may offer right now, and the totals of a trace. The server decides what
 // is allowed; these only say which controls to show and when to grey them out.
 
+import { addUsage } from "./store.js";
+
 /** Statuses from which a step may be approved (run) again. */
 const RUNNABLE = new Set(["pending", "failed", "interrupted"]);
 
@@ -113,11 +115,12 @@ export function ownStart(task) {
   return Number.isNaN(at) ? null : at / 1000;
 }
 
-/** Totals over the whole log: steps, tool calls, tokens and wall time (seconds, from `since` if given). */
+/** Totals over the whole log: steps, tool calls, tokens (and `usage`, to cost them) and wall time (seconds, from `since` if given). */
 export function totals(model, since = ownStart(model.task)) {
   let steps = 0;
   let calls = 0;
   let tokens = 0;
+  let usage = null;
   let human = 0;
   let first = Infinity;
   let last = -Infinity;
@@ -127,7 +130,10 @@ export function totals(model, since = ownStart(model.task)) {
     steps++;
     for (const attempt of step.attempts) {
       calls += attempt.calls.size;
-      if (attempt.usage) tokens += attempt.usage.total_tokens || 0;
+      if (attempt.usage) {
+        tokens += attempt.usage.total_tokens || 0;
+        usage = addUsage(usage, attempt.usage);
+      }
       if (attempt.startedAt != null) first = Math.min(first, attempt.startedAt);
       if (attempt.endedAt != null) last = Math.max(last, attempt.endedAt);
       for (const call of attempt.calls.values()) if (call.endedAt != null) last = Math.max(last, call.endedAt);
@@ -138,5 +144,14 @@ export function totals(model, since = ownStart(model.task)) {
     if (turn.endedAt) last = Math.max(last, turn.endedAt);
   }
   if (since != null) first = Math.max(first, since);
-  return { steps, calls, tokens, humanActions: human, wallTime: last > first ? last - first : 0 };
+  return { steps, calls, tokens, usage, humanActions: human, wallTime: last > first ? last - first : 0 };
+}
+
+/** The tokens a turn's steps used, every run of each (an undone run was paid for too); null: none. */
+export function turnUsage(model, turn) {
+  let usage = null;
+  for (const id of turn?.stepIds || []) {
+    for (const attempt of model.steps.get(id)?.attempts || []) if (attempt.usage) usage = addUsage(usage, attempt.usage);
+  }
+  return usage;
 }

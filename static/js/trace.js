@@ -5,6 +5,7 @@ import { attachAnnotations } from "./annotations.js";
 import { CellsView } from "./cells.js";
 import { ForkButtons } from "./fork.js";
 import { DagView } from "./dag.js";
+import { costLine, formatUsd } from "./cost.js";
 import { formatDuration, h } from "./dom.js";
 import { drawLazily } from "./render/lazy.js";
 import { totals } from "./selectors.js";
@@ -29,14 +30,16 @@ function reveal(target) {
 
 function renderTotals(model) {
   const t = totals(model);
+  const spent = costLine(t.usage, model.task?.price);
   const items = [
     ["Steps", t.steps.toLocaleString("en")],
     ["Tool calls", t.calls.toLocaleString("en")],
     ["Tokens", t.tokens.toLocaleString("en")],
+    ["Cost", spent ? (spent.usd == null ? "price unknown" : formatUsd(spent.usd)) : "—", spent?.title],
     ["Wall time", formatDuration(t.wallTime) || "—"],
     ["Human actions", t.humanActions.toLocaleString("en")],
   ];
-  $("#totals").replaceChildren(...items.map(([label, value]) => h("div", { class: "total" }, h("dt", {}, label), h("dd", { "data-total": label.toLowerCase().replaceAll(" ", "-") }, value))));
+  $("#totals").replaceChildren(...items.map(([label, value, title]) => h("div", { class: "total" }, h("dt", {}, label), h("dd", { "data-total": label.toLowerCase().replaceAll(" ", "-"), title: title || null }, value))));
 }
 
 async function main() {

@@ -2,7 +2,8 @@
 // page's query string, so a filtered list can be bookmarked and the back button works.
 
 import { formatDuration, h } from "./dom.js";
-import { formatNumber, timeElement } from "./format.js";
+import { timeElement } from "./format.js";
+import { formatUsd } from "./cost.js";
 import { plainLine } from "./render/plain.js";
 
 const form = document.getElementById("trace-filters");
@@ -74,8 +75,12 @@ export function outcomeOf(task) {
 }
 
 const number = (n) => (n ?? 0).toLocaleString("en");
-// USD from the stored tokens at the model's price; null when the model has no price.
-const cost = (usd) => (usd == null ? "no price set" : `$${formatNumber(usd)}`);
+// USD from the stored tokens at the model's price; null when the model has no price (said so,
+// never $0); the exact figure in the tooltip.
+function costCell(usd) {
+  if (usd == null) return h("td", { class: "num cost-unknown", "data-col": "cost", title: "No price is set for this model (Django admin: Model prices), so the cost is unknown" }, "price unknown");
+  return h("td", { class: "num", "data-col": "cost", "data-cost-usd": String(usd), title: `$${usd} exactly` }, formatUsd(usd));
+}
 
 function showPicked() {
   const names = [...picked.values()];
@@ -134,7 +139,7 @@ function row(task) {
     h("td", { class: "num", "data-col": "steps" }, number(task.steps)),
     h("td", { class: "num", "data-col": "tool-calls" }, number(task.tool_calls)),
     h("td", { class: "num", "data-col": "tokens" }, number(task.tokens)),
-    h("td", { class: "num", "data-col": "cost" }, cost(task.cost_usd)),
+    costCell(task.cost_usd),
     h("td", { class: "num", "data-col": "wall-time" }, task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
     h("td", { class: "num", "data-col": "human-actions" }, number(task.human_actions)),
     h("td", { class: "trace-when" }, timeElement(task.updated_at || task.created_at)),
