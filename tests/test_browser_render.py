@@ -38,6 +38,7 @@ from runs.engine.testing import (
     Timing,
     ToolCallSpec,
 )
+from runs.presets.tools.cell_order import sorted_rows
 from runs.presets.tools.sql import ROW_LIMIT
 from tests.sql_support import query_rows
 
@@ -304,15 +305,19 @@ def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     assert tsv[0].split("\t") == columns and len(tsv) == ROW_LIMIT + 1
     assert float(tsv[1].split("\t")[3]) == top[0]
 
-    # Download CSV: every row of the query, served from the database.
+    # Download CSV: every row of the query, served from the database, in the order on screen
+    # (revenue, largest first; equal revenues in the query's order, as the page keeps them).
+    link = table.get_by_role("link", name="Download CSV")
+    assert "sorted by revenue (descending)" in (link.get_attribute("title") or "")
     with page.expect_download() as download_info:
-        table.get_by_role("link", name="Download CSV").click()
+        link.click()
     download = download_info.value
     path = artifacts_dir / "render-table-download.csv"
     download.save_as(str(path))
     rows = list(csv.reader(io.StringIO(path.read_text())))
     assert rows[0] == columns
-    assert rows[1:] == [[str(v) for v in row] for row in expected]
+    by_revenue = sorted(expected, key=lambda row: row[3], reverse=True)
+    assert rows[1:] == [[str(v) for v in row] for row in by_revenue]
 
     # The raw JSON is one click away.
     card = page.locator(".tool-card").first
@@ -328,6 +333,39 @@ def test_sql_result_table_sorts_copies_and_downloads_every_row_as_csv(
     card.get_by_role("button", name="Table").click()
     assert table.is_visible()
     assert not page.console_errors
+
+
+# Cells whose order the page's "Sort by" and the server's sorted download must agree on.
+TRICKY_CELLS: list[Any] = [
+    "item 10", "Item 9", "item 9", None, 10, 9.5, "b", "B", "a", "", "010", "10", "9",
+    True, False, {"k": 1}, [1, 2], "Ärger", "zebra", "x2y10", "x2y9", "x02y9", -3, 0,
+    "item 9 ", None, "naïve", "naive", 1e21, "1.5", "1.10",
+]  # fmt: skip
+
+
+def test_the_page_and_the_server_sort_a_column_the_same_way(
+    live_app: LiveApp, page: Any
+) -> None:
+    page.goto(f"{live_app.url}/")
+    rows = [[value, i] for i, value in enumerate(TRICKY_CELLS)]
+    orders = {}
+    for direction in ("ascending", "descending"):
+        on_page = page.evaluate(
+            """([rows, dir]) => import('/static/js/render/table.js')
+                 .then(m => m.sortRows(rows, 0, dir).map(r => r[1]))""",
+            [rows, direction],
+        )
+        on_server = [
+            r[1] for r in sorted_rows(rows, 0, descending=direction == "descending")
+        ]
+        assert on_page == on_server, direction
+        orders[direction] = on_server
+    # numbers first, by value; then text with its numbers by value; empty cells last
+    ascending = [TRICKY_CELLS[i] for i in orders["ascending"]]
+    assert ascending[:5] == [-3, 0, 9.5, 10, 1e21], ascending
+    assert ascending.index("item 9") < ascending.index("item 10")
+    assert ascending.index("x2y9") < ascending.index("x2y10")
+    assert orders["ascending"][-2:] == orders["descending"][-2:] == [3, 25]
 
 
 # A hostile document's cells: each would run as a formula in a spreadsheet, but the numbers.

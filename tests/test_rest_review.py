@@ -26,6 +26,7 @@ from tests.live_support import (
     make_notebook,
 )
 from tests.rest_support import Api, user_with_token
+from tests.sql_support import query_rows
 from tests.test_results import run_turn
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -84,6 +85,33 @@ async def test_a_tool_calls_table_as_csv_the_same_as_the_pages(
     assert missing.status_code == 404 and missing.json()["code"] == "not_found"
     assert (await ran["stranger"].get(path)).status_code == 404
     assert (await Api("agentui_nope").get(path)).status_code == 401
+
+
+async def test_a_sorted_csv_comes_in_the_pages_order_from_both_entrances(
+    ran: dict[str, Any],
+) -> None:
+    task, step_id, api = ran["task"], ran["step_id"], ran["api"]
+    path = f"/notebooks/{task.pk}/steps/{step_id}/tool-calls/q1/result.csv"
+    rows = await _rows(await api.get(f"{path}?sort=2&order=desc"))
+    _, expected = await sync_to_async(query_rows)(QUERY)
+    by_revenue = sorted(
+        expected, key=lambda row: row[2], reverse=True
+    )  # stable: ties by id
+    assert rows[1:] == [[str(v) for v in row] for row in by_revenue]
+    page = AsyncClient()
+    await sync_to_async(page.force_login)(ran["user"])
+    theirs = await page.get(
+        f"/api/tasks/{task.pk}/result.csv?step={step_id}&call=q1&sort=2&order=desc"
+    )
+    assert rows == await _rows(theirs)
+
+    past = await api.get(f"{path}?sort=3")
+    assert past.status_code == 422 and "the table has 3" in past.json()["detail"]
+    assert (await api.get(f"{path}?sort=1&order=up")).status_code == 422
+    bad = await page.get(
+        f"/api/tasks/{task.pk}/result.csv?step={step_id}&call=q1&sort=x"
+    )
+    assert bad.status_code == 400 and "column's index" in bad.json()["error"]
 
 
 async def test_annotations_are_listed_and_added_as_on_the_page(

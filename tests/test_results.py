@@ -225,6 +225,42 @@ async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(
     assert (await stranger.get(url)).status_code == 404
 
 
+async def test_a_sorted_csv_puts_empty_cells_last_and_sorts_stored_tables_too(
+    scripted_server: Any,
+) -> None:
+    # a query with empty cells, sorted either way: they stay last
+    query = "SELECT id, NULLIF(city_id, 2) AS city FROM sales ORDER BY id LIMIT 300"
+    client, url = await _download_of(scripted_server, query)
+    _, expected = await sync_to_async(query_rows)(query)
+    filled = [r for r in expected if r[1] is not None]
+    empty = [r for r in expected if r[1] is None]
+    assert filled and empty
+    for order, rows_in_order in (
+        ("asc", sorted(filled, key=lambda r: r[1]) + empty),
+        ("desc", sorted(filled, key=lambda r: r[1], reverse=True) + empty),
+    ):
+        rows = await _csv_rows(await client.get(f"{url}&sort=1&order={order}"))
+        assert rows[1:] == [
+            ["" if v is None else str(v) for v in r] for r in rows_in_order
+        ]
+
+    # a table another tool returned (stored, not run again), as records
+    rules = [call_rule(0, "list_tables", "t1", {}), Rule(reply=Reply(text="Ok."))]
+    user, task = await run_turn(scripted_server, rules, "Tables")
+    result = [e for e in await _events(task) if e["type"] == "tool_call_result"][0]
+    stored = AsyncClient()
+    await sync_to_async(stored.force_login)(user)
+    base = f"/api/tasks/{task.pk}/result.csv?step={result['step_id']}&call=t1"
+    rows = await _csv_rows(await stored.get(base))
+    assert [r[0] for r in rows] == ["table", "cities", "products", "sales"]
+    rows = await _csv_rows(await stored.get(f"{base}&sort=1&order=desc"))
+    assert [r[0] for r in rows[1:]] == ["sales", "cities", "products"]
+    rows = await _csv_rows(await stored.get(f"{base}&sort=0&order=desc"))
+    assert [r[0] for r in rows[1:]] == ["sales", "products", "cities"]
+    past = await stored.get(f"{base}&sort=2")
+    assert past.status_code == 400 and "the table has 2" in past.json()["error"]
+
+
 async def _csv_rows(response: Any) -> list[list[str]]:
     """The rows of a streamed CSV download."""
     assert response.streaming  # never built whole in memory

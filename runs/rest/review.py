@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, StreamingHttpResponse
-from ninja import Field, Schema, Status
+from ninja import Field, Query, Schema, Status
 
 from runs.models import Step
 from runs.protocol import ErrorCode, ProtocolError
@@ -28,6 +28,7 @@ from runs.traces.annotations import (
     annotations_of,
 )
 from runs.traces.results import (
+    BadSort,
     NotTabular,
     csv_download_headers,
     csv_stream,
@@ -118,21 +119,34 @@ CSV = {"text/csv": {"schema": {"type": "string"}}}
 @router.get(
     "/notebooks/{int:pk}/steps/{step_id}/tool-calls/{tool_id}/result.csv",
     tags=["review"],
-    response={200: None, **NOT_FOUND, 409: ErrorOut},
+    response={200: None, **NOT_FOUND, 409: ErrorOut, 422: ErrorOut},
     openapi_extra={"responses": {200: {"description": "the table", "content": CSV}}},
 )
 async def tool_call_csv(
-    request: HttpRequest, pk: int, step_id: StepId, tool_id: ToolId
+    request: HttpRequest,
+    pk: int,
+    step_id: StepId,
+    tool_id: ToolId,
+    sort: int | None = Query(  # type: ignore[type-arg]
+        None, ge=0, le=999_999, description="sort by this column (its index, from 0)"
+    ),
+    order: Literal["asc", "desc"] = "asc",
 ) -> StreamingHttpResponse:
     """A tool call's table as CSV, every row (a SQL query runs again without the model's row
     cap), streamed within the export's caps (`X-Export-Limits`); a download cut short ends
-    with a `# cut after N rows: why` line. 409 for a call whose result is not a table."""
+    with a `# cut after N rows: why` line. With `sort` the rows come sorted by that column as
+    the page sorts a table (numbers by value before text, text with its numbers by value,
+    empty cells last, ties in the table's order). 409 for a call whose result is not a
+    table, 422 for a `sort` past its last column."""
     task = await sync_to_async(own_notebook)(request, pk)
     payload = await sync_to_async(find_result)(task, step_id, tool_id)
     if payload is None:
         raise ProtocolError(ErrorCode.NOT_FOUND, "No such tool call in this notebook.")
     try:
-        writer = await sync_to_async(csv_writer)(payload)
+        wanted = None if sort is None else (sort, order == "desc")
+        writer = await sync_to_async(csv_writer)(payload, wanted)
+    except BadSort as exc:
+        raise ProtocolError(ErrorCode.INVALID_INPUT, str(exc)) from None
     except NotTabular as exc:
         raise ProtocolError(ErrorCode.NOT_ALLOWED, str(exc)) from None
     return StreamingHttpResponse(

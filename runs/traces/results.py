@@ -4,6 +4,9 @@ The page makes the same call on its own (static/js/render/results.js); here it s
 download of a table, which for `sql_query` runs the query again for every row (the model saw at
 most 200), and the `results` section of the JSON export.
 
+A download may ask for the order the person sorted the table in on the page (`sort`, `order`):
+the rows come sorted by the same rules (runs/presets/tools/cell_order.py).
+
 The CSV download streams: rows are read and written a batch at a time, never all held, up to
 `AGENTUI_CSV_EXPORT_MAX_ROWS` rows and `AGENTUI_CSV_EXPORT_MAX_BYTES` bytes; a download cut
 short ends with a line that says so and why. Every cell a spreadsheet would read as a formula
@@ -21,7 +24,8 @@ from typing import Any, Protocol
 
 from runs.conf import conf
 from runs.models import Event, Task
-from runs.presets.tools.sql import EXPORT_BATCH_ROWS, SQLError, sql_export
+from runs.presets.tools.cell_order import sorted_rows
+from runs.presets.tools.sql import EXPORT_BATCH_ROWS, SortOrder, SQLError, sql_export
 from runs.presets.tools.tables import Table, as_table
 from runs.store.stored_once import raw_output_of
 
@@ -66,9 +70,9 @@ class _Rows(Protocol):
 class _StoredRows:
     """A table a tool returned (already stored), read like an open query."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, order: SortOrder | None = None) -> None:
         self.columns = table.columns
-        self._rows = table.rows
+        self._rows = table.rows if order is None else sorted_rows(table.rows, *order)
         self._at = 0
 
     def batch(self, size: int) -> list[list[Any]]:
@@ -80,23 +84,48 @@ class _StoredRows:
         pass
 
 
-def open_rows(payload: dict[str, Any]) -> _Rows:
-    """Every row of a call's table, to read in batches: `sql_query` runs again uncapped (an open
-    query; close it), other tools give what they returned. NotTabular when there is none."""
+class BadSort(ValueError):
+    """The sort a download asked for names no column of the table; the message says why."""
+
+
+def sort_order(column: str | None, direction: str | None) -> SortOrder | None:
+    """A download's `sort` (a column's index, from 0) and `order` (asc or desc) parameters as
+    a SortOrder; None without `sort`. BadSort for anything else."""
+    if column in (None, ""):
+        return None
+    if not column.isdigit() or len(column) > 6:
+        raise BadSort("sort must be a column's index (0 for the first column)")
+    if direction not in (None, "", "asc", "desc"):
+        raise BadSort("order must be asc or desc")
+    return int(column), direction == "desc"
+
+
+def open_rows(payload: dict[str, Any], order: SortOrder | None = None) -> _Rows:
+    """Every row of a call's table, to read in batches, sorted by `order` as the page sorts
+    (runs/presets/tools/cell_order.py): `sql_query` runs again uncapped (an open query; close
+    it), other tools give what they returned. NotTabular when there is none, BadSort when
+    `order` names no column."""
     output = payload.get("tool_output") or {}
     if output.get("is_error"):
         raise NotTabular("this call failed; it has no table")
-    if payload.get("tool_name") == "sql_query" and isinstance(
+    table = as_table(raw_output_of(output))
+    rerun = payload.get("tool_name") == "sql_query" and isinstance(
         payload.get("tool_kwargs", {}).get("sql"), str
-    ):
+    )
+    if table is None and not rerun:
+        raise NotTabular("this call's result is not a table")
+    if order is not None and table is not None and order[0] >= len(table.columns):
+        raise BadSort(
+            f"sort names column {order[0]}; the table has {len(table.columns)}"
+            " (counted from 0)"
+        )
+    if rerun:
         try:
-            return sql_export(payload["tool_kwargs"]["sql"])
+            return sql_export(payload["tool_kwargs"]["sql"], order)
         except SQLError as exc:
             raise NotTabular(f"the query cannot be run again: {exc}") from None
-    table = as_table(raw_output_of(output))
-    if table is None:
-        raise NotTabular("this call's result is not a table")
-    return _StoredRows(table)
+    assert table is not None
+    return _StoredRows(table, order)
 
 
 # OWASP's rule for CSV injection: a cell starting with one of these is a formula to a spreadsheet.
@@ -218,9 +247,10 @@ class CsvWriter:
             self._rows.close()
 
 
-def csv_writer(payload: dict[str, Any]) -> CsvWriter:
-    """A CsvWriter for a call's table (NotTabular when there is none), within the settings' caps."""
-    return CsvWriter(open_rows(payload), export_max_rows(), export_max_bytes())
+def csv_writer(payload: dict[str, Any], order: SortOrder | None = None) -> CsvWriter:
+    """A CsvWriter for a call's table, sorted by `order` (NotTabular when there is none,
+    BadSort for a column it does not have), within the settings' caps."""
+    return CsvWriter(open_rows(payload, order), export_max_rows(), export_max_bytes())
 
 
 async def csv_stream(writer: CsvWriter) -> AsyncIterator[str]:

@@ -30,11 +30,13 @@ from runs.traces.export import (
     trace_stream,
 )
 from runs.traces.results import (
+    BadSort,
     NotTabular,
     csv_download_headers,
     csv_stream,
     csv_writer,
     find_result,
+    sort_order,
 )
 from runs.traces.summary import summaries
 from runs.web.pages import render_new_notebook
@@ -202,8 +204,8 @@ def task_trace(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 
 @require_GET
 def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
-    """`GET /api/tasks/<pk>/result.csv?step=<step_id>&call=<tool_id>`: a tool call's table as CSV,
-    every row (a SQL query runs again without the model's row cap), streamed within the export's
+    """`GET /api/tasks/<pk>/result.csv?step=<step_id>&call=<tool_id>[&sort=<column>&order=desc]`:
+    a tool call's table as CSV, in the order the person sorted it on the page, every row (a SQL query runs again without the model's row cap), streamed within the export's
     caps; a download cut short ends with a `# cut after N rows: why` line."""
     task = get_object_or_404(Task, pk=pk, owner=request.user)
     step_id, tool_id = request.GET.get("step", ""), request.GET.get("call", "")
@@ -214,7 +216,10 @@ def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
             status=404,
         )
     try:
-        writer = csv_writer(payload)  # runs the query: a bad one is a 409 here
+        order = sort_order(request.GET.get("sort"), request.GET.get("order"))
+        writer = csv_writer(payload, order)  # runs the query: a bad one is a 409 here
+    except BadSort as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     except NotTabular as exc:
         return JsonResponse({"error": str(exc)}, status=409)
     return StreamingHttpResponse(

@@ -29,6 +29,7 @@ from contextlib import closing
 from typing import Any
 
 from runs.conf import conf
+from runs.presets.tools.cell_order import text_collation
 from runs.presets.tools.dataset import ensure_sample_db
 
 ROW_LIMIT = 200
@@ -148,6 +149,9 @@ def _connect(budget: _Budget) -> sqlite3.Connection:
     )
     for name, trim in _TRIMS.items():  # over SQLite's own two-argument forms
         connection.create_function(name, 2, trim, deterministic=True)
+    connection.create_collation(
+        "cell_text", text_collation
+    )  # a sorted export's text order
     connection.set_authorizer(budget.authorize)
     # A non-zero return interrupts the running statement.
     connection.set_progress_handler(lambda: int(budget.over()), _PROGRESS_EVERY)
@@ -316,21 +320,28 @@ class Export:
     rows it takes. Opening runs the query, so a bad one fails here; close it when done.
     """
 
-    def __init__(self, sql: str) -> None:
+    def __init__(self, sql: str, order: SortOrder | None = None) -> None:
         self._budget = _Budget(EXPORT_TIME_LIMIT_S)
         self._connection = _connect(self._budget)
+        self._sorted = order is not None
+        text = (
+            checked_sql(sql) if order is None else _sorted_sql(checked_sql(sql), order)
+        )
         try:
             self._cursor = _guarded(
-                self._budget, lambda: self._connection.execute(checked_sql(sql))
+                self._budget, lambda: self._connection.execute(text)
             )
         except BaseException:
             self._connection.close()
             raise
-        self.columns = [column[0] for column in self._cursor.description or []]
+        names = [column[0] for column in self._cursor.description or []]
+        self.columns = _outer_names(names[1:]) if self._sorted else names
 
     def batch(self, size: int = EXPORT_BATCH_ROWS) -> list[list[Any]]:
         """The next rows, at most `size`; [] at the end. SQLError past the time budget."""
         rows = _guarded(self._budget, lambda: self._cursor.fetchmany(size))
+        if self._sorted:  # without the row number the sort's ties are broken by
+            return [[_plain(v) for v in row[1:]] for row in rows]
         return [[_plain(v) for v in row] for row in rows]
 
     def close(self) -> None:
@@ -343,9 +354,40 @@ class Export:
         self.close()
 
 
-def sql_export(sql: str) -> Export:
-    """An open `Export` of every row of `sql` (SQLError when the query is refused or fails)."""
-    return Export(sql)
+def sql_export(sql: str, order: SortOrder | None = None) -> Export:
+    """An open `Export` of every row of `sql` (SQLError when the query is refused or fails),
+    sorted by `order` (column index, descending) as the page sorts a table."""
+    return Export(sql, order)
+
+
+SortOrder = tuple[int, bool]  # (column index, descending)
+
+
+def _sorted_sql(sql: str, order: SortOrder) -> str:
+    """`sql` sorted as the page sorts (runs/presets/tools/cell_order.py): SQLite already puts
+    numbers before text and compares them by value; text goes by the `cell_text` collation,
+    empty cells last, ties in the query's own order (its row number, the first column). The
+    query sits on lines of its own, so a trailing `-- comment` ends there."""
+    index, descending = order
+    body = sql.rstrip().rstrip(";")
+    way = "DESC" if descending else "ASC"
+    return (
+        f"SELECT row_number() OVER () AS agentui_row, * FROM (\n{body}\n)"
+        f" ORDER BY {index + 2} COLLATE cell_text {way} NULLS LAST, 1"
+    )
+
+
+_RENAMED = re.compile(r"^(.*):[0-9]+$")
+
+
+def _outer_names(names: list[str]) -> list[str]:
+    """Column names as the query itself gives them: read through a subquery, SQLite renames
+    a repeated name `id` to `id:1`; this takes the suffix off again."""
+    out: list[str] = []
+    for name in names:
+        match = _RENAMED.match(name)
+        out.append(match.group(1) if match and match.group(1) in out else name)
+    return out
 
 
 def sql_value(sql: str) -> Any:

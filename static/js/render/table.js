@@ -1,5 +1,6 @@
 // A tool's tabular result as a table an analyst can work with: sticky header, row count,
-// "N more rows", sort by a column, copy as TSV, and the full result as CSV from the server.
+// "N more rows", sort by a column, copy as TSV, and the full result as CSV from the server, in
+// the order sorted on screen.
 
 import { h } from "../dom.js";
 import { formatNumber } from "../format.js";
@@ -63,11 +64,50 @@ export function toTsv(columns, rows) {
   return [columns, ...rows].map((row) => row.map(clean).join("\t")).join("\n");
 }
 
-function compare(a, b) {
-  if (a == null) return b == null ? 0 : 1; // empty cells last
-  if (b == null) return -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), undefined, { numeric: true });
+// The order "Sort by" gives, the same as the server's for a sorted CSV download
+// (runs/presets/tools/cell_order.py; no localeCompare, whose order depends on the browser's
+// locale): numbers before text, by value; text in runs of digits (by value: "item 9" before
+// "item 10") and the rest (lower-cased), then as written; empty cells last either way; rows
+// with equal cells keep their order (Array.prototype.sort is stable).
+const DIGIT_RUNS = /([0-9]+)/;
+const byUnits = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+
+function compareText(a, b) {
+  const x = a.split(DIGIT_RUNS);
+  const y = b.split(DIGIT_RUNS);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    let d;
+    if (i % 2) {
+      const p = x[i].replace(/^0+/, "");
+      const q = y[i].replace(/^0+/, "");
+      d = p.length - q.length || byUnits(p, q);
+    } else {
+      d = byUnits(x[i].toLowerCase(), y[i].toLowerCase());
+    }
+    if (d) return d;
+  }
+  return x.length - y.length || byUnits(a, b);
+}
+
+/** Two non-empty cells in "Sort by" order (ascending). */
+export function compareCells(a, b) {
+  const an = typeof a === "number";
+  const bn = typeof b === "number";
+  if (an && bn) return a - b;
+  if (an !== bn) return an ? -1 : 1;
+  return compareText(cellText(a), cellText(b));
+}
+
+/** `rows` sorted by the cell at `index`, `dir` "ascending" or "descending"; empty cells last. */
+export function sortRows(rows, index, dir) {
+  const sign = dir === "ascending" ? 1 : -1;
+  return [...rows].sort((r, s) => {
+    const a = r[index];
+    const b = s[index];
+    if (a == null) return b == null ? 0 : 1;
+    if (b == null) return -1;
+    return sign * compareCells(a, b);
+  });
 }
 
 const plural = (n, one, many) => `${n.toLocaleString("en")} ${n === 1 ? one : many}`;
@@ -122,10 +162,25 @@ export function resultTable(table, { csvUrl = null } = {}) {
   function sort(index) {
     const dir = sortBy?.index === index && sortBy.dir === "ascending" ? "descending" : "ascending";
     sortBy = { index, dir };
-    const sign = dir === "ascending" ? 1 : -1;
-    rows = [...table.rows].sort((a, b) => sign * compare(a[index], b[index]));
+    rows = sortRows(table.rows, index, dir);
     heads.forEach((th, i) => th.setAttribute("aria-sort", i === index ? dir : "none"));
+    pointDownload();
     drawRows();
+  }
+
+  // The download follows the sort: the server sorts every row by the same rules.
+  function pointDownload() {
+    if (!download) return;
+    if (!sortBy) {
+      download.href = csvUrl;
+      download.title = "Every row, in the order the tool returned them";
+      return;
+    }
+    const url = new URL(csvUrl, location.href);
+    url.searchParams.set("sort", String(sortBy.index));
+    url.searchParams.set("order", sortBy.dir === "ascending" ? "asc" : "desc");
+    download.href = url.pathname + url.search;
+    download.title = `Every row, sorted by ${columns[sortBy.index]} (${sortBy.dir}) as on screen`;
   }
 
   function showAll() {
@@ -141,6 +196,7 @@ export function resultTable(table, { csvUrl = null } = {}) {
     },
   }, "Copy TSV");
   const download = csvUrl ? h("a", { class: "button-link rt-csv", href: csvUrl, download: "" }, "Download CSV") : null;
+  pointDownload();
   drawRows();
   return h(
     "div",
