@@ -15,6 +15,7 @@ from django.utils.html import format_html_join
 from django.utils.text import Truncator
 
 from runs.models import (
+    DataSource,
     Event,
     McpServer,
     McpTransport,
@@ -27,6 +28,13 @@ from runs.models import (
     Turn,
 )
 from runs.presets.mcp import refresh_listing
+from runs.presets.sources import spec_of
+from runs.presets.tools.dbsource import (
+    DbSourceError,
+    masked_url,
+    test_connection,
+    url_problem,
+)
 from runs.service.policies.match import ConditionError, parse_condition
 
 
@@ -291,6 +299,82 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def fetch_tools(self, request: HttpRequest, queryset: Any) -> None:
         for server in queryset:
             self._fetch(request, server)
+
+
+class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The URL is a secret: typed, never shown back (not even in the form's HTML); left empty on
+    a change, the stored one stays."""
+
+    url = forms.CharField(
+        required=False,
+        max_length=500,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="postgresql://role:password@host:5432/database, for a read-only role. "
+        "Never shown again; leave empty to keep the stored one.",
+    )
+
+    class Meta:
+        model = DataSource
+        fields = "__all__"
+
+    def clean_url(self) -> str:
+        url = str(self.cleaned_data.get("url") or "")
+        if not url:
+            if self.instance.pk and self.instance.url:
+                return str(self.instance.url)
+            raise forms.ValidationError("A source needs its URL.")
+        problem = url_problem(url)
+        if problem:
+            raise forms.ValidationError(problem)
+        return url
+
+    def clean_timeout_s(self) -> float:
+        value = float(self.cleaned_data.get("timeout_s") or 0)
+        if not 0.1 <= value <= 300:
+            raise forms.ValidationError("between 0.1 and 300 seconds")
+        return value
+
+
+@admin.register(DataSource)
+class DataSourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Saving a source tests its connection and says what it found; the URL shows masked."""
+
+    form = DataSourceForm
+    list_display = ("name", "kind", "masked", "enabled", "everyone", "timeout_s")
+    list_filter = ("enabled", "kind")
+    filter_horizontal = ("users", "groups")
+    readonly_fields = ("masked",)
+    actions = ("check_connection",)
+    fieldsets = (
+        (None, {"fields": ("name", "description", "kind", "enabled")}),
+        ("Connection", {"fields": ("masked", "url", "timeout_s")}),
+        ("Who may query it", {"fields": ("everyone", "users", "groups")}),
+    )
+
+    @admin.display(description="URL")
+    def masked(self, source: DataSource) -> str:
+        return masked_url(source.url) if source.url else "none yet"
+
+    def save_model(
+        self, request: HttpRequest, obj: DataSource, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        self._check(request, obj)
+
+    def _check(self, request: HttpRequest, source: DataSource) -> None:
+        try:
+            said = test_connection(spec_of(source))
+        except DbSourceError as exc:
+            self.message_user(request, f"Source {source.name}: {exc}", messages.WARNING)
+            return
+        level = messages.WARNING if "WARNING" in said else messages.INFO
+        self.message_user(request, f"Source {source.name}: {said}", level)
+
+    @admin.action(description="Test the connection")
+    def check_connection(self, request: HttpRequest, queryset: Any) -> None:
+        for source in queryset:
+            self._check(request, source)
 
 
 class ToolPolicyForm(forms.ModelForm):  # type: ignore[type-arg]

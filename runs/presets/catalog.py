@@ -50,6 +50,9 @@ from runs.presets.tools.team import TEAM_TOOLS
 
 logger = logging.getLogger(__name__)
 
+# a preset with the person's own data tools also gets their database sources' tools
+DATA_QUERY = "data_query"
+
 WorkerFactory = Callable[[list[BaseTool], LLM], BaseAgentWorker]
 
 ANALYST_SYSTEM_PROMPT = (
@@ -96,10 +99,14 @@ class Preset:
         llm: LLM,
         owner_id: int | None = None,
         extra_tools: Sequence[BaseTool] = (),
+        source_tools: Sequence[BaseTool] = (),
     ) -> BaseAgentWorker:
-        """The preset's worker over its tools and `extra_tools` (a notebook's MCP tools)."""
+        """The preset's worker over its tools and `extra_tools` (a notebook's MCP tools), and
+        `source_tools` (its owner's database sources) if the preset reads data at all."""
         tools = self.make_tools(owner_id)
         taken = {tool.metadata.name for tool in tools}
+        if DATA_QUERY in taken:
+            extra_tools = [*source_tools, *extra_tools]
         tools += [tool for tool in extra_tools if tool.metadata.name not in taken]
         return self.build(tools, llm)
 

@@ -219,3 +219,86 @@ async def cancel_data_upload(request: HttpRequest, upload_id: str) -> Status[Any
     except service.DataError as exc:
         return _refused(exc)
     return Status(204, None)
+
+
+# --- database sources an admin granted (runs.service.sources) ---------------------------------
+
+SOURCE_STATUS = {
+    "not_found": 404,
+    "permission": 403,
+    "unreachable": 502,
+    "timeout": 504,
+    "read_only": 422,
+    "invalid": 422,
+}
+SOURCE_REFUSED: dict[int | tuple[int, ...], Any] = {
+    (403, 404, 422, 502, 504): ErrorOut,
+}
+
+
+class DbSourceOut(Schema):
+    name: str
+    description: str
+    timeout_s: float
+
+
+class DbTableOut(Schema):
+    name: str
+    columns: list[ColumnOut]
+
+
+class DbPreviewOut(DbTableOut):
+    preview_columns: list[str]
+    preview: list[list[Any]]
+
+
+def _source_refused(exc: service.DbSourceError) -> Status[dict[str, str]]:
+    kind = getattr(exc, "kind", "invalid")
+    return Status(SOURCE_STATUS.get(kind, 422), {"code": kind, "detail": str(exc)})
+
+
+@router.get(
+    "/data/sources",
+    response={200: list[DbSourceOut]},
+    tags=["data"],
+    summary="The database sources you may query (never their URLs)",
+    url_name="data_sources",
+)
+async def data_sources(request: HttpRequest) -> Status[Any]:
+    return Status(200, await service.db_sources(_user_id(request)))
+
+
+@router.get(
+    "/data/sources/{name}/tables",
+    response={200: list[DbTableOut], **SOURCE_REFUSED},
+    tags=["data"],
+    summary="The tables of one database source, with their columns",
+)
+async def data_source_tables(request: HttpRequest, name: str) -> Status[Any]:
+    """What the source's role can read (information_schema); 502 when the database cannot be
+    reached, 404 for a source you were not granted."""
+    try:
+        return Status(200, await service.db_source_tables(_user_id(request), name))
+    except service.DbSourceError as exc:
+        return _source_refused(exc)
+
+
+@router.get(
+    "/data/sources/{name}/tables/{table}",
+    response={200: DbPreviewOut, **SOURCE_REFUSED},
+    tags=["data"],
+    summary="One table of a database source: columns and its first rows",
+)
+async def data_source_table(
+    request: HttpRequest,
+    name: str,
+    table: str,
+    rows: int = Query(20, ge=1, le=200),  # type: ignore[type-arg]
+) -> Status[Any]:
+    try:
+        return Status(
+            200,
+            await service.preview_db_table(_user_id(request), name, table, rows),
+        )
+    except service.DbSourceError as exc:
+        return _source_refused(exc)

@@ -92,6 +92,12 @@ from runs.service.reading import (
 )
 from runs.service.recovery import recover_interrupted
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn, wait_idle
+from runs.service.sources import (
+    DbSourceError,
+    db_source_tables,
+    db_sources,
+    preview_db_table,
+)
 from runs.service.status import INBOX_MESSAGE
 from runs.service.takeover import ensure_recovered, take_over
 from runs.service.tokens import (
@@ -153,7 +159,11 @@ __all__ = [
     "reject_all",
     "revoke_policy",
     "set_policy",
+    "DbSourceError",
     "add_data_part",
+    "db_source_tables",
+    "db_sources",
+    "preview_db_table",
     "all_presets",
     "approve",
     "cancel_data_upload",

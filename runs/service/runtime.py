@@ -25,6 +25,7 @@ from runs.engine.schema_tool import SchemaTool
 from runs.models import Task
 from runs.presets import get_preset
 from runs.presets.mcp import notebook_mcp_tools
+from runs.presets.sources import notebook_source_tools
 from runs.protocol import ErrorCode, ProtocolError
 from runs.realtime.publisher import Publisher, forget_publishers, publisher_for
 from runs.service.llm import llm_settings
@@ -95,7 +96,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     mcp_tools, mcp_key = facts.mcp_tools, facts.mcp_key
     llm, llm_key = make_llm()
     model_chars = conf().tool_output_model_chars
-    key = (agent, str(model_chars), mcp_key, *llm_key)
+    key = (agent, str(model_chars), mcp_key, facts.source_key, *llm_key)
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:
         _runtimes.move_to_end(task_pk)
@@ -111,7 +112,7 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         )
     publisher = publisher_for(task_pk)
     runner = preset.runner(
-        preset.make_worker(llm, owner_id, mcp_tools),
+        preset.make_worker(llm, owner_id, mcp_tools, facts.source_tools),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
         tool_output_chars=model_chars,
@@ -136,6 +137,10 @@ class _Facts:
         SchemaTool
     ]  # the MCP tools picked for it that its owner may still use
     mcp_key: str  # changes when one of their servers changes
+    source_tools: list[
+        SchemaTool
+    ]  # db_tables and db_query over its owner's database sources
+    source_key: str  # changes when a source is granted, revoked or edited
 
 
 def _facts_of(task_pk: int) -> _Facts:
@@ -145,7 +150,18 @@ def _facts_of(task_pk: int) -> _Facts:
         "agent", "owner_id", "owner__username", "mode", "forked_from_id", "mcp_tools"
     ).get(pk=task_pk)
     mcp_tools, mcp_key = notebook_mcp_tools(owner_id, list(names or []))
-    return _Facts(agent, owner_id, owner, mode, forked_from, mcp_tools, mcp_key)
+    source_tools, source_key = notebook_source_tools(owner_id)
+    return _Facts(
+        agent,
+        owner_id,
+        owner,
+        mode,
+        forked_from,
+        mcp_tools,
+        mcp_key,
+        source_tools,
+        source_key,
+    )
 
 
 def _about(facts: _Facts, runner: AgentRunner, llm: OpenAI) -> telemetry.About:

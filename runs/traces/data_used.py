@@ -1,7 +1,9 @@
 """Which of the person's data tables a notebook read: from its stored data-tool results.
 
 Every `data_query` result names the tables the query read (`tables`), `describe_data_table`
-the one it described; what the trace shows is what those calls returned, nothing recomputed.
+the one it described; a database source's `db_query` names its source and the tables
+PostgreSQL's plan read (`warehouse:public.orders`). What the trace shows is what those calls
+returned, nothing recomputed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from runs.models import Event, Task
 
-DATA_TOOLS = ("data_query", "describe_data_table")
+DATA_TOOLS = ("data_query", "describe_data_table", "db_query")
 
 
 def _tables_of(tool_name: str, output: dict[str, Any]) -> list[str]:
@@ -27,7 +29,11 @@ def _tables_of(tool_name: str, output: dict[str, Any]) -> list[str]:
             return []
     if tool_name == "describe_data_table":
         return [raw["name"]] if isinstance(raw.get("name"), str) else []
-    return [t for t in raw.get("tables") or [] if isinstance(t, str)]
+    tables = [t for t in raw.get("tables") or [] if isinstance(t, str)]
+    if tool_name == "db_query":
+        source = raw.get("source")
+        return [f"{source}:{t}" for t in tables] if isinstance(source, str) else []
+    return tables
 
 
 def data_tables_used(task: Task) -> list[str]:

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
 from mcp.types import (
     CallToolResult,
     EmbeddedResource,
@@ -24,6 +23,7 @@ from runs.conf import conf
 from runs.engine.schema_tool import SchemaTool
 from runs.engine.tools import ToolOutput
 from runs.models import McpServer
+from runs.presets.grants import granted_to
 from runs.presets.mcp.connections import McpError, session_for
 from runs.presets.mcp.spec import ServerSpec
 
@@ -42,12 +42,7 @@ class McpToolChoice:
 
 
 def _servers_of(user_id: int) -> Any:
-    return (
-        McpServer.objects.filter(enabled=True)
-        .filter(Q(everyone=True) | Q(users__id=user_id) | Q(groups__user__id=user_id))
-        .distinct()
-        .order_by("name")
-    )
+    return granted_to(McpServer, user_id)
 
 
 def available_mcp_tools(user_id: int) -> list[McpToolChoice]:

@@ -1,0 +1,341 @@
+"""Database sources (issue 27) on the real PostgreSQL of make test's services pass: a read-only
+role made for the test, registered as a source, queried through the notebook's tools.
+
+The session is what refuses: a write hidden in a function the role may run, a query past the
+statement timeout, more rows than the cap; a person without the grant gets no tools and no
+source; the password never appears in an answer, an error or the stored trace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import Group
+from django.test import override_settings
+
+from runs.models import DataSource, Event
+from runs.presets import sources
+from runs.presets.tools import dbsource
+from runs.presets.tools.dbsource import DbSourceError
+from tests.live_support import make_user
+from tests.pg_source_support import PgSource, read_only_source
+
+pytestmark = [
+    pytest.mark.db,
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture
+def pg() -> Iterator[PgSource]:
+    with read_only_source() as made:
+        yield made
+
+
+def register(pg: PgSource, name: str = "warehouse", **fields: Any) -> DataSource:
+    fields.setdefault("timeout_s", 2.0)
+    return DataSource.objects.create(
+        name=name, description="shop visits", url=pg.url, **fields
+    )
+
+
+def tools_of(user_id: int) -> dict[str, Any]:
+    tools, _ = sources.notebook_source_tools(user_id)
+    return {tool.metadata.name: tool for tool in tools}
+
+
+async def call(tool: Any, **arguments: Any) -> Any:
+    return await tool.acall(**arguments)
+
+
+def test_the_url_is_masked_and_checked() -> None:
+    url = "postgresql://reader:s3cr%40t@db.example:5432/shop?password=other&sslmode=require"
+    masked = dbsource.masked_url(url)
+    assert masked == (
+        "postgresql://reader:***@db.example:5432/shop?password=***&sslmode=require"
+    )
+    assert "s3cr" not in masked and "other" not in masked
+    assert dbsource.url_problem("mysql://a@b/c") is not None
+    assert dbsource.url_problem("postgresql://reader@db.example") is not None
+    assert dbsource.url_problem("postgresql://reader:x@db.example/shop") is None
+
+
+async def test_queries_are_read_only_capped_and_name_their_tables(pg: PgSource) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    assert sorted(tools) == ["db_query", "db_tables"]
+    assert tools["db_query"].metadata.parameters_json["properties"]["source"][
+        "enum"
+    ] == ["warehouse"]
+
+    listed = await call(tools["db_tables"], source="warehouse")
+    assert not listed.is_error, listed.content
+    names = [t["name"] for t in listed.raw_output]
+    assert f"{pg.schema}.visits" in names
+    assert (
+        f"{pg.schema}.secrets" not in names
+    )  # information_schema shows what it may read
+
+    with override_settings(AGENTUI_SQL_MAX_ROWS=25):
+        result = await call(
+            tools["db_query"],
+            source="warehouse",
+            sql=f"SELECT id, shop FROM {pg.schema}.visits ORDER BY id",
+        )
+    assert not result.is_error, result.content
+    out = result.raw_output
+    assert out["row_count"] == 25 and out["truncated"]
+    assert out["total_rows"] == 500 and out["rows_left_out"] == 475
+    assert out["rows"][0] == [1, "shop 1"]
+    assert out["source"] == "warehouse"
+    assert out["tables"] == [f"{pg.schema}.visits"]
+
+    # a write the role is allowed, hidden in a function: the read-only session refuses it
+    sneaky = await call(
+        tools["db_query"], source="warehouse", sql=f"SELECT {pg.schema}.sneaky()"
+    )
+    assert sneaky.is_error and "read-only" in sneaky.content, sneaky.content
+    insert = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql=f"INSERT INTO {pg.schema}.visits VALUES (10000, 'y', 1)",
+    )
+    assert insert.is_error and "read-only" in insert.content, insert.content
+    two = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql=f"SELECT 1; DELETE FROM {pg.schema}.visits",
+    )
+    assert two.is_error, two.content
+    assert await database_sync_to_async(pg.count_visits)() == 500
+
+    denied = await call(
+        tools["db_query"], source="warehouse", sql=f"SELECT * FROM {pg.schema}.secrets"
+    )
+    assert denied.is_error and "permission denied" in denied.content, denied.content
+
+
+async def test_the_statement_timeout_stops_a_long_query(pg: PgSource) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=1.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    started = time.monotonic()
+    slept = await call(tools["db_query"], source="warehouse", sql="SELECT pg_sleep(10)")
+    took = time.monotonic() - started
+    assert slept.is_error and "took longer than 1 s" in slept.content, slept.content
+    assert took < 5, took
+    # lifting the timeout inside the query does not lift it for the count that follows
+    lifted = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="SELECT set_config('statement_timeout', '0', true), pg_sleep(0.01)"
+        " FROM generate_series(1, 1000000)",
+    )
+    assert time.monotonic() - started < 10
+    assert lifted.is_error or lifted.raw_output["total_rows"] is None, lifted.content
+
+
+async def test_only_granted_people_can_target_a_source(pg: PgSource) -> None:
+    def setup() -> tuple[int, int, int]:
+        granted, by_group, other = (
+            make_user("alice"),
+            make_user("bob"),
+            make_user("eve"),
+        )
+        source = register(pg)
+        source.users.add(granted)
+        team = Group.objects.create(name="analysts")
+        team.user_set.add(by_group)
+        source.groups.add(team)
+        register(pg, name="disabled_one", everyone=True, enabled=False)
+        return granted.pk, by_group.pk, other.pk
+
+    alice, bob, eve = await database_sync_to_async(setup)()
+    assert [
+        s.name for s in await database_sync_to_async(sources.granted_sources)(alice)
+    ] == ["warehouse"]
+    assert [
+        s.name for s in await database_sync_to_async(sources.granted_sources)(bob)
+    ] == ["warehouse"]
+    assert await database_sync_to_async(tools_of)(eve) == {}
+    with pytest.raises(DbSourceError, match="no database source 'warehouse'"):
+        await database_sync_to_async(sources.granted_source)(eve, "warehouse")
+
+    # alice's tool, edited to name a source she has no grant for, is refused at call time
+    tools = await database_sync_to_async(tools_of)(alice)
+    refused = await call(tools["db_query"], source="disabled_one", sql="SELECT 1")
+    assert refused.is_error
+    # and a grant revoked after the notebook was built counts on the next call
+    await database_sync_to_async(
+        lambda: DataSource.objects.get(name="warehouse").users.clear()
+    )()
+    revoked = await call(tools["db_query"], source="warehouse", sql="SELECT 1")
+    assert revoked.is_error and "no database source" in revoked.content
+
+
+async def test_an_unreachable_source_is_an_error_of_that_call_without_the_password(
+    pg: PgSource,
+) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    down = pg.url.replace(f":{pg.admin['port']}/", ":1/")
+    await database_sync_to_async(
+        lambda: DataSource.objects.create(name="down", url=down, everyone=True)
+    )()
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    result = await call(tools["db_query"], source="down", sql="SELECT 1")
+    assert result.is_error and "could not connect to source 'down'" in result.content
+    assert pg.password not in result.content
+
+
+def test_nothing_stored_or_listed_carries_the_password(pg: PgSource) -> None:
+    source = register(pg, everyone=True)
+    spec = sources.spec_of(source)
+    said = dbsource.test_connection(spec)
+    assert pg.role in said and pg.password not in said
+    # the test's role may INSERT into visits (to show the session refuses it): said so
+    assert "WARNING: the role may write to 1 table(s)" in said, said
+    assert pg.password not in json.dumps(sources.describe(spec))
+    assert pg.password not in str(Event.objects.values_list("payload", flat=True))
+
+
+async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
+    pg: PgSource, scripted_server: Any
+) -> None:
+    from runs import service
+    from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+    from tests.live_support import llm_at
+    from tests.rest_support import Api, user_with_token
+
+    user, token = await user_with_token("alice")
+    await database_sync_to_async(register)(pg, everyone=True)
+    sql = f"SELECT shop, SUM(visitors) AS visitors FROM {pg.schema}.visits GROUP BY shop ORDER BY 2 DESC LIMIT 3"
+    model = scripted_server(
+        Script(
+            rules=[
+                Rule(
+                    name="query",
+                    match=Match(tool_results_since_user=0),
+                    reply=Reply(
+                        text="Looking at the warehouse.",
+                        tool_calls=[
+                            ToolCallSpec(
+                                name="db_query",
+                                arguments={"source": "warehouse", "sql": sql},
+                            )
+                        ],
+                    ),
+                ),
+                Rule(name="answer", reply=Reply(text="shop 3 leads.")),
+            ]
+        )
+    )
+    api = Api(token)
+    with llm_at(model):
+        created = await api.post(
+            "/notebooks/", {"text": "Which shop leads?", "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+        pk = created.json()["id"]
+        detail = await api.wait(pk)
+        await service.wait_idle()
+    assert detail["response"] == "shop 3 leads."
+    offered = [t["function"]["name"] for t in model.requests[0].body["tools"]]
+    assert "db_query" in offered and "db_tables" in offered
+
+    trace = await api.get(f"/notebooks/{pk}/trace")
+    body = b"".join([chunk async for chunk in trace.streaming_content])
+    exported = json.loads(body)
+    assert exported["task"]["data_tables"] == [f"warehouse:{pg.schema}.visits"]
+    [result] = [
+        e["event"]
+        for e in exported["events"]
+        if e["event"]["type"] == "tool_call_result"
+    ]
+    assert json.loads(result["tool_output"]["content"])["rows"][0][0] == "shop 3"
+    listed = await api.get("/data/sources")
+    assert listed.json() == [
+        {"name": "warehouse", "description": "shop visits", "timeout_s": 2.0}
+    ]
+    tables = await api.get("/data/sources/warehouse/tables")
+    assert f"{pg.schema}.visits" in [t["name"] for t in tables.json()]
+    preview = await api.get(
+        f"/data/sources/warehouse/tables/{pg.schema}.visits", rows=3
+    )
+    assert preview.status_code == 200 and len(preview.json()["preview"]) == 3
+    assert (await api.get("/data/sources/nope/tables")).status_code == 404
+    for text in (body, listed.content, tables.content, preview.content):
+        assert pg.password.encode() not in text
+    assert pg.password not in str(
+        await database_sync_to_async(
+            lambda: list(Event.objects.values_list("payload", flat=True))
+        )()
+    )
+
+
+def test_the_admin_registers_a_source_tests_it_and_never_shows_the_password(
+    pg: PgSource, client: Any
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    admin_user = get_user_model().objects.create_superuser("root", "", "pw")
+    client.force_login(admin_user)
+    added = client.post(
+        "/admin/runs/datasource/add/",
+        {
+            "name": "warehouse",
+            "description": "shop visits",
+            "kind": "postgres",
+            "url": pg.url,
+            "timeout_s": "3",
+            "enabled": "on",
+            "everyone": "on",
+        },
+        follow=True,
+    )
+    assert added.status_code == 200
+    page = added.content.decode()
+    assert f"Source warehouse: connected as {pg.role}" in page, page[:3000]
+    source = DataSource.objects.get(name="warehouse")
+    assert source.url == pg.url
+    assert pg.password not in page
+
+    change = client.get(f"/admin/runs/datasource/{source.pk}/change/").content.decode()
+    assert pg.password not in change and f"{pg.role}:***@" in change
+    listing = client.get("/admin/runs/datasource/").content.decode()
+    assert pg.password not in listing
+
+    # a change that leaves the URL empty keeps the stored one
+    kept = client.post(
+        f"/admin/runs/datasource/{source.pk}/change/",
+        {
+            "name": "warehouse",
+            "description": "renamed",
+            "kind": "postgres",
+            "url": "",
+            "timeout_s": "3",
+            "enabled": "on",
+        },
+        follow=True,
+    )
+    assert kept.status_code == 200
+    source.refresh_from_db()
+    assert source.url == pg.url and source.description == "renamed"
+    refused = client.post(
+        "/admin/runs/datasource/add/",
+        {"name": "other", "kind": "postgres", "url": "mysql://x@y/z", "timeout_s": "3"},
+    )
+    assert "use a postgresql:// URL" in refused.content.decode()
+
+    tested = client.post(
+        "/admin/runs/datasource/",
+        {"action": "check_connection", "_selected_action": [source.pk]},
+        follow=True,
+    ).content.decode()
+    assert f"connected as {pg.role}" in tested and pg.password not in tested
