@@ -328,7 +328,8 @@ MIDDLEWARE = [
     "agentui.errors.JsonErrorsMiddleware",
     # before WhiteNoise, so static files get the policy too (see "Security headers" below)
     "agentui.security.ContentSecurityPolicyMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # WhiteNoise, async-capable: the chain stays async under ASGI (agentui/static_files.py)
+    "agentui.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

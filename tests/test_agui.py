@@ -37,12 +37,15 @@ from tests.live_support import (
     QUESTION,
     Client,
     analyst_rules,
+    analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
     make_notebook,
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
+from tests.test_service import waiting_step
+from tests.test_takeover import orphan
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -750,3 +753,24 @@ async def test_cors_lets_only_the_configured_origins_call_with_a_token(
         assert run.status_code == 200 and run["Access-Control-Allow-Origin"] == allowed
         events = sse_events(b"".join([c async for c in run.streaming_content]).decode())
         assert outcome(events) == {"type": "success"}
+
+
+async def test_a_run_on_a_notebook_whose_server_died_takes_its_turn_over_and_finishes(
+    scripted_server: Any,
+) -> None:
+    """The AG-UI view takes the orphaned turn over itself (as a socket opening does), in the
+    request's own event loop: no thread of Django's middleware may hold its database calls."""
+    srv = scripted_server(analyst_script())
+    with llm_at(srv):
+        user, client = await logged_in()
+        task = await database_sync_to_async(make_notebook)(user, mode="step")
+        await service.send_message(task.pk, QUESTION)
+        step_id = await waiting_step(task)
+        await orphan(task, step_id, "auto")
+        _, events = await asyncio.wait_for(
+            run_events(client, run_input(str(task.pk))), timeout=60
+        )
+        await service.wait_idle()
+    assert outcome(events) == {"type": "success"} and events[-1]["result"] == ANSWER
+    assert [r.rule_name for r in srv.requests] == ["calls", "answer"]
+    assert (await Step.objects.aget(step_id=step_id)).status == "completed"

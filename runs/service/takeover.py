@@ -80,9 +80,9 @@ def resumable(task_pk: int, found: list[tuple[str, str]]) -> tuple[str, str] | N
 async def take_over(task_pk: int) -> int:
     """Interrupt the notebook's orphaned steps and run its turn on here if it may go on by
     itself; how many steps were orphaned. Cancelling the caller does not cut it short."""
-    # Checked here, in the caller's context: from a view behind Django's sync middleware, a
-    # spawned task's database calls queue behind the request thread, which is waiting for this
-    # view (asgiref's one thread for thread-sensitive calls): nothing to take over, no task.
+    # Checked in the caller's context first: most opens find nothing to take over, and then no
+    # task is made. (Behind a synchronous middleware, a task's database calls would queue behind
+    # the request thread waiting for this view: agentui/static_files.py keeps the chain async.)
     if not await database_sync_to_async(needs_recovery)(task_pk):
         return 0
     work = spawn(_take_over(task_pk), name=f"take-over-{task_pk}")
