@@ -7,7 +7,9 @@ import json
 import logging
 
 import pytest
-from django.test import Client
+from django.conf import settings
+from django.test import AsyncClient, Client
+from django.utils.module_loading import import_string
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db]
 
@@ -44,6 +46,27 @@ def test_every_response_has_the_policy_and_the_headers(path: str) -> None:
         assert response[name] == value
     if not path.startswith("/static/"):  # (files: frame-ancestors says it)
         assert response["X-Frame-Options"] == "DENY"
+
+
+async def test_under_asgi_static_files_are_served_and_the_chain_stays_async() -> None:
+    """One sync-only middleware makes Django run every request's chain in a thread, where an
+    async view's background work can wait for that thread forever (agentui/static_files.py)."""
+    sync_only = [
+        name
+        for name in settings.MIDDLEWARE
+        if not getattr(import_string(name), "async_capable", False)
+    ]
+    assert sync_only == []
+    response = await AsyncClient().get(
+        "/static/js/render/chart.js", HTTP_HOST="localhost"
+    )
+    body = b"".join([chunk async for chunk in response])
+    assert response.status_code == 200 and b"export" in body
+    assert "default-src 'self'" in response["Content-Security-Policy"]
+    missing = await AsyncClient().get(
+        "/static/js/nothing-here.js", HTTP_HOST="localhost"
+    )
+    assert missing.status_code == 404
 
 
 def test_a_page_with_a_script_carries_the_nonce_of_its_policy(
