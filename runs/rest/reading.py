@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from ninja import Field, Query, Schema
 
 from runs import service
@@ -87,7 +88,7 @@ def _page(rows: QuerySet[Any], paging: Paging) -> tuple[list[Any], dict[str, int
 def value_path(pk: int, seq: int, path: list[Any]) -> str:
     """The REST URL of one value of a stored event (`get_event_value`)."""
     query = urlencode({"path": json.dumps(path)})
-    return f"/api/v1/notebooks/{pk}/events/{seq}/value?{query}"
+    return f"{reverse('api-v1:get_event_value', args=[pk, seq])}?{query}"
 
 
 def wire_event(pk: int, seq: int, payload: dict[str, Any]) -> dict[str, Any]:
