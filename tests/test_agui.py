@@ -774,3 +774,23 @@ async def test_a_run_on_a_notebook_whose_server_died_takes_its_turn_over_and_fin
     assert outcome(events) == {"type": "success"} and events[-1]["result"] == ANSWER
     assert [r.rule_name for r in srv.requests] == ["calls", "answer"]
     assert (await Step.objects.aget(step_id=step_id)).status == "completed"
+
+
+async def test_a_run_starts_with_its_own_message_once_stored_or_not(
+    scripted_server: Any,
+) -> None:
+    """The start snapshot adds the run's own message only while the turn has not stored it
+    (told by the stored rows, not by comparing texts): never missing, never twice."""
+    srv = scripted_server(Script(rules=[Rule(reply=Reply(text="Once more."))]))
+    with llm_at(srv):
+        _, client = await logged_in()
+        for _ in range(3):
+            _, events = await run_events(
+                client, run_input("thread-again", "Again?", mode="auto")
+            )
+            await service.wait_idle()
+    start, end = ([(m["role"], m["content"]) for m in s] for s in snapshots(events))
+    assert start == [("user", "Again?"), ("assistant", "Once more.")] * 2 + [
+        ("user", "Again?")
+    ]
+    assert end == [*start, ("assistant", "Once more.")]

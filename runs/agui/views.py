@@ -304,6 +304,7 @@ class AgentRun:
         self.username = username
         self.text = text
         self.plan = plan
+        self.stored_before = 0  # the newest message row before this run sent its own
         self.translator = RunTranslator(given.thread_id, given.run_id)
         self.encoder = EventEncoder()
         self.feed = NotebookFeed(thread.task_pk)
@@ -328,6 +329,9 @@ class AgentRun:
             if self.plan is not None:
                 await begin(task_pk, self.plan, self.origin)
             elif self.text is not None:
+                self.stored_before = await database_sync_to_async(
+                    service.newest_message_pk
+                )(task_pk)
                 await service.send_message(task_pk, self.text, self.origin)
         except BaseException:
             await self.feed.close()
@@ -417,7 +421,9 @@ class AgentRun:
         )
         if starting and self.text is not None:
             sent = self.given.messages[-1]
-            if not conversation or conversation[-1].content != self.text:
+            if not any(
+                m.role == "user" and m.pk > self.stored_before for m in conversation
+            ):  # the turn has not stored it yet
                 conversation.append(
                     service.ConversationMessage(sent.id, "user", self.text, [], None)
                 )
