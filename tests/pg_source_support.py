@@ -9,6 +9,7 @@ carries a secret the tests can look for.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from urllib.parse import quote
 import psycopg
 from django.db import connection
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,28 @@ def _admin_params() -> dict[str, Any]:
     }
 
 
+def reachable_postgres() -> dict[str, Any] | None:
+    """Connection parameters of the machine's PostgreSQL for a test whose own database is not
+    it (a browser test's live app runs on SQLite): DATABASE_URL if it is PostgreSQL, else the
+    local `test` database; None when it does not answer."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        url = "postgresql://postgres@127.0.0.1:5432/test"
+    params: dict[str, Any] = conninfo_to_dict(url)
+    try:
+        psycopg.connect(**params, connect_timeout=3).close()
+    except psycopg.Error:
+        return None
+    return params
+
+
 @contextmanager
-def read_only_source() -> Iterator[PgSource]:
+def read_only_source(admin: dict[str, Any] | None = None) -> Iterator[PgSource]:
+    """The role and its schema in `admin`'s database (the test database by default)."""
     suffix = uuid.uuid4().hex[:10]
     role, schema = f"agentui_ro_{suffix}", f"src_{suffix}"
     password = f"pw-{uuid.uuid4().hex}"
-    admin = _admin_params()
+    admin = admin or _admin_params()
     r, s = sql.Identifier(role), sql.Identifier(schema)
     with psycopg.connect(**admin, autocommit=True) as db:
         db.execute(
@@ -84,7 +102,7 @@ def read_only_source() -> Iterator[PgSource]:
         )
         db.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, r))
         db.execute(sql.SQL("GRANT SELECT, INSERT ON {}.visits TO {}").format(s, r))
-    host = f"{admin['host']}:{admin['port']}"
+    host = f"{admin.get('host') or '127.0.0.1'}:{admin.get('port') or 5432}"
     url = f"postgresql://{role}:{quote(password)}@{host}/{admin['dbname']}"
     try:
         yield PgSource(role, password, schema, url, admin)

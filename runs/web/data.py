@@ -17,6 +17,7 @@ def data_page(request: HttpRequest) -> HttpResponse:
     context = {
         "start_url": reverse("api-v1:start_data_upload"),
         "tables_url": reverse("api-v1:data_tables"),
+        "sources_url": reverse("api-v1:data_sources"),
         "max_bytes": service.max_data_file_bytes(),
         "example_url": reverse("runs:data_example"),
         "example_name": service.DEMO_DATA_FILE.name,

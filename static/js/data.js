@@ -1,6 +1,8 @@
 // The Data page: drop (or pick) a CSV, Parquet or Excel file to upload it as a table of the
 // person's own DuckDB database (in parts through /api/v1/data/uploads with the session, a bar
 // showing the bytes sent), then list the tables with columns, types and row counts and preview one.
+// Database sources an admin granted are listed under them, each with the tables its role can
+// read (information_schema) and a preview of one.
 
 import { h, replaceChildren } from "./dom.js";
 
@@ -17,6 +19,8 @@ const list = document.getElementById("data-tables");
 const empty = document.getElementById("tables-empty");
 const previewPanel = document.getElementById("preview-panel");
 const previewTable = document.getElementById("data-preview");
+const sourcesPanel = document.getElementById("sources-panel");
+const sourcesList = document.getElementById("data-sources");
 const maxBytes = Number(panel.dataset.maxBytes);
 const csrf = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
 
@@ -138,19 +142,86 @@ async function remove(name) {
   }
   previewPanel.hidden = true;
   loadTables();
+loadSources();
+}
+
+function showPreview(caption, columns, rows, key) {
+  const head = h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c.name, h("span", { class: "col-type" }, c.type)))));
+  const body = h("tbody", {}, rows.map((row) => h("tr", {}, row.map((v) => h("td", {}, v === null ? "∅" : String(v))))));
+  replaceChildren(previewTable, h("caption", {}, caption), head, body);
+  previewPanel.hidden = false;
+  for (const item of document.querySelectorAll("li.data-table")) item.classList.toggle("selected", item.dataset.table === key);
 }
 
 async function preview(name) {
   try {
     const table = await getJson(`${panel.dataset.tablesUrl}/${encodeURIComponent(name)}?rows=20`);
-    const head = h("thead", {}, h("tr", {}, table.columns.map((c) => h("th", { scope: "col" }, c.name, h("span", { class: "col-type" }, c.type)))));
-    const body = h("tbody", {}, table.preview.map((row) => h("tr", {}, row.map((v) => h("td", {}, v === null ? "∅" : String(v))))));
-    replaceChildren(previewTable, h("caption", {}, `${table.name}: the first ${table.preview.length} of ${table.rows.toLocaleString()} rows`), head, body);
-    previewPanel.hidden = false;
-    for (const item of list.querySelectorAll("li")) item.classList.toggle("selected", item.dataset.table === name);
+    showPreview(`${table.name}: the first ${table.preview.length} of ${table.rows.toLocaleString()} rows`, table.columns, table.preview, name);
   } catch (err) {
     showError(`Could not preview ${name}: ${err.message}`);
   }
+}
+
+function columnList(name, columns) {
+  return h("ul", { class: "data-columns", "aria-label": `Columns of ${name}` },
+    columns.map((c) => h("li", {}, h("code", {}, c.name), " ", h("span", { class: "col-type" }, c.type))));
+}
+
+function sourceUrl(source, ...rest) {
+  return [panel.dataset.sourcesUrl, source, ...rest].map((part, i) => (i ? encodeURIComponent(part) : part)).join("/");
+}
+
+async function previewSource(source, name) {
+  try {
+    const table = await getJson(`${sourceUrl(source, "tables", name)}?rows=20`);
+    const types = Object.fromEntries(table.columns.map((c) => [c.name, c.type]));
+    const columns = table.preview_columns.map((c) => ({ name: c, type: types[c] || "" }));
+    showPreview(`${source}: ${table.name}, the first ${table.preview.length} rows`, columns, table.preview, `${source}:${name}`);
+  } catch (err) {
+    showError(`Could not preview ${name} of ${source}: ${err.message}`);
+  }
+}
+
+async function loadSourceTables(source, holder) {
+  let tables;
+  try {
+    tables = await getJson(sourceUrl(source, "tables"));
+  } catch (err) {
+    replaceChildren(holder, h("li", { class: "notice notice-error" }, `Could not read ${source}: ${err.message}`));
+    return;
+  }
+  replaceChildren(
+    holder,
+    tables.length
+      ? tables.map((t) =>
+          h("li", { class: "data-table", dataset: { table: `${source}:${t.name}` } },
+            h("div", { class: "data-table-head" },
+              h("button", { type: "button", class: "button-link table-name", onclick: () => previewSource(source, t.name) }, t.name)),
+            columnList(t.name, t.columns)))
+      : [h("li", { class: "muted" }, "No tables its role can read.")],
+  );
+}
+
+async function loadSources() {
+  let sources;
+  try {
+    sources = await getJson(panel.dataset.sourcesUrl);
+  } catch (err) {
+    showError(`Could not list your database sources: ${err.message}`);
+    return;
+  }
+  sourcesPanel.hidden = sources.length === 0;
+  const holders = sources.map((s) => [s.name, h("ul", { class: "data-tables source-tables", "aria-label": `Tables of ${s.name}` }, h("li", { class: "muted" }, "Reading its tables…"))]);
+  replaceChildren(
+    sourcesList,
+    sources.map((s, i) =>
+      h("li", { class: "data-source", dataset: { source: s.name } },
+        h("div", { class: "data-table-head" },
+          h("span", { class: "table-name" }, s.name),
+          h("span", { class: "muted table-rows" }, s.description || "")),
+        holders[i][1])),
+  );
+  for (const [name, holder] of holders) loadSourceTables(name, holder);
 }
 
 async function loadTables(select) {
@@ -172,8 +243,7 @@ async function loadTables(select) {
           h("button", { type: "button", class: "button-link table-name", onclick: () => preview(t.name) }, t.name),
           h("span", { class: "muted table-rows" }, `${t.rows.toLocaleString()} rows`),
           h("button", { type: "button", class: "button secondary small", "aria-label": `Delete ${t.name}`, onclick: () => remove(t.name) }, "Delete")),
-        h("ul", { class: "data-columns", "aria-label": `Columns of ${t.name}` },
-          t.columns.map((c) => h("li", {}, h("code", {}, c.name), " ", h("span", { class: "col-type" }, c.type)))),
+        columnList(t.name, t.columns),
       ),
     ),
   );
@@ -181,3 +251,4 @@ async function loadTables(select) {
 }
 
 loadTables();
+loadSources();
