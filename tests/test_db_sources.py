@@ -25,11 +25,7 @@ from runs.presets.tools.dbsource import DbSourceError
 from tests.live_support import make_user
 from tests.pg_source_support import PgSource, read_only_source
 
-pytestmark = [
-    pytest.mark.db,
-    pytest.mark.postgres,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
@@ -66,6 +62,7 @@ def test_the_url_is_masked_and_checked() -> None:
     assert dbsource.url_problem("postgresql://reader:x@db.example/shop") is None
 
 
+@pytest.mark.postgres
 async def test_queries_are_read_only_capped_and_name_their_tables(pg: PgSource) -> None:
     user = await database_sync_to_async(make_user)("alice")
     await database_sync_to_async(register)(pg, everyone=True)
@@ -122,6 +119,7 @@ async def test_queries_are_read_only_capped_and_name_their_tables(pg: PgSource) 
     assert denied.is_error and "permission denied" in denied.content, denied.content
 
 
+@pytest.mark.postgres
 async def test_the_statement_timeout_stops_a_long_query(pg: PgSource) -> None:
     user = await database_sync_to_async(make_user)("alice")
     await database_sync_to_async(register)(pg, everyone=True, timeout_s=1.0)
@@ -142,6 +140,7 @@ async def test_the_statement_timeout_stops_a_long_query(pg: PgSource) -> None:
     assert lifted.is_error or lifted.raw_output["total_rows"] is None, lifted.content
 
 
+@pytest.mark.postgres
 async def test_only_granted_people_can_target_a_source(pg: PgSource) -> None:
     def setup() -> tuple[int, int, int]:
         granted, by_group, other = (
@@ -180,11 +179,12 @@ async def test_only_granted_people_can_target_a_source(pg: PgSource) -> None:
     assert revoked.is_error and "no database source" in revoked.content
 
 
+@pytest.mark.postgres
 async def test_an_unreachable_source_is_an_error_of_that_call_without_the_password(
     pg: PgSource,
 ) -> None:
     user = await database_sync_to_async(make_user)("alice")
-    down = pg.url.replace(f":{pg.admin['port']}/", ":1/")
+    down = pg.url.replace(f":{pg.admin.get('port') or 5432}/", ":1/")
     await database_sync_to_async(
         lambda: DataSource.objects.create(name="down", url=down, everyone=True)
     )()
@@ -194,6 +194,7 @@ async def test_an_unreachable_source_is_an_error_of_that_call_without_the_passwo
     assert pg.password not in result.content
 
 
+@pytest.mark.postgres
 def test_nothing_stored_or_listed_carries_the_password(pg: PgSource) -> None:
     source = register(pg, everyone=True)
     spec = sources.spec_of(source)
@@ -205,6 +206,7 @@ def test_nothing_stored_or_listed_carries_the_password(pg: PgSource) -> None:
     assert pg.password not in str(Event.objects.values_list("payload", flat=True))
 
 
+@pytest.mark.postgres
 async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
     pg: PgSource, scripted_server: Any
 ) -> None:
@@ -279,6 +281,7 @@ async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
     )
 
 
+@pytest.mark.postgres
 def test_the_admin_registers_a_source_tests_it_and_never_shows_the_password(
     pg: PgSource, client: Any
 ) -> None:
@@ -339,3 +342,46 @@ def test_the_admin_registers_a_source_tests_it_and_never_shows_the_password(
         follow=True,
     ).content.decode()
     assert f"connected as {pg.role}" in tested and pg.password not in tested
+
+
+def test_the_demo_offers_its_source_example_only_to_people_with_a_source() -> None:
+    from runs import service
+    from runs.demo import register_demo_scripts
+    from runs.demo.sources import DB_PROMPT
+
+    register_demo_scripts()
+    alice, bob = make_user("alice"), make_user("bob")
+    source = DataSource.objects.create(
+        name="warehouse", url="postgresql://r:secret@127.0.0.1:1/x"
+    )
+    source.users.add(alice)
+    assert DB_PROMPT in [e.prompt for e in service.demo_examples_for(alice.pk)]
+    assert DB_PROMPT not in [e.prompt for e in service.demo_examples_for(bob.pk)]
+    assert DB_PROMPT not in [e.prompt for e in service.demo_examples_for(None)]
+
+
+@pytest.mark.postgres
+async def test_the_demo_prompt_answers_from_a_granted_source(
+    pg: PgSource, scripted_server: Any
+) -> None:
+    from runs import service
+    from runs.demo.sources import DB_PROMPT, db_source_rules
+    from runs.engine.testing import Script
+    from tests.live_support import llm_at
+    from tests.rest_support import Api, user_with_token
+
+    user, token = await user_with_token("alice")
+    await database_sync_to_async(register)(pg, everyone=True)
+    model = scripted_server(Script(rules=db_source_rules()))
+    api = Api(token)
+    with llm_at(model):
+        created = await api.post(
+            "/notebooks/", {"text": DB_PROMPT, "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+        detail = await api.wait(created.json()["id"])
+        await service.wait_idle()
+    assert detail["response"].startswith(
+        f"The source has 1 table(s): {pg.schema}.visits. The first, {pg.schema}.visits,"
+        " holds 500 rows."
+    ), detail["response"]

@@ -35,6 +35,7 @@ from runs.demo.server import (
     demo_example_prompts,
     register_demo,
 )
+from runs.demo.sources import DB_PROMPT, db_source_rules
 from runs.demo.team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Rule
 
@@ -67,7 +68,10 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-log": ("function_calling", log_rules, LOG_PROMPT),
     "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),
     "function_calling-mcp": ("function_calling", mcp_rules, MCP_PROMPT),
+    "function_calling-db": ("function_calling", db_source_rules, DB_PROMPT),
 }
+# examples that work only for someone who has something (DemoExample.needs)
+NEEDS = {"function_calling-db": "db_source"}
 
 
 def register_demo_scripts(available: Iterable[str] | None = None) -> None:
@@ -82,4 +86,4 @@ def register_demo_scripts(available: Iterable[str] | None = None) -> None:
             register_demo(rules(), prompt, preset)
     for key, (preset, rules, prompt) in EXTRA_EXAMPLES.items():
         if preset in names:
-            register_demo(rules(), prompt, preset, key=key)
+            register_demo(rules(), prompt, preset, key=key, needs=NEEDS.get(key, ""))

@@ -33,6 +33,9 @@ class DemoExample:
 
     preset: str
     prompt: str
+    # what a person needs for the example to work ("db_source": a granted database source);
+    # the start page offers it only to those who have it
+    needs: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,20 @@ _server: ScriptedServer | None = None
 
 
 def register_demo(
-    rules: list[Rule], example_prompt: str, preset: str, key: str | None = None
+    rules: list[Rule],
+    example_prompt: str,
+    preset: str,
+    key: str | None = None,
+    needs: str = "",
 ) -> None:
     """Add scripted rules for an example prompt of `preset`; registering a key again replaces it.
 
     `key` (default: the preset's name) tells a preset's examples apart.
     """
     with _lock:
-        _demos[key or preset] = _Demo(DemoExample(preset, example_prompt), tuple(rules))
+        _demos[key or preset] = _Demo(
+            DemoExample(preset, example_prompt, needs), tuple(rules)
+        )
         if (
             _server is not None
         ):  # registered late: the running server must learn the new rules

@@ -96,6 +96,7 @@ from runs.service.sources import (
     DbSourceError,
     db_source_tables,
     db_sources,
+    demo_examples_for,
     preview_db_table,
 )
 from runs.service.status import INBOX_MESSAGE
@@ -164,6 +165,7 @@ __all__ = [
     "add_data_part",
     "db_source_tables",
     "db_sources",
+    "demo_examples_for",
     "preview_db_table",
     "all_presets",
     "approve",

@@ -12,11 +12,30 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
+from runs.demo import DemoExample, demo_example_prompts
 from runs.presets import sources
 from runs.presets.tools import dbsource
 from runs.presets.tools.dbsource import DbSourceError
 
-__all__ = ["DbSourceError", "db_source_tables", "db_sources", "preview_db_table"]
+__all__ = [
+    "DbSourceError",
+    "db_source_tables",
+    "db_sources",
+    "demo_examples_for",
+    "preview_db_table",
+]
+
+
+def demo_examples_for(user_id: int | None) -> list[DemoExample]:
+    """The demo model's example prompts `user_id` can use: one over a database source only for
+    someone granted one (the demo has no database of its own). Synchronous (pages)."""
+    examples = demo_example_prompts()
+    has_source = any(e.needs == "db_source" for e in examples) and bool(
+        user_id and sources.granted_sources(user_id)
+    )
+    return [
+        e for e in examples if not e.needs or (e.needs == "db_source" and has_source)
+    ]
 
 
 async def db_sources(user_id: int) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from runs.service import (
     TelemetryConfig,
     all_presets,
     available_mcp_tools,
-    demo_example_prompts,
+    demo_examples_for,
     get_preset,
     max_image_bytes,
     size_text,
@@ -70,12 +70,13 @@ class ExampleChoice:
     prompt: str
 
 
-def example_choices() -> list[ExampleChoice]:
-    """The demo model's example prompts, each with its agent preset's label (not its slug)."""
+def example_choices(user_id: int | None = None) -> list[ExampleChoice]:
+    """The demo model's example prompts `user_id` can use, each with its agent preset's label
+    (not its slug)."""
     labels = {p.name: p.label for p in preset_choices()}
     return [
         ExampleChoice(e.preset, labels.get(e.preset, e.preset), e.prompt)
-        for e in demo_example_prompts()
+        for e in demo_examples_for(user_id)
     ]
 
 
@@ -143,7 +144,7 @@ def render_new_notebook(
         "max_text_chars": MAX_TEXT_CHARS,
         "error": error,
         "new_task_url": reverse("runs:task_new"),
-        "examples": example_choices(),
+        "examples": example_choices(request.user.pk),
         "image_presets": [p.name for p in presets if p.accepts_images],
         "sample_chart_url": reverse("runs:sample_chart"),
         "picker_hidden": agent not in {p.name for p in presets if p.accepts_images},

@@ -113,6 +113,6 @@ def index(request: HttpRequest) -> HttpResponse:
     """Start page: the app is up, which model it uses, what the demo model can do."""
     context = {
         "llm": llm_settings(start_demo=False),
-        "examples": example_choices(),
+        "examples": example_choices(request.user.pk),
     }
     return render(request, "runs/index.html", context)
