@@ -52,6 +52,12 @@ class Conf:
         "The model to call: required with `OPENAI_BASE_URL` (the name your server serves); "
         "with `OPENAI_API_KEY` alone `gpt-4.1-mini`; unset and neither: the offline demo model",
     )
+    models: str = _setting(
+        "",
+        "text",
+        "Other models of the same server a person may pick when composing a notebook, "
+        "comma-separated (the `AGENTUI_MODEL` one is always offered); unused with the demo model",
+    )
     llm_timeout_s: float = _setting(
         60.0, "seconds", "The openai SDK's timeout of one request to the model"
     )

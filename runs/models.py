@@ -129,6 +129,12 @@ class Task(models.Model):
     # The MCP tools picked for this notebook, by the name the model sees (`server__tool`);
     # offered besides the preset's own tools while the owner may still use their server.
     mcp_tools = models.JSONField(default=list, blank=True)
+    # A composed notebook (runs.presets.compose): the model it talks to ("" = the configured
+    # one), the preset's built-in tools it keeps (None = all of them) and the person's data
+    # tables its data tools may read (None = every one of them).
+    model = models.CharField(max_length=100, blank=True, default="")
+    tools = models.JSONField(null=True, blank=True, default=None)
+    data_tables = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         verbose_name = "notebook"
@@ -743,3 +749,32 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return self.model
+
+
+class UserPreset(models.Model):
+    """A person's own agent: a composed notebook's settings saved under a name of theirs.
+
+    `config` is a runs.presets.compose.ComposeConfig as JSON (agent, model, tools, MCP tools,
+    data tables, mode); it is checked again whenever a notebook starts from it, so a server
+    revoked since gives a clear refusal instead of a notebook without the tool.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="presets"
+    )
+    name = models.CharField(max_length=80)
+    config = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "user preset"
+        ordering = ["name", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"], name="user_preset_name_per_owner"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -85,13 +85,21 @@ class Preset:
     # the composer offers image uploads; they reach the task as image_docs
     accepts_images: bool = False
 
-    def make_tools(self, owner_id: int | None = None) -> list[BaseTool]:
-        """The preset's tools, resolved from their dotted paths; with `owner_id`, the data tools
-        read that user's own tables (runs.presets.tools.data)."""
+    def make_tools(
+        self,
+        owner_id: int | None = None,
+        keep: Sequence[str] | None = None,
+        tables: Sequence[str] | None = None,
+    ) -> list[BaseTool]:
+        """The preset's tools, resolved from their dotted paths; only those named in `keep`
+        when given (a composed notebook's pick); with `owner_id`, the data tools read that
+        user's own tables, only `tables` of them when given (runs.presets.tools.data)."""
         tools = resolve_tools(self.tools)
+        if keep is not None:
+            tools = [tool for tool in tools if tool.metadata.name in keep]
         if owner_id is None:
             return tools
-        bind = scope_binder(owner_id)
+        bind = scope_binder(owner_id, tables)
         return [bind(tool) for tool in tools]
 
     def make_worker(
@@ -100,10 +108,13 @@ class Preset:
         owner_id: int | None = None,
         extra_tools: Sequence[BaseTool] = (),
         source_tools: Sequence[BaseTool] = (),
+        keep: Sequence[str] | None = None,
+        tables: Sequence[str] | None = None,
     ) -> BaseAgentWorker:
-        """The preset's worker over its tools and `extra_tools` (a notebook's MCP tools), and
-        `source_tools` (its owner's database sources) if the preset reads data at all."""
-        tools = self.make_tools(owner_id)
+        """The preset's worker over its tools (`keep`, `tables`: as for make_tools),
+        `extra_tools` (a notebook's MCP tools), and `source_tools` (its owner's database
+        sources) if the preset reads data at all."""
+        tools = self.make_tools(owner_id, keep, tables)
         taken = {tool.metadata.name for tool in tools}
         if DATA_QUERY in taken:
             extra_tools = [*source_tools, *extra_tools]

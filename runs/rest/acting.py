@@ -88,6 +88,10 @@ async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]
         body.mode,
         first.images,
         body.mcp_tools,
+        model=body.model,
+        tools=body.tools,
+        data_tables=body.data_tables,
+        preset=body.preset,
     )
     return Status(201, await sync_to_async(notebook_detail)(task))
 

@@ -28,6 +28,7 @@ from runs.rest import (  # noqa: F401  (they add their operations)
     data,
     inbox,
     policies,
+    presets,
     reading,
     review,
     stream,

@@ -29,11 +29,10 @@ from runs.rest.schemas import (
     EventOut,
     NotebookDetail,
     NotebookOut,
-    PresetOut,
     StepOut,
     TurnOut,
 )
-from runs.service import all_presets, is_held, llm_settings
+from runs.service import is_held, llm_settings
 from runs.traces.export import (
     filtered_notebooks,
     notebook_summary,
@@ -170,6 +169,9 @@ def notebook_detail(task: Task) -> dict[str, Any]:
         "settled": task.status != NotebookStatus.RUNNING and not is_held(task.pk),
         "active_turn": active.engine_id if active else None,
         "mcp_tools": list(task.mcp_tools or []),
+        "model": task.model,
+        "tools": task.tools,
+        "data_tables": task.data_tables,
         "waiting": [
             {
                 "step_id": s.step_id,
@@ -386,17 +388,3 @@ def get_event_value(
     except NoValue as exc:
         raise ProtocolError(ErrorCode.NOT_FOUND, str(exc)) from None
     return download(task, seq, where, value)
-
-
-@router.get("/presets/", tags=["read"], response=list[PresetOut])
-def list_presets(request: HttpRequest) -> list[dict[str, Any]]:
-    """The agents a notebook can use."""
-    return [
-        {
-            "name": p.name,
-            "label": p.label,
-            "description": p.description,
-            "accepts_images": p.accepts_images,
-        }
-        for p in all_presets()
-    ]

@@ -88,6 +88,13 @@ class NotebookDetail(NotebookOut):
     mcp_tools: list[str] = Field(
         default_factory=list, description="the MCP tools picked for it (`server__tool`)"
     )
+    model: str = Field("", description="the model it calls; empty: the default")
+    tools: list[str] | None = Field(
+        None, description="the preset's built-in tools it kept; null: all of them"
+    )
+    data_tables: list[str] | None = Field(
+        None, description="your data tables it may read; null: all of them"
+    )
 
 
 class TurnOut(Schema):
@@ -134,10 +141,23 @@ class EventOut(Schema):
 
 
 class PresetOut(Schema):
-    name: str
+    name: str = Field(
+        description="a built-in preset's name (`agent` of POST /notebooks/), or yours"
+    )
     label: str
     description: str
     accepts_images: bool
+    kind: Literal["builtin", "mine"] = Field(
+        "builtin", description="built in, or one of your own (POST /presets/)"
+    )
+    id: int | None = Field(
+        None, description="your preset's id (`preset` of POST /notebooks/)"
+    )
+    config: dict[str, Any] | None = Field(
+        None,
+        description="what your preset is made of: agent, model, tools, mcp_tools, "
+        "data_tables, mode (as in POST /presets/)",
+    )
 
 
 MAX_IMAGES = 4
@@ -154,7 +174,10 @@ Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 class NotebookIn(Schema):
     text: Text = Field(description="the first message")
     agent: str = Field(
-        examples=["function_calling"], description="a preset name", max_length=64
+        "",
+        examples=["function_calling"],
+        description="a built-in preset's name (needed unless `preset` is given)",
+        max_length=64,
     )
     mode: Mode = "auto"
     images: list[ImageId] = Field(
@@ -165,6 +188,28 @@ class NotebookIn(Schema):
         max_length=100,
         description="tools from MCP servers offered besides the preset's, by the name the "
         "model sees (`server__tool`); the new-notebook page lists those you may use",
+    )
+    model: str = Field(
+        "",
+        max_length=100,
+        description="a model this server offers (AGENTUI_MODELS); empty: the default",
+    )
+    tools: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None,
+        max_length=100,
+        description="the preset's built-in tools to keep, by name; null: all of them",
+    )
+    data_tables: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None,
+        max_length=200,
+        description="your data tables its data tools may read; null: all of them",
+    )
+    preset: int | None = Field(
+        None,
+        ge=1,
+        le=2**31,
+        description="one of your own presets (GET /presets/, `id`): the notebook is made "
+        "as it says, checked again now; agent, mode and the picks above are then ignored",
     )
 
 

@@ -41,6 +41,17 @@ from runs.service.attachments import (
 )
 from runs.service.attachments import describe as describe_image
 from runs.service.batch import approve_branches, reject_all
+from runs.service.compose import (
+    MAX_PRESET_NAME_CHARS,
+    ComposeChoices,
+    ComposeConfig,
+    ToolChoice,
+    compose_choices,
+    delete_user_preset,
+    describe_user_preset,
+    save_user_preset,
+    user_presets,
+)
 from runs.service.data import (
     DataError,
     add_data_part,
@@ -65,7 +76,7 @@ from runs.service.inbox import (
     waiting_title,
 )
 from runs.service.lease import is_held
-from runs.service.llm import LLMSettings, llm_settings
+from runs.service.llm import LLMSettings, llm_settings, offered_models
 from runs.service.notify import save_settings as save_inbox_settings
 from runs.service.notify import settings_of as inbox_settings_of
 from runs.service.policies import (
@@ -175,6 +186,15 @@ __all__ = [
     "check_send",
     "create_notebook",
     "create_notebook_row",
+    "ComposeChoices",
+    "MAX_PRESET_NAME_CHARS",
+    "ComposeConfig",
+    "ToolChoice",
+    "compose_choices",
+    "delete_user_preset",
+    "describe_user_preset",
+    "save_user_preset",
+    "user_presets",
     "create_token",
     "decide",
     "delete_data_table",
@@ -206,6 +226,7 @@ __all__ = [
     "last_seq",
     "list_data_tables",
     "llm_settings",
+    "offered_models",
     "max_data_file_bytes",
     "max_image_bytes",
     "metrics",

@@ -26,7 +26,6 @@ from runs.engine import (
 )
 from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
 from runs.presets import get_preset
-from runs.presets.mcp import check_mcp_choice
 from runs.protocol import (
     ErrorCode,
     HumanAction,
@@ -40,6 +39,7 @@ from runs.realtime.publisher import publisher_for
 from runs.service import policies, quotas, stops
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
+from runs.service.compose import notebook_config
 from runs.service.driver import (
     Branches,
     Origin,
@@ -645,22 +645,25 @@ async def set_mode(task_pk: int, mode: str) -> None:
 
 
 def create_notebook_row(
-    owner: User, agent: str, mode: str, mcp_tools: list[str] | None = None
+    owner: User,
+    agent: str,
+    mode: str,
+    mcp_tools: list[str] | None = None,
+    **composed: Any,
 ) -> Task:
-    """A new, empty notebook; ProtocolError for an unknown preset or mode, or an MCP tool the
-    owner may not use."""
-    if get_preset(agent) is None:
-        raise _error(ErrorCode.INVALID_INPUT, f"there is no agent preset {agent!r}")
-    if mode not in ApprovalMode.values:
-        raise _error(
-            ErrorCode.INVALID_INPUT,
-            f"the mode must be one of {', '.join(ApprovalMode.values)}",
-        )
-    try:
-        chosen = check_mcp_choice(owner.pk, list(mcp_tools or []))
-    except ValueError as exc:
-        raise _error(ErrorCode.INVALID_INPUT, str(exc)) from None
-    return Task.objects.create(owner=owner, agent=agent, mode=mode, mcp_tools=chosen)
+    """A new, empty notebook; ProtocolError for an unknown preset or mode, an MCP tool the
+    owner may not use, or a composition that does not fit (`composed`: model, tools,
+    data_tables, or `preset`, one of the owner's presets: runs.service.compose)."""
+    config = notebook_config(owner, agent, mode, mcp_tools, **composed)
+    return Task.objects.create(
+        owner=owner,
+        agent=config.agent,
+        mode=config.mode,
+        mcp_tools=config.mcp_tools,
+        model=config.model,
+        tools=config.tools,
+        data_tables=config.data_tables,
+    )
 
 
 async def create_notebook(
@@ -670,11 +673,13 @@ async def create_notebook(
     mode: str,
     images: list[int] | None = None,
     mcp_tools: list[str] | None = None,
+    **composed: Any,
 ) -> Task:
-    """Create a notebook with its picked MCP tools and start its first turn with `text` and
-    uploaded `images` (all or nothing)."""
+    """Create a notebook with its picked MCP tools (and `composed` picks, as for
+    create_notebook_row) and start its first turn with `text` and uploaded `images` (all or
+    nothing)."""
     task = await database_sync_to_async(create_notebook_row)(
-        owner, agent, mode, mcp_tools
+        owner, agent, mode, mcp_tools, **composed
     )
     try:
         await send_message(task.pk, text, images=images)

@@ -66,3 +66,13 @@ def _host(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
+
+
+def offered_models() -> list[str]:
+    """The models a composed notebook may pick: the configured one first, then AGENTUI_MODELS
+    (the demo model alone when no model is configured)."""
+    config = llm_settings(start_demo=False)
+    if config.is_demo:
+        return [config.model]
+    extra = (name.strip() for name in conf().models.split(","))
+    return list(dict.fromkeys([config.model, *(name for name in extra if name)]))

@@ -13,7 +13,7 @@ import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from channels.db import database_sync_to_async
@@ -28,7 +28,7 @@ from runs.presets.mcp import notebook_mcp_tools
 from runs.presets.sources import notebook_source_tools
 from runs.protocol import ErrorCode, ProtocolError
 from runs.realtime.publisher import Publisher, forget_publishers, publisher_for
-from runs.service.llm import llm_settings
+from runs.service.llm import llm_settings, offered_models
 from runs.store import DjangoStateStore, cache
 from runs.telemetry import recorder as telemetry
 
@@ -55,13 +55,22 @@ _detached: set[asyncio.Task[Any]] = set()  # notifications: referenced, never wa
 _llms: dict[tuple[str, ...], OpenAI] = {}
 
 
-def make_llm() -> tuple[OpenAI, tuple[str, ...]]:
-    """The configured LLM, and a key that changes when its settings do.
+def make_llm(model: str = "") -> tuple[OpenAI, tuple[str, ...]]:
+    """The configured LLM (calling `model` instead of the configured one when given: a
+    composed notebook's pick), and a key that changes when its settings do.
 
     One LLM per settings for the whole process: its HTTP client (one per event loop) and
     connection pool are shared by every notebook instead of being built per notebook.
     """
     config = llm_settings()
+    if model and model != config.model:
+        if model not in offered_models():
+            raise ProtocolError(
+                ErrorCode.NOT_ALLOWED,
+                f"the model {model!r} of this notebook is no longer offered here "
+                "(AGENTUI_MODELS)",
+            )
+        config = replace(config, model=model)
     values = conf()
     timeout, retries = values.llm_timeout_s, values.llm_max_retries
     first_byte, between = values.llm_first_byte_timeout_s, values.llm_chunk_timeout_s
@@ -94,9 +103,16 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
     facts = await database_sync_to_async(_facts_of)(task_pk)
     agent, owner_id = facts.agent, facts.owner_id
     mcp_tools, mcp_key = facts.mcp_tools, facts.mcp_key
-    llm, llm_key = make_llm()
+    llm, llm_key = make_llm(facts.model)
     model_chars = conf().tool_output_model_chars
-    key = (agent, str(model_chars), mcp_key, facts.source_key, *llm_key)
+    key = (
+        agent,
+        str(model_chars),
+        mcp_key,
+        facts.source_key,
+        facts.composed_key,
+        *llm_key,
+    )
     runtime = _runtimes.get(task_pk)
     if runtime is not None and runtime.loop is loop and runtime.key == key:
         _runtimes.move_to_end(task_pk)
@@ -112,7 +128,14 @@ async def runtime_for(task_pk: int) -> NotebookRuntime:
         )
     publisher = publisher_for(task_pk)
     runner = preset.runner(
-        preset.make_worker(llm, owner_id, mcp_tools, facts.source_tools),
+        preset.make_worker(
+            llm,
+            owner_id,
+            mcp_tools,
+            facts.source_tools,
+            facts.tools,
+            facts.data_tables,
+        ),
         state_store=DjangoStateStore(task_pk),
         on_event=publisher,
         tool_output_chars=model_chars,
@@ -141,26 +164,46 @@ class _Facts:
         SchemaTool
     ]  # db_tables and db_query over its owner's database sources
     source_key: str  # changes when a source is granted, revoked or edited
+    # a composed notebook's picks (runs.presets.compose): "" / None mean the defaults
+    model: str = ""
+    tools: list[str] | None = None
+    data_tables: list[str] | None = None
+
+    @property
+    def composed_key(self) -> str:
+        return repr((self.tools, self.data_tables))
 
 
 def _facts_of(task_pk: int) -> _Facts:
     """What the runtime and the notebook's spans need of its row, in one query (and its MCP
     tools, from their servers' rows)."""
-    agent, owner_id, owner, mode, forked_from, names = Task.objects.values_list(
-        "agent", "owner_id", "owner__username", "mode", "forked_from_id", "mcp_tools"
+    row = Task.objects.values(
+        "agent",
+        "owner_id",
+        "owner__username",
+        "mode",
+        "forked_from_id",
+        "mcp_tools",
+        "model",
+        "tools",
+        "data_tables",
     ).get(pk=task_pk)
-    mcp_tools, mcp_key = notebook_mcp_tools(owner_id, list(names or []))
+    owner_id = row["owner_id"]
+    mcp_tools, mcp_key = notebook_mcp_tools(owner_id, list(row["mcp_tools"] or []))
     source_tools, source_key = notebook_source_tools(owner_id)
     return _Facts(
-        agent,
+        row["agent"],
         owner_id,
-        owner,
-        mode,
-        forked_from,
+        row["owner__username"],
+        row["mode"],
+        row["forked_from_id"],
         mcp_tools,
         mcp_key,
         source_tools,
         source_key,
+        row["model"],
+        row["tools"],
+        row["data_tables"],
     )
 
 

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,9 +85,22 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class DataScope(ToolContext):
-    """Whose data a notebook's data tools read (bound when its runner is built)."""
+    """Whose data a notebook's data tools read (bound when its runner is built), and which of
+    their tables a composed notebook was given (None: all of them)."""
 
     user_id: int
+    tables: tuple[str, ...] | None = None
+
+    def allows(self, table: str) -> bool:
+        return self.tables is None or table in self.tables
+
+    def refusal(self, table: str) -> DataError:
+        given = ", ".join(self.tables or ()) or "none"
+        return DataError(
+            f"this notebook may read only the data tables it was given ({given}), "
+            f"not {table!r}",
+            "not_allowed",
+        )
 
 
 def max_file_bytes() -> int:
@@ -420,10 +433,15 @@ def preview(user_id: int, name: str, rows: int = PREVIEW_ROWS) -> dict[str, Any]
     return {**described, "preview": fetched}
 
 
-def query(user_id: int, sql: str) -> dict[str, Any]:
-    """A read-only query over the user's tables, capped as `sql_query` is, naming its tables."""
+def query(user_id: int, sql: str, scope: DataScope | None = None) -> dict[str, Any]:
+    """A read-only query over the user's tables, capped as `sql_query` is, naming its tables;
+    with `scope`, one reading a table the notebook was not given is refused before it runs."""
     text = checked_sql(sql)
     with _connected(user_id, write=False) as connection:
+        if scope is not None:
+            for table in _tables_read(connection, text):
+                if not scope.allows(table):
+                    raise scope.refusal(table)
         columns, fetched, more = _run(connection, text, max_rows(), TIME_LIMIT_S)
 
         def count_all() -> int | None:
@@ -448,11 +466,13 @@ def query(user_id: int, sql: str) -> dict[str, Any]:
 
 def data_tables(ctx: DataScope) -> list[dict[str, Any]]:
     """List your uploaded data tables (DuckDB) with their columns, types and row counts."""
-    return list_data_tables(ctx.user_id)
+    return [t for t in list_data_tables(ctx.user_id) if ctx.allows(t["name"])]
 
 
 def describe_data_table(ctx: DataScope, name: str) -> dict[str, Any]:
     """Describe one of your uploaded data tables: its columns, types, row count and five rows."""
+    if not ctx.allows(name):
+        raise ctx.refusal(name)
     return preview(ctx.user_id, name, rows=5)
 
 
@@ -462,12 +482,15 @@ def data_query(ctx: DataScope, sql: str) -> dict[str, Any]:
     Returns the column names and the first rows (up to a row and a size cap); `truncated` says
     whether more rows matched, and `tables` which of your tables the query read.
     """
-    return query(ctx.user_id, sql)
+    return query(ctx.user_id, sql, ctx)
 
 
-def scope_binder(user_id: int) -> Callable[[Any], Any]:
-    """Binds a tool that takes a DataScope to `user_id`'s data; other tools stay as they are."""
-    scope = DataScope(user_id)
+def scope_binder(
+    user_id: int, tables: Sequence[str] | None = None
+) -> Callable[[Any], Any]:
+    """Binds a tool that takes a DataScope to `user_id`'s data (only `tables` of it, when
+    given); other tools stay as they are."""
+    scope = DataScope(user_id, None if tables is None else tuple(tables))
 
     def bind(tool: Any) -> Any:
         context_type = getattr(tool, "context_type", None)
