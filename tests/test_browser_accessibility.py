@@ -50,6 +50,7 @@ def test_every_page_has_no_serious_violations(
     pages = {
         "start": "/",
         "new": "/new/",
+        "new-compose": "/new/?tools_sent=1",  # "Compose your own" open
         "traces": "/traces/",
         "trace": f"/traces/{a}/",
         "compare": f"/traces/compare/?a={a}&b={b}",

@@ -355,3 +355,57 @@ async def test_a_session_write_without_csrf_is_forbidden() -> None:
     )
     assert refused.status_code == 403
     assert not await UserPreset.objects.aexists()
+
+
+# --- the page's form, without its script ------------------------------------------------------
+
+
+async def test_the_form_saves_refuses_with_the_reason_and_keeps_presets_private() -> (
+    None
+):
+    from django.test import AsyncClient
+
+    ana = await database_sync_to_async(make_user)("ana")
+    bob = await database_sync_to_async(make_user)("bob")
+    client = AsyncClient()
+    await client.aforce_login(ana)
+    form = {
+        "text": "kept",
+        "agent": "function_calling",
+        "mode": "step",
+        "model": "",
+        "tools_sent": "1",
+        "tools": ["add", "subtract"],
+        "preset_name": "Two tools",
+    }
+    saved = await client.post("/presets/save", form)
+    assert saved.status_code == 302 and "#my-presets" in saved["Location"]
+    preset = await UserPreset.objects.aget(owner=ana)
+    assert preset.config["tools"] == ["add", "subtract"]
+    assert preset.config["mode"] == "step"
+    page = (await client.get(saved["Location"])).content.decode()
+    assert "Saved your preset “Two tools”." in page and f'value="{preset.pk}"' in page
+
+    # a refused save shows the form again as sent, with the reason, the part open
+    refused = await client.post(
+        "/presets/save", {**form, "tools": ["add", "rm_rf"], "preset_name": "Bad"}
+    )
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert "Not saved: the agent Function calling has no built-in tool" in body
+    assert '<details id="compose" class="compose" open>' in body
+    assert 'value="Bad"' in body and ">kept</textarea>" in body
+    assert await UserPreset.objects.acount() == 1
+
+    # a preset's Start that is not one's own is refused on the form, nothing is made
+    other = AsyncClient()
+    await other.aforce_login(bob)
+    started = await other.post(
+        "/tasks/new", {"text": "hi", "agent": "react", "user_preset": str(preset.pk)}
+    )
+    assert started.status_code == 400
+    assert f"you have no preset {preset.pk}" in started.content.decode()
+    deleted = await other.post(f"/presets/{preset.pk}/delete")
+    assert deleted.status_code == 302
+    assert await UserPreset.objects.filter(pk=preset.pk).aexists()
+    assert not await Task.objects.aexists()

@@ -73,10 +73,11 @@ async def _act(
 @router.post(
     "/notebooks/",
     tags=["act"],
-    response={201: NotebookDetail, 422: ErrorOut, 429: ErrorOut},
+    response={201: NotebookDetail, 404: ErrorOut, 422: ErrorOut, 429: ErrorOut},
 )
 async def create_notebook(request: HttpRequest, body: NotebookIn) -> Status[Any]:
-    """Start a notebook with its first message; in auto and tools mode its steps start now."""
+    """Start a notebook with its first message; in auto and tools mode its steps start now.
+    404 when `preset` is not one of yours."""
     first = validate_action(
         {"action": "send_message", "text": body.text, "images": body.images}
     )

@@ -7,6 +7,8 @@ loop like those started from a websocket.
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.core.paginator import EmptyPage, Paginator
 from django.db.models import Count
@@ -39,6 +41,7 @@ from runs.traces.results import (
     sort_order,
 )
 from runs.traces.summary import summaries
+from runs.web.compose import composed_picks
 from runs.web.pages import render_new_notebook
 
 PAGE_SIZE = 20
@@ -85,8 +88,15 @@ async def new_task(request: HttpRequest) -> HttpResponse:
                 ErrorCode.INVALID_INPUT,
                 "This agent does not take images; pick Vision ReAct.",
             )
+        chosen = request.POST.get("user_preset", "")
+        if chosen:
+            if not chosen.isdigit():
+                raise ProtocolError(ErrorCode.INVALID_INPUT, "there is no such preset")
+            picks: dict[str, Any] = {"preset": int(chosen)}
+        else:
+            picks = composed_picks(request.POST)
         task = await service.create_notebook(
-            user, text, agent, mode, images, request.POST.getlist("mcp_tools")
+            user, text, agent, mode, images, request.POST.getlist("mcp_tools"), **picks
         )
     except ProtocolError as exc:
         return await _refused(request, text, agent, mode, exc.reason)

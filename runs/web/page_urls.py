@@ -2,10 +2,22 @@
 
 from django.urls import path
 
-from runs.web import data, event_values, fork, inbox, pages, policies, tokens, webhooks
+from runs.web import (
+    compose,
+    data,
+    event_values,
+    fork,
+    inbox,
+    pages,
+    policies,
+    tokens,
+    webhooks,
+)
 
 urlpatterns = [
     path("new/", pages.new_notebook, name="notebook_new"),
+    path("presets/save", compose.save_preset, name="preset_save"),
+    path("presets/<int:pk>/delete", compose.delete_preset, name="preset_delete"),
     path("tasks/<int:pk>/", pages.notebook, name="notebook"),
     path(
         "tasks/<int:pk>/deadline",

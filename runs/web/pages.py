@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -23,11 +23,13 @@ from runs.service import (
     TelemetryConfig,
     all_presets,
     available_mcp_tools,
+    compose_choices,
     demo_examples_for,
     get_preset,
     max_image_bytes,
     size_text,
     trace_id_of,
+    user_presets,
 )
 from runs.traces.data_used import data_tables_used
 from runs.web.fork import review_context
@@ -129,9 +131,8 @@ def render_new_notebook(
         agent = presets[0].name if presets else ""
     if mode not in ApprovalMode.values:
         mode = ApprovalMode.AUTO
-    picked = (request.POST if request.method == "POST" else request.GET).getlist(
-        "mcp_tools"
-    )
+    sent = request.POST if request.method == "POST" else request.GET
+    picked = sent.getlist("mcp_tools")
     context = {
         "task": None,
         "presets": presets,
@@ -149,6 +150,7 @@ def render_new_notebook(
         "sample_chart_url": reverse("runs:sample_chart"),
         "picker_hidden": agent not in {p.name for p in presets if p.accepts_images},
         **image_context(),
+        **_compose_context(request, sent),
         "recent": [
             (task, labels.get(task.agent, task.agent))
             for task in Task.objects.filter(owner=request.user).order_by("-updated_at")[
@@ -157,6 +159,28 @@ def render_new_notebook(
         ],
     }
     return render(request, "runs/notebook.html", context, status=status)
+
+
+def _compose_context(request: HttpRequest, sent: QueryDict) -> dict[str, object]:
+    """What the "Compose your own" part shows: the choices, the person's presets, and the
+    picks of a refused submission (the part is then open, showing them)."""
+    choices = compose_choices(request.user)  # type: ignore[arg-type]
+    mine = [
+        {**preset, "config_json": json.dumps(preset["config"])}
+        for preset in user_presets(request.user)  # type: ignore[arg-type]
+    ]
+    tools = sent.getlist("tools") if sent.get("tools_sent") else None
+    return {
+        "compose": choices,
+        "my_presets": mine,
+        "compose_open": bool(sent.get("tools_sent") or sent.get("preset_name")),
+        "picked_model": sent.get("model", ""),
+        "picked_tools": tools,
+        "picked_tables": sent.getlist("data_tables"),
+        "preset_name": sent.get("preset_name", ""),
+        "preset_id": sent.get("preset_id", ""),
+        "shown_preset": sent.get("preset", ""),
+    }
 
 
 @require_GET

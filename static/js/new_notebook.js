@@ -1,3 +1,4 @@
+import { setUpCompose } from "./compose.js";
 import { ImagePicker } from "./image_picker.js";
 import { watchLength } from "./length_limit.js";
 
@@ -57,3 +58,5 @@ for (const example of form.querySelectorAll("[data-example]")) {
     text.focus();
   });
 }
+
+setUpCompose(form, agent);

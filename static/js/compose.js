@@ -1,0 +1,90 @@
+import { confirmAction } from "./confirm.js";
+
+// "Compose your own" on the new-notebook form: the built-in tool boxes follow the agent picked
+// (a box the agent does not have is greyed out, so it is not sent), "Edit" loads a saved preset
+// into the form (saving then changes it; renaming is editing its name), "Delete" asks first,
+// and Enter in the name saves rather than starting a notebook. The form works without this
+// script: the server checks every pick and says what does not fit.
+
+/** @param {HTMLFormElement} form @param {HTMLSelectElement} agent */
+export function setUpCompose(form, agent) {
+  const compose = form.querySelector("#compose");
+  if (!compose) return;
+  const toolBoxes = [...compose.querySelectorAll("input[name=tools]")];
+  const name = compose.querySelector("#compose-name");
+  const presetId = compose.querySelector("#compose-preset-id");
+  const save = compose.querySelector("#compose-save");
+  const editing = compose.querySelector("#compose-editing");
+  const mode = form.querySelector("#new-mode");
+
+  function toolsFollowAgent() {
+    for (const box of toolBoxes) {
+      box.disabled = !box.dataset.agents.split(" ").includes(agent.value);
+    }
+  }
+
+  function stopEditing() {
+    presetId.value = "";
+    save.textContent = "Save as my preset";
+    editing.hidden = true;
+  }
+
+  function tick(selector, values) {
+    for (const box of form.querySelectorAll(selector)) {
+      box.checked = values === null ? true : values.includes(box.value);
+    }
+  }
+
+  function load(button) {
+    const config = JSON.parse(button.dataset.config);
+    if ([...agent.options].some((o) => o.value === config.agent)) {
+      agent.value = config.agent;
+      agent.dispatchEvent(new Event("change"));
+    }
+    if (mode) mode.value = config.mode;
+    const model = compose.querySelector("#compose-model");
+    model.value = [...model.options].some((o) => o.value === config.model) ? config.model : "";
+    tick("input[name=tools]", config.tools);
+    tick("input[name=data_tables]", config.data_tables || []);
+    tick("input[name=mcp_tools]", config.mcp_tools || []);
+    name.value = button.dataset.name;
+    presetId.value = button.dataset.editPreset;
+    save.textContent = "Save changes";
+    editing.querySelector("[data-editing-text]").textContent =
+      `Editing “${button.dataset.name}”: saving changes it (rename it here).`;
+    editing.hidden = false;
+    compose.open = true;
+    name.focus();
+    name.select();
+  }
+
+  agent.addEventListener("change", toolsFollowAgent);
+  toolsFollowAgent();
+  compose.querySelector("#compose-new")?.addEventListener("click", () => {
+    stopEditing();
+    name.focus();
+  });
+  name.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      form.requestSubmit(save);
+    }
+  });
+  for (const button of form.querySelectorAll("[data-edit-preset]")) {
+    button.addEventListener("click", () => load(button));
+  }
+  for (const button of form.querySelectorAll("button[data-confirm]")) {
+    button.addEventListener("click", async (event) => {
+      if (button.dataset.confirmed) return;
+      event.preventDefault();
+      const yes = await confirmAction({
+        title: "Delete preset",
+        text: `${button.dataset.confirm} Notebooks started from it keep their settings.`,
+        confirm: "Delete",
+      });
+      if (!yes) return;
+      button.dataset.confirmed = "1";
+      form.requestSubmit(button);
+    });
+  }
+}
