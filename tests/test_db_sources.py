@@ -94,6 +94,20 @@ async def test_queries_are_read_only_capped_and_name_their_tables(pg: PgSource) 
     assert out["source"] == "warehouse"
     assert out["tables"] == [f"{pg.schema}.visits"]
 
+    # wide rows: fetching stops once past the byte cap (the first batch of 50 here), so row 61,
+    # which fails when read, is never read; rows past the cap would have been
+    with override_settings(AGENTUI_SQL_MAX_ROWS=200, AGENTUI_SQL_MAX_BYTES=20_000):
+        wide = await call(
+            tools["db_query"],
+            source="warehouse",
+            sql=f"SELECT id, repeat('x', 1000) AS pad,"
+            f" CASE WHEN id > 60 THEN 1 / (id - id) ELSE 0 END AS trap"
+            f" FROM {pg.schema}.visits ORDER BY id",
+        )
+    assert not wide.is_error, wide.content
+    assert wide.raw_output["truncated"]
+    assert 10 <= wide.raw_output["row_count"] < 25, wide.raw_output["row_count"]
+
     # a write the role is allowed, hidden in a function: the read-only session refuses it
     sneaky = await call(
         tools["db_query"], source="warehouse", sql=f"SELECT {pg.schema}.sneaky()"

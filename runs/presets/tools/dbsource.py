@@ -10,8 +10,9 @@ The guards are the database session's own, not a parser of ours:
   for what follows;
 - the query runs as a server-side cursor (`DECLARE`, sent with the extended protocol, which
   takes exactly one statement) and at most the SQL tool's row cap + 1 rows are fetched, so a
-  query matching millions of rows sends the cap; what reaches the model is then cut to the same
-  byte cap as the other SQL tools (`capped_result`).
+  query matching millions of rows sends the cap, and fetching stops early once the rows read
+  pass the SQL tools' byte cap; what reaches the model is then cut to that cap as for the other
+  SQL tools (`capped_result`).
 
 The URL holds a password: nothing here returns it, and error messages are scrubbed of it.
 Which tables a query read comes from PostgreSQL's own plan (`EXPLAIN (VERBOSE, FORMAT JSON)`),
@@ -33,10 +34,17 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
 
-from runs.presets.tools.sql import SQLError, capped_result, checked_sql, max_rows
+from runs.presets.tools.sql import (
+    SQLError,
+    capped_result,
+    checked_sql,
+    max_bytes,
+    max_rows,
+)
 
 CONNECT_TIMEOUT_S = 5
 PREVIEW_ROWS = 20
+FETCH_BATCH = 50
 MAX_TABLES = 500
 SCHEMES = ("postgres", "postgresql")
 _QUERY_START = re.compile(r"^\s*(\(\s*)*(select|with|values|table)\b", re.IGNORECASE)
@@ -206,18 +214,34 @@ def _plain(value: Any) -> Any:
 
 
 def _fetch(
-    connection: psycopg.Connection[Any], spec: SourceSpec, sql: str, limit: int
+    connection: psycopg.Connection[Any],
+    spec: SourceSpec,
+    sql: str,
+    limit: int,
+    max_bytes: int | None = None,
 ) -> tuple[list[str], list[list[Any]], bool]:
-    """At most `limit` + 1 rows of `sql` through a server-side cursor (one statement only)."""
+    """At most `limit` + 1 rows of `sql` through a server-side cursor (one statement only), in
+    batches of FETCH_BATCH: with `max_bytes`, fetching stops once the rows read hold more than
+    that (as JSON), so wide rows never pile up to the row cap in memory; the result then says
+    there may be more (the count that follows says how many)."""
     with connection.cursor(name="agentui_query") as cursor:
         cursor.execute(sql)
-        rows = cursor.fetchmany(limit + 1)
         columns = [c.name for c in cursor.description or []]
-    return (
-        columns,
-        [[_plain(v) for v in row] for row in rows[:limit]],
-        len(rows) > limit,
-    )
+        rows: list[list[Any]] = []
+        used = 0
+        over_bytes = False
+        while len(rows) <= limit:
+            batch = cursor.fetchmany(min(FETCH_BATCH, limit + 1 - len(rows)))
+            if not batch:
+                break
+            for row in batch:
+                plain = [_plain(v) for v in row]
+                rows.append(plain)
+                used += len(json.dumps(plain, default=str))
+            if max_bytes is not None and used > max_bytes:
+                over_bytes = len(rows) <= limit
+                break
+    return columns, rows[:limit], len(rows) > limit or over_bytes
 
 
 def _relations(plan: Any) -> Iterator[str]:
@@ -260,7 +284,9 @@ def run_query(spec: SourceSpec, sql: str) -> dict[str, Any]:
         connection = cursor.connection
         try:
             _arm(cursor, spec)
-            columns, fetched, more = _fetch(connection, spec, text, max_rows())
+            columns, fetched, more = _fetch(
+                connection, spec, text, max_rows(), max_bytes()
+            )
             tables = _tables_read(cursor, spec, text)
         except psycopg.Error as exc:
             raise _explain(spec, exc, text) from None
