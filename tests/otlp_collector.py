@@ -13,12 +13,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
+
+from tests.http_recorder import Post, posts_to
 
 
 def _value(any_value: Any) -> Any:
@@ -74,25 +75,13 @@ def otlp_collector() -> Iterator[Collector]:
     """A collector on a free local port, stopped afterwards."""
     collector = Collector()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            collector.take(body)
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def take(post: Post) -> int:
+        body = post.body
+        if post.headers.get("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        collector.take(body)
+        return 200
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    collector.url = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with posts_to(take) as base:
+        collector.url = f"{base}/v1/traces"
         yield collector
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -29,6 +27,7 @@ from runs.engine.messages import ChatMessage
 from runs.protocol import HumanAction, HumanActionKind, StepInterrupted, TaskAbandoned
 from runs.telemetry.config import TelemetryConfigError, from_environ
 from runs.telemetry.spans import TraceBuilder, resource_for, trace_id_of
+from tests.http_recorder import Post, posts_to
 
 EnvFactory = Callable[..., dict[str, str]]
 
@@ -130,25 +129,12 @@ def collector() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
     """An HTTP server taking OTLP posts at /v1/traces only (404 elsewhere); it notes each post."""
     posts: list[tuple[str, dict[str, str]]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            posts.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-            self.send_response(200 if self.path == "/v1/traces" else 404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def answer(post: Post) -> int:
+        posts.append((post.path, post.headers))
+        return 200 if post.path == "/v1/traces" else 404
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", posts
-    finally:
-        server.shutdown()
-        server.server_close()
+    with posts_to(answer) as base:
+        yield base, posts
 
 
 def preflight(subprocess_env: EnvFactory, tmp_path: Any, **env: str) -> Any:

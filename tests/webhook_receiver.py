@@ -10,8 +10,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.http_recorder import Post, posts_to
 
 
 @dataclass(frozen=True)
@@ -40,26 +41,14 @@ class Receiver:
         self.statuses = list(statuses)
         self.received: list[Received] = []
         self.arrived = threading.Condition()
-        receiver = self
+        self.url = ""
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with receiver.arrived:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                    receiver.received.append(
-                        Received({k.lower(): v for k, v in self.headers.items()}, body)
-                    )
-                    receiver.arrived.notify_all()
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+    def take(self, post: Post) -> int:
+        with self.arrived:
+            status = self.statuses.pop(0) if self.statuses else 200
+            self.received.append(Received(post.headers, post.body))
+            self.arrived.notify_all()
+        return status
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
         with self.arrived:
@@ -71,10 +60,6 @@ class Receiver:
 @contextmanager
 def receiver(statuses: list[int] | None = None) -> Iterator[Receiver]:
     made = Receiver(statuses or [])
-    thread = threading.Thread(target=made.server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with posts_to(made.take) as base:
+        made.url = f"{base}/hook"
         yield made
-    finally:
-        made.server.shutdown()
-        made.server.server_close()
