@@ -174,6 +174,61 @@ async def test_fork_at_a_step_answers_the_new_notebook(ran: dict[str, Any]) -> N
     assert await Task.objects.acount() == before
 
 
+async def test_compare_answers_what_the_compare_page_draws(
+    ran: dict[str, Any],
+) -> None:
+    task, step_id, api = ran["task"], ran["step_id"], ran["api"]
+    fork = (await api.post(f"/notebooks/{task.pk}/fork", {"step_id": step_id})).json()
+    response = await api.get("/compare", a=task.pk, b=fork["id"])
+    assert response.status_code == 200, response.content
+    compared = response.json()
+    page = AsyncClient()
+    await sync_to_async(page.force_login)(ran["user"])
+    theirs = await page.get("/api/tasks/compare/", {"a": task.pk, "b": fork["id"]})
+    assert theirs.status_code == 200
+    assert compared == theirs.json(), "the page and REST read one comparison"
+
+    assert [s["id"] for s in compared["sides"]] == [task.pk, fork["id"]]
+    assert compared["sides"][1]["forked_from"] == task.pk
+    steps = [r for r in compared["rows"] if r["kind"] == "step"]
+    kinds = [r["kind"] for r in compared["rows"]]
+    assert kinds[0] == "turn" and kinds[-1] == "answer"
+    # up to the fork the steps are the source's; the one after it has not run in the fork
+    numbers = [r["step"] for r in steps]
+    assert numbers == list(range(1, len(steps) + 1))
+    forked_at = next(
+        r for r in steps if r["pair"][0]["calls"] and r["pair"][0]["calls"][0]["name"]
+    )
+    assert not forked_at["differs"]
+    call = forked_at["pair"][0]["calls"][0]
+    assert (call["name"], call["args_differ"]) == ("sql_query", False)
+    assert '"sql":' in call["args"] and call["result"]
+    last = steps[-1]
+    assert last["differs"] and last["different"]
+    assert compared["summary"]["differing"] == sum(r["differs"] for r in steps)
+    assert compared["summary"]["text"].startswith(
+        f"{compared['summary']['differing']} of {len(steps)} aligned steps differ"
+    )
+    same = (await api.get("/compare", a=task.pk, b=task.pk)).json()
+    assert same["summary"]["text"] == f"All {len(steps)} aligned steps are the same."
+
+    for params, status in [
+        ({"a": task.pk}, 422),
+        ({"a": "x", "b": task.pk}, 422),
+        ({"a": task.pk, "b": 2**40}, 422),
+        ({"a": task.pk, "b": 999_999}, 404),
+    ]:
+        refused = await api.get("/compare", **params)
+        assert refused.status_code == status, (params, refused.content)
+        assert refused.json()["code"] in ("invalid_input", "not_found")
+    assert (
+        await ran["stranger"].get("/compare", a=task.pk, b=fork["id"])
+    ).status_code == 404
+    assert (
+        await Api("agentui_nope").get("/compare", a=task.pk, b=task.pk)
+    ).status_code == 401
+
+
 async def test_a_team_question_is_answered_as_its_own_action(
     scripted_server: Any, tmp_path: Any
 ) -> None:

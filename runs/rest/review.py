@@ -1,8 +1,8 @@
-"""What the page offers a reviewer, for scripts: fork a notebook at a step, list and add
-annotations, download a tool call's table as CSV.
+"""What the page offers a reviewer, for scripts: fork a notebook at a step, compare two
+notebooks, list and add annotations, download a tool call's table as CSV.
 
-The same functions as the page's endpoints (runs.service.fork_notebook, runs.traces.annotations,
-runs.traces.results) with the REST API's rules: someone else's notebook is a 404, input that
+The same functions as the page's endpoints (runs.service.fork_notebook, runs.traces.compare,
+runs.traces.annotations, runs.traces.results) with the REST API's rules: someone else's notebook is a 404, input that
 does not fit a 422 naming the field, a state that does not allow it a 409.
 """
 
@@ -19,7 +19,7 @@ from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
 from runs.rest.router import router
 from runs.rest.schemas import ErrorOut, NotebookDetail, StepId, ToolId
-from runs.service import ForkError, fork_notebook
+from runs.service import ForkError, fork_notebook, llm_settings
 from runs.traces.annotations import (
     MAX_COMMENT_CHARS,
     NewAnnotation,
@@ -27,6 +27,7 @@ from runs.traces.annotations import (
     annotation_json,
     annotations_of,
 )
+from runs.traces.compare import compare_notebooks
 from runs.traces.results import (
     BadSort,
     NotTabular,
@@ -113,6 +114,8 @@ def add_notebook_annotation(
     return Status(201, annotation_json(note))
 
 
+# Any notebook id a database holds (a larger one is a 422, not a database error).
+MAX_ID = 2**31 - 1
 CSV = {"text/csv": {"schema": {"type": "string"}}}
 
 
@@ -154,3 +157,101 @@ async def tool_call_csv(
         content_type="text/csv; charset=utf-8",
         headers=csv_download_headers(task.pk, payload, tool_id),
     )
+
+
+class CompareCall(Schema):
+    name: str
+    args: str = Field(description="the arguments as JSON, keys sorted")
+    result: str = Field(description="what the call returned ('' if it has not run)")
+    args_differ: bool = Field(description="the other side's call at this place differs")
+    result_differs: bool
+
+
+class CompareStep(Schema):
+    kind: str
+    status: str
+    input: str
+    calls: list[CompareCall]
+    output: str
+    tokens: int
+
+
+class CompareText(Schema):
+    text: str
+
+
+class CompareRow(Schema):
+    kind: Literal["turn", "step", "answer"] = Field(
+        description="a turn's message, one of its steps, or its answer"
+    )
+    turn: int = Field(description="the turn's number, from 1")
+    step: int | None = Field(description="for a step: its number in the turn, from 1")
+    differs: bool
+    different: list[str] = Field(
+        description="what differs: status, input, calls, output; 'step' for a step only "
+        "one side has; turn or answer for those rows"
+    )
+    pair: list[CompareStep | CompareText | None] = Field(
+        description="side a, side b; null where that side has no such turn or step"
+    )
+
+
+class CompareTotals(Schema):
+    steps: int
+    tool_calls: int
+    tokens: int
+    cost_usd: float | None
+    wall_time_s: float
+
+
+class CompareSide(Schema):
+    id: int
+    title: str
+    agent: str
+    status: str
+    forked_from: int | None
+    fork_turn: int | None
+    fork_step: int | None
+    totals: CompareTotals
+
+
+class CompareFirst(Schema):
+    turn: int
+    step: int
+
+
+class CompareSummary(Schema):
+    steps: int = Field(description="aligned steps")
+    differing: int
+    first: CompareFirst | None = Field(
+        description="the first aligned step that differs"
+    )
+    text: str = Field(description="the sentence the compare page shows")
+
+
+class CompareOut(Schema):
+    sides: list[CompareSide]
+    rows: list[CompareRow]
+    summary: CompareSummary
+
+
+class CompareQuery(Schema):
+    a: int = Field(ge=1, le=MAX_ID, description="one of your notebooks")
+    b: int = Field(
+        ge=1, le=MAX_ID, description="another (or the same) notebook of yours"
+    )
+
+
+@router.get(
+    "/compare",
+    tags=["review"],
+    response={200: CompareOut, **NOT_FOUND},
+)
+def compare_two_notebooks(
+    request: HttpRequest, query: Query[CompareQuery]
+) -> dict[str, Any]:
+    """Two of your notebooks side by side, as the compare page shows them: turns paired by
+    index, their steps by number; what differs marked; totals for each. Texts longer than
+    4,000 characters are clipped (compared whole)."""
+    a, b = own_notebook(request, query.a), own_notebook(request, query.b)
+    return compare_notebooks(a, b, llm_settings(start_demo=False).model)

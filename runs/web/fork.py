@@ -3,7 +3,8 @@
 `POST /api/tasks/<id>/fork/` (JSON `{"step_id": ...}`) creates the fork (runs.store.fork) and
 answers 201 with its id and URLs, or 400 with the reason; someone else's notebook is a 404.
 `GET /traces/compare/?a=<id>&b=<id>` puts two of the user's notebooks side by side; the page's
-script (static/js/compare.js) reads both trace exports and aligns their steps.
+script (static/js/compare.js) draws what `GET /api/tasks/compare/?a=&b=` answers: the comparison
+of runs.traces.compare, the same function the REST API's `GET /api/v1/compare` answers with.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Task
-from runs.service import ForkError, fork_notebook
+from runs.service import ForkError, fork_notebook, llm_settings
+from runs.traces.compare import compare_notebooks
 
 
 @require_POST
@@ -75,7 +77,9 @@ def review_context(task: Task) -> dict[str, Any]:
 
 def _pick(request: HttpRequest, name: str) -> Task | str:
     raw = request.GET.get(name, "")
-    if not raw.isdigit():
+    if (
+        not raw.isdigit() or len(raw) > 18
+    ):  # more digits than any id (and the database's int)
         return f"give two notebooks to compare (?a=<id>&b=<id>); {name} is {raw or 'missing'}"
     return get_object_or_404(Task, pk=int(raw), owner=request.user)
 
@@ -89,16 +93,24 @@ def compare(request: HttpRequest) -> HttpResponse:
     context = {
         "error": errors[0] if errors else "",
         "sides": [
-            {
-                "task": task,
-                # the events are what it compares; the results section is not read
-                "export_url": reverse("runs:api_task_trace", args=[task.pk])
-                + "?results=0",
-                "trace_url": reverse("runs:trace", args=[task.pk]),
-            }
+            {"task": task, "trace_url": reverse("runs:trace", args=[task.pk])}
             for task in tasks
         ]
         if not errors
         else [],
+        "data_url": f"{reverse('runs:api_compare')}?a={tasks[0].pk}&b={tasks[1].pk}"
+        if not errors
+        else "",
     }
     return render(request, "runs/compare.html", context, status=400 if errors else 200)
+
+
+@require_GET
+def compare_json(request: HttpRequest) -> JsonResponse:
+    """What the compare page draws (runs.traces.compare): the REST API's `GET /compare`."""
+    picked = [_pick(request, "a"), _pick(request, "b")]
+    errors = [p for p in picked if isinstance(p, str)]
+    if errors:
+        return JsonResponse({"error": errors[0]}, status=400)
+    a, b = (p for p in picked if isinstance(p, Task))
+    return JsonResponse(compare_notebooks(a, b, llm_settings(start_demo=False).model))

@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/images/", images.upload_image, name="api_images"),
     path("images/<int:pk>/", images.image, name="image"),
     path("demo/sample-chart.png", images.sample_chart, name="sample_chart"),
+    path("api/tasks/compare/", fork.compare_json, name="api_compare"),
     path("api/tasks/<int:pk>/fork/", fork.fork_task, name="api_task_fork"),
     path(
         "api/tasks/<int:pk>/annotations/",
