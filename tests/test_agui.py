@@ -374,7 +374,7 @@ async def test_a_team_question_is_an_interrupt_answered_by_resume_and_state_stre
         (question,) = interrupts_of(events)
         assert question["reason"] == "input_required"
         assert question["message"] == TEAM_QUESTION
-        assert events[1]["type"] == "STATE_SNAPSHOT", "the shared state, before deltas"
+        start_state(events)  # the shared state, before deltas
         answer = {"interruptId": question["id"], "status": "resolved"}
         raw2, events2 = await run_events(
             client,
@@ -384,7 +384,9 @@ async def test_a_team_question_is_an_interrupt_answered_by_resume_and_state_stre
             ),
         )
         await service.wait_idle()
-    conforms(raw + raw2, artifacts_dir, "team")
+        raw3, events3 = await run_events(client, run_input("thread-team"))  # reconnect
+    conforms(raw + raw2 + raw3, artifacts_dir, "team")
+    start_state(events2)
     assert outcome(events2) == {"type": "success"}
     assert "grew most" in events2[-1]["result"]
     state: dict[str, Any] = {}
@@ -406,6 +408,7 @@ async def test_a_team_question_is_an_interrupt_answered_by_resume_and_state_stre
         .values_list("payload", flat=True)[:1]
     ]
     assert state == changed["state"] and state, "deltas add up to the stored state"
+    assert start_state(events3) == state, "a reconnecting client gets the state whole"
     handoffs = [
         e["value"]["to_agent"]
         for e in events2
@@ -632,6 +635,17 @@ def snapshots(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [e["messages"] for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
 
 
+def start_state(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shared state a run starts with: every run (a first one, a resume, a reconnect)
+    opens with RUN_STARTED, STATE_SNAPSHOT and MESSAGES_SNAPSHOT, whatever its agent."""
+    assert [e["type"] for e in events[:3]] == [
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "MESSAGES_SNAPSHOT",
+    ], [e["type"] for e in events[:5]]
+    return dict(events[1]["snapshot"])
+
+
 async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_reads_it(
     server: ScriptedServer, artifacts_dir: Path
 ) -> None:
@@ -642,6 +656,7 @@ async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_read
         client, run_input("thread-snap", QUESTION, mode="tools")
     )
     recorded = [raw]
+    assert start_state(events) == {}, "an agent without shared state: an empty one"
     first_start, first_end = snapshots(events)
     assert [m["role"] for m in first_start] == ["user"]
     assert first_start[0]["content"] == QUESTION
@@ -663,8 +678,9 @@ async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_read
     raw, events = await run_events(client, run_input("thread-snap", resume=resume))
     recorded.append(raw)
     conforms("".join(recorded), artifacts_dir, "snapshots")
+    assert start_state(events) == {}
     start, end = snapshots(events)
-    assert start == first_end  # a reconnecting client sees the thread as it was left
+    assert start == first_end  # a resuming client sees the thread as it was left
     assert [m["role"] for m in end] == [
         "user",
         "assistant",
@@ -683,6 +699,14 @@ async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_read
         m["role"] for m in end[:-1]
     ]
     assert end[-1]["content"] == events[-1]["result"]
+
+    # a client that reconnects (a run with no message and nothing to resume) gets the thread
+    raw, again = await run_events(client, run_input("thread-snap"))
+    recorded.append(raw)
+    conforms("".join(recorded), artifacts_dir, "snapshots-reconnect")
+    assert start_state(again) == {}
+    assert snapshots(again)[0] == end
+    assert outcome(again) == {"type": "success"}
 
 
 async def test_client_tools_context_and_state_changes_are_refused_not_ignored(

@@ -354,9 +354,11 @@ class AgentRun:
         conductor = spawn(self._conduct(), name=f"agui-{self.thread.task_pk}")
         try:
             yield self._encode(self.translator.run_started(self.given))
+            # Every run starts with the thread as it stands, a reconnect (a run with no new
+            # message) too: the shared state (a Team's; {} for an agent without one, so a
+            # client never keeps a previous thread's) and the conversation.
             state = await self._shared_state()
-            if state is not None:
-                yield self._encode(self.translator.snapshot(state))
+            yield self._encode(self.translator.snapshot(state or {}))
             yield self._encode(await self._messages(starting=True))
             view = await database_sync_to_async(service.notebook_view)(
                 self.thread.task_pk
