@@ -24,6 +24,7 @@ from ninja.security.base import AuthBase
 
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest import (  # noqa: F401  (they add their operations)
+    account,
     acting,
     data,
     inbox,

@@ -15,7 +15,9 @@ from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
@@ -32,8 +34,21 @@ def settings_of(user: User) -> InboxSettings:
     return InboxSettings.objects.get_or_create(user=user)[0]
 
 
+MAX_EMAIL_CHARS = 254
+
+
 def save_settings(user: User, email_on_wait: bool, email: str) -> None:
-    """Turn the 'waiting for you' email on or off, with the address it goes to."""
+    """Turn the 'waiting for you' email on or off, with the address it goes to (the page's
+    form and the REST API's `PUT /inbox/settings` both call this)."""
+    if email:
+        try:
+            if len(email) > MAX_EMAIL_CHARS:  # what the user's email column holds
+                raise ValidationError("too long")
+            validate_email(email)
+        except ValidationError:
+            raise ProtocolError(
+                ErrorCode.INVALID_INPUT, f"“{email[:100]}” is not an email address"
+            ) from None
     if email_on_wait and not email:
         raise ProtocolError(
             ErrorCode.INVALID_INPUT, "give an email address to be told by email"
