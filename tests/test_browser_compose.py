@@ -73,6 +73,13 @@ def answered(page: Any, model: ScriptedServer, *, first_request: int) -> None:
         timeout=60_000
     )
     assert page.locator(".tool-card", has_text="data_query").count() >= 1
+    badges = page.locator(".nb-sub .badge").all_inner_texts()
+    assert badges[:4] == [
+        "Function calling",
+        "scripted-large",
+        "data_query",
+        "tables: shop_visits",
+    ]
     request = model.requests[first_request]
     assert request.body["model"] == "scripted-large"
     assert [t["function"]["name"] for t in request.tools] == ["data_query"]
@@ -99,6 +106,9 @@ def test_compose_start_save_as_preset_start_again_rename_delete(
     page.get_by_role("button", name="Start", exact=True).click()
     answered(page, scripted_model, first_request=0)
     shots_at_both_sizes(page, artifacts_dir, "compose-03-notebook")
+    page.locator(".nb-title").screenshot(
+        path=str(artifacts_dir / "compose-03-header.png")
+    )
 
     # the same picks, saved as my preset (Enter in the name saves)
     page.goto(f"{live_app.url}/new/")
@@ -114,6 +124,11 @@ def test_compose_start_save_as_preset_start_again_rename_delete(
     assert "scripted-large · 1 tool · shop_visits · auto" in mine.inner_text()
     assert page.locator("#compose").get_attribute("open") is None
     shots_at_both_sizes(page, artifacts_dir, "compose-04-saved")
+
+    # the start page links to it
+    page.goto(f"{live_app.url}/")
+    page.get_by_role("link", name="Shop visits").click()
+    page.locator("#my-presets li.my-preset.is-shown", has_text="Shop visits").wait_for()
 
     # started from the preset: the same tool on the same table
     before = len(scripted_model.requests)

@@ -83,12 +83,13 @@ async def new_task(request: HttpRequest) -> HttpResponse:
             return await _refused(request, shown, agent, mode, f"The {name} {problem}.")
     try:
         preset = get_preset(agent)
-        if images and not (preset and preset.accepts_images):
+        chosen = request.POST.get("user_preset", "")
+        # one's own preset: the service checks its agent takes images
+        if images and not chosen and not (preset and preset.accepts_images):
             raise ProtocolError(
                 ErrorCode.INVALID_INPUT,
                 "This agent does not take images; pick Vision ReAct.",
             )
-        chosen = request.POST.get("user_preset", "")
         if chosen:
             if not chosen.isdigit():
                 raise ProtocolError(ErrorCode.INVALID_INPUT, "there is no such preset")

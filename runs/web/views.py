@@ -16,7 +16,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.http import require_http_methods
 
 from runs.conf import conf
-from runs.service import inbox_count, llm_settings
+from runs.service import inbox_count, llm_settings, user_presets
 from runs.web.pages import example_choices
 
 # --- Navigation -------------------------------------------------------------
@@ -114,5 +114,6 @@ def index(request: HttpRequest) -> HttpResponse:
     context = {
         "llm": llm_settings(start_demo=False),
         "examples": example_choices(request.user.pk),
+        "my_presets": user_presets(request.user),  # type: ignore[arg-type]
     }
     return render(request, "runs/index.html", context)
