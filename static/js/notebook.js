@@ -169,7 +169,11 @@ function renderStatus(perms) {
   const detail = $("#connection-detail");
   detail.textContent = detailText;
   detail.hidden = !detailText;
-  if (model.task?.title) $("#notebook-title").textContent = model.task.title;
+  if (model.task?.title) {
+    const heading = $("#notebook-title");
+    heading.textContent = model.task.title;
+    heading.title = model.task.title; // a long title is cut to one line; its tooltip has it all
+  }
   // One short sentence for screen readers; changes only when the run's state does.
   const sentence = statusSentence(perms);
   const live = $("#run-status");

@@ -31,9 +31,15 @@ export function asTable(value) {
   return null;
 }
 
+const LONG_CELL_CHARS = 40;
+
 /** A cell: a number rounded for reading, with its exact value in the tooltip and data-raw. */
 function cell(value) {
-  if (typeof value !== "number") return h("td", {}, cellText(value));
+  if (typeof value !== "number") {
+    const text = cellText(value);
+    // a cell is cut at 24rem (render.css); a long text keeps all of itself in its tooltip
+    return h("td", { title: text.length > LONG_CELL_CHARS ? text : null }, text);
+  }
   const shown = formatNumber(value);
   const exact = String(value);
   return h("td", { class: "num", title: shown === exact ? null : exact, "data-raw": exact }, shown);
