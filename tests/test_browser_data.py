@@ -126,6 +126,17 @@ def test_drop_a_csv_see_it_and_ask_the_demo_about_it(
     )
     assert [e for e in page.console_errors if e not in refused] == []
 
+    # Delete asks first in the page's own dialog (as Stop and Revoke do); Cancel keeps it
+    big = page.locator("li.data-table[data-table='big_orders']")
+    page.get_by_role("button", name="Delete big_orders").click()
+    dialog = page.get_by_role("dialog", name="Delete the table big_orders?")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert dialog.count() == 0 and big.count() == 1
+    page.get_by_role("button", name="Delete big_orders").click()
+    dialog.get_by_role("button", name="Delete table").click()
+    big.wait_for(state="detached")
+    assert page.locator("li.data-table").count() == 1
+
     # the demo's example prompt, answered from the uploaded table
     pk = start_notebook(
         page, live_app, DATA_PROMPT, agent="function_calling", mode="auto"

@@ -5,6 +5,7 @@
 // read (information_schema) and a preview of one.
 
 import { h, replaceChildren } from "./dom.js";
+import { confirmAction } from "./confirm.js";
 
 const panel = document.getElementById("data-panel");
 const zone = document.getElementById("drop-zone");
@@ -130,7 +131,12 @@ async function getJson(url) {
 }
 
 async function remove(name) {
-  if (!confirm(`Delete the table ${name}? Notebooks that used it keep what they read.`)) return;
+  const sure = await confirmAction({
+    title: `Delete the table ${name}?`,
+    text: "Its rows go from your database. Notebooks that used it keep what they read.",
+    confirm: "Delete table",
+  });
+  if (!sure) return;
   const response = await fetch(`${panel.dataset.tablesUrl}/${encodeURIComponent(name)}`, {
     method: "DELETE",
     credentials: "same-origin",
