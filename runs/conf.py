@@ -216,6 +216,34 @@ class Conf:
         "`Last-Event-ID` and goes on where it was",
         least=1,
     )
+    # --- budgets (runs.service.budgets): past one, the run waits for the person
+    budget_run_usd: float = _setting(
+        0.0,
+        "usd",
+        "What one run (the steps answering one message) may spend on model calls, in US "
+        "dollars at the model's price (Model prices in the admin), before it waits for the "
+        "person to approve going on; a notebook may set its own; 0: no budget",
+        shown="0 (none)",
+    )
+    budget_run_tokens: int = _setting(
+        0,
+        "count",
+        "The same in tokens (prompt + completion), for models without a price; 0: no budget",
+        shown="0 (none)",
+    )
+    budget_user_day_usd: float = _setting(
+        0.0,
+        "usd",
+        "What one person's runs may spend in a UTC day, in US dollars, before the next "
+        "model call waits for them; 0: no budget",
+        shown="0 (none)",
+    )
+    budget_user_day_tokens: int = _setting(
+        0,
+        "count",
+        "The same in tokens; 0: no budget",
+        shown="0 (none)",
+    )
     # --- waiting for the person (the inbox, deadlines, notifications)
     wait_deadline_s: float = _setting(
         0.0,
@@ -385,6 +413,14 @@ def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
         if count < least:
             raise ConfError(f"{name}: expected a whole number >= {least}, got {raw!r}")
         return count
+    if kind == "usd":
+        try:
+            usd = float(raw)
+        except ValueError:
+            usd = math.nan
+        if not (math.isfinite(usd) and usd >= 0):
+            raise ConfError(f"{name}: expected US dollars (>= 0), got {raw!r}")
+        return usd
     if kind == "size":
         if not re.fullmatch(r"\d+(\.\d+)?\s*(KB|MB|GB|KiB|MiB|GiB)", raw):
             raise ConfError(

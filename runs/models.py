@@ -126,6 +126,12 @@ class Task(models.Model):
     wait_deadline_action = models.CharField(
         max_length=8, choices=DeadlineAction.choices, blank=True, default=""
     )
+    # What one run (turn) may spend on model calls before it waits for the person
+    # (runs.service.budgets): None, the AGENTUI_BUDGET_RUN_* default; 0, no budget.
+    budget_run_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    budget_run_tokens = models.PositiveIntegerField(null=True, blank=True)
     # The MCP tools picked for this notebook, by the name the model sees (`server__tool`);
     # offered besides the preset's own tools while the owner may still use their server.
     mcp_tools = models.JSONField(default=list, blank=True)

@@ -3,7 +3,8 @@
 A notebook's active turn waits for the person at the steps the driver would run next. Each
 becomes one or more `Interrupt`s: a step waiting for approval (`step_approval`), each pending
 call of a tool-call step in `tools` mode (`tool_call_approval`, with the call's id), or each open
-question of a Team notebook (`input_required`). Ids say what they answer:
+question of a Team notebook (`input_required`); a step waiting because a budget was reached is
+one `budget_reached` interrupt (approving it raises the budget, on record). Ids say what they answer:
 `step:<step>`, `call:<step>:<tool call>`, `question:<step>:<waiter>`.
 
 `plan_resume` checks a run's `resume` entries against the interrupts pending now, all of them
@@ -31,6 +32,7 @@ from runs.service import runnable_steps, runtime_for
 STEP_APPROVAL = "step_approval"
 TOOL_CALL_APPROVAL = "tool_call_approval"
 INPUT_REQUIRED = "input_required"
+BUDGET_REACHED = "budget_reached"
 
 _STEP_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -49,6 +51,10 @@ _CALL_SCHEMA: dict[str, Any] = {
         },
         "reason": {"type": "string", "description": "told to the model (reject)"},
     },
+}
+_BUDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"action": {"enum": ["approve"]}},
 }
 _ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -104,7 +110,12 @@ async def pending(task_pk: int) -> list[Pending]:
         queued = view.step(step.step_id)
         if queued is None or queued.status not in service.RUNNABLE:
             continue
-        if step.kind is StepKind.HUMAN_INPUT and not step.input:
+        spent_out = await database_sync_to_async(service.budget_wait)(step.step_id)
+        if (
+            spent_out is not None
+        ):  # approving it raises the budget (the calls go with it)
+            found.append(_budget(step, spent_out))
+        elif step.kind is StepKind.HUMAN_INPUT and not step.input:
             found += _questions(step, WorkflowRunState.of(state.task))
         elif step.kind is StepKind.TOOL_CALLS and view.mode == ApprovalMode.TOOLS:
             found += _calls(step)
@@ -125,6 +136,26 @@ def _step(step: TaskStep) -> Pending:
             + (f": {shown[:500]}" if shown else ""),
             response_schema=_STEP_SCHEMA,
             metadata={"step_id": step.step_id, "kind": step.kind.value},
+        ),
+        step.step_id,
+    )
+
+
+def _budget(step: TaskStep, budget: dict[str, Any]) -> Pending:
+    """A step that waits because spending reached a budget: resuming it with `approve` raises
+    the budget (recorded) and runs it; cancelling the interrupt stops the turn."""
+    return Pending(
+        Interrupt(
+            id=f"step:{step.step_id}",
+            reason=BUDGET_REACHED,
+            message=f"The {str(budget.get('reason'))}; approve to raise it to "
+            f"{budget.get('raise_words')} and go on",
+            response_schema=_BUDGET_SCHEMA,
+            metadata={
+                "step_id": step.step_id,
+                "kind": step.kind.value,
+                "budget": budget,
+            },
         ),
         step.step_id,
     )

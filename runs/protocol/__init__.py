@@ -314,6 +314,9 @@ class StepWaiting(_ServerEvent):
     deadline_at: float | None = None
     deadline_s: int | None = None
     deadline_action: Literal["reject", "stop"] | None = None
+    # It waits because a budget was reached (runs.service.budgets): which, what was spent,
+    # the sentence saying so, and what approving raises it to. None: an ordinary wait.
+    budget: dict[str, Any] | None = None
 
 
 class HumanActionKind(StrEnum):
@@ -329,6 +332,8 @@ class HumanActionKind(StrEnum):
     AUTO_APPROVED = "auto_approved"
     AUTO_REFUSED = "auto_refused"
     SET_RULE = "set_rule"  # the person made an approval rule from this notebook
+    # the person let a run go on past its budget: `before`/`after` are the limit, `reason` the wait's
+    BUDGET_RAISED = "budget_raised"
 
 
 class AppliedRule(BaseModel):

@@ -26,6 +26,7 @@ from runs.protocol import ErrorCode, ProtocolError
 from runs.rest import (  # noqa: F401  (they add their operations)
     account,
     acting,
+    budgets,
     data,
     inbox,
     policies,

@@ -44,6 +44,9 @@ class WaitingStepOut(Schema):
     )
     deadline_s: int
     deadline_action: str = Field(description="reject or stop")
+    budget: dict[str, Any] | None = Field(
+        None, description="it waits because a budget was reached (reason, raise_to)"
+    )
 
 
 class InboxOut(Schema):

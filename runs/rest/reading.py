@@ -179,9 +179,12 @@ def notebook_detail(task: Task) -> dict[str, Any]:
                 "status": s.status,
                 "input": s.input,
                 "tool_calls": s.tool_calls,
+                # it waits because a budget was reached: which, and the reason
+                "budget": service.budget_wait(s.step_id),
             }
             for s in waiting
         ],
+        "budget": service.budget_of(task, active.engine_id if active else None),
         "response": response,
     }
 

@@ -73,6 +73,11 @@ class WaitingStep(Schema):
     status: str
     input: str | None
     tool_calls: list[dict[str, Any]] | None
+    budget: dict[str, Any] | None = Field(
+        None,
+        description="it waits because a budget was reached: scope (run or day), unit (usd or "
+        "tokens), limit, spent, reason, raise_to (approving raises the budget to it)",
+    )
 
 
 class NotebookDetail(NotebookOut):
@@ -94,6 +99,11 @@ class NotebookDetail(NotebookOut):
     )
     data_tables: list[str] | None = Field(
         None, description="your data tables it may read; null: all of them"
+    )
+    budget: dict[str, Any] | None = Field(
+        None,
+        description="its budgets in force and what the active run and you today spent "
+        "(as GET /notebooks/{id}/budget)",
     )
 
 

@@ -41,6 +41,7 @@ from runs.service.attachments import (
 )
 from runs.service.attachments import describe as describe_image
 from runs.service.batch import approve_branches, reject_all
+from runs.service.budgets import budget_of, budget_wait, set_budget
 from runs.service.compose import (
     MAX_PRESET_NAME_CHARS,
     ComposeChoices,
@@ -136,6 +137,9 @@ from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of
 
 __all__ = [
+    "budget_of",
+    "budget_wait",
+    "set_budget",
     "INBOX_MESSAGE",
     "MAX_DEADLINE_S",
     "WaitingStep",

@@ -36,7 +36,7 @@ from runs.protocol import (
 )
 from runs.protocol.checks import storable_problem
 from runs.realtime.publisher import publisher_for
-from runs.service import policies, quotas, stops
+from runs.service import budgets, policies, quotas, stops
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
 from runs.service.compose import notebook_config
@@ -48,6 +48,7 @@ from runs.service.driver import (
     branches_of,
     drive,
     finish,
+    over_budget,
     take_abandon_request,
 )
 from runs.service.lease import Lease
@@ -323,12 +324,15 @@ async def send_message(
                 )
             first = await _check(queries.queue_head, task_pk, task.task_id)
             assert first is not None
-            if view.mode == ApprovalMode.STEP:
-                await announce_waiting(runtime, task.task_id, first)
+            # today's budget may be spent already: the first step waits, saying so
+            spent_out = await over_budget(runtime, task.task_id)
+            waits = view.mode == ApprovalMode.STEP or spent_out is not None
+            if waits:
+                await announce_waiting(runtime, task.task_id, first, spent_out)
     except BaseException:
         await finish(runtime, lease)
         raise
-    if view.mode == ApprovalMode.STEP:
+    if waits:
         await finish(runtime, lease)
     else:
         start_run(runtime, lease, task.task_id, first, origin)
@@ -490,12 +494,19 @@ async def decision(
     """Take a run from the person's quota, apply the edits and rejections, record the approval
     (an automatic one, as the deadline's, says so and why)."""
     by, automatic = by_of(origin), _automatic(origin)
+    spent_out = await _check(budgets.budget_wait, step)
+    if spent_out is not None and automatic is not None:
+        raise _error(
+            ErrorCode.NOT_ALLOWED, "only a person may let a run spend past its budget"
+        )
     if automatic is None:  # the server's own decision is not the person's run to count
         await _check(quotas.take_run, runtime.task_pk)  # refused: nothing changed yet
     for text in inputs or []:
         await _edit(runtime, turn_id, step, text, by)
     for tool_id, reason in rejections or []:
         await _reject(runtime, turn_id, step, tool_id, reason, by, automatic)
+    if spent_out is not None:  # it waited on a budget: approving raises it, on record
+        await record(runtime, [budgets.raise_action(turn_id, step, spent_out, by)])
     approval = HumanAction(
         task_id=turn_id,
         step_id=step,

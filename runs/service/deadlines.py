@@ -64,6 +64,9 @@ async def act_on(step: WaitingStep) -> str:
     """Take the deadline's action on `step`; what was done ('rejected', 'answered', 'stopped')."""
     why = reason_of(step)
     origin = Origin(action="deadline", automatic=why)
+    if step.budget:  # only a person lets a run spend past its budget: the turn stops
+        await _stop(step, why)
+        return "stopped"
     if step.deadline.action == DeadlineAction.REJECT:
         if step.kind == "tool_calls" and step.calls:
             rejections = [

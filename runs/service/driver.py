@@ -3,7 +3,8 @@
 `auto` runs steps back to back until the turn's last step and then finalizes it; `step` stops
 before every step; `tools` stops only before a step that would run tools (kind `tool_calls`).
 Approval policies (runs.service.policies) screen a tool-call step first: they may refuse calls,
-let the step run unasked, or make it wait in any mode.
+let the step run unasked, or make it wait in any mode. Before either, a reached budget
+(runs.service.budgets) makes the next step wait in any mode, saying which budget.
 A stop publishes `step_waiting`. The mode is read again after every step, so a `set_mode`
 applies from the next step. A failing step is reported to the socket that asked (the engine
 has already put the task back as it was, so the step can be approved again).
@@ -36,7 +37,7 @@ from runs.protocol import (
     TaskAbandoned,
     error_message,
 )
-from runs.service import policies
+from runs.service import budgets, policies
 from runs.service.lease import Lease
 from runs.service.runtime import NotebookRuntime
 from runs.service.status import refresh
@@ -92,21 +93,33 @@ def should_wait(mode: str, step: TaskStep) -> bool:
 
 
 async def announce_waiting(
-    runtime: NotebookRuntime, turn_id: str, step_id: str
+    runtime: NotebookRuntime,
+    turn_id: str,
+    step_id: str,
+    budget: budgets.Reached | None = None,
 ) -> None:
-    """Say that the step waits, with the deadline it waits under (if the notebook has one)."""
+    """Say that the step waits, with the deadline it waits under (if the notebook has one)
+    and, when it waits because spending reached a budget, that budget."""
     rule = await database_sync_to_async(deadline_for)(runtime.task_pk)
-    waiting = StepWaiting(task_id=turn_id, step_id=step_id)
+    waiting = StepWaiting(
+        task_id=turn_id,
+        step_id=step_id,
+        budget=budget.as_json() if budget is not None else None,
+    )
     if rule.seconds:
-        waiting = StepWaiting(
-            task_id=turn_id,
-            step_id=step_id,
-            at=waiting.at,
-            deadline_at=waiting.at + rule.seconds,
-            deadline_s=rule.seconds,
-            deadline_action="stop" if rule.action == "stop" else "reject",
+        waiting = waiting.model_copy(
+            update={
+                "deadline_at": waiting.at + rule.seconds,
+                "deadline_s": rule.seconds,
+                "deadline_action": "stop" if rule.action == "stop" else "reject",
+            }
         )
     await runtime.publisher.publish(waiting)
+
+
+async def over_budget(runtime: NotebookRuntime, turn_id: str) -> budgets.Reached | None:
+    """The budget this turn has reached, if any: its next step waits for the person."""
+    return await database_sync_to_async(budgets.reached)(runtime.task_pk, turn_id)
 
 
 async def drive(
@@ -258,8 +271,12 @@ async def _follow(run: Branches, origin: Origin | None) -> None:
             run.open = going_on = False  # finish() abandons the turn
             continue
         mode = await database_sync_to_async(queries.mode_of)(runtime.task_pk)
+        spent_out = await over_budget(runtime, turn_id)
         for following in await runnable_steps(runtime, turn_id):
             if following.step_id in run.claimed:
+                continue
+            if spent_out is not None:  # never a silent stop: it waits, saying why
+                await announce_waiting(runtime, turn_id, following.step_id, spent_out)
                 continue
             # approval policies first: a refused call is rejected, an allowed step runs unasked
             rules = await policies.screen(runtime, turn_id, following)

@@ -81,6 +81,7 @@ class WaitingStep:
     asker: str | None
     since: float  # epoch seconds
     deadline: Deadline  # seconds 0: none
+    budget: dict[str, Any] | None = None  # it waits because a budget was reached
 
     @property
     def deadline_at(self) -> float | None:
@@ -113,6 +114,7 @@ class WaitingStep:
             "deadline_at": self.deadline_at,
             "deadline_s": self.deadline.seconds,
             "deadline_action": self.deadline.action,
+            "budget": self.budget,
         }
 
 
@@ -144,8 +146,9 @@ def _question(task_pk: int, tool_ids: set[str]) -> tuple[str | None, str | None]
 NO_DEADLINE = Deadline(seconds=0, action=DeadlineAction.REJECT.value)
 
 
-def _since(task_pk: int, row: Step) -> tuple[float, Deadline]:
-    """When the step began waiting, and the deadline its `step_waiting` event set."""
+def _since(task_pk: int, row: Step) -> tuple[float, Deadline, dict[str, Any] | None]:
+    """When the step began waiting, the deadline its `step_waiting` event set, and the
+    budget it waits on (None: an ordinary wait)."""
     payload = (
         Event.objects.filter(task_id=task_pk, type="step_waiting", step_id=row.step_id)
         .order_by("-seq")
@@ -153,11 +156,13 @@ def _since(task_pk: int, row: Step) -> tuple[float, Deadline]:
         .first()
     )
     if payload is None:  # e.g. a fork's first step: it waits, with no deadline
-        return row.created_at.timestamp(), NO_DEADLINE
+        return row.created_at.timestamp(), NO_DEADLINE, None
     seconds = payload.get("deadline_s") or 0
     action = payload.get("deadline_action") or DeadlineAction.REJECT.value
-    return float(payload.get("at") or 0.0), Deadline(
-        seconds=int(seconds), action=action
+    return (
+        float(payload.get("at") or 0.0),
+        Deadline(seconds=int(seconds), action=action),
+        payload.get("budget") or None,
     )
 
 
@@ -170,7 +175,7 @@ def waiting_step(task: Task) -> WaitingStep | None:
     if head.status not in RUNNABLE:
         return None
     row = Step.objects.select_related("turn").get(step_id=head.step_id)
-    since, deadline = _since(task.pk, row)
+    since, deadline, budget = _since(task.pk, row)
     calls = _calls(row)
     question, asker = (
         _question(task.pk, {c.tool_id for c in calls})
@@ -192,6 +197,7 @@ def waiting_step(task: Task) -> WaitingStep | None:
         asker=asker,
         since=since,
         deadline=deadline,
+        budget=budget,
     )
 
 

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from runs.web import (
+    budgets,
     compose,
     data,
     event_values,
@@ -23,6 +24,11 @@ urlpatterns = [
         "tasks/<int:pk>/deadline",
         inbox.notebook_deadline,
         name="notebook_deadline",
+    ),
+    path(
+        "tasks/<int:pk>/budget",
+        budgets.notebook_budget,
+        name="notebook_budget",
     ),
     path("inbox/", inbox.inbox, name="inbox"),
     path(

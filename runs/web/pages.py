@@ -32,6 +32,7 @@ from runs.service import (
     user_presets,
 )
 from runs.traces.data_used import data_tables_used
+from runs.web.budgets import budget_context
 from runs.web.fork import review_context
 from runs.web.inbox import deadline_context
 
@@ -201,6 +202,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         **image_context(),
         **review_context(task),
         **deadline_context(task),
+        **budget_context(task),
     }
     return render(request, "runs/notebook.html", context)
 

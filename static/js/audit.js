@@ -2,6 +2,7 @@
 // before → after with who and when, rejections with their reason, approvals and stops.
 // Shared by the live notebook and the read-only trace (cells.js).
 
+import { formatUsd } from "./cost.js";
 import { h, prettyJson } from "./dom.js";
 import { formatDate, timeElement } from "./format.js";
 
@@ -13,6 +14,7 @@ const VERB = {
   stopped: "stopped the turn",
   undone: "undid the step",
   set_rule: "set",
+  budget_raised: "let the run go on past its budget",
 };
 
 // Decided by an approval rule (runs/service/policies), not by a click: the rule is named.
@@ -36,6 +38,14 @@ function automaticItem(step, action) {
     timeElement(action.at, "when"),
     action.action === "auto_refused" ? h("p", { class: "tool-reason" }, `The model is told: ${action.reason}`) : null,
   );
+}
+
+/** "Budget for this run raised from $0.50 to $1.01 (it had spent $0.51)." */
+function budgetRaise(action) {
+  const unit = action.after?.unit;
+  const amount = (limit) => (unit === "usd" ? formatUsd(Number(limit)) : `${Number(limit).toLocaleString("en")} tokens`);
+  const scope = action.after?.scope === "day" ? "today (this run)" : "this run";
+  return `Budget for ${scope} raised from ${amount(action.before?.limit)} to ${amount(action.after?.limit)}: ${action.reason || ""}.`;
 }
 
 function clock(at) {
@@ -67,6 +77,7 @@ function actionItem(step, action, turn) {
     );
   }
   if (action.action === "set_rule" && action.rule) detail.push(" ", ruleLink(action.rule), `: ${action.rule.summary}`);
+  if (action.action === "budget_raised") detail.push(h("p", { class: "action-note" }, budgetRaise(action)));
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
   if (action.action === "stopped" && action.whileRunning) {
     // A stop cancels a step running in the same server; one running elsewhere finishes first.

@@ -7,6 +7,24 @@ import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 import { batchControls } from "./policy_controls.js";
 
+/** Why a step waits on a budget ("Budget of $0.50 for this run reached: $0.51 spent"). */
+function budgetNote(budget) {
+  const reason = budget.reason ? budget.reason[0].toUpperCase() + budget.reason.slice(1) : "A budget was reached";
+  return h(
+    "p",
+    { class: "budget-note", role: "note", "data-budget-scope": budget.scope },
+    h("strong", {}, `${reason}.`),
+    `The run waits for you: go on (the budget is raised to ${budget.raise_words} for this run, on record) or stop it.`,
+  );
+}
+
+/** Stop on a budget's card: the toolbar's Stop, which asks first. */
+function stopButton(perms) {
+  const stop = button("Stop the turn", { action: "stop-budget", allowed: perms.abandon });
+  stop.addEventListener("click", () => document.getElementById("abandon-button")?.click());
+  return stop;
+}
+
 function button(label, { action, primary = false, allowed = true, title = null, describedBy = null }) {
   const el = h("button", {
     type: "button",
@@ -44,7 +62,7 @@ export class StepControls {
     }
     const calls = step.kind === "tool_calls" && isNext && step.status === "pending" ? step.pendingCalls || [] : [];
     const sig = [
-      step.status, step.waiting, step.deadline?.at, step.inputVersion, step.undoCount, isNext, isUndo,
+      step.status, step.waiting, step.deadline?.at, step.budget?.reason, step.inputVersion, step.undoCount, isNext, isUndo,
       perms.canApprove, perms.canEdit, perms.canUndo, model.mode, perms.branches && perms.runnableIds.length,
       calls.map((c) => `${c.tool_id}:${c.decision}:${c.reason ?? ""}`).join(","),
     ].join("|");
@@ -68,6 +86,8 @@ export class StepControls {
     if (step.waiting && step.deadline && step.status === "pending") {
       group.append(h("p", { class: "deadline-note" }, countdown(h, step.deadline.at, step.deadline.action), " unless you decide first."));
     }
+    const overBudget = step.waiting && step.budget && step.status === "pending" ? step.budget : null;
+    if (overBudget) group.append(budgetNote(overBudget));
     const editable = perms.canEdit && step.status === "pending";
     let textarea = null;
     if (step.kind === "tool_calls" && calls.length) {
@@ -91,9 +111,11 @@ export class StepControls {
       group.append(h("label", { for: fieldId, class: "field-label" }, answering ? "Your answer" : "Input for this step"), textarea, this.bus.slot(`edit:${id}`, editErr));
     }
     const approveLabel = step.kind === "human_input" && step.status === "pending" ? "Send answer" : step.status === "pending" ? "Approve and run" : "Run again";
-    const approve = button(approveLabel, { action: "approve", primary: true, allowed: perms.canApprove, describedBy: approveErr });
+    const label = overBudget ? `Raise the budget to ${overBudget.raise_words} and go on` : approveLabel;
+    const approve = button(label, { action: "approve", primary: true, allowed: perms.canApprove, describedBy: approveErr });
     approve.addEventListener("click", () => this.#approve(group, step, approve));
     const row = h("div", { class: "button-row" }, approve);
+    if (overBudget) row.append(stopButton(perms));
     if (step.status === "pending") {
       const save = button(step.kind === "tool_calls" ? "Save edits" : "Save input", { action: "save", allowed: editable, describedBy: editErr });
       save.addEventListener("click", () => this.#saveEdits(group, step, save));

@@ -11,11 +11,11 @@ export function usageCost(usage, price) {
   return ((usage.prompt_tokens || 0) * price.input_usd_per_million + (usage.completion_tokens || 0) * price.output_usd_per_million) / MILLION;
 }
 
-/** "$0.0042", "$0.51", "$12.30": two significant digits under a dollar, cents above. */
+/** "$0.0042", "$0.51", "$12.30": cents from a dime up, two significant digits below (as the
+ * server's budget reasons say it, runs/service/budgets.py). */
 export function formatUsd(usd) {
   if (usd == null || !Number.isFinite(usd)) return "";
-  if (usd === 0) return "$0.00";
-  if (Math.abs(usd) < 1) return `$${Number(usd.toPrecision(2)).toString()}`;
+  if (usd !== 0 && Math.abs(usd) < 0.1) return `$${Number(usd.toPrecision(2)).toString()}`;
   return `$${usd.toLocaleString("en", { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
 

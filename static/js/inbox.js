@@ -116,6 +116,8 @@ function render(step) {
   );
   const body = [];
   const buttons = [];
+  // it waits because a budget was reached: approving raises it (recorded), as on the notebook
+  if (step.budget) body.push(h("p", { class: "budget-note" }, h("strong", {}, `${step.budget.reason[0].toUpperCase()}${step.budget.reason.slice(1)}.`), `Approving raises it to ${step.budget.raise_words} for this run.`));
   if (step.kind === "human_input") {
     body.push(h("p", { class: "question-text" }, h("span", { class: "field-label" }, `${step.asker || "A tool"} asks you `), step.question || "(the question was not recorded)"));
     body.push(h("label", { class: "field-label", for: `answer-${step.step_id}` }, "Your answer"));

@@ -19,6 +19,7 @@ import { TeamHeader } from "./team.js";
 import { Landing } from "./landing.js";
 import { splitPane } from "./split.js";
 import { StepKeys } from "./keys.js";
+import { renderBudget } from "./budget.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -128,6 +129,7 @@ function render() {
   syncReview(perms);
   if (model.dirty.structure) drawDagSoon();
   toolbar.update(model, perms);
+  renderBudget(root, model);
   if (model.dirty.structure) team.update(model);
   if (model.dirty.structure || model.dirty.task) renderStatus(perms);
   announceFinishedSteps();

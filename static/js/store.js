@@ -222,12 +222,15 @@ const STEP_EVENTS = {
     step.waiting = true;
     // the deadline this wait runs under (runs/service/deadlines.py), fixed when it began
     step.deadline = event.deadline_at ? { at: event.deadline_at, action: event.deadline_action, seconds: event.deadline_s } : null;
+    // it waits because its run (or its owner's day) spent a budget: why, and what approving raises it to
+    step.budget = event.budget || null;
   },
   step_started(model, step, event) {
     step.attempts.push(newAttempt(event.at));
     step.status = "running";
     step.waiting = false;
     step.deadline = null;
+    step.budget = null;
     if (event.input != null) step.input = event.input;
   },
   agent_input(model, step, event) {
