@@ -207,7 +207,8 @@ async def test_a_dollar_budget_needs_a_price_and_reads_in_dollars(
 def test_budgets_refuse_bad_values_and_change_nothing() -> None:
     user = make_user("ed")
     task = budget_notebook(user, budget_run_tokens=7)
-    for usd, tokens in (("-1", None), ("abc", None), ("nan", None), (None, -3)):
+    bad = (("-1", None), ("abc", None), ("nan", None), ("100000.01", None), (None, -3))
+    for usd, tokens in bad:
         with pytest.raises(ProtocolError):
             service.set_budget(task.pk, usd, tokens)
     task.refresh_from_db()

@@ -24,6 +24,7 @@ class BudgetIn(Schema):
     run_usd: float | None = Field(
         None,
         ge=0,
+        le=100_000,
         description="what one run may spend in US dollars; 0: none; null: the server's default",
     )
     run_tokens: int | None = Field(

@@ -32,7 +32,7 @@ from runs.store.cost import cost_decimal, price_of
 RUN, DAY = "run", "day"
 USD, TOKENS = "usd", "tokens"
 CENT = Decimal("0.000001")
-MAX_USD = Decimal(1_000_000)
+MAX_USD = Decimal(100_000)  # fits Task.budget_run_usd (12 digits, 6 decimals)
 MAX_TOKENS = 2**31 - 1
 SCOPE_WORDS = {RUN: "for this run", DAY: "for today"}
 

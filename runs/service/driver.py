@@ -275,11 +275,11 @@ async def _follow(run: Branches, origin: Origin | None) -> None:
         for following in await runnable_steps(runtime, turn_id):
             if following.step_id in run.claimed:
                 continue
+            # approval policies first: a refused call is rejected, an allowed step runs unasked
+            rules = await policies.screen(runtime, turn_id, following)
             if spent_out is not None:  # never a silent stop: it waits, saying why
                 await announce_waiting(runtime, turn_id, following.step_id, spent_out)
                 continue
-            # approval policies first: a refused call is rejected, an allowed step runs unasked
-            rules = await policies.screen(runtime, turn_id, following)
             asked = should_wait(mode, following)
             if rules.asks or (asked and not rules.decided):
                 await announce_waiting(runtime, turn_id, following.step_id)
