@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 
 from runs import service
 from runs.engine.testing import ScriptedServer
-from runs.models import ModelPrice, Step
+from runs.models import ModelPrice, Step, Task
 from tests.live_support import (
     QUESTION,
     Client,
@@ -61,6 +61,16 @@ async def test_notebook_cost_is_usage_times_the_price_and_null_without_a_price(
     expected = (prompt * Decimal("2.5") + completion * Decimal("10")) / 1_000_000
     row = (await database_sync_to_async(listed)(user))[task.pk]
     assert row["cost_usd"] == pytest.approx(float(expected))
+
+    # a composed notebook that calls its own model is costed at that model's price
+    await database_sync_to_async(ModelPrice.objects.create)(
+        model="pricier",
+        input_usd_per_million=Decimal("5"),
+        output_usd_per_million=Decimal("20"),
+    )
+    await Task.objects.filter(pk=task.pk).aupdate(model="pricier")
+    row = (await database_sync_to_async(listed)(user))[task.pk]
+    assert row["cost_usd"] == pytest.approx(float(expected) * 2)
 
 
 @pytest.mark.django_db  # before transactional tests flush the migration's row

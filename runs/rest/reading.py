@@ -35,6 +35,7 @@ from runs.rest.schemas import (
 from runs.service import is_held, llm_settings
 from runs.traces.export import (
     filtered_notebooks,
+    model_of,
     notebook_summary,
     price_of,
     step_json,
@@ -246,7 +247,7 @@ def list_turns(request: HttpRequest, pk: int, paging: Query[Paging]) -> dict[str
     """The notebook's turns (one per message sent), oldest first."""
     task = own_notebook(request, pk)
     items, meta = _page(task.turns.order_by("index"), paging)
-    usages = turn_usages([t.pk for t in items], price_of(_model()))
+    usages = turn_usages([t.pk for t in items], price_of(model_of(task, _model())))
     return {"items": [{**turn_json(t), "usage": usages[t.pk]} for t in items], **meta}
 
 
@@ -287,7 +288,8 @@ def list_steps(
     paging: Query[Paging],
 ) -> dict[str, Any]:
     """The notebook's steps in the order they were made, undone ones included."""
-    rows = _steps(own_notebook(request, pk))
+    task = own_notebook(request, pk)
+    rows = _steps(task)
     if filters.turn:
         rows = rows.filter(turn__engine_id=filters.turn)
     if filters.status:
@@ -295,7 +297,7 @@ def list_steps(
     if filters.kind:
         rows = rows.filter(kind=filters.kind)
     items, meta = _page(rows, paging)
-    price = price_of(_model())
+    price = price_of(model_of(task, _model()))
     return {"items": [_step_out(s, price) for s in items], **meta}
 
 
@@ -306,8 +308,9 @@ def list_steps(
 )
 def get_step(request: HttpRequest, pk: int, step_id: str) -> dict[str, Any]:
     """One step of the notebook."""
-    step = get_object_or_404(_steps(own_notebook(request, pk)), step_id=step_id)
-    return _step_out(step, price_of(_model()))
+    task = own_notebook(request, pk)
+    step = get_object_or_404(_steps(task), step_id=step_id)
+    return _step_out(step, price_of(model_of(task, _model())))
 
 
 class EventFilters(Schema):

@@ -30,7 +30,7 @@ class Usage(Schema):
     total_tokens: int | None = None
     cost_usd: float | None = Field(
         None,
-        description="USD at the configured model's price (ModelPrice); null: the price is unknown",
+        description="USD at the notebook's model's price (ModelPrice); null: the price is unknown",
     )
 
 
@@ -60,7 +60,7 @@ class NotebookOut(Schema):
     tokens: int
     cost_usd: float | None = Field(
         None,
-        description="USD at the configured model's price (ModelPrice); null: the price is unknown",
+        description="USD at the notebook's model's price (ModelPrice); null: the price is unknown",
     )
     human_actions: int
     wall_time_s: float

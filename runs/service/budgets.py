@@ -10,7 +10,8 @@ as always. So the audit shows why the run paused and who let it spend more.
 
 What was spent is read from the stored `agent_output` events (one per model call, with its
 usage), so it is what the trace shows, undone runs of a step included: they were paid for.
-Dollars are the tokens at the configured model's price (runs.store.cost); without a price a
+Dollars are the tokens at the price of each call's notebook's model (its own, else the
+configured one; runs.store.cost); without a price a
 dollar budget cannot be judged and only token budgets apply (the page says the price is
 unknown). Limits: the notebook's own run budget (`Task.budget_run_*`, None: the settings'
 default, 0: none), the settings' `AGENTUI_BUDGET_*`; a raise holds for the rest of its turn.
@@ -24,10 +25,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from runs.conf import conf
-from runs.models import Event, ModelPrice, Task
+from runs.models import Event, Task
 from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
 from runs.service.llm import llm_settings
-from runs.store.cost import cost_decimal, price_of
+from runs.store.cost import cost_decimal, model_of, price_of
 
 RUN, DAY = "run", "day"
 USD, TOKENS = "usd", "tokens"
@@ -52,18 +53,14 @@ def amount_words(unit: str, amount: Decimal | int) -> str:
 
 @dataclass(frozen=True)
 class Spent:
-    prompt: int = 0
-    completion: int = 0
+    """Tokens used, and what they cost at the price of each call's notebook's model (None:
+    no price is known for any of them)."""
 
-    @property
-    def tokens(self) -> int:
-        return self.prompt + self.completion
+    tokens: int = 0
+    usd: Decimal | None = None
 
-    def usd(self, price: ModelPrice | None) -> Decimal | None:
-        return cost_decimal(price, self.prompt, self.completion)
-
-    def amount(self, unit: str, price: ModelPrice | None) -> Decimal | int | None:
-        return self.tokens if unit == TOKENS else self.usd(price)
+    def amount(self, unit: str) -> Decimal | int | None:
+        return self.tokens if unit == TOKENS else self.usd
 
 
 @dataclass(frozen=True)
@@ -102,8 +99,8 @@ class Reached:
         }
 
 
-def _model_price() -> ModelPrice | None:
-    return price_of(llm_settings(start_demo=False).model)
+def _default_model() -> str:
+    return llm_settings(start_demo=False).model
 
 
 def base_limits(task: Task) -> dict[tuple[str, str], Decimal | int]:
@@ -140,19 +137,30 @@ def base_budget(task: Task) -> dict[str, Any]:
     }
 
 
-def _spent(events: Any) -> Spent:
-    prompt = completion = 0
-    for p, c in events.filter(type="agent_output").values_list(
-        "payload__usage__prompt_tokens", "payload__usage__completion_tokens"
+def _spent(events: Any, task: Task) -> Spent:
+    """What these model calls used, costed per notebook model (a composed notebook calls its
+    own); with no calls, nothing, in dollars when `task`'s model has a price."""
+    used: dict[str, list[int]] = {}
+    for model, p, c in events.filter(type="agent_output").values_list(
+        "task__model",
+        "payload__usage__prompt_tokens",
+        "payload__usage__completion_tokens",
     ):
-        prompt += int(p or 0)
-        completion += int(c or 0)
-    return Spent(prompt, completion)
+        tokens = used.setdefault(model or "", [0, 0])
+        tokens[0] += int(p or 0)
+        tokens[1] += int(c or 0)
+    default = _default_model()
+    usd: Decimal | None = None
+    for model, (prompt, completion) in (used or {task.model: [0, 0]}).items():
+        cost = cost_decimal(price_of(model or default), prompt, completion)
+        if cost is not None:
+            usd = (usd or Decimal(0)) + cost
+    return Spent(sum(p + c for p, c in used.values()), usd)
 
 
-def run_spent(turn_id: str) -> Spent:
+def run_spent(turn_id: str, task: Task) -> Spent:
     """What the turn's model calls used, every run of every step."""
-    return _spent(Event.objects.filter(turn__engine_id=turn_id))
+    return _spent(Event.objects.filter(turn__engine_id=turn_id), task)
 
 
 def day_start(now: dt.datetime | None = None) -> float:
@@ -160,9 +168,11 @@ def day_start(now: dt.datetime | None = None) -> float:
     return dt.datetime.combine(moment.date(), dt.time(), tzinfo=dt.UTC).timestamp()
 
 
-def day_spent(owner_pk: int) -> Spent:
-    """What the person's model calls used since midnight (UTC), across their notebooks."""
-    return _spent(Event.objects.filter(task__owner_id=owner_pk, at__gte=day_start()))
+def day_spent(task: Task) -> Spent:
+    """What the notebook's owner's model calls used since midnight (UTC), across notebooks."""
+    return _spent(
+        Event.objects.filter(task__owner_id=task.owner_id, at__gte=day_start()), task
+    )
 
 
 def _raises(turn_id: str) -> dict[tuple[str, str], Decimal | int]:
@@ -190,16 +200,13 @@ def reached(task_pk: int, turn_id: str) -> Reached | None:
     limits = base_limits(task)
     if not limits:
         return None
-    price = _model_price()
     raised = _raises(turn_id)
     spent = {
-        RUN: run_spent(turn_id),
-        DAY: day_spent(task.owner_id)
-        if any(scope == DAY for scope, _ in limits)
-        else Spent(),
+        RUN: run_spent(turn_id, task),
+        DAY: day_spent(task) if any(scope == DAY for scope, _ in limits) else Spent(),
     }
     for (scope, unit), base in limits.items():
-        amount = spent[scope].amount(unit, price)
+        amount = spent[scope].amount(unit)
         if amount is None:  # no price: a dollar budget cannot be judged
             continue
         limit = raised.get((scope, unit), base)
@@ -278,10 +285,9 @@ def budget_of(task: Task, turn_id: str | None = None) -> dict[str, Any]:
     limits = base_limits(task)
     if turn_id:
         limits.update(_raises(turn_id))
-    price = _model_price()
-    run = run_spent(turn_id) if turn_id else Spent()
-    day = day_spent(task.owner_id)
-    run_usd, day_usd = run.usd(price), day.usd(price)
+    price = price_of(model_of(task, _default_model()))
+    run = run_spent(turn_id, task) if turn_id else _spent(Event.objects.none(), task)
+    day = day_spent(task)
     return {
         "run_usd": _str(limits.get((RUN, USD))),
         "run_tokens": limits.get((RUN, TOKENS)),
@@ -292,9 +298,9 @@ def budget_of(task: Task, turn_id: str | None = None) -> dict[str, Any]:
         "price_known": price is not None,
         "spent": {
             "run_tokens": run.tokens,
-            "run_usd": _str(run_usd),
+            "run_usd": _str(run.usd),
             "day_tokens": day.tokens,
-            "day_usd": _str(day_usd),
+            "day_usd": _str(day.usd),
         },
     }
 

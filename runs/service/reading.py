@@ -13,7 +13,7 @@ from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
 from runs.service.budgets import base_budget
 from runs.service.llm import llm_settings
-from runs.store.cost import price_json, price_of
+from runs.store.cost import model_of, price_json, price_of
 from runs.store.messages import conversation
 from runs.store.queries import (
     RUNNABLE,
@@ -87,7 +87,10 @@ def hello_summary(task_pk: int) -> tuple[dict[str, Any], int]:
     preset = get_preset(data["agent"])
     data["branches"] = bool(preset and preset.runner.runs_branches)
     # what a token costs (None: unknown), so the page costs each step as it completes
-    data["price"] = price_json(price_of(llm_settings(start_demo=False).model))
+    task = Task.objects.get(pk=task_pk)
+    data["price"] = price_json(
+        price_of(model_of(task, llm_settings(start_demo=False).model))
+    )
     # the run budgets in force (before a raise, which the page reads from the turn's actions)
-    data["budget"] = base_budget(Task.objects.get(pk=task_pk))
+    data["budget"] = base_budget(task)
     return data, seq

@@ -21,6 +21,11 @@ def price_of(model: str | None) -> ModelPrice | None:
     return ModelPrice.objects.filter(model=model).first()
 
 
+def model_of(task: Any, default: str | None) -> str | None:
+    """The model a notebook calls: its own (a composed notebook's), else the configured one."""
+    return getattr(task, "model", "") or default
+
+
 def cost_decimal(
     price: ModelPrice | None, prompt_tokens: int | None, completion_tokens: int | None
 ) -> Decimal | None:

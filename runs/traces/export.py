@@ -22,6 +22,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from runs.models import Annotation, Event, Message, ModelPrice, Step, Task, Turn
 from runs.protocol.wire import WIRE_EVENT_BYTES, bounded
+from runs.store.cost import model_of as model_of  # the entrances cost steps with it
 from runs.store.cost import price_json, with_cost
 from runs.store.cost import price_of as price_of  # the entrances cost steps with it
 from runs.traces.annotations import annotations_of
@@ -185,8 +186,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
 
 def trace_head(task: Task, model: str | None = None) -> dict[str, Any]:
     """The export without its events and results: the notebook, its turns and steps, messages;
-    usage costed at `model`'s price (the task's `price`, None when it has none)."""
-    price = price_of(model)
+    usage costed at its model's price (its own, else `model`) (the task's `price`, None when it has none)."""
+    price = price_of(model_of(task, model))
     steps = list(
         Step.objects.filter(task=task)
         .prefetch_related("out_edges__to_step", "in_edges__from_step")

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count, Max, Min, Q, Sum
 
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
-from runs.store.cost import cost_usd, price_of
+from runs.store.cost import cost_usd, model_of, price_of
 from runs.store.load import shown_step_ids
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
@@ -81,12 +81,18 @@ def _wall_time(task: Any, event_row: dict[str, Any]) -> float:
     return max(0.0, event_row["last"] - first)
 
 
+def _price(prices: dict[str | None, Any], model: str | None) -> Any:
+    if model not in prices:
+        prices[model] = price_of(model)
+    return prices[model]
+
+
 def summaries(
     tasks: Iterable[Any], model: str | None = None
 ) -> dict[int, dict[str, Any]]:
-    """Per notebook pk: outcome, steps, tool_calls, tokens, cost_usd (at `model`'s price; None
-    without one), wall_time_s, human_actions, answer."""
-    price = price_of(model)
+    """Per notebook pk: outcome, steps, tool_calls, tokens, cost_usd (at the price of the
+    notebook's own model, else `model`'s; None without one), wall_time_s, human_actions, answer."""
+    prices: dict[str | None, Any] = {}  # a composed notebook may call its own model
     tasks = list(tasks)
     pks = [t.pk for t in tasks]
     steps = {
@@ -138,7 +144,9 @@ def summaries(
             "steps": step_row.get("n", 0),
             "tokens": step_row.get("tokens") or 0,
             "cost_usd": cost_usd(
-                price, step_row.get("prompt"), step_row.get("completion")
+                _price(prices, model_of(task, model)),
+                step_row.get("prompt"),
+                step_row.get("completion"),
             ),
             "tool_calls": event_row.get("calls", 0),
             "human_actions": event_row.get("human", 0),

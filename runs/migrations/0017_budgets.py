@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0015_data_sources"),
+        ("runs", "0016_composed_notebooks"),
     ]
 
     operations = [
