@@ -19,6 +19,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shot,
+    shots_at_both_sizes,
     start_notebook,
     step_cells,
 )
@@ -156,7 +157,17 @@ def test_fork_at_step_2_edit_go_on_and_compare(
     assert [
         totals.nth(i).locator("[data-total=tool-calls]").inner_text() for i in range(2)
     ] == ["3", "3"]
+    # the scripted model has no price: its cost is unknown, never shown as $0
+    assert [
+        totals.nth(i).locator("[data-total=cost]").inner_text() for i in range(2)
+    ] == ["price unknown", "price unknown"]
     shot(page, artifacts_dir, "fork-04-compare", full_page=True)
+    shots_at_both_sizes(page, artifacts_dir, "fork-04-compare")
+    # what the page drew is what a script reads from the REST API (the same function)
+    drawn = page.evaluate("() => window.agentui.comparison")
+    rest = page.request.get(f"{live_app.url}/api/v1/compare?a={source}&b={fork}")
+    assert rest.status == 200
+    assert rest.json() == drawn
     page.get_by_label("Only steps that differ").check()
     assert rows.nth(0).is_hidden() and rows.nth(2).is_visible()
     shot(page, artifacts_dir, "fork-05-compare-only-different")

@@ -4,6 +4,7 @@
 // they line up); inputs, tool-call arguments, results and outputs that differ are marked, and
 // each side gets its totals. This module only draws.
 
+import { formatUsd } from "./cost.js";
 import { formatDuration, h } from "./dom.js";
 
 const root = document.getElementById("compare");
@@ -16,6 +17,8 @@ const TOTALS = [
   ["Tool calls", (t) => t.tool_calls.toLocaleString("en")],
   ["Tokens", (t) => t.tokens.toLocaleString("en")],
   ["Wall time", (t) => formatDuration(t.wall_time_s) || "—"],
+  // last: a long "price unknown" wraps alone, the counts stay on one line
+  ["Cost", (t) => (t.cost_usd == null ? "price unknown" : formatUsd(t.cost_usd))],
 ];
 
 function field(name, label, text, differs) {
