@@ -91,6 +91,13 @@ def test_drop_a_csv_see_it_and_ask_the_demo_about_it(
         "1185",
         "6.45",
     ]
+    # numbers as in result tables: right-aligned cells with their exact value kept
+    numbers = preview.locator("tbody tr").first.locator("td.num")
+    assert numbers.evaluate_all("tds => tds.map(td => td.dataset.raw)") == [
+        "1185",
+        "6.45",
+    ]
+    assert numbers.first.evaluate("td => getComputedStyle(td).textAlign") == "right"
     both_sizes(page, artifacts_dir, "data-uploaded")
 
     # bad files are refused where the person looks, and add nothing: a header without rows,

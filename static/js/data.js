@@ -6,6 +6,7 @@
 
 import { h, replaceChildren } from "./dom.js";
 import { confirmAction } from "./confirm.js";
+import { numberCell } from "./render/table.js";
 
 const panel = document.getElementById("data-panel");
 const zone = document.getElementById("drop-zone");
@@ -90,7 +91,7 @@ async function upload(file) {
     showError(table.detail);
     return;
   }
-  doneBox.textContent = `${file.name} is now the table ${table.name} (${table.rows.toLocaleString()} rows).`;
+  doneBox.textContent = `${file.name} is now the table ${table.name} (${table.rows.toLocaleString("en")} rows).`;
   doneBox.hidden = false;
   nameInput.value = "";
   loadTables(table.name);
@@ -153,7 +154,9 @@ loadSources();
 
 function showPreview(caption, columns, rows, key) {
   const head = h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c.name, h("span", { class: "col-type" }, c.type)))));
-  const body = h("tbody", {}, rows.map((row) => h("tr", {}, row.map((v) => h("td", {}, v === null ? "∅" : String(v))))));
+  // numbers read as in result tables: rounded, right-aligned, the exact value in the tooltip
+  const cell = (v) => (typeof v === "number" ? numberCell(v) : h("td", {}, v === null ? "∅" : String(v)));
+  const body = h("tbody", {}, rows.map((row) => h("tr", {}, row.map(cell))));
   replaceChildren(previewTable, h("caption", {}, caption), head, body);
   previewPanel.hidden = false;
   for (const item of document.querySelectorAll("li.data-table")) item.classList.toggle("selected", item.dataset.table === key);
@@ -162,7 +165,7 @@ function showPreview(caption, columns, rows, key) {
 async function preview(name) {
   try {
     const table = await getJson(`${panel.dataset.tablesUrl}/${encodeURIComponent(name)}?rows=20`);
-    showPreview(`${table.name}: the first ${table.preview.length} of ${table.rows.toLocaleString()} rows`, table.columns, table.preview, name);
+    showPreview(`${table.name}: the first ${table.preview.length} of ${table.rows.toLocaleString("en")} rows`, table.columns, table.preview, name);
   } catch (err) {
     showError(`Could not preview ${name}: ${err.message}`);
   }
@@ -247,7 +250,7 @@ async function loadTables(select) {
         { class: "data-table", dataset: { table: t.name } },
         h("div", { class: "data-table-head" },
           h("button", { type: "button", class: "button-link table-name", onclick: () => preview(t.name) }, t.name),
-          h("span", { class: "muted table-rows" }, `${t.rows.toLocaleString()} rows`),
+          h("span", { class: "muted table-rows" }, `${t.rows.toLocaleString("en")} rows`),
           h("button", { type: "button", class: "button secondary small", "aria-label": `Delete ${t.name}`, onclick: () => remove(t.name) }, "Delete")),
         columnList(t.name, t.columns),
       ),

@@ -40,6 +40,12 @@ function cell(value) {
     // a cell is cut at 24rem (render.css); a long text keeps all of itself in its tooltip
     return h("td", { title: text.length > LONG_CELL_CHARS ? text : null }, text);
   }
+  return numberCell(value);
+}
+
+/** A number's cell, rounded for reading, the exact value in its tooltip and data-raw (the Data
+ * page's previews too). */
+export function numberCell(value) {
   const shown = formatNumber(value);
   const exact = String(value);
   return h("td", { class: "num", title: shown === exact ? null : exact, "data-raw": exact }, shown);
