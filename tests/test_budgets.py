@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs import service
-from runs.engine.testing import ScriptedServer
+from runs.engine.testing import Script, ScriptedServer
 from runs.models import Event, ModelPrice, Task
 from runs.protocol import ProtocolError
 from runs.service.deadlines import sweep_once
@@ -26,6 +26,7 @@ from tests.live_support import (
     QUESTION,
     Client,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
     make_notebook,
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
@@ -297,3 +298,48 @@ async def test_agui_shows_a_budget_wait_as_an_interrupt_that_resume_raises(
     ]
     assert actions == [("budget_raised", "gus"), ("approved", "gus")]
     await service.wait_idle()
+
+
+async def test_the_demo_example_with_a_token_budget_of_five_pauses_each_step(
+    scripted_server: Any,
+) -> None:
+    """What the README tells a person to try on the offline demo model."""
+    from runs.demo.analyst import FUNCTION_CALLING_PROMPT, function_calling_rules
+
+    model = scripted_server(Script(rules=function_calling_rules()))
+    user = await database_sync_to_async(make_user)("hal")
+    task = await database_sync_to_async(budget_notebook)(user, budget_run_tokens=5)
+    with llm_at(model):
+        client = await Client.open(user, task.pk)
+        await client.send("resume", last_seq=0)
+        await client.ok("send_message", text=FUNCTION_CALLING_PROMPT)
+        reasons: list[str] = []
+        for _ in range(8):  # go on past each budget wait until the turn ends
+            message = await client.until(
+                lambda m: (
+                    m["type"] == "event"
+                    and m["event"]["type"] in ("step_waiting", "task_completed")
+                )
+            )
+            if message["event"]["type"] == "task_completed":
+                break
+            reasons.append(message["event"]["budget"]["reason"])
+            await service.wait_idle()
+            await client.ok("approve", step_id=message["event"]["step_id"])
+        else:
+            raise AssertionError("the demo's turn did not end")
+        await service.wait_idle()
+        await client.close()
+    # the first wait at the budget set, each later one at the budget raised before it
+    assert reasons[0].startswith("budget of 5 tokens for this run reached")
+    raised = [
+        a for a in client.events("human_action") if a["action"] == "budget_raised"
+    ]
+    assert [f"budget of {int(r['after']['limit']):,} tokens" for r in raised[:-1]] == [
+        reason.split(" for ")[0] for reason in reasons[1:]
+    ]
+    actions = [a["action"] for a in client.events("human_action")]
+    assert actions == ["budget_raised", "approved"] * len(reasons)
+    assert len(await database_sync_to_async(model_calls)(task.pk)) == len(
+        model.requests
+    )
