@@ -79,6 +79,8 @@ def test_the_config_is_checked_against_the_catalog() -> None:
             "agent": "parallel_research",
             "tools": ["add"],
         },
+        "the agent Chain of Abstraction cannot run with these tools (CoAAgentWorker "
+        "needs tools": {"agent": "coa", "tools": []},
         "Extra inputs are not permitted": {"agent": "react", "shell": True},
         "agent: Field required": {"tools": []},
     }

@@ -10,10 +10,12 @@ table deleted since it was saved gives a refusal naming what is missing.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from runs.engine import OpenAI
 from runs.models import ApprovalMode
 from runs.presets.catalog import Preset, get_preset, presets
 from runs.presets.mcp import check_mcp_choice
@@ -67,7 +69,25 @@ class ComposeConfig(BaseModel):
             for name in self.tools:
                 if name not in own:
                     raise ValueError(_no_such_tool(preset, name, own))
+            _builds(preset, self.tools)
         return self
+
+
+@cache
+def _probe_llm() -> OpenAI:
+    # never called: a worker is only built here (its HTTP client is made on first use)
+    return OpenAI(model="probe", api_base="http://127.0.0.1:9", api_key="unused")
+
+
+def _builds(preset: Preset, keep: list[str]) -> None:
+    """The agent's worker builds with only the tools kept (Chain of Abstraction needs one, for
+    instance): ValueError saying why not, now rather than when the first message is sent."""
+    try:
+        preset.make_worker(_probe_llm(), keep=keep)
+    except ValueError as exc:
+        raise ValueError(
+            f"the agent {preset.label} cannot run with these tools ({exc})"
+        ) from None
 
 
 def _no_such_tool(preset: Preset, name: str, own: list[str]) -> str:
