@@ -110,6 +110,11 @@ def test_compose_start_save_as_preset_start_again_rename_delete(
         path=str(artifacts_dir / "compose-03-header.png")
     )
 
+    # its trace says so too
+    page.goto(page.url.replace("/tasks/", "/traces/"))
+    trace_badges = page.locator(".nb-sub .badge").all_inner_texts()
+    assert trace_badges[1:4] == ["scripted-large", "data_query", "tables: shop_visits"]
+
     # the same picks, saved as my preset (Enter in the name saves)
     page.goto(f"{live_app.url}/new/")
     part = compose(page)
