@@ -106,3 +106,34 @@ async def test_branches_are_approved_in_any_order_while_others_run(
     )  # the refused approval left no trace
     assert ("undone", second) in actions
     assert ("edited_input", first) in actions
+
+
+async def test_the_synthesis_cannot_be_approved_while_branches_wait(
+    scripted_server: Any,
+) -> None:
+    """Found by tests/test_invariant.py: the synthesis step is queued from the start, and its
+    approval was recorded in the audit though the engine then refused to run it."""
+    ana = Origin(by="ana")
+    with llm_at(scripted_server(Script(rules=research_rules()))):
+        user = await database_sync_to_async(make_user)("ana")
+        task = await database_sync_to_async(make_notebook)(
+            user, agent="parallel_research", mode="step"
+        )
+        await service.send_message(task.pk, RESEARCH_PROMPT, ana)
+        events = await database_sync_to_async(stored)(task.pk)
+        await service.approve(task.pk, of(events, "step_waiting")[-1]["step_id"], ana)
+        await service.wait_run(task.pk)
+        events = await database_sync_to_async(stored)(task.pk)
+        waiting = {e["step_id"] for e in of(events, "step_waiting")}
+        synthesis = next(
+            e["step_id"]
+            for e in of(events, "step_created")
+            if e["step_id"] not in waiting
+        )
+        with pytest.raises(ProtocolError) as refused:
+            await service.approve(task.pk, synthesis, ana)
+        assert refused.value.code is ErrorCode.NOT_ALLOWED
+        await service.wait_idle()
+        after = await database_sync_to_async(stored)(task.pk)
+    assert [e for e in of(after, "human_action") if e["step_id"] == synthesis] == []
+    assert of(after, "step_started") == of(events, "step_started")

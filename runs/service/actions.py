@@ -49,6 +49,7 @@ from runs.service.driver import (
     drive,
     finish,
     over_budget,
+    runnable_steps,
     take_abandon_request,
 )
 from runs.service.lease import Lease
@@ -494,6 +495,15 @@ async def decision(
     """Take a run from the person's quota, apply the edits and rejections, record the approval
     (an automatic one, as the deadline's, says so and why)."""
     by, automatic = by_of(origin), _automatic(origin)
+    ready = {s.step_id for s in await runnable_steps(runtime, turn_id)}
+    if step not in ready:
+        # e.g. a parallel turn's synthesis while branches wait: its approval would be recorded
+        # and then not run (the engine refuses it), so the audit would hold a decision that
+        # never took effect
+        raise _error(
+            ErrorCode.NOT_ALLOWED,
+            f"step {step} cannot run yet: it waits for the steps before it",
+        )
     spent_out = await _check(budgets.budget_wait, step)
     if spent_out is not None and automatic is not None:
         raise _error(
