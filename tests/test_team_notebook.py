@@ -75,6 +75,14 @@ async def test_team_run_pauses_on_a_question_and_resumes_after_a_restart(
         question["waiter_id"],
         question["tool_id"],
     )
+    # the answer is in the audit as the person's edit of the question's step (its step also
+    # holds the question's call, whose unchanged arguments once hid the answer: no action)
+    edits = [
+        (e["step_id"], e["before"], e["after"])
+        for e in _of(stored, "human_action")
+        if e["action"] == "edited_input"
+    ]
+    assert edits == [(waiting, None, "Europe please")]
     (done,) = _of(stored, "task_completed")
     assert "grew most" in done["response"] and "stock more" in done["response"]
     handoffs = [

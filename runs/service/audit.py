@@ -31,10 +31,16 @@ def edit_actions(
     after: tuple[str | None, list[dict[str, Any]] | None],
     by: str,
 ) -> list[HumanAction]:
-    """One action per thing an edit changed: the input text, or each call's arguments."""
+    """One action per thing an edit changed: each call's arguments, or else the input text.
+
+    A tool-call step's input is its calls as JSON, so an edit of their arguments changes both:
+    the calls say what changed. A Team question's step holds the question's call, unchanged,
+    and takes the person's answer as its input: that is its text edit (once recorded only by
+    its calls, the answer left no trace in the audit)."""
+    actions = []
     if after[1] is not None:
         old = {c["tool_id"]: c.get("tool_kwargs") for c in before[1] or []}
-        return [
+        actions = [
             HumanAction(
                 task_id=turn_id,
                 step_id=step_id,
@@ -47,8 +53,8 @@ def edit_actions(
             for call in after[1]
             if old.get(call["tool_id"]) != call.get("tool_kwargs")
         ]
-    if before[0] == after[0]:
-        return []
+    if actions or before[0] == after[0]:
+        return actions
     edit = HumanAction(
         task_id=turn_id,
         step_id=step_id,
@@ -57,7 +63,7 @@ def edit_actions(
         before=before[0],
         after=after[0],
     )
-    return [edit]
+    return [*actions, edit]
 
 
 async def record(runtime: NotebookRuntime, actions: list[HumanAction]) -> None:
