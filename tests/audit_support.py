@@ -153,6 +153,15 @@ def rejected(result: dict[str, Any]) -> bool:
     return bool(result["tool_output"]["content"].startswith(REJECTION_PREFIX))
 
 
+# a plan's call that waited on a failed or rejected one answers so, without running
+_NOT_RUN = re.compile(r"^(Error: )?not run because ")
+
+
+def skipped(result: dict[str, Any]) -> bool:
+    """A call its plan never ran (one it depends on failed or was rejected)."""
+    return bool(_NOT_RUN.match(result["tool_output"]["content"]))
+
+
 def results_in(events: list[dict[str, Any]]) -> list[Ran]:
     """Every tool call result the event log holds, undone ones too, in the log's order."""
     return [Ran.of(e) for e in events if e["type"] == "tool_call_result"]
@@ -221,6 +230,7 @@ def wire_problems(
     events: list[dict[str, Any]],
     executed: list[tuple[str, dict[str, Any]]],
     calls_as_messages: bool = True,
+    reached: bool = True,
 ) -> list[str]:
     """Where the audit (`events`: the stored events of the notebooks that made `requests`, as a
     surface gives them) disagrees with what reached the model and the tools.
@@ -232,13 +242,17 @@ def wire_problems(
       ones first proposed; a rejection with its reason), and every audited run reached it.
       A worker with a plan (`calls_as_messages=False`: LLMCompiler, CoA) tells the model its
       calls in text: there each audited result must reach it.
+
+    `reached=False` leaves out that last check, for a log a person may still be in the middle
+    of (a run whose next model call has not happened yet, or was undone before it):
+    `unheard_problems` checks it in order instead.
     """
     problems = []
     results = [e for e in events if e["type"] == "tool_call_result"]
     audited = Counter(
         (r["tool_name"], canonical(r["tool_kwargs"]))
         for r in results
-        if not rejected(r)
+        if not rejected(r) and not skipped(r)
     )
     ran = Counter((tool, canonical(kwargs)) for tool, kwargs in executed)
     if audited != ran:
@@ -258,15 +272,46 @@ def wire_problems(
     runs = set(results_in(events))
     if not calls_as_messages:
         texts = [json.dumps(r.messages, ensure_ascii=False) for r in requests]
-        for run in sorted(runs):
+        for run in sorted(runs) if reached else []:
             if not any(json.dumps(run.output)[1:-1] in text for text in texts):
                 problems.append(f"the audit holds {run}, which never reached the model")
         return problems
     shown = set().union(*(shown_to_model(r) for r in requests)) if requests else set()
     for run in sorted(shown - runs):
         problems.append(f"the model was shown {run}, which the audit does not hold")
-    for run in sorted(runs - shown):
+    for run in sorted(runs - shown) if reached else []:
         problems.append(f"the audit holds {run}, which never reached the model")
+    return problems
+
+
+def unheard_problems(events: list[dict[str, Any]]) -> list[str]:
+    """Where a tool run did not reach the model call its turn made next.
+
+    Every run's result (the rejection and its reason, for a rejected call) must be in the next
+    model call of its turn (`agent_input`, which `wire_problems` holds against the wire), unless
+    the person undid its step before that call; a turn stopped, or not yet gone on, has no next
+    call to check.
+    """
+    problems = []
+    for i, result in enumerate(events):
+        if result["type"] != "tool_call_result" or skipped(result):
+            continue  # a call not run: what reaches the model is why (its failed input's run)
+        turn, step = result["task_id"], result["step_id"]
+        for later in events[i + 1 :]:
+            if later["type"] == "human_action" and later["action"] == "undone":
+                if later["step_id"] == step:
+                    break  # taken back before the model heard it
+            elif later["type"] == "agent_input" and later["task_id"] == turn:
+                said = json.dumps(later["input"], ensure_ascii=False)
+                output = json.dumps(
+                    result["tool_output"]["content"], ensure_ascii=False
+                )
+                if output[1:-1] not in said:
+                    problems.append(
+                        f"{Ran.of(result)} is not in the next model call of its turn "
+                        f"(step {later['step_id']})"
+                    )
+                break
     return problems
 
 
