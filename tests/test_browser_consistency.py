@@ -69,6 +69,16 @@ def assert_relative_times(page: Any, at_least: int) -> None:
         )  # the full date, with its year, in the tooltip
 
 
+def assert_step_times(page: Any) -> None:
+    """Each step card's head has a relative time of when it ran, its full date on hover."""
+    cells = page.locator("article.cell-step")
+    whens = cells.locator(".cell-meta time[data-when]")
+    assert cells.count() >= 3 and whens.count() == cells.count()
+    for when in whens.all():
+        assert RELATIVE.search(when.inner_text()), when.inner_text()
+        assert re.search(r"\d{4}", when.get_attribute("title") or "")
+
+
 def test_start_page_shows_agent_names_and_has_a_favicon(
     live_app: LiveApp, page: Any, artifacts_dir: Path
 ) -> None:
@@ -114,6 +124,8 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
         and total.get_attribute("title") == "0.30000000000000004"
     )
     assert year.inner_text() == "2024"
+    # every step card says when it ran, as every date reads
+    assert_step_times(page)
     shots_at_both_sizes(page, artifacts_dir, "consistency-notebook")
 
     # the traces list: the answer's first line as plain words, the time relative with the date
@@ -128,6 +140,7 @@ def test_numbers_dates_and_first_lines_read_the_same_everywhere(
     page.goto(f"{live_app.url}/traces/{pk}/")
     page.locator("#timeline .tl-step").first.wait_for()
     assert_relative_times(page, 1)
+    assert_step_times(page)
     number = page.locator(".tool-card", has_text="multiply").locator(".number-view")
     assert number.inner_text() == "13,681.71"
     shots_at_both_sizes(page, artifacts_dir, "consistency-trace")

@@ -15,6 +15,7 @@ import { cutNotice } from "./cut.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
 import { costLine } from "./cost.js";
+import { timeElement } from "./format.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
 
 const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
@@ -213,6 +214,8 @@ class StepView {
     this.streamEls = [];
     this.index = 0;
     this.bodySig = null;
+    this.startedAt = null;
+    this.when = null;
   }
 
   setIndex(index) {
@@ -245,7 +248,14 @@ class StepView {
     if (live?.startedAt && live.endedAt) parts.push(formatDuration(live.endedAt - live.startedAt));
     const cost = costLine(live?.usage, model.task?.price);
     if (cost) parts.push(cost.text);
-    this.meta.textContent = parts.join(" · ");
+    // when the step ran, as every date reads ("3 minutes ago", the full date on hover)
+    const started = live?.startedAt ?? null;
+    if (started !== this.startedAt) {
+      this.startedAt = started;
+      this.when = started ? timeElement(started, "cell-when") : null;
+    }
+    const line = parts.join(" · ");
+    replaceChildren(this.meta, this.when, this.when && line ? " · " : null, line);
     this.meta.title = cost ? cost.title : "";
     if (cost?.usd != null) this.meta.dataset.costUsd = String(cost.usd);
     else delete this.meta.dataset.costUsd;
