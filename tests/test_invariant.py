@@ -34,7 +34,9 @@ After every action the rules below must hold for every notebook of the session
 (d) the stored audit and what the page and REST read (`runs.traces.export.trace_json`: its events,
     and its steps' calls and results) say the same thing (`step_view_problems`; a plan's call
     approved with references to earlier results, LLMCompiler's `$1` or CoA's `y1`, shows them,
-    and ran with their values).
+    and ran with their values), and so do the exported spans: the process exports as a server
+    set up for OTLP does, into an in-memory exporter, one TOOL span per audited run with the
+    arguments that ran (`telemetry_problems`).
 
 An action the service refuses (a `ProtocolError`) is a person's click that changed nothing; the
 invariant must hold after it too. The team's own tools (a note, a question, a handoff) take the
@@ -73,6 +75,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runs import service
 from runs.demo import DEMOS
@@ -82,6 +85,8 @@ from runs.protocol import ProtocolError
 from runs.service import Origin, runtime
 from runs.service.recovery import recover_interrupted
 from runs.store.fork import ForkError
+from runs.telemetry import recorder as telemetry
+from runs.telemetry.config import TelemetryConfig
 from runs.traces.export import trace_json
 from tests import audit_support as audit
 from tests.live_support import (
@@ -310,6 +315,7 @@ class Person(RuleBasedStateMachine):
     loop: asyncio.AbstractEventLoop
     server: ScriptedServer
     tool_log: Path
+    spans: InMemorySpanExporter
     agent: str
     examples = 0
 
@@ -483,6 +489,19 @@ class Person(RuleBasedStateMachine):
 
     # -- the invariant --
 
+    def tool_spans(self) -> list[dict[str, Any]]:
+        """The TOOL spans exported for this session's notebooks (a fork's copied runs were
+        exported once, by its source)."""
+        sink = telemetry.sink()
+        assert sink is not None and sink.flush(10)
+        sessions = {telemetry.session_id(pk) for pk in self.session.notebooks}
+        return [
+            {"attributes": dict(span.attributes or {})}
+            for span in self.spans.get_finished_spans()
+            if (span.attributes or {}).get("openinference.span.kind") == "TOOL"
+            and (span.attributes or {}).get("session.id") in sessions
+        ]
+
     @invariant()
     def what_ran_is_what_the_audit_says(self) -> None:
         if not self.session.notebooks:
@@ -509,6 +528,7 @@ class Person(RuleBasedStateMachine):
             calls_as_messages=self.agent not in PLANNERS,
             reached=False,
         )
+        problems += audit.telemetry_problems(self.tool_spans(), own)
         for pk, log in logs.items():
             problems += [f"notebook {pk}: {p}" for p in audit.approval_problems(log)]
             problems += [f"notebook {pk}: {p}" for p in decision_problems(log)]
@@ -544,6 +564,7 @@ async def test_what_the_person_sees_is_what_ran(
             "loop": asyncio.get_running_loop(),
             "server": server,
             "tool_log": tool_log,
+            "spans": InMemorySpanExporter(),
             "agent": agent,
         },
     )
@@ -557,11 +578,17 @@ async def test_what_the_person_sees_is_what_ran(
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    with (
-        llm_at(server),
-        override_settings(
-            AGENTUI_PRESETS=RECORDED_PRESETS, AGENTUI_DATA_DIR=str(tmp_path)
-        ),
-    ):
-        await asyncio.to_thread(run_state_machine_as_test, machine, settings=budget)
+    # the process exports its spans as a server set up for OTLP does, into memory
+    config = TelemetryConfig(endpoint="http://127.0.0.1:9/v1/traces", setting="test")
+    telemetry.configure(config, exporter=machine.spans)
+    try:
+        with (
+            llm_at(server),
+            override_settings(
+                AGENTUI_PRESETS=RECORDED_PRESETS, AGENTUI_DATA_DIR=str(tmp_path)
+            ),
+        ):
+            await asyncio.to_thread(run_state_machine_as_test, machine, settings=budget)
+    finally:
+        telemetry.configure(None)
     assert machine.examples >= 1

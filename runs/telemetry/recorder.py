@@ -13,6 +13,7 @@ import logging
 import threading
 from collections import OrderedDict
 
+from opentelemetry.sdk.trace.export import SpanExporter
 from pydantic import BaseModel
 
 from .annotations import Review, ReviewSender, annotations_url
@@ -107,14 +108,18 @@ _configured = False
 _lock = threading.Lock()
 
 
-def configure(config: TelemetryConfig | None) -> SpanSink | None:
-    """Start exporting with `config` (None: stop); replaces and closes an earlier sink."""
+def configure(
+    config: TelemetryConfig | None, exporter: SpanExporter | None = None
+) -> SpanSink | None:
+    """Start exporting with `config` (None: stop); replaces and closes an earlier sink.
+
+    `exporter` replaces the OTLP one (a test's in-memory exporter reads what would be sent)."""
     global _state, _configured
     with _lock:
         old, _state = _state, None
         _configured = True
         if config is not None:
-            _state = _Exporting(SpanSink(config))
+            _state = _Exporting(SpanSink(config, exporter))
             logger.info("telemetry: exporting spans to %s", config.endpoint)
     if old is not None:
         old.sink.close()
