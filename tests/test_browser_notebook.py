@@ -535,7 +535,14 @@ def test_reload_mid_run_loses_nothing_and_a_dropped_socket_resumes(
     assert not wrong, (
         f"a streamed cell showed text that is not a prefix of the reply: {wrong[0][-200:]!r}"
     )
-    assert page.locator(".cell-answer .answer-text").inner_text().strip() == text
+    answer = page.locator(".cell-answer .answer-text")
+    # cells far off screen skip rendering (content-visibility), and then have no innerText:
+    # read the answer where the person would, scrolled to (drawn from the next frame on)
+    answer.scroll_into_view_if_needed()
+    wait_until(
+        lambda: answer.inner_text().strip() != "", message="the answer drawn on screen"
+    )
+    assert answer.inner_text().strip() == text
     assert (stream.text_content() or "") == text and len(text) > mid
     assert step_cells(page).count() == 1, "replayed events must not duplicate cells"
     assert page.evaluate("window.agentui.model.lastSeq") == page.evaluate(
