@@ -145,6 +145,12 @@ class Task(models.Model):
     class Meta:
         verbose_name = "notebook"
         ordering = ["-updated_at", "-pk"]
+        permissions = [
+            (
+                "review_group",
+                "Can decide the waiting steps of the notebooks of people in their groups",
+            )
+        ]
         indexes = [models.Index(fields=["owner", "-updated_at"])]
         constraints = [
             models.UniqueConstraint(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     USERNAME,
+    VIEWPORT,
     LiveApp,
     _browser_module,
     live_app,
@@ -26,6 +27,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     shots_at_both_sizes,
     start_notebook,
     wait_until,
+    watch_errors,
 )
 from live_support import ANSWER, QUESTION, analyst_rules
 
@@ -180,3 +182,59 @@ def test_a_passed_deadline_rejects_the_calls_automatically_and_says_so(
     automatic.first.scroll_into_view_if_needed()
     shots_at_both_sizes(page, artifacts_dir, "inbox-06-rejected-automatically")
     assert page.console_errors == []
+
+
+def test_a_group_reviewer_decides_a_members_step_from_their_own_inbox(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    _browser_module: Any,
+    artifacts_dir: Path,
+) -> None:
+    """rita reviews the group she shares with the analyst: the analyst's waiting step is in
+    her inbox, marked as the analyst's and not linked (the notebook stays theirs); her
+    rejection reaches the analyst's notebook, recorded under her name."""
+    scripted_model.load(Script(rules=analyst_rules()), reset_log=True)
+    live_app.shell(
+        "from django.contrib.auth.models import Group, Permission, User; "
+        "rita, _ = User.objects.get_or_create(username='rita'); "
+        "group = Group.objects.create(name='sales'); "
+        f"group.user_set.add(rita, User.objects.get(username={USERNAME!r})); "
+        "group.permissions.add(Permission.objects.get(codename='review_group'))"
+    )
+    context = _browser_module.browser.new_context(viewport=VIEWPORT)
+    reviewer = context.new_page()
+    errors = watch_errors(reviewer)
+    reviewer.goto(
+        live_app.manage("login_link", "rita", "--base-url", live_app.url).strip()
+    )
+    reviewer.goto(f"{live_app.url}/inbox/")
+    reviewer.locator("#inbox-empty:not([hidden])").wait_for()
+
+    task = start_notebook(
+        page, live_app, QUESTION, agent="function_calling", mode="tools"
+    )
+    item = reviewer.locator(f".inbox-item[data-notebook='{task}']")
+    item.wait_for()  # live, from another person's notebook
+    assert item.locator(".inbox-owner").inner_text() == f"{USERNAME}'s"
+    assert item.locator("a.inbox-title").count() == 0  # not hers to open
+    shots_at_both_sizes(reviewer, artifacts_dir, "inbox-03-group-reviewer")
+    item.get_by_label("Reason to reject").fill("not on the sales data")
+    item.get_by_role("button", name="Reject").click()
+    reviewer.locator("#inbox-empty:not([hidden])").wait_for()
+
+    # the analyst's notebook shows who decided
+    page.get_by_text("rita", exact=False).first.wait_for()
+    actions = json.loads(
+        live_app.shell(
+            "import json; from runs.models import Event; "
+            f"print(json.dumps([e.payload for e in Event.objects.filter(task_id={task}, "
+            "type='human_action').order_by('seq')]))"
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    assert {a["by"] for a in actions} == {"rita"}
+    assert "rejected_call" in {a["action"] for a in actions}
+    assert errors == []
+    context.close()

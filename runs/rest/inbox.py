@@ -2,7 +2,8 @@
 (`GET /inbox/`), and a notebook's deadline for its waiting steps (`PUT /notebooks/{id}/deadline`).
 
 The same list the Inbox page shows (runs.service.inbox_of); deciding on a step goes through the
-notebook's own action endpoints (approve, edit, reject, answer, stop).
+notebook's own action endpoints (approve, edit, reject, answer, stop), or, as the Inbox page
+decides (and as a group reviewer must: others' notebooks stay theirs), `POST /inbox/decisions`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
-from ninja import Field, Schema
+from ninja import Field, Schema, Status
 
 from runs import service
+from runs.protocol import MAX_TEXT_CHARS
 from runs.rest.reading import NOT_FOUND, own_notebook
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import Accepted, ErrorOut
 
 
 class WaitingCallOut(Schema):
@@ -31,6 +33,10 @@ class WaitingStepOut(Schema):
     agent: str
     agent_label: str
     mode: str
+    owner: int = Field(description="the notebook owner's user id")
+    owner_name: str = Field(
+        description="the owner's username: another person's when the caller reviews their group"
+    )
     turn_id: str
     step_id: str
     kind: str = Field(description="llm, tool_calls, plan or human_input (a question)")
@@ -101,3 +107,39 @@ async def set_deadline(
     """Set the notebook's deadline for waiting steps; it applies to steps that start waiting
     from now on (what waits keeps the deadline it began with)."""
     return await sync_to_async(_set_deadline)(request, pk, body)
+
+
+class DecisionIn(Schema):
+    notebook: int = Field(ge=1)
+    step_id: str = Field(min_length=1, max_length=64)
+    verdict: Literal["approve", "reject", "answer"]
+    text: str = Field(
+        "",
+        max_length=MAX_TEXT_CHARS,
+        description="reject: the reason (the model is told); answer: the answer",
+    )
+    edited: str | None = Field(
+        None,
+        max_length=MAX_TEXT_CHARS,
+        description="approve: the step's new input, or its calls' arguments as JSON",
+    )
+
+
+@router.post(
+    "/inbox/decisions",
+    tags=["act"],
+    response={202: Accepted, **NOT_FOUND, 409: ErrorOut, 422: ErrorOut},
+)
+async def decide_in_inbox(request: HttpRequest, body: DecisionIn) -> Status[Any]:
+    """Decide a step of your inbox as the Inbox page does: yours, or, when you review a
+    group (the `runs.review_group` permission), a step waiting in a group member's notebook;
+    recorded under your name."""
+    await service.decide_from_inbox(
+        request.auth,  # type: ignore[attr-defined]
+        body.notebook,
+        body.step_id,
+        body.verdict,
+        body.text,
+        body.edited,
+    )
+    return Status(202, {"action": f"inbox_{body.verdict}", "notebook": body.notebook})

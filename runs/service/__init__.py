@@ -74,6 +74,7 @@ from runs.service.inbox import (
     decide_from_inbox,
     inbox_count,
     inbox_of,
+    inbox_owners,
     waiting_title,
 )
 from runs.service.lease import is_held
@@ -147,6 +148,7 @@ __all__ = [
     "decide_from_inbox",
     "inbox_count",
     "inbox_of",
+    "inbox_owners",
     "inbox_settings_of",
     "save_inbox_settings",
     "set_deadline",

@@ -14,6 +14,7 @@ from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service.actions import decide
 from runs.service.driver import Origin
+from runs.service.reviewers import may_review, reviewees
 from runs.service.waiting import (
     WaitingStep,
     waiting_count,
@@ -23,12 +24,18 @@ from runs.service.waiting import (
 )
 
 
+def inbox_owners(user_pk: int) -> list[int]:
+    """Whose waiting steps the person's inbox holds: their own, and those of the people they
+    review (runs.service.reviewers)."""
+    return [user_pk, *reviewees(user_pk)]
+
+
 def inbox_of(user_pk: int) -> list[WaitingStep]:
-    return waiting_for(user_pk)
+    return waiting_for(inbox_owners(user_pk))
 
 
 def inbox_count(user_pk: int) -> int:
-    return waiting_count(user_pk)
+    return waiting_count(inbox_owners(user_pk))
 
 
 def waiting_title(user_pk: int, task_pk: int | None) -> dict[str, object] | None:
@@ -55,9 +62,16 @@ async def decide_from_inbox(
     edited: str | None = None,
 ) -> None:
     """Approve (with edited arguments or input), reject every call with a reason, or answer a
-    question: one decision through `decide`, as the notebook page's (ownership checked here)."""
-    owned = await Task.objects.filter(pk=task_pk, owner=user).aexists()
-    if not owned:
+    question: one decision through `decide`, as the notebook page's. Checked here: the owner's,
+    or a reviewer's of the owner's group (runs.service.reviewers); recorded under the name of
+    whoever decided."""
+    owner_pk = await (
+        Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).afirst()
+    )
+    if owner_pk is None or (
+        owner_pk != user.pk
+        and not await database_sync_to_async(may_review)(user.pk, owner_pk)
+    ):
         raise ProtocolError(ErrorCode.NOT_FOUND, "No such notebook.")
     step = await database_sync_to_async(_step_waiting)(task_pk, step_id)
     origin = Origin(action=f"inbox_{verdict}", by=user.get_username())

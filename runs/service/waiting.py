@@ -82,6 +82,7 @@ class WaitingStep:
     since: float  # epoch seconds
     deadline: Deadline  # seconds 0: none
     budget: dict[str, Any] | None = None  # it waits because a budget was reached
+    owner_name: str = ""
 
     @property
     def deadline_at(self) -> float | None:
@@ -96,6 +97,8 @@ class WaitingStep:
             if (preset := get_preset(self.agent))
             else self.agent,
             "mode": self.mode,
+            "owner": self.owner,
+            "owner_name": self.owner_name,
             "turn_id": self.turn_id,
             "step_id": self.step_id,
             "kind": self.kind,
@@ -188,6 +191,7 @@ def waiting_step(task: Task) -> WaitingStep | None:
         agent=task.agent,
         mode=task.mode,
         owner=task.owner_id,
+        owner_name=task.owner.get_username(),
         turn_id=row.turn.engine_id,
         step_id=row.step_id,
         kind=row.kind,
@@ -205,13 +209,18 @@ def waiting_notebooks() -> Any:
     return Task.objects.filter(status=NotebookStatus.WAITING)
 
 
-def waiting_for(user_pk: int, limit: int = 200) -> list[WaitingStep]:
-    """Every step waiting for this person across their notebooks, the longest-waiting first."""
-    tasks = waiting_notebooks().filter(owner_id=user_pk).order_by("updated_at")[:limit]
+def waiting_for(owner_pks: list[int], limit: int = 200) -> list[WaitingStep]:
+    """Every step waiting in these people's notebooks, the longest-waiting first."""
+    tasks = (
+        waiting_notebooks()
+        .filter(owner_id__in=owner_pks)
+        .select_related("owner")
+        .order_by("updated_at")[:limit]
+    )
     found = [w for w in (waiting_step(t) for t in tasks) if w is not None]
     return sorted(found, key=lambda w: w.since)
 
 
-def waiting_count(user_pk: int) -> int:
-    count: int = waiting_notebooks().filter(owner_id=user_pk).count()
+def waiting_count(owner_pks: list[int]) -> int:
+    count: int = waiting_notebooks().filter(owner_id__in=owner_pks).count()
     return count

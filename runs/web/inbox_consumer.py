@@ -1,7 +1,8 @@
 """The inbox websocket, `ws/inbox/`: every step waiting for the person, live, and decisions on them.
 
 On connect and whenever one of the person's notebooks starts or stops waiting (the service's
-`inbox.changed` on their group), it sends the whole list again (`inbox`): a list read fresh
+`inbox.changed` on their group; a group reviewer's socket also joins the groups of the people
+they review, runs.service.reviewers), it sends the whole list again (`inbox`): a list read fresh
 cannot drift from the rows. The nav's count on other pages connects with `?list=0` and gets
 only the count (one query), so many open tabs cost little.
 A `decide` frame (runs.protocol.inbox) is carried out by the service's `decide_from_inbox`,
@@ -42,7 +43,9 @@ def _inbox(user_pk: int, with_list: bool, started: int | None) -> dict[str, obje
 class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One page of a person's (the inbox, or any page's nav count) watching what waits for them."""
 
-    group = ""
+    groups: list[
+        str
+    ] = []  # the person's own inbox group, and those of whom they review
 
     # Channels reads `channel_receive` once per connection; every read goes through
     # `_layer_messages`, which survives the channel layer failing (as the notebook socket's).
@@ -65,11 +68,7 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             while True:
                 await asyncio.sleep(RETRY_S)
                 try:
-                    if self.group:
-                        await asyncio.wait_for(
-                            self.channel_layer.group_add(self.group, self.channel_name),
-                            JOIN_TIMEOUT_S,
-                        )
+                    await self._join(self.groups)
                 except Exception:  # noqa: BLE001 - still down
                     continue
                 return {"type": "inbox.changed", "notebook": None, "waiting": False}
@@ -85,11 +84,10 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.with_list = b"list=0" not in self.scope.get("query_string", b"").split(
             b"&"
         )
-        group = inbox_group_name(user.pk)
+        owners = await database_sync_to_async(service.inbox_owners)(user.pk)
+        groups = [inbox_group_name(owner) for owner in owners]
         try:
-            await asyncio.wait_for(
-                self.channel_layer.group_add(group, self.channel_name), JOIN_TIMEOUT_S
-            )
+            await self._join(groups)
         except Exception as exc:  # noqa: BLE001 - the layer is down: the list, then try later
             logger.warning(
                 "inbox of user %s: channel layer unavailable (%r)", user.pk, exc
@@ -99,18 +97,24 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 code=CLOSE_TRY_AGAIN
             )  # the page's socket comes back by itself
             return
-        self.group = group
+        self.groups = groups
         await self._send_list(None)
 
+    async def _join(self, groups: list[str]) -> None:
+        for group in groups:
+            await asyncio.wait_for(
+                self.channel_layer.group_add(group, self.channel_name), JOIN_TIMEOUT_S
+            )
+
     async def disconnect(self, code: int) -> None:
-        if self.group:
+        for group in self.groups:
             try:
                 await asyncio.wait_for(
-                    self.channel_layer.group_discard(self.group, self.channel_name),
+                    self.channel_layer.group_discard(group, self.channel_name),
                     JOIN_TIMEOUT_S,
                 )
             except Exception:  # noqa: BLE001 - the layer forgets the membership by itself
-                logger.info("inbox: could not leave %s", self.group)
+                logger.info("inbox: could not leave %s", group)
 
     async def _send_list(self, started: int | None) -> None:
         user_pk = self.scope["user"].pk
@@ -123,7 +127,7 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
-        if not self.group:
+        if not self.groups:
             return
         request_id = None
         try:

@@ -12,6 +12,8 @@ import { inboxFeed } from "./inbox_feed.js";
 const list = document.getElementById("inbox-list");
 const empty = document.getElementById("inbox-empty");
 const summary = document.getElementById("inbox-summary");
+// your user id: a step of another person's notebook (a group you review) shows whose it is
+const ME = Number(list.dataset.user);
 const feed = inboxFeed();
 
 /** step id -> its rendered item (kept while it waits, so what you typed stays) */
@@ -103,7 +105,11 @@ function callBlock(call) {
 
 function render(step) {
   const item = { step, root: null };
-  const title = h("a", { href: `/tasks/${step.notebook}/`, class: "inbox-title", dataset: { open: "" } }, step.title);
+  // a group member's notebook (you review their group): decided here, never opened (it stays theirs)
+  const theirs = step.owner !== ME;
+  const title = theirs
+    ? h("span", { class: "inbox-title" }, step.title, " ", h("span", { class: "badge inbox-owner" }, `${step.owner_name}'s`))
+    : h("a", { href: `/tasks/${step.notebook}/`, class: "inbox-title", dataset: { open: "" } }, step.title);
   const meta = h(
     "p",
     { class: "inbox-meta muted" },
@@ -201,7 +207,7 @@ const KEYS = {
   a: () => selected && decide(selected, selected.step.kind === "human_input" ? "answer" : "approve"),
   r: () => selected && field(selected, "reason")?.focus(),
   e: () => selected?.root.querySelector("textarea")?.focus(),
-  o: () => selected && location.assign(`/tasks/${selected.step.notebook}/`),
+  o: () => selected && selected.step.owner === ME && location.assign(`/tasks/${selected.step.notebook}/`),
 };
 
 document.addEventListener("keydown", (e) => {
