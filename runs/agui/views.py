@@ -304,7 +304,9 @@ class AgentRun:
         self.username = username
         self.text = text
         self.plan = plan
-        self.stored_before = 0  # the newest message row before this run sent its own
+        # MESSAGES_SNAPSHOT at the start: the conversation as it was left, read before this
+        # run changes anything (its own message last, when it sends one)
+        self.opening: list[service.ConversationMessage] = []
         self.translator = RunTranslator(given.thread_id, given.run_id)
         self.encoder = EventEncoder()
         self.feed = NotebookFeed(thread.task_pk)
@@ -326,12 +328,16 @@ class AgentRun:
         )
         task_pk = self.thread.task_pk
         try:
+            self.opening = await database_sync_to_async(service.conversation_messages)(
+                task_pk
+            )
             if self.plan is not None:
                 await begin(task_pk, self.plan, self.origin)
             elif self.text is not None:
-                self.stored_before = await database_sync_to_async(
-                    service.newest_message_pk
-                )(task_pk)
+                sent = self.given.messages[-1]
+                self.opening.append(
+                    service.ConversationMessage(sent.id, "user", self.text, [], None)
+                )
                 await service.send_message(task_pk, self.text, self.origin)
         except BaseException:
             await self.feed.close()
@@ -359,7 +365,7 @@ class AgentRun:
             # client never keeps a previous thread's) and the conversation.
             state = await self._shared_state()
             yield self._encode(self.translator.snapshot(state or {}))
-            yield self._encode(await self._messages(starting=True))
+            yield self._encode(self.translator.messages(self.opening))
             view = await database_sync_to_async(service.notebook_view)(
                 self.thread.task_pk
             )
@@ -415,20 +421,11 @@ class AgentRun:
                 out += self.translator.streamed(item.payload, item.offset)
         return out
 
-    async def _messages(self, starting: bool = False) -> list[BaseEvent]:
-        """MESSAGES_SNAPSHOT: the conversation as the model reads it now; at the start of a
-        run that sends a message, with that message last (stored once its turn begins)."""
+    async def _messages(self) -> list[BaseEvent]:
+        """MESSAGES_SNAPSHOT at the end: the conversation as the model reads it now."""
         conversation = await database_sync_to_async(service.conversation_messages)(
             self.thread.task_pk
         )
-        if starting and self.text is not None:
-            sent = self.given.messages[-1]
-            if not any(
-                m.role == "user" and m.pk > self.stored_before for m in conversation
-            ):  # the turn has not stored it yet
-                conversation.append(
-                    service.ConversationMessage(sent.id, "user", self.text, [], None)
-                )
         return self.translator.messages(conversation)
 
     async def _shared_state(self) -> dict[str, Any] | None:

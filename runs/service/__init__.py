@@ -132,7 +132,6 @@ from runs.service.webhooks import (
     webhook_json,
 )
 from runs.store.fork import ForkError
-from runs.store.messages import newest_message_pk
 from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of
@@ -219,7 +218,6 @@ __all__ = [
     "webhook_json",
     "ConversationMessage",
     "conversation_messages",
-    "newest_message_pk",
     "FeedItem",
     "NotebookFeed",
     "fork_notebook",

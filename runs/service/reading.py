@@ -52,7 +52,6 @@ class ConversationMessage:
     content: str
     tool_calls: list[dict[str, Any]]  # {tool_id, tool_name, tool_kwargs}
     tool_call_id: str | None
-    pk: int = 0  # the stored row's (0: not stored yet)
 
 
 def conversation_messages(task_pk: int) -> list[ConversationMessage]:
@@ -65,7 +64,6 @@ def conversation_messages(task_pk: int) -> list[ConversationMessage]:
             content=row.content or "",
             tool_calls=list(row.tool_calls),
             tool_call_id=row.tool_call_id,
-            pk=row.pk,
         )
         for row in rows
     ]

@@ -27,12 +27,6 @@ def conversation(task_pk: int, at: int | None = None) -> QuerySet[Message]:
     )
 
 
-def newest_message_pk(task_pk: int) -> int:
-    """The newest stored message's row id of the notebook (0: none): later ones are newer."""
-    row = Message.objects.filter(task_id=task_pk).order_by("-pk").values("pk").first()
-    return int(row["pk"]) if row else 0
-
-
 def in_conversation(at: int | None = None) -> Q:
     """Whether a message is in its notebook's conversation: now, or as it stood at clock `at`."""
     if at is None:
