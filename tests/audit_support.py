@@ -365,14 +365,25 @@ def step_view_problems(
     """Where a surface's steps (each with `step_id`, `status`, `tool_calls` and `sources`, as
     REST and the trace give them) say a call ran otherwise than its last audited run."""
     last: dict[tuple[str, str], Ran] = {}
+    asked: set[tuple[str, str]] = (
+        set()
+    )  # a Team question's call, whose answer is its result
     for e in events:
         if e["type"] == "tool_call_result":
             last[(e["step_id"], e["tool_id"])] = Ran.of(e)
+        elif e["type"] == "input_required":
+            asked.add((e["step_id"], e["tool_id"]))
     problems = []
     for step in steps:
         if step["status"] != "completed" or not step.get("tool_calls"):
             continue
-        for call, source in zip(step["tool_calls"], step["sources"], strict=True):
+        calls, sources = step["tool_calls"], step["sources"]
+        # a call with no result yet may only be a question still waiting for its answer
+        for call in calls[len(sources) :]:
+            key = (step["step_id"], call["tool_id"])
+            if key not in asked or key in last:
+                problems.append(f"step {step['step_id']}: {call} shows no result")
+        for call, source in zip(calls, sources):
             shown = Ran(
                 call["tool_id"],
                 call["tool_name"],
