@@ -12,6 +12,7 @@ or an answer that does not fit the schema it declares, fails here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -63,30 +64,36 @@ def _generate(app: LiveApp, where: Path) -> dict[str, ModuleType]:
     assert result.returncode == 0 and "Warning" not in result.stdout, (
         result.stdout + result.stderr
     )
-    sys.path.insert(0, str(where))
-    try:
-        names = [
-            "",
-            ".models",
-            ".api.act.create_notebook",
-            ".api.act.approve_step",
-            ".api.act.edit_step",
-            ".api.act.reject_tool_call",
-            ".api.act.set_mode",
-            ".api.read.wait_for_notebook",
-            ".api.read.get_notebook",
-            ".api.read.list_steps",
-            ".api.read.list_events",
-            ".api.read.get_trace",
-            ".api.review.fork_notebook_at",
-            ".api.review.compare_two_notebooks",
-        ]
-        return {
-            n.rsplit(".", 1)[-1] or "client": importlib.import_module(PACKAGE + n)
-            for n in names
-        }
-    finally:
-        sys.path.remove(str(where))
+    # the package is loaded from where it was generated (its submodules found through its own
+    # __path__), without adding a directory outside the repo to the import path
+    init = where / PACKAGE / "__init__.py"
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, init, submodule_search_locations=[str(init.parent)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
+    names = [
+        "",
+        ".models",
+        ".api.act.create_notebook",
+        ".api.act.approve_step",
+        ".api.act.edit_step",
+        ".api.act.reject_tool_call",
+        ".api.act.set_mode",
+        ".api.read.wait_for_notebook",
+        ".api.read.get_notebook",
+        ".api.read.list_steps",
+        ".api.read.list_events",
+        ".api.read.get_trace",
+        ".api.review.fork_notebook_at",
+        ".api.review.compare_two_notebooks",
+    ]
+    return {
+        n.rsplit(".", 1)[-1] or "client": importlib.import_module(PACKAGE + n)
+        for n in names
+    }
 
 
 @pytest.fixture
