@@ -444,10 +444,18 @@ async def measure(
     rate: float | None = None,
     profile: Path | None = None,
     quiet_resume: float = QUIET_RESYNC_S,
+    processes: int = 2,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
     llm, llm_url = start_model_server(tokens, delay, workdir, dump)
-    setup = prepare(kind, llm_url, workdir, redis_url=REDIS_URL, database=DATABASE)
+    setup = prepare(
+        kind,
+        llm_url,
+        workdir,
+        redis_url=REDIS_URL,
+        database=DATABASE,
+        processes=processes,
+    )
     try:
         # bounded: enough for 2 turns/s (and the replies' own time) on a loaded machine
         timeout = 120 + turns * (tokens * delay * 4 + notebooks * 0.5)
@@ -518,6 +526,7 @@ async def main(args: argparse.Namespace) -> None:
                     args.rate,
                     profile,
                     args.quiet_resume,
+                    args.processes,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -561,6 +570,12 @@ if __name__ == "__main__":
         default=QUIET_RESYNC_S,
         help="a client whose turn has sent nothing for this many seconds resumes, as the page "
         f"does (default {QUIET_RESYNC_S:g}); 0: never (the server alone must deliver everything)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="daphne processes of the PostgreSQL + Redis setup (default 2; SQLite has one)",
     )
     parser.add_argument("--json", help="write every row to this file")
     parser.add_argument(

@@ -229,8 +229,10 @@ def prepare(
     *,
     redis_url: str = REDIS_URL,
     database: str | None = None,
+    processes: int = 2,
 ) -> Setup:
-    """A fresh database and the daphne processes of `kind`; `database` names the PostgreSQL one."""
+    """A fresh database and the daphne processes of `kind`; `database` names the PostgreSQL one,
+    `processes` how many daphnes share it (PostgreSQL + Redis only: SQLite has one)."""
     drop = None
     if kind == "sqlite":
         setup = Setup(
@@ -251,9 +253,9 @@ def prepare(
         redis.Redis.from_url(redis_url).flushdb()
         url = f"postgres://postgres@127.0.0.1:5432/{name}"
         setup = Setup(
-            "PostgreSQL + Redis, 2 daphne",
+            f"PostgreSQL + Redis, {processes} daphne",
             base_env(url, redis_url, llm_url),
-            [free_port(), free_port()],
+            [free_port() for _ in range(processes)],
         )
         if kind in LAYER_VARIANTS:
             setup.name, layer = LAYER_VARIANTS[kind]
