@@ -8,12 +8,14 @@ once Redis is back (redis-py subscribes again by itself).
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from agentui import pubsub_layer
 from agentui.pubsub_layer import LayerDown, PubSubLayer
 from agentui.settings import _channel_layers
 from runs.telemetry import metrics
@@ -54,16 +56,115 @@ def lost_queue_full() -> float:
 async def test_a_group_message_is_published_once_for_all_sockets_of_the_group(
     private_redis: RedisProcess, layer: PubSubLayer
 ) -> None:
-    sockets = [await layer.new_channel() for _ in range(3)]
+    other_process = layer_at(
+        private_redis.url
+    )  # subscribes too: every message must go out
+    try:
+        remote = await other_process.new_channel()
+        await other_process.group_add("notebook-1", remote)
+        sockets = [await layer.new_channel() for _ in range(3)]
+        for channel in sockets:
+            await layer.group_add("notebook-1", channel)
+        before = publishes(private_redis.url)
+        for n in range(5):
+            await layer.group_send("notebook-1", {"type": "t", "n": n})
+        for channel in sockets:
+            got = [(await layer.receive(channel))["n"] for _ in range(5)]
+            assert got == [0, 1, 2, 3, 4]
+        assert [(await other_process.receive(remote))["n"] for _ in range(5)] == [
+            0,
+            1,
+            2,
+            3,
+            4,
+        ]
+        assert publishes(private_redis.url) - before == 5  # not 15
+    finally:
+        await other_process.flush()
+
+
+async def test_a_process_alone_in_a_group_keeps_its_messages_out_of_redis_in_order(
+    private_redis: RedisProcess, layer: PubSubLayer
+) -> None:
+    sockets = [await layer.new_channel() for _ in range(2)]
+    side = await layer.new_channel()
+
+    async def round_trip() -> None:
+        """One message through Redis and back: what was published before it has come back."""
+        await layer.send(side, {"type": "t", "n": "tick"})
+        assert (await layer.receive(side))["n"] == "tick"
+
+    await round_trip()  # the subscription's reader runs
     for channel in sockets:
-        await layer.group_add("notebook-1", channel)
+        await layer.group_add("notebook-6", channel)
     before = publishes(private_redis.url)
-    for n in range(5):
-        await layer.group_send("notebook-1", {"type": "t", "n": n})
+    for n in range(200):
+        await layer.group_send("notebook-6", {"type": "t", "n": n})
+        if n % 10 == 9:
+            await round_trip()
     for channel in sockets:
-        got = [(await layer.receive(channel))["n"] for _ in range(5)]
-        assert got == [0, 1, 2, 3, 4]
-    assert publishes(private_redis.url) - before == 5  # not 15
+        assert [(await layer.receive(channel))["n"] for _ in range(200)] == list(
+            range(200)
+        )
+        assert layer._get_layer().channels[channel].empty()  # and nothing twice
+    # the first ten went through Redis (in flight together, then the last one's copy came
+    # back with one receiver); the other 190 went straight to the queues; 20 round trips
+    assert publishes(private_redis.url) - before == 10 + 20
+
+
+async def test_a_process_that_joins_a_group_is_heard_and_gets_every_message_after(
+    private_redis: RedisProcess, layer: PubSubLayer
+) -> None:
+    mine = await layer.new_channel()
+    await layer.group_add("notebook-7", mine)
+    await layer.group_send("notebook-7", {"type": "t", "n": "first"})
+    assert (await layer.receive(mine))["n"] == "first"
+    sending = layer._get_layer()
+    group_channel = sending._get_group_channel_name("notebook-7")
+    assert group_channel in sending._alone  # its own copy came back: alone
+
+    other_process = layer_at(private_redis.url)
+    try:
+        remote = await other_process.new_channel()
+        await other_process.group_add("notebook-7", remote)  # announces itself
+        async with asyncio.timeout(10):
+            while (
+                group_channel in sending._alone
+            ):  # the announcement reaches the sender
+                await layer.send(
+                    mine, {"type": "t", "n": "tick"}
+                )  # one loop turn via Redis
+                assert (await layer.receive(mine))["n"] == "tick"
+        for n in range(20):
+            await layer.group_send("notebook-7", {"type": "t", "n": n})
+        assert [(await layer.receive(mine))["n"] for _ in range(20)] == list(range(20))
+        assert [(await other_process.receive(remote))["n"] for _ in range(20)] == list(
+            range(20)
+        )
+        assert group_channel not in sending._alone  # two subscribers: it publishes
+    finally:
+        await other_process.flush()
+
+
+async def test_being_alone_lasts_a_bounded_time_then_redis_is_asked_again(
+    private_redis: RedisProcess, layer: PubSubLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pubsub_layer, "ALONE_FOR_S", 0.2)
+    mine = await layer.new_channel()
+    await layer.group_add("notebook-8", mine)
+    await layer.group_send("notebook-8", {"type": "t", "n": 0})
+    assert (await layer.receive(mine))["n"] == 0
+    group_channel = layer._get_layer()._get_group_channel_name("notebook-8")
+    until = layer._get_layer()._alone[group_channel]
+    before = publishes(private_redis.url)
+    await layer.group_send("notebook-8", {"type": "t", "n": 1})  # kept local
+    assert (await layer.receive(mine))["n"] == 1
+    assert publishes(private_redis.url) == before
+    while time.monotonic() <= until:  # the bound passes (0.2 s)
+        await asyncio.sleep(0.05)
+    await layer.group_send("notebook-8", {"type": "t", "n": 2})
+    assert (await layer.receive(mine))["n"] == 2
+    assert publishes(private_redis.url) == before + 1  # asked Redis again
 
 
 async def test_a_full_socket_queue_drops_counts_and_keeps_the_order_of_the_rest(
@@ -100,7 +201,12 @@ async def test_redis_going_away_reaches_the_receivers_and_the_layer_recovers(
 
     private_redis.start()  # an empty Redis: no subscription survived on its side
     await layer.group_add("notebook-3", channel)
-    await layer.group_send("notebook-3", {"type": "t", "n": "back"})
+    for _ in range(3):  # a pooled connection from before the restart fails once
+        try:
+            await layer.group_send("notebook-3", {"type": "t", "n": "back"})
+            break
+        except redis.ConnectionError:
+            continue
     assert (await asyncio.wait_for(layer.receive(channel), 10))["n"] == "back"
 
 
