@@ -236,6 +236,9 @@ class _LoopLayer(RedisPubSubLoopLayer):  # type: ignore[misc]
         its queue and its Redis subscription for the life of the process.
         """
         await super().group_discard(group, channel)
+        group_channel = self._get_group_channel_name(group)
+        if group_channel not in self.groups:  # its last socket here left
+            self.not_alone(group_channel)  # (and nothing kept per group outlives it)
         queue = self.channels.get(channel)
         if queue is None or getattr(queue, "_getters", None):
             return  # gone already, or a receive waits (its cancellation forgets the channel)

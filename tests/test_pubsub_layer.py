@@ -142,6 +142,14 @@ async def test_a_process_that_joins_a_group_is_heard_and_gets_every_message_afte
             range(20)
         )
         assert group_channel not in sending._alone  # two subscribers: it publishes
+        await other_process.group_discard("notebook-7", remote)
+        async with asyncio.timeout(10):  # once Redis has seen the other leave
+            while group_channel not in sending._alone:
+                await layer.group_send("notebook-7", {"type": "t", "n": "alone again"})
+                assert (await layer.receive(mine))["n"] == "alone again"
+        await layer.group_discard("notebook-7", mine)
+        # nothing kept once its sockets left
+        assert group_channel not in sending._alone
     finally:
         await other_process.flush()
 
