@@ -163,9 +163,8 @@ class _LoopLayer(RedisPubSubLoopLayer):  # type: ignore[misc]
         self._alone: dict[str, float] = {}
         # group channel -> the last message published while it reached only one subscriber
         self._awaiting_own_copy: dict[str, bytes] = {}
-        self._publishing: Counter[str] = (
-            Counter()
-        )  # group channel -> PUBLISHes under way
+        # group channel -> PUBLISHes under way
+        self._publishing: Counter[str] = Counter()
         self.joined = JOINED + uuid.uuid4().hex.encode()
 
     @property
