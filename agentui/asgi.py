@@ -15,11 +15,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentui.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import (  # noqa: E402
+    ChannelNameRouter,
+    ProtocolTypeRouter,
+    URLRouter,
+)
 
 from agentui.body_limit import BodyLimit, install_in_daphne  # noqa: E402
 from agentui.origin import SameOriginValidator  # noqa: E402
+from runs.conf import TURN_CHANNEL  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
+from runs.web.turn_worker import TurnWorkerConsumer  # noqa: E402
 
 install_in_daphne()
 
@@ -29,6 +35,8 @@ application = ProtocolTypeRouter(
         "websocket": SameOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
+        # turn workers (AGENTUI_TURN_WORKERS): `manage.py runworker --layer turns agentui.actions`
+        "channel": ChannelNameRouter({TURN_CHANNEL: TurnWorkerConsumer.as_asgi()}),
     }
 )
 

@@ -270,6 +270,23 @@ def _channel_layers(url: str) -> dict[str, dict[str, object]]:
     }
 
 
+def _turn_queue(url: str, capacity: int) -> dict[str, object]:
+    """The turn workers' queue (AGENTUI_TURN_WORKERS): channels-redis's core layer, whose
+    channels are lists in Redis, so each action is taken by exactly one worker (the pub/sub
+    layer of `default` would hand it to every worker)."""
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [{"address": url}],
+            "prefix": "agentui.turns.",
+            "channel_capacity": {_conf.TURN_CHANNEL: capacity},
+            # an action nobody took is refused after AGENTUI_TURN_WORKER_WAIT_S; this only
+            # keeps Redis from holding it for ever
+            "expiry": 60,
+        },
+    }
+
+
 def _check_llm(api_key: str, base_url: str, model: str) -> None:
     if base_url:
         parts = urlsplit(base_url)
@@ -397,6 +414,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = _env("REDIS_URL")
 CHANNEL_LAYERS = _channel_layers(REDIS_URL)
+if _AGENTUI.turn_workers == "1":
+    if not REDIS_URL:
+        raise ImproperlyConfigured(
+            "AGENTUI_TURN_WORKERS: needs REDIS_URL (the turn workers' queue is in Redis)"
+        )
+    CHANNEL_LAYERS[_conf.TURN_LAYER] = _turn_queue(
+        REDIS_URL, _AGENTUI.turn_queue_capacity
+    )
 
 # --- The language model (resolved by runs.service.llm) -----------------------
 

@@ -314,6 +314,52 @@ def start_daphnes(
     return processes
 
 
+def start_workers(
+    env: dict[str, str], count: int, workdir: Path
+) -> list[subprocess.Popen[bytes]]:
+    """`count` turn workers (`manage.py runworker --layer turns agentui.actions`, with
+    AGENTUI_TURN_WORKERS=1 in `env`), once each waits on the queue in Redis (on a Redis whose
+    database nobody else pops from meanwhile)."""
+    already = queue_readers(env["REDIS_URL"])  # a web process's answers wait so too
+    processes = []
+    for index in range(count):
+        log = (workdir / f"runworker-{index}.log").open("wb")  # read when a run fails
+        processes.append(
+            subprocess.Popen(
+                [PY, "manage.py", "runworker", "--layer", "turns", "agentui.actions"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    deadline = time.monotonic() + 60
+    while queue_readers(env["REDIS_URL"]) < already + count:
+        dead = [p.args for p in processes if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            raise RuntimeError(f"turn workers did not start: {dead or 'timeout'}")
+        time.sleep(0.1)
+    return processes
+
+
+def queue_readers(redis_url: str) -> int:
+    """How many connections to Redis's database of `redis_url` wait in a blocking pop (what
+    channels-redis's core layer does while it waits for a message): the turn workers, and each
+    web process that has forwarded an action (its reply channel)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    db = str(client.connection_pool.connection_kwargs.get("db", 0))
+    try:
+        return sum(
+            1
+            for c in client.client_list()
+            if c.get("cmd") == "bzpopmin" and str(c.get("db")) == db
+        )
+    finally:
+        client.close()
+
+
 def make_notebooks(setup: Setup, count: int) -> tuple[str, list[int]]:
     """A user, `count` notebooks and a session cookie, made by a child process on the bench database."""
     return notebooks_in(setup.env, count)

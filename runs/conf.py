@@ -26,6 +26,10 @@ from django.core.signals import setting_changed
 PREFIX = "AGENTUI_"
 UPLOAD_FORM_ROOM = 64 * 1024  # what a multipart form adds around its one file
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# With AGENTUI_TURN_WORKERS: the CHANNEL_LAYERS alias of the turn workers' queue, and the
+# channel they take actions from (`manage.py runworker --layer turns agentui.actions`)
+TURN_LAYER = "turns"
+TURN_CHANNEL = "agentui.actions"
 
 
 class ConfError(ValueError):
@@ -107,6 +111,30 @@ class Conf:
         "seconds",
         "How often every server process looks for waiting steps whose deadline has passed "
         "(runs.service.deadlines); 0: never",
+    )
+    turn_workers: str = _setting(
+        "0",
+        "choice",
+        "`1`: web processes hand every action that starts or changes a run (send, approve, "
+        "edit, reject, undo, abandon) to turn workers (`manage.py runworker --layer turns "
+        "agentui.actions`) through a queue in Redis and only serve sockets; needs `REDIS_URL` "
+        '(docs/operations.md, "Turn workers"). `0`: a run runs in the process that took its '
+        "action",
+        choices=("0", "1"),
+    )
+    turn_worker_wait_s: float = _setting(
+        5.0,
+        "seconds",
+        "With turn workers: how long a web process waits for a worker to take an action; "
+        "then the person is told that none did, and the action is never carried out",
+        least=0.1,
+    )
+    turn_queue_capacity: int = _setting(
+        1000,
+        "count",
+        "With turn workers: the most actions waiting for a worker; one more is refused "
+        "with an error",
+        least=1,
     )
     broadcast_timeout_s: float = _setting(
         5.0,

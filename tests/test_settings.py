@@ -27,6 +27,7 @@ print(json.dumps({
     "port": db.get("PORT"), "user": db.get("USER"), "test_name": db.get("TEST", {}).get("NAME"),
     "layer": layer["BACKEND"], "layer_hosts": layer.get("CONFIG", {}).get("hosts"),
     "layer_prefix": layer.get("CONFIG", {}).get("prefix"),
+    "turns": settings.CHANNEL_LAYERS.get("turns"),
     "is_demo": llm.is_demo, "model": llm.model, "base_url": llm.base_url, "label": llm.label,
     "debug": settings.DEBUG, "allowed_hosts": settings.ALLOWED_HOSTS,
     "secret_key": settings.SECRET_KEY,
@@ -128,6 +129,33 @@ def test_redis_url_selects_redis_channel_layer(subprocess_env: EnvFactory) -> No
     assert s["layer_prefix"] == "agentui.db0."
     other = resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/3")
     assert other["layer_prefix"] == "agentui.db3."
+
+
+def test_turn_workers_add_a_queue_layer_beside_the_pub_sub_one(
+    subprocess_env: EnvFactory,
+) -> None:
+    assert (
+        resolved(subprocess_env, REDIS_URL="redis://127.0.0.1:6379/0")["turns"] is None
+    )
+    s = resolved(
+        subprocess_env,
+        REDIS_URL="redis://127.0.0.1:6379/2",
+        AGENTUI_TURN_WORKERS="1",
+        AGENTUI_TURN_QUEUE_CAPACITY="7",
+    )
+    assert s["layer"] == "agentui.pubsub_layer.PubSubLayer"
+    # a queue: each action is taken by one worker (a pub/sub channel reaches every worker)
+    assert s["turns"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert s["turns"]["CONFIG"]["hosts"] == [{"address": "redis://127.0.0.1:6379/2"}]
+    assert s["turns"]["CONFIG"]["channel_capacity"] == {"agentui.actions": 7}
+
+
+def test_turn_workers_need_redis(subprocess_env: EnvFactory) -> None:
+    result = manage_check(subprocess_env, AGENTUI_TURN_WORKERS="1")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "AGENTUI_TURN_WORKERS: needs REDIS_URL (the turn workers' queue is in Redis)"
+    ]
 
 
 def test_openai_key_selects_openai(subprocess_env: EnvFactory) -> None:

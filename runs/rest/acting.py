@@ -108,8 +108,8 @@ async def send_message(
         request, pk, "send_message", text=body.text, images=list(body.images)
     )
     assert isinstance(message, SendMessage)
-    # service.send_message is what perform() calls for it; called here for the turn's id
-    turn = await service.send_message(pk, message.text, origin, message.images)
+    # perform() answers a send_message with its new turn's id (from a turn worker too)
+    turn = await service.perform(pk, message, origin)
     return Status(202, {"action": "send_message", "notebook": pk, "turn": turn})
 
 

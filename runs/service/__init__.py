@@ -66,7 +66,7 @@ from runs.service.data import (
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
-from runs.service.dispatch import perform
+from runs.service.dispatch import perform, take_forwarded
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
 from runs.service.health import readiness
@@ -237,6 +237,7 @@ __all__ = [
     "notebook_view",
     "owner_of",
     "perform",
+    "take_forwarded",
     "preview_data_table",
     "readiness",
     "recover_interrupted",

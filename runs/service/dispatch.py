@@ -1,6 +1,14 @@
-"""One validated client action carried out: the websocket's and REST's way into the service."""
+"""One validated client action carried out: the websocket's and REST's way into the service.
+
+With turn workers (runs.service.workers) a web process hands the actions that start or change
+a run to a worker, which carries them out here (`perform_here`); set_mode and the policy
+actions only write rows and are carried out where they arrive.
+"""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
@@ -21,8 +29,9 @@ from runs.protocol import (
     SetMode,
     SetPolicy,
     Undo,
+    validate_action,
 )
-from runs.service import batch, policies
+from runs.service import batch, policies, workers
 from runs.service.actions import (
     abandon,
     approve,
@@ -33,6 +42,21 @@ from runs.service.actions import (
     undo,
 )
 from runs.service.driver import Origin
+from runs.service.runtime import spawn
+
+logger = logging.getLogger(__name__)
+
+# what starts or changes a run: with turn workers, carried out by a worker
+RUN_ACTIONS = (
+    SendMessage,
+    Approve,
+    EditInput,
+    RejectToolCall,
+    RejectAll,
+    ApproveBranches,
+    Undo,
+    Abandon,
+)
 
 
 def _owner(task_pk: int) -> User:
@@ -42,11 +66,45 @@ def _owner(task_pk: int) -> User:
 
 async def perform(
     task_pk: int, message: ClientMessage, origin: Origin | None = None
-) -> None:
-    """Carry out one validated client action (not `resume`, which the socket answers itself)."""
+) -> str | None:
+    """Carry out one validated client action (not `resume`, which the socket answers itself);
+    a `send_message` returns its new turn's id."""
+    if workers.enabled() and isinstance(message, RUN_ACTIONS):
+        return await workers.forward(task_pk, message, origin)
+    return await perform_here(task_pk, message, origin)
+
+
+def take_forwarded(payload: dict[str, Any]) -> None:
+    """In a turn worker: carry out an action a web process forwarded, and answer it."""
+    spawn(_carry_out(payload), f"action-{str(payload.get('id'))[:8]}")
+
+
+async def _carry_out(payload: dict[str, Any]) -> None:
+    if not await workers.take(payload):
+        return
+    task_pk = int(payload["task"])
+    try:
+        message = validate_action(payload["message"])
+        turn = await perform_here(task_pk, message, workers.origin_of(payload))
+    except ProtocolError as exc:
+        await workers.answer(payload, error=exc)
+    except Exception:
+        logger.exception("a forwarded action on notebook %s failed", task_pk)
+        failure = ProtocolError(
+            ErrorCode.INTERNAL, "the server failed to carry out the action"
+        )
+        await workers.answer(payload, error=failure)
+    else:
+        await workers.answer(payload, turn=turn)
+
+
+async def perform_here(
+    task_pk: int, message: ClientMessage, origin: Origin | None = None
+) -> str | None:
+    """Carry out the action in this process."""
     match message:
         case SendMessage(text=text, images=images):
-            await send_message(task_pk, text, origin, images)
+            return await send_message(task_pk, text, origin, images)
         case Approve(step_id=step_id):
             await approve(task_pk, step_id, origin)
         case EditInput(step_id=step_id, input=text):
@@ -77,3 +135,4 @@ async def perform(
                 ErrorCode.UNKNOWN_ACTION,
                 f"{message.action} is not an action the service performs",
             )
+    return None

@@ -1,0 +1,250 @@
+"""Turn workers (issue 26; runs.service.workers): a web process serves the socket, a separate
+`manage.py runworker --layer turns agentui.actions` process runs the turn.
+
+A real daphne (AGENTUI_TURN_WORKERS=1) and real runworker processes on this test's PostgreSQL
+database and a private `redis-server` (tests/redis_process.py); the scripted model in this
+process. Needs PostgreSQL and redis-server: make test's services pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from channels.db import database_sync_to_async
+
+from bench.bench_faults import PROMPT, fault_script, story_text
+from bench.bench_ws_latency import Socket, free_port, start_daphnes, start_workers
+from runs.engine.testing import Script, ScriptedServer
+from runs.models import Task, Turn
+from tests.live_support import (
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    make_user,
+    session_cookie,
+)
+from tests.redis_process import RedisProcess
+from tests.test_ws_redis import child_database_url
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.ws,
+    pytest.mark.db,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(300),
+]
+
+TOKENS, DELAY = 40, 0.05  # a 2 s answer: the run is still going when the test looks
+QUEUE_KEY = "agentui.turns.agentui.actions"  # the queue's prefix and channel (settings)
+
+
+class Site:
+    """The servers of one test: a private Redis, daphne, and runworkers started on demand."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], redis_url: str) -> None:
+        self.tmp_path, self.env, self.redis_url = tmp_path, env, redis_url
+        self.port = free_port()
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def start_web(self) -> None:
+        self.processes += start_daphnes(self.env, [self.port], self.tmp_path)
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        worker = start_workers(self.env, 1, self.tmp_path)[0]
+        self.workers.append(worker)
+        self.processes.append(worker)
+        return worker
+
+    def queued(self) -> int:
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            return int(client.zcard(QUEUE_KEY))
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+
+
+@pytest.fixture
+def site(
+    tmp_path: Path, scripted_server: Any, subprocess_env: Any, require_service: Any
+) -> Iterator[Callable[..., Site]]:
+    """`site(**env)`: the servers, with `env` added to their settings."""
+    server = RedisProcess(tmp_path)
+    if server.binary is None:
+        require_service("redis-server", "no redis-server binary")
+    server.start()
+    model: ScriptedServer = scripted_server(
+        Script.model_validate(fault_script(TOKENS, DELAY))
+    )
+    made: list[Site] = []
+
+    def make(**env: str) -> Site:
+        settings = subprocess_env(
+            DATABASE_URL=child_database_url(),
+            REDIS_URL=f"{server.url}?socket_timeout=30",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-test",
+            AGENTUI_MODEL="scripted",
+            AGENTUI_RUNS_PER_MINUTE="0",
+            **{"AGENTUI_TURN_WORKERS": "1", **env},
+        )
+        made.append(Site(tmp_path, settings, server.url))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for each in made:
+            each.stop()
+        server.stop()
+
+
+async def notebooks(count: int) -> tuple[str, list[int]]:
+    user = await database_sync_to_async(make_user)()
+    ids = [
+        (
+            await Task.objects.acreate(
+                owner=user, agent="function_calling", mode="auto"
+            )
+        ).pk
+        for _ in range(count)
+    ]
+    return await database_sync_to_async(session_cookie)(user), ids
+
+
+class Tab:
+    """One socket on a notebook, keeping every message it received."""
+
+    def __init__(self, sock: Socket) -> None:
+        self.sock = sock
+        self.messages: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, port: int, notebook: int, cookie: str) -> Tab:
+        tab = cls(await Socket.open(port, f"/ws/tasks/{notebook}/", cookie))
+        await tab.sock.send({"action": "resume", "last_seq": 0})
+        await tab.until(lambda m: m["type"] == "replay_done")
+        return tab
+
+    async def until(
+        self, found: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
+        async def read() -> dict[str, Any]:
+            while True:
+                _, raw = await self.sock.recv()
+                message = json.loads(raw)
+                self.messages.append(message)
+                if found(message):
+                    return message
+
+        return await asyncio.wait_for(read(), timeout)
+
+    async def act(self, request_id: str, **action: Any) -> dict[str, Any]:
+        """Send the action; its answer (`ack` or `error`)."""
+        await self.sock.send({**action, "request_id": request_id})
+        return await self.until(
+            lambda m: (
+                m["type"] in ("ack", "error") and m.get("request_id") == request_id
+            )
+        )
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            m["event"]
+            for m in self.messages
+            if m["type"] == "event" and m["event"]["type"] == kind
+        ]
+
+
+def pid_of(lease_owner: str) -> int:
+    return int(lease_owner.split(":")[2])  # host:pid namespace:pid:random
+
+
+async def test_a_turn_sent_on_the_web_process_runs_in_the_worker(site: Any) -> None:
+    servers: Site = site(AGENTUI_TURN_WORKER_WAIT_S="30")
+    servers.start_web()
+    worker = servers.start_worker()
+    cookie, (notebook,) = await notebooks(1)
+    tab = await Tab.open(servers.port, notebook, cookie)
+
+    answer = await tab.act("first", action="send_message", text=PROMPT)
+    assert answer["type"] == "ack", answer
+    # while the answer streams, the notebook's lease is the worker's
+    await tab.until(lambda m: m["type"] == "delta")
+    task = await Task.objects.aget(pk=notebook)
+    assert task.lease_owner and pid_of(task.lease_owner) == worker.pid
+    assert pid_of(task.lease_owner) != servers.processes[0].pid
+
+    done = await tab.until(
+        lambda m: m["type"] == "event" and m["event"]["type"] == "task_completed"
+    )
+    assert done["event"]["response"] == story_text(TOKENS)
+    seqs = [m["seq"] for m in tab.messages if m["type"] == "event"]
+    assert seqs == list(range(1, len(seqs) + 1))  # every event, in order, once
+    streamed = "".join(
+        m["event"]["delta"]
+        for m in tab.messages
+        if m["type"] == "delta"
+        and m["event"]["step_id"] == tab.events("step_completed")[-1]["step_id"]
+    )
+    assert streamed == story_text(TOKENS)  # every token reached the socket
+    tab.sock.close()
+
+    # a refusal in the worker reaches the socket as the web process's own would
+    refused = await Tab.open(servers.port, notebook, cookie)
+    again = await refused.act("second", action="undo", step_id="no-such-step")
+    assert again["type"] == "error" and again["code"] == "not_found", again
+    refused.sock.close()
+
+
+async def test_without_a_worker_the_person_is_told_and_the_action_never_runs(
+    site: Any,
+) -> None:
+    servers: Site = site(
+        AGENTUI_TURN_WORKER_WAIT_S="1", AGENTUI_TURN_QUEUE_CAPACITY="1"
+    )
+    servers.start_web()
+    cookie, (first, second) = await notebooks(2)
+    tab = await Tab.open(servers.port, first, cookie)
+    other = await Tab.open(servers.port, second, cookie)
+
+    waiting = asyncio.create_task(tab.act("lost", action="send_message", text=PROMPT))
+    deadline = time.monotonic() + 30
+    while servers.queued() < 1:  # the first action waits in the queue
+        assert time.monotonic() < deadline and not waiting.done()
+        await asyncio.sleep(0.05)
+    full = await other.act("full", action="send_message", text=PROMPT)
+    assert full["type"] == "error" and full["code"] == "internal", full
+    assert "too busy" in full["reason"]
+
+    lost = await waiting
+    assert lost["type"] == "error" and lost["code"] == "internal", lost
+    assert "no turn worker took the action" in lost["reason"]
+    assert not await Turn.objects.filter(task_id__in=[first, second]).aexists()
+
+    # a worker that comes later finds the refused action still queued and drops it; the
+    # action sent after it runs, once
+    servers.start_worker()
+    answer = await tab.act("retry", action="send_message", text=f"{PROMPT} again")
+    assert answer["type"] == "ack", answer
+    await tab.until(
+        lambda m: m["type"] == "event" and m["event"]["type"] == "task_completed"
+    )
+    assert servers.queued() == 0
+    turns = [t async for t in Turn.objects.filter(task_id=first)]
+    assert len(turns) == 1
+    assert not await Turn.objects.filter(task_id=second).aexists()
+    tab.sock.close()
+    other.sock.close()
