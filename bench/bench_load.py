@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.bench_load --setup sqlite --notebooks 500
     .venv/bin/python -m bench.bench_load --workload stream        # issue 15: 400 tokens at 50 tokens/s
     .venv/bin/python -m bench.bench_load --json out.json          # every row, for the docs
+    .venv/bin/python -m bench.bench_load --setup redis --processes 1 --workers 1  # turn workers
 
 Real servers, real sockets, only 127.0.0.1: daphne serving agentui.asgi on a fresh database
 (SQLite + the in-memory channel layer in one process; or PostgreSQL + Redis with two daphne
@@ -18,7 +19,8 @@ that every stored event must reach the client by the server's own doing).
 Per run: turns/s (turns finished / wall time from the first send to the last `task_completed`),
 turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
 → the frame carrying that token was read; same host clock), server CPU per token (user + system
-CPU time of the daphne processes over the run, from /proc, divided by the tokens streamed), and
+CPU time of the daphne processes, and of the turn workers with `--workers`, over the run, from
+/proc, divided by the tokens streamed), and
 what was lost or duplicated: stored events must arrive per notebook as seq 1..n exactly once up
 to the notebook's last seq in the database, in order, and every streamed token exactly once. An
 event sent again in answer to the client's own `resume` is not the server's duplicate (the
@@ -445,6 +447,7 @@ async def measure(
     profile: Path | None = None,
     quiet_resume: float = QUIET_RESYNC_S,
     processes: int = 2,
+    workers: int = 0,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
     llm, llm_url = start_model_server(tokens, delay, workdir, dump)
@@ -455,6 +458,7 @@ async def measure(
         redis_url=REDIS_URL,
         database=DATABASE,
         processes=processes,
+        workers=workers,
     )
     try:
         # bounded: enough for 2 turns/s (and the replies' own time) on a loaded machine
@@ -527,6 +531,7 @@ async def main(args: argparse.Namespace) -> None:
                     profile,
                     args.quiet_resume,
                     args.processes,
+                    args.workers,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -576,6 +581,15 @@ if __name__ == "__main__":
         type=int,
         default=2,
         help="daphne processes of the PostgreSQL + Redis setup (default 2; SQLite has one)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="turn workers (`manage.py runworker --layer turns agentui.actions`) beside the "
+        "daphnes of the PostgreSQL + Redis setup, with AGENTUI_TURN_WORKERS=1: the daphnes "
+        "serve the sockets, the workers run the turns; their CPU counts in the server's "
+        "(default 0: turns run in the daphnes)",
     )
     parser.add_argument("--json", help="write every row to this file")
     parser.add_argument(

@@ -230,9 +230,11 @@ def prepare(
     redis_url: str = REDIS_URL,
     database: str | None = None,
     processes: int = 2,
+    workers: int = 0,
 ) -> Setup:
     """A fresh database and the daphne processes of `kind`; `database` names the PostgreSQL one,
-    `processes` how many daphnes share it (PostgreSQL + Redis only: SQLite has one)."""
+    `processes` how many daphnes share it (PostgreSQL + Redis only: SQLite has one); `workers`
+    turn workers beside them (AGENTUI_TURN_WORKERS; PostgreSQL + Redis only)."""
     drop = None
     if kind == "sqlite":
         setup = Setup(
@@ -267,6 +269,11 @@ def prepare(
                 DJANGO_SETTINGS_MODULE=module, PYTHONPATH=f"{ROOT}{os.pathsep}{workdir}"
             )
     setup.drop = drop
+    if workers:
+        if kind == "sqlite":
+            raise ValueError("turn workers need PostgreSQL + Redis")
+        setup.env["AGENTUI_TURN_WORKERS"] = "1"
+        setup.name += f" + {workers} turn worker{'s' if workers > 1 else ''}"
     subprocess.run(
         [PY, "manage.py", "migrate", "--noinput", "-v", "0"],
         cwd=ROOT,
@@ -274,6 +281,8 @@ def prepare(
         check=True,
     )
     setup.processes = start_daphnes(setup.env, setup.ports, workdir)
+    if workers:
+        setup.processes += start_workers(setup.env, workers, workdir)
     return setup
 
 

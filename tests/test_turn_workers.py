@@ -30,6 +30,7 @@ from tests.live_support import (
     session_cookie,
 )
 from tests.redis_process import RedisProcess
+from tests.rest_support import LiveRest, user_with_token
 from tests.test_ws_redis import child_database_url
 
 pytestmark = [
@@ -207,6 +208,33 @@ async def test_a_turn_sent_on_the_web_process_runs_in_the_worker(site: Any) -> N
     again = await refused.act("second", action="undo", step_id="no-such-step")
     assert again["type"] == "error" and again["code"] == "not_found", again
     refused.sock.close()
+
+    # REST too: a new notebook's first turn and the next one run in the worker; the answer
+    # (201, 202 with the turn's id, 409) is the worker's
+    _, token = await user_with_token("bob")
+    rest = LiveRest(f"http://127.0.0.1:{servers.port}", token)
+    body = {"text": PROMPT, "agent": "function_calling"}
+    made = await asyncio.to_thread(rest.post, "/notebooks/", body, 201)
+    assert await runs_in(made["id"]) == worker.pid
+    await asyncio.to_thread(rest.settled, made["id"])
+    sent = await asyncio.to_thread(
+        rest.post, f"/notebooks/{made['id']}/messages", {"text": f"{PROMPT} 2"}
+    )
+    assert isinstance(sent["turn"], str) and sent["turn"]
+    assert await runs_in(made["id"]) == worker.pid
+    busy = await asyncio.to_thread(
+        rest.post, f"/notebooks/{made['id']}/messages", {"text": PROMPT}, 409
+    )
+    assert "turn is still going on" in str(busy), busy
+    await asyncio.to_thread(rest.settled, made["id"])
+    assert await Turn.objects.filter(task_id=made["id"]).acount() == 2
+
+
+async def runs_in(notebook: int) -> int:
+    """The pid of the process whose run holds the notebook's lease (its turn still runs)."""
+    task = await Task.objects.aget(pk=notebook)
+    assert task.lease_owner, "no run holds the lease"
+    return pid_of(task.lease_owner)
 
 
 async def test_without_a_worker_the_person_is_told_and_the_action_never_runs(

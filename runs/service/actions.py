@@ -33,10 +33,11 @@ from runs.protocol import (
     MessageImages,
     ModeChanged,
     ProtocolError,
+    validate_action,
 )
 from runs.protocol.checks import storable_problem
 from runs.realtime.publisher import publisher_for
-from runs.service import budgets, policies, quotas, stops
+from runs.service import budgets, policies, quotas, stops, workers
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import edit_actions, inputs_of, record
 from runs.service.compose import notebook_config
@@ -703,7 +704,15 @@ async def create_notebook(
         owner, agent, mode, mcp_tools, **composed
     )
     try:
-        await send_message(task.pk, text, images=images)
+        if (
+            workers.enabled()
+        ):  # its first turn runs in a turn worker, as the next ones do
+            first = validate_action(
+                {"action": "send_message", "text": text, "images": images or []}
+            )
+            await workers.forward(task.pk, first, None)
+        else:
+            await send_message(task.pk, text, images=images)
     except BaseException:
         # a notebook whose first message could not be taken is not left behind
         await Task.objects.filter(pk=task.pk).adelete()
