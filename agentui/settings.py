@@ -280,6 +280,8 @@ def _turn_queue(url: str, capacity: int) -> dict[str, object]:
             "hosts": [{"address": url}],
             "prefix": "agentui.turns.",
             "channel_capacity": {_conf.TURN_CHANNEL: capacity},
+            # each web process's reply channel: one answer per action it waits for
+            "capacity": max(capacity, 1000),
             # an action nobody took is refused after AGENTUI_TURN_WORKER_WAIT_S; this only
             # keeps Redis from holding it for ever
             "expiry": 60,

@@ -148,6 +148,7 @@ def test_turn_workers_add_a_queue_layer_beside_the_pub_sub_one(
     assert s["turns"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
     assert s["turns"]["CONFIG"]["hosts"] == [{"address": "redis://127.0.0.1:6379/2"}]
     assert s["turns"]["CONFIG"]["channel_capacity"] == {"agentui.actions": 7}
+    assert s["turns"]["CONFIG"]["capacity"] == 1000  # the web processes' reply channels
 
 
 def test_turn_workers_need_redis(subprocess_env: EnvFactory) -> None:

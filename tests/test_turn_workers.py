@@ -271,8 +271,9 @@ async def test_without_a_worker_the_person_is_told_and_the_action_never_runs(
         lambda m: m["type"] == "event" and m["event"]["type"] == "task_completed"
     )
     assert servers.queued() == 0
-    turns = [t async for t in Turn.objects.filter(task_id=first)]
-    assert len(turns) == 1
+    assert await Turn.objects.filter(task_id=first).acount() == 1
+    dropped = (servers.tmp_path / "runworker-0.log").read_text()
+    assert f"send_message on notebook {first} came after its web process" in dropped
     assert not await Turn.objects.filter(task_id=second).aexists()
     tab.sock.close()
     other.sock.close()
