@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 
 from bench.bench_faults import PROMPT, fault_script, story_text
 from bench.bench_ws_latency import Socket, free_port, start_daphnes, start_workers
-from runs.engine.testing import Script, ScriptedServer
+from runs.engine.testing import Fault, Reply, Rule, Script, ScriptedServer
 from runs.models import Task, Turn
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
@@ -92,15 +92,16 @@ def site(
     made: list[Site] = []
 
     def make(**env: str) -> Site:
-        settings = subprocess_env(
-            DATABASE_URL=child_database_url(),
-            REDIS_URL=f"{server.url}?socket_timeout=30",
-            OPENAI_BASE_URL=model.base_url,
-            OPENAI_API_KEY="sk-test",
-            AGENTUI_MODEL="scripted",
-            AGENTUI_RUNS_PER_MINUTE="0",
-            **{"AGENTUI_TURN_WORKERS": "1", **env},
-        )
+        given = {
+            "DATABASE_URL": child_database_url(),
+            "REDIS_URL": f"{server.url}?socket_timeout=30",
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "AGENTUI_MODEL": "scripted",
+            "AGENTUI_RUNS_PER_MINUTE": "0",
+            "AGENTUI_TURN_WORKERS": "1",
+        }
+        settings = subprocess_env(**{**given, **env})
         made.append(Site(tmp_path, settings, server.url))
         return made[-1]
 
@@ -277,3 +278,29 @@ async def test_without_a_worker_the_person_is_told_and_the_action_never_runs(
     assert not await Turn.objects.filter(task_id=second).aexists()
     tab.sock.close()
     other.sock.close()
+
+
+async def test_a_step_failing_in_the_worker_is_reported_to_the_socket_that_asked(
+    site: Any, scripted_server: Any
+) -> None:
+    failing = scripted_server(
+        Script(rules=[Rule(reply=Reply(text="never"), fault=Fault(status=500))])
+    )
+    servers: Site = site(
+        OPENAI_BASE_URL=failing.base_url,
+        AGENTUI_LLM_MAX_RETRIES="0",
+        AGENTUI_TURN_WORKER_WAIT_S="30",
+    )
+    servers.start_web()
+    servers.start_worker()
+    cookie, (notebook,) = await notebooks(1)
+    tab = await Tab.open(servers.port, notebook, cookie)
+    answer = await tab.act("ask", action="send_message", text=PROMPT)
+    assert answer["type"] == "ack", answer
+    # the run fails after the ack, in the worker: its error comes to this socket, naming the
+    # action that started it
+    failed = await tab.until(lambda m: m["type"] == "error")
+    assert failed["code"] == "llm_error", failed
+    assert failed["request_id"] == "ask" and failed["action"] == "send_message"
+    assert len(failing.requests) == 1
+    tab.sock.close()
