@@ -134,22 +134,31 @@ async def forward(
     }
     wait_s = conf().turn_worker_wait_s
     try:
-        await _send(payload, message.action, task_pk)
-        try:
-            reply = await asyncio.wait_for(asyncio.shield(answered), wait_s)
-        except TimeoutError:
-            if await claim(action_id, f"web:{PROCESS_ID}"):
-                logger.error(
-                    "no turn worker took %s on notebook %s within %g s; refused",
-                    message.action,
-                    task_pk,
-                    wait_s,
-                )
+        if not await _send(payload, message.action, task_pk):
+            # a send that failed or timed out may still have queued the action
+            if await _give_up(action_id, message.action, task_pk):
                 raise _refusal(
-                    f"no turn worker took the action within {wait_s:g} s, so it was not "
-                    "carried out; try again (and tell the operator if it keeps happening)"
-                ) from None
+                    "the server could not hand the action to a turn worker, so it was not "
+                    "carried out; try again"
+                )
             reply = await _taken_answer(answered, message.action, task_pk)
+        else:
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(answered), wait_s)
+            except TimeoutError:
+                if await _give_up(action_id, message.action, task_pk):
+                    logger.error(
+                        "no turn worker took %s on notebook %s within %g s; refused",
+                        message.action,
+                        task_pk,
+                        wait_s,
+                    )
+                    raise _refusal(
+                        f"no turn worker took the action within {wait_s:g} s, so it was "
+                        "not carried out; try again (and tell the operator if it keeps "
+                        "happening)"
+                    ) from None
+                reply = await _taken_answer(answered, message.action, task_pk)
     finally:
         inbox.waiting.pop(action_id, None)
     error = reply.get("error")
@@ -163,7 +172,8 @@ async def forward(
     return str(turn) if turn is not None else None
 
 
-async def _send(payload: dict[str, Any], action: str, task_pk: int) -> None:
+async def _send(payload: dict[str, Any], action: str, task_pk: int) -> bool:
+    """Queue the action; False if the send failed (it may have been queued all the same)."""
     try:
         await asyncio.wait_for(
             queue().send(TURN_CHANNEL, payload), conf().broadcast_timeout_s
@@ -179,17 +189,36 @@ async def _send(payload: dict[str, Any], action: str, task_pk: int) -> None:
             "the server is too busy: too many actions are waiting for a turn worker; "
             "try again in a moment"
         ) from None
-    except (
-        Exception
-    ) as exc:  # Redis away or too slow: nothing was queued that could run later
+    except Exception as exc:  # noqa: BLE001 - Redis away or too slow
         logger.error(
             "could not queue %s on notebook %s for a turn worker (%r)",
             action,
             task_pk,
             exc,
         )
+        return False
+    return True
+
+
+async def _give_up(action_id: str, action: str, task_pk: int) -> bool:
+    """Claim the action for this web process, so that no worker carries it out later: True,
+    or False when a worker has taken it already (its answer is coming)."""
+    try:
+        return await asyncio.wait_for(
+            claim(action_id, f"web:{PROCESS_ID}"), conf().broadcast_timeout_s
+        )
+    except (
+        Exception
+    ) as exc:  # Redis away: whether a worker will take it cannot be known
+        logger.error(
+            "could not withdraw %s on notebook %s from the turn workers (%r)",
+            action,
+            task_pk,
+            exc,
+        )
         raise _refusal(
-            "the server could not hand the action to a turn worker; try again"
+            "the server lost touch with its turn workers; the action may still be carried "
+            "out: reload the notebook in a moment to see"
         ) from None
 
 
