@@ -704,9 +704,7 @@ async def create_notebook(
         owner, agent, mode, mcp_tools, **composed
     )
     try:
-        if (
-            workers.enabled()
-        ):  # its first turn runs in a turn worker, as the next ones do
+        if workers.enabled():  # its first turn runs in a turn worker, as later ones do
             first = validate_action(
                 {"action": "send_message", "text": text, "images": images or []}
             )
