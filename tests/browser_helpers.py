@@ -341,6 +341,14 @@ def shots_at_both_sizes(page: Any, artifacts_dir: Path, name: str) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
+def confirm_ready(page: Any, form_selector: str) -> None:
+    """Wait until the page's script guards the forms of `form_selector` with its confirmation
+    (static/js/confirm.js): a click before that would submit without asking."""
+    page.locator(f"{form_selector}[data-confirm-ready]").first.wait_for(
+        state="attached"
+    )
+
+
 def wait_until(
     check: Callable[[], Any],
     timeout: float = 15.0,

@@ -13,6 +13,7 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    confirm_ready,
     live_app,
     new_context,
     page,
@@ -162,6 +163,7 @@ def test_revoking_a_token_asks_first(
     page.get_by_label("Name").fill("nightly export")
     page.get_by_role("button", name="Create token").click()
     row = page.locator("tr", has_text="nightly export")
+    confirm_ready(page, "form[data-revoke]")
     row.get_by_role("button", name="Revoke").click()
     dialog = page.get_by_role("dialog", name="Revoke the token “nightly export”?")
     dialog.wait_for()

@@ -13,6 +13,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     USERNAME,
     LiveApp,
     _browser_module,
+    confirm_ready,
     live_app,
     new_context,
     page,
@@ -49,6 +50,7 @@ def test_create_show_once_and_revoke_a_token(
     assert page.locator("#new-token").count() == 0
     assert token not in page.content()
 
+    confirm_ready(page, "form[data-revoke]")
     page.get_by_role("button", name="Revoke").click()
     page.get_by_role("dialog").get_by_role("button", name="Revoke token").click()
     page.wait_for_url("**/settings/tokens/")

@@ -15,6 +15,7 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    confirm_ready,
     live_app,
     new_context,
     page,
@@ -64,6 +65,7 @@ def test_a_rule_from_the_card_approves_the_next_calls_and_is_revoked_on_the_poli
     rows = page.locator("table.policies tbody tr")
     assert rows.count() == 2
     shots_at_both_sizes(page, artifacts_dir, "policies-03-page")
+    confirm_ready(page, "form[data-revoke-rule]")
     rows.filter(has_text="multiply").get_by_role("button", name="Revoke").click()
     page.get_by_role("dialog").get_by_role("button", name="Revoke rule").click()
     page.locator(".revoked-policies li").wait_for()

@@ -50,5 +50,7 @@ export function confirmForms(selector, ask) {
       form.dataset.confirmed = "true";
       form.requestSubmit();
     });
+    // until this runs a click submits unasked; tests (and anything else) can wait for it
+    form.dataset.confirmReady = "true";
   }
 }
