@@ -152,6 +152,14 @@ def make_notebook(
     return Task.objects.create(owner=owner, agent=agent, mode=mode)
 
 
+async def signed_in_notebooks(count: int) -> tuple[str, list[int]]:
+    """A session cookie of a new user, and `count` function-calling notebooks (mode `auto`) of
+    theirs, for tests that drive real server processes over sockets."""
+    user = await database_sync_to_async(make_user)()
+    ids = [(await database_sync_to_async(make_notebook)(user)).pk for _ in range(count)]
+    return await database_sync_to_async(session_cookie)(user), ids
+
+
 def db_snapshot(task_pk: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every row of the notebook tables (of one notebook, if given), for "nothing changed" checks."""
     tables: dict[str, Any] = {

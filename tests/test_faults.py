@@ -17,18 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
 
 from bench.bench_faults import Call, Outcome, Tab, fault_script, redis_outage, run_fault
 from bench.bench_ws_latency import free_port, start_daphnes
 from runs.engine.testing import Script, ScriptedServer
-from runs.models import Event, Task, Turn, TurnStatus
+from runs.models import Event, Turn, TurnStatus
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
-    make_user,
-    session_cookie,
+    signed_in_notebooks,
 )
-from tests.redis_process import RedisProcess
+from tests.redis_process import running
 from tests.test_ws_redis import child_database_url
 
 pytestmark = [
@@ -66,47 +64,34 @@ def servers(
     tmp_path: Path, scripted_server: Any, subprocess_env: Any, require_service: Any
 ) -> Any:
     """(model, redis, the two daphne processes, their ports)."""
-    redis = RedisProcess(tmp_path)
-    if redis.binary is None:
-        require_service("redis-server", "no redis-server binary")
-    redis.start()
     model: ScriptedServer = scripted_server(
         Script.model_validate(fault_script(TOKENS, DELAY))
     )
-    env = subprocess_env(
-        DATABASE_URL=child_database_url(),
-        REDIS_URL=f"{redis.url}?socket_timeout=30",
-        OPENAI_BASE_URL=model.base_url,
-        OPENAI_API_KEY="sk-test",
-        AGENTUI_MODEL="scripted",
-        AGENTUI_LEASE_SWEEP_S=os.environ.get("AGENTUI_FAULTS_SWEEP_S", "1"),
-        AGENTUI_RUNS_PER_MINUTE="0",
-    )
-    ports = [free_port(), free_port()]
-    processes = start_daphnes(env, ports, tmp_path)
-    try:
-        yield model, redis, processes, ports
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-                process.wait(timeout=30)
-        redis.stop()
+    with running(tmp_path, require_service) as redis:
+        env = subprocess_env(
+            DATABASE_URL=child_database_url(),
+            REDIS_URL=f"{redis.url}?socket_timeout=30",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY="sk-test",
+            AGENTUI_MODEL="scripted",
+            AGENTUI_LEASE_SWEEP_S=os.environ.get("AGENTUI_FAULTS_SWEEP_S", "1"),
+            AGENTUI_RUNS_PER_MINUTE="0",
+        )
+        ports = [free_port(), free_port()]
+        processes = start_daphnes(env, ports, tmp_path)
+        try:
+            yield model, redis, processes, ports
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(timeout=30)
 
 
 async def scenario(
     model: ScriptedServer, ports: list[int], fault: Any, **kw: Any
 ) -> Outcome:
-    user = await database_sync_to_async(make_user)()
-    ids = [
-        (
-            await Task.objects.acreate(
-                owner=user, agent="function_calling", mode="auto"
-            )
-        ).pk
-        for _ in range(NOTEBOOKS)
-    ]
-    cookie = await database_sync_to_async(session_cookie)(user)
+    cookie, ids = await signed_in_notebooks(NOTEBOOKS)
     outcome = await run_fault(
         ports,
         cookie,

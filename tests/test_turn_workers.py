@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import redis
-from channels.db import database_sync_to_async
 
 from bench.bench_faults import PROMPT, fault_script, story_text
 from bench.bench_ws_latency import Socket, free_port, start_daphnes, start_workers
@@ -26,10 +25,9 @@ from runs.engine.testing import Fault, Reply, Rule, Script, ScriptedServer
 from runs.models import Task, Turn
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
-    make_user,
-    session_cookie,
+    signed_in_notebooks,
 )
-from tests.redis_process import RedisProcess
+from tests.redis_process import running
 from tests.rest_support import LiveRest, user_with_token
 from tests.test_ws_redis import child_database_url
 
@@ -82,48 +80,31 @@ def site(
     tmp_path: Path, scripted_server: Any, subprocess_env: Any, require_service: Any
 ) -> Iterator[Callable[..., Site]]:
     """`site(**env)`: the servers, with `env` added to their settings."""
-    server = RedisProcess(tmp_path)
-    if server.binary is None:
-        require_service("redis-server", "no redis-server binary")
-    server.start()
     model: ScriptedServer = scripted_server(
         Script.model_validate(fault_script(TOKENS, DELAY))
     )
     made: list[Site] = []
+    with running(tmp_path, require_service) as server:
 
-    def make(**env: str) -> Site:
-        given = {
-            "DATABASE_URL": child_database_url(),
-            "REDIS_URL": f"{server.url}?socket_timeout=30",
-            "OPENAI_BASE_URL": model.base_url,
-            "OPENAI_API_KEY": "sk-test",
-            "AGENTUI_MODEL": "scripted",
-            "AGENTUI_RUNS_PER_MINUTE": "0",
-            "AGENTUI_TURN_WORKERS": "1",
-        }
-        settings = subprocess_env(**{**given, **env})
-        made.append(Site(tmp_path, settings, server.url))
-        return made[-1]
+        def make(**env: str) -> Site:
+            given = {
+                "DATABASE_URL": child_database_url(),
+                "REDIS_URL": f"{server.url}?socket_timeout=30",
+                "OPENAI_BASE_URL": model.base_url,
+                "OPENAI_API_KEY": "sk-test",
+                "AGENTUI_MODEL": "scripted",
+                "AGENTUI_RUNS_PER_MINUTE": "0",
+                "AGENTUI_TURN_WORKERS": "1",
+            }
+            settings = subprocess_env(**{**given, **env})
+            made.append(Site(tmp_path, settings, server.url))
+            return made[-1]
 
-    try:
-        yield make
-    finally:
-        for each in made:
-            each.stop()
-        server.stop()
-
-
-async def notebooks(count: int) -> tuple[str, list[int]]:
-    user = await database_sync_to_async(make_user)()
-    ids = [
-        (
-            await Task.objects.acreate(
-                owner=user, agent="function_calling", mode="auto"
-            )
-        ).pk
-        for _ in range(count)
-    ]
-    return await database_sync_to_async(session_cookie)(user), ids
+        try:
+            yield make
+        finally:
+            for each in made:
+                each.stop()
 
 
 class Tab:
@@ -178,7 +159,7 @@ async def test_a_turn_sent_on_the_web_process_runs_in_the_worker(site: Any) -> N
     servers: Site = site(AGENTUI_TURN_WORKER_WAIT_S="30")
     servers.start_web()
     worker = servers.start_worker()
-    cookie, (notebook,) = await notebooks(1)
+    cookie, (notebook,) = await signed_in_notebooks(1)
     tab = await Tab.open(servers.port, notebook, cookie)
 
     answer = await tab.act("first", action="send_message", text=PROMPT)
@@ -245,7 +226,7 @@ async def test_without_a_worker_the_person_is_told_and_the_action_never_runs(
         AGENTUI_TURN_WORKER_WAIT_S="1", AGENTUI_TURN_QUEUE_CAPACITY="1"
     )
     servers.start_web()
-    cookie, (first, second) = await notebooks(2)
+    cookie, (first, second) = await signed_in_notebooks(2)
     tab = await Tab.open(servers.port, first, cookie)
     other = await Tab.open(servers.port, second, cookie)
 
@@ -293,7 +274,7 @@ async def test_a_step_failing_in_the_worker_is_reported_to_the_socket_that_asked
     )
     servers.start_web()
     servers.start_worker()
-    cookie, (notebook,) = await notebooks(1)
+    cookie, (notebook,) = await signed_in_notebooks(1)
     tab = await Tab.open(servers.port, notebook, cookie)
     answer = await tab.act("ask", action="send_message", text=PROMPT)
     assert answer["type"] == "ack", answer

@@ -35,12 +35,10 @@ from runs.service.lease import PROCESS_ID
 
 logger = logging.getLogger(__name__)
 
-ACTION_MESSAGE = (
-    "agentui.action"  # onto TURN_CHANNEL; the worker's consumer method agentui_action
-)
-ANSWER_MESSAGE = (
-    "agentui.answer"  # a worker's answer, onto the web process's reply channel
-)
+# onto TURN_CHANNEL; the worker's consumer method agentui_action
+ACTION_MESSAGE = "agentui.action"
+# a worker's answer, onto the web process's reply channel
+ANSWER_MESSAGE = "agentui.answer"
 # once a worker has taken an action, how long its web process waits for the worker's answer
 ANSWER_WAIT_S = 120.0
 CLAIM_KEEP_S = 600  # a claim key outlives any wait for it
@@ -207,9 +205,7 @@ async def _give_up(action_id: str, action: str, task_pk: int) -> bool:
         return await asyncio.wait_for(
             claim(action_id, f"web:{PROCESS_ID}"), conf().broadcast_timeout_s
         )
-    except (
-        Exception
-    ) as exc:  # Redis away: whether a worker will take it cannot be known
+    except Exception as exc:  # noqa: BLE001 - Redis away: a worker may take it or not
         logger.error(
             "could not withdraw %s on notebook %s from the turn workers (%r)",
             action,
