@@ -8,11 +8,13 @@ source; the password never appears in an answer, an error or the stored trace.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import Group
@@ -48,6 +50,23 @@ def tools_of(user_id: int) -> dict[str, Any]:
 
 async def call(tool: Any, **arguments: Any) -> Any:
     return await tool.acall(**arguments)
+
+
+def query_then_answer(sql: str, answer: str) -> Any:
+    """A model that runs `sql` on the warehouse source, then answers `answer`."""
+    from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+
+    query = ToolCallSpec(name="db_query", arguments={"source": "warehouse", "sql": sql})
+    return Script(
+        rules=[
+            Rule(
+                name="query",
+                match=Match(tool_results_since_user=0),
+                reply=Reply(text="Looking at the warehouse.", tool_calls=[query]),
+            ),
+            Rule(name="answer", reply=Reply(text=answer)),
+        ]
+    )
 
 
 def test_the_url_is_masked_and_checked() -> None:
@@ -225,33 +244,13 @@ async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
     pg: PgSource, scripted_server: Any
 ) -> None:
     from runs import service
-    from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
     from tests.live_support import llm_at
     from tests.rest_support import Api, user_with_token
 
     user, token = await user_with_token("alice")
     await database_sync_to_async(register)(pg, everyone=True)
     sql = f"SELECT shop, SUM(visitors) AS visitors FROM {pg.schema}.visits GROUP BY shop ORDER BY 2 DESC LIMIT 3"
-    model = scripted_server(
-        Script(
-            rules=[
-                Rule(
-                    name="query",
-                    match=Match(tool_results_since_user=0),
-                    reply=Reply(
-                        text="Looking at the warehouse.",
-                        tool_calls=[
-                            ToolCallSpec(
-                                name="db_query",
-                                arguments={"source": "warehouse", "sql": sql},
-                            )
-                        ],
-                    ),
-                ),
-                Rule(name="answer", reply=Reply(text="shop 3 leads.")),
-            ]
-        )
-    )
+    model = scripted_server(query_then_answer(sql, "shop 3 leads."))
     api = Api(token)
     with llm_at(model):
         created = await api.post(
@@ -399,3 +398,71 @@ async def test_the_demo_prompt_answers_from_a_granted_source(
         f"The source has 1 table(s): {pg.schema}.visits. The first, {pg.schema}.visits,"
         " holds 500 rows."
     ), detail["response"]
+
+
+def _running_sleeps(pg: PgSource) -> int:
+    """How many statements the source's role is running now (the query itself is a FETCH
+    from the cursor the tool declared)."""
+    with psycopg.connect(**pg.admin, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE usename = %s AND state = 'active'",
+            (pg.role,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _until(check: Any, what: str, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not await database_sync_to_async(check)():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.postgres
+async def test_cancelling_the_tool_cancels_the_query_in_postgresql(
+    pg: PgSource,
+) -> None:
+    """A cancelled call (Stop) leaves nothing running on the source: PostgreSQL is asked to
+    cancel the statement rather than let it run on to its timeout on an abandoned thread."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=60.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    call_task = asyncio.create_task(
+        call(tools["db_query"], source="warehouse", sql="SELECT pg_sleep(30)")
+    )
+    await _until(lambda: _running_sleeps(pg) == 1, "the query never started")
+    call_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call_task
+    await _until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
+
+
+@pytest.mark.postgres
+async def test_stop_on_a_notebook_cancels_its_running_source_query(
+    pg: PgSource, scripted_server: Any
+) -> None:
+    """The person's Stop, through REST as the page's would go through the service: the step
+    ends, the turn is abandoned, and the source's statement is cancelled in PostgreSQL."""
+    from runs import service
+    from tests.live_support import llm_at
+    from tests.rest_support import Api, user_with_token
+
+    user, token = await user_with_token("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=60.0)
+    model = scripted_server(query_then_answer("SELECT pg_sleep(30)", "done"))
+    api = Api(token)
+    with llm_at(model):
+        created = await api.post(
+            "/notebooks/", {"text": "Sleep on it", "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+        pk = created.json()["id"]
+        await _until(lambda: _running_sleeps(pg) == 1, "the query never started")
+        stopped = await api.post(f"/notebooks/{pk}/stop")
+        assert stopped.status_code == 202, stopped.content
+        await _until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
+        detail = await api.wait(pk)
+        await service.wait_idle()
+    assert detail["status"] != "running", detail
+    assert len(model.requests) == 1  # the stopped call's result never reached the model

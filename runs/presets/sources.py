@@ -9,7 +9,9 @@ The queries themselves: runs.presets.tools.dbsource.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -22,6 +24,8 @@ from runs.presets.tools.dbsource import DbSourceError, SourceSpec
 
 DB_QUERY = "db_query"
 DB_TABLES = "db_tables"
+
+T = TypeVar("T")
 
 
 def _granted(user_id: int) -> Any:
@@ -83,13 +87,11 @@ def notebook_source_tools(user_id: int) -> tuple[list[SchemaTool], str]:
 
     async def tables(arguments: dict[str, Any]) -> Any:
         spec = await _spec(user_id, str(arguments["source"]))
-        return await sync_to_async(dbsource.list_tables, thread_sensitive=False)(spec)
+        return await stoppable(dbsource.list_tables, spec)
 
     async def query(arguments: dict[str, Any]) -> Any:
         spec = await _spec(user_id, str(arguments["source"]))
-        return await sync_to_async(dbsource.run_query, thread_sensitive=False)(
-            spec, str(arguments["sql"])
-        )
+        return await stoppable(dbsource.run_query, spec, str(arguments["sql"]))
 
     tools = [
         SchemaTool(
@@ -123,6 +125,22 @@ def notebook_source_tools(user_id: int) -> tuple[list[SchemaTool], str]:
     ]
     key = ",".join(f"{spec.pk}@{spec.updated_at.isoformat()}" for spec in specs)
     return tools, key
+
+
+async def stoppable(work: Callable[..., T], spec: SourceSpec, *args: Any) -> T:
+    """`work(spec, *args, cancel=...)` on a thread of its own; when the caller is cancelled (Stop
+    on the step), the statement in flight is cancelled in PostgreSQL too rather than left to
+    run on until the source's timeout with nobody waiting for it."""
+    cancel = dbsource.Cancel()
+    try:
+        return await sync_to_async(work, thread_sensitive=False)(
+            spec, *args, cancel=cancel
+        )
+    except asyncio.CancelledError:
+        # the cancel request is a round trip of its own: sent from a thread, not awaited, so
+        # Stop is not held up by a slow or unreachable source
+        asyncio.get_running_loop().run_in_executor(None, cancel)
+        raise
 
 
 async def _spec(user_id: int, name: str) -> SourceSpec:

@@ -14,6 +14,10 @@ The guards are the database session's own, not a parser of ours:
   pass the SQL tools' byte cap; what reaches the model is then cut to that cap as for the other
   SQL tools (`capped_result`).
 
+Stop reaches a query in flight: the caller hands the work a `Cancel` and calls it when the
+person stops the step (runs.presets.sources), and PostgreSQL cancels the statement at once
+instead of letting it run on until its timeout on a thread nobody waits for.
+
 The URL holds a password: nothing here returns it, and error messages are scrubbed of it.
 Which tables a query read comes from PostgreSQL's own plan (`EXPLAIN (VERBOSE, FORMAT JSON)`),
 so the notebook records the tables the database says it used.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,9 +133,40 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _explain(spec: SourceSpec, exc: psycopg.Error, sql: str = "") -> DbSourceError:
+class Cancel:
+    """Cancels, from another thread, what a session runs: the statement in flight, or the
+    session itself if it has not connected yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connection: psycopg.Connection[Any] | None = None
+        self.cancelled = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            connection = self._connection
+        if connection is not None:
+            try:
+                # a cancel request on a connection of its own; nothing if already closed
+                connection.cancel_safe(timeout=CONNECT_TIMEOUT_S)
+            except (psycopg.Error, OSError):
+                pass
+
+    def _attach(self, connection: psycopg.Connection[Any] | None) -> None:
+        with self._lock:
+            if connection is not None and self.cancelled:
+                raise DbSourceError("the query was stopped", "cancelled")
+            self._connection = connection
+
+
+def _explain(
+    spec: SourceSpec, exc: psycopg.Error, sql: str = "", cancel: Cancel | None = None
+) -> DbSourceError:
     """A driver's error as the model and the person should read it."""
     said = spec.scrub(_first_line(exc))
+    if isinstance(exc, pg_errors.QueryCanceled) and cancel and cancel.cancelled:
+        return DbSourceError("the query was stopped", "cancelled")
     if isinstance(exc, pg_errors.QueryCanceled):
         return DbSourceError(
             f"the query took longer than {spec.timeout_s:g} s (the statement timeout of"
@@ -165,8 +201,11 @@ def _explain(spec: SourceSpec, exc: psycopg.Error, sql: str = "") -> DbSourceErr
 
 
 @contextmanager
-def _session(spec: SourceSpec) -> Iterator[psycopg.Cursor[Any]]:
-    """A cursor in a fresh READ ONLY transaction on `spec`, rolled back and closed after."""
+def _session(
+    spec: SourceSpec, cancel: Cancel | None = None
+) -> Iterator[psycopg.Cursor[Any]]:
+    """A cursor in a fresh READ ONLY transaction on `spec`, rolled back and closed after;
+    `cancel` can stop what it runs from another thread."""
     millis = str(max(1, int(spec.timeout_s * 1000)))
     try:
         connection = psycopg.connect(
@@ -182,10 +221,14 @@ def _session(spec: SourceSpec) -> Iterator[psycopg.Cursor[Any]]:
             "unreachable",
         ) from None
     try:
+        if cancel is not None:
+            cancel._attach(connection)
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION READ ONLY")
             yield cursor
     finally:
+        if cancel is not None:
+            cancel._attach(None)
         try:
             connection.rollback()
         except psycopg.Error:
@@ -274,13 +317,15 @@ def _tables_read(cursor: psycopg.Cursor[Any], spec: SourceSpec, sql: str) -> lis
     return sorted(set(_relations(plan)))
 
 
-def run_query(spec: SourceSpec, sql: str) -> dict[str, Any]:
+def run_query(
+    spec: SourceSpec, sql: str, cancel: Cancel | None = None
+) -> dict[str, Any]:
     """One read-only query on `spec`: capped as the other SQL tools are, naming the source and
     the tables it read. DbSourceError says what went wrong."""
     text = checked_sql(sql).rstrip().rstrip(";").rstrip()
     if not text:
         raise DbSourceError("the query is empty")
-    with _session(spec) as cursor:
+    with _session(spec, cancel) as cursor:
         connection = cursor.connection
         try:
             _arm(cursor, spec)
@@ -289,9 +334,11 @@ def run_query(spec: SourceSpec, sql: str) -> dict[str, Any]:
             )
             tables = _tables_read(cursor, spec, text)
         except psycopg.Error as exc:
-            raise _explain(spec, exc, text) from None
+            raise _explain(spec, exc, text, cancel) from None
 
         def count_all() -> int | None:
+            if cancel is not None and cancel.cancelled:
+                return None
             try:
                 _arm(cursor, spec)
                 _, total, _ = _fetch(
@@ -318,16 +365,16 @@ ORDER BY c.table_schema, c.table_name, c.ordinal_position
 """
 
 
-def list_tables(spec: SourceSpec) -> list[dict[str, Any]]:
+def list_tables(spec: SourceSpec, cancel: Cancel | None = None) -> list[dict[str, Any]]:
     """The tables and views the source's role can see (information_schema lists only those),
     each `{"name": "schema.table", "columns": [{"name", "type"}]}`."""
-    with _session(spec) as cursor:
+    with _session(spec, cancel) as cursor:
         try:
             _arm(cursor, spec)
             cursor.execute(_TABLES_SQL, ())
             rows = cursor.fetchmany(MAX_TABLES * 50)
         except psycopg.Error as exc:
-            raise _explain(spec, exc) from None
+            raise _explain(spec, exc, cancel=cancel) from None
     tables: dict[str, list[dict[str, str]]] = {}
     for schema, table, column, kind in rows:
         name = table if schema == "public" else f"{schema}.{table}"
