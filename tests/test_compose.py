@@ -23,6 +23,7 @@ from runs.presets.compose import ComposeError, check_config, tool_names
 from runs.presets.tools.data import DataError, DataScope, data_query, data_tables
 from runs.presets.tools.data import import_file as import_table
 from runs.protocol import ProtocolError
+from runs.traces.export import trace_json
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
@@ -175,6 +176,16 @@ async def test_a_composed_notebook_calls_its_model_with_its_tools_only(
     )
     told = [m for m in model.requests[-1].messages if m.get("role") == "tool"]
     assert told and told[0]["content"] == "5"
+    # the auditor's export says what it was composed with, as the page's badges do
+    exported = await database_sync_to_async(trace_json)(stored)
+    assert exported["task"]["setup"] == {
+        "model": "scripted-large",
+        "tools": ["add", "subtract"],
+        "mcp_tools": [],
+        "tables": None,
+        "budget_run_usd": None,
+        "budget_run_tokens": None,
+    }
 
 
 async def test_a_user_preset_starts_like_a_built_in_one_and_names_a_revoked_tool(
@@ -206,6 +217,8 @@ async def test_a_user_preset_starts_like_a_built_in_one_and_names_a_revoked_tool
             ["add"],
             ["clock__now"],
         )
+        exported = await database_sync_to_async(trace_json)(stored)
+        assert exported["task"]["setup"]["mcp_tools"] == ["clock__now"]
         # the grant is revoked: the preset stays, but starting it says what is missing
         await database_sync_to_async(server.users.remove)(ana)
         before = await Task.objects.acount()

@@ -98,6 +98,23 @@ def notebook_summary(task: Task) -> dict[str, Any]:
     }
 
 
+def composed_setup(task: Task) -> dict[str, Any]:
+    """What the notebook runs with, as picked when it was composed: `model` (None: the server's
+    configured one), the preset's built-in `tools` it kept (None: all), the `mcp_tools` picked,
+    the person's data `tables` its data tools may read (None: every one) and its own run
+    budget (None: the server's default; 0: none)."""
+    return {
+        "model": task.model or None,
+        "tools": task.tools,
+        "mcp_tools": list(task.mcp_tools or []),
+        "tables": task.data_tables,
+        "budget_run_usd": (
+            None if task.budget_run_usd is None else str(task.budget_run_usd)
+        ),
+        "budget_run_tokens": task.budget_run_tokens,
+    }
+
+
 def _fork_origin(task: Task) -> dict[str, Any] | None:
     """Where a fork came from: the source notebook (None if it is gone), turn and step."""
     if task.fork_turn_index is None:
@@ -231,6 +248,8 @@ def trace_head(task: Task, model: str | None = None) -> dict[str, Any]:
             "data_tables": data_tables_used(task),
             # what a token costs, for the page to cost each step as it reads them
             "price": price_json(price),
+            # what it was composed with (the badges of the page's header)
+            "setup": composed_setup(task),
         },
         "turns": turns,
         "messages": messages,
