@@ -14,3 +14,7 @@ class RunsConfig(AppConfig):
         from runs.demo import register_demo_scripts
 
         register_demo_scripts()
+        # an open inbox follows changes to who reviews whom (no database access here either)
+        from runs.service import regroup
+
+        regroup.connect()

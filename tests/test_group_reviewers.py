@@ -157,3 +157,46 @@ async def test_over_rest_a_reviewer_decides_from_the_inbox_but_the_notebook_stay
     assert turn.response == ANSWER
     actions = await human_actions(task.pk)
     assert [(a["action"], a["by"]) for a in actions] == [("approved", "rita")]
+
+
+async def test_an_open_inbox_follows_a_member_added_to_or_removed_from_the_group(
+    scripted_server: Any,
+) -> None:
+    """Who a reviewer reviews changes while their inbox is open (an admin adds a member to
+    their group): the new member's waiting step reaches it live, without a reload; after the
+    member is removed, their next wait does not."""
+    server = scripted_server(analyst_script())
+    users = await database_sync_to_async(people)()
+    rita, otto = users["rita"], users["otto"]
+    newcomer = await database_sync_to_async(make_user)("nina")
+    with llm_at(server):
+        reviewer = await inbox_socket(rita)
+        outsider = await inbox_socket(otto)
+        for ws in (reviewer, outsider):
+            assert (await next_list(ws, 0))["items"] == []
+        sales_reviewers = await Group.objects.aget(name="sales reviewers")
+        # as Django admin's group form would
+        await database_sync_to_async(sales_reviewers.user_set.add)(newcomer)
+        await next_list(reviewer, 0)  # the regrouped socket sends its list again
+        task = await database_sync_to_async(make_notebook)(newcomer, mode="tools")
+        await service.send_message(task.pk, QUESTION)
+        [item] = (await next_list(reviewer, 1))["items"]
+        assert (item["notebook"], item["owner_name"]) == (task.pk, "nina")
+        assert await outsider.receive_nothing(timeout=0.3)
+
+        # removed from the group (from the person's side, as the user form does)
+        await database_sync_to_async(newcomer.groups.remove)(sales_reviewers)
+        await next_list(reviewer, 0)  # nina's step is no longer rita's to decide
+        await service.abandon(task.pk)
+        await service.wait_idle()
+        second = await database_sync_to_async(make_notebook)(newcomer, mode="tools")
+        await service.send_message(second.pk, QUESTION)
+        await until_true(
+            lambda: database_sync_to_async(service.inbox_count)(newcomer.pk),
+            what="nina's second wait",
+        )
+        assert await reviewer.receive_nothing(timeout=0.5)
+        await service.abandon(second.pk)
+        await service.wait_idle()
+        for ws in (reviewer, outsider):
+            await ws.disconnect()

@@ -124,6 +124,26 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         await self._send_list(message["notebook"] if message.get("waiting") else None)
 
+    async def inbox_regroup(self, message: dict[str, Any]) -> None:
+        """Who reviews whom changed (runs.service.regroup): follow the owners as they are now."""
+        user_pk = self.scope["user"].pk
+        if message.get("user") != user_pk:  # heard on a reviewee's group: not for us
+            return
+        owners = await database_sync_to_async(service.inbox_owners)(user_pk)
+        wanted = [inbox_group_name(owner) for owner in owners]
+        try:
+            await self._join([g for g in wanted if g not in self.groups])
+            for group in self.groups:
+                if group not in wanted:
+                    await asyncio.wait_for(
+                        self.channel_layer.group_discard(group, self.channel_name),
+                        JOIN_TIMEOUT_S,
+                    )
+        except Exception as exc:  # noqa: BLE001 - the layer failed: its retry joins again
+            logger.warning("inbox: could not follow new reviewees (%r)", exc)
+        self.groups = wanted
+        await self._send_list(None)
+
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
