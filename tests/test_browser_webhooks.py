@@ -11,6 +11,7 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    confirm_ready,
     live_app,
     new_context,
     page,
@@ -74,6 +75,7 @@ def test_add_a_webhook_hear_a_waiting_step_and_see_it_delivered(
     assert "step.waiting" in logged.first.inner_text()
     shots_at_both_sizes(page, artifacts_dir, "webhooks-delivered")
 
+    confirm_ready(page, "form[data-delete-webhook]")
     page.get_by_role("button", name="Delete").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete webhook").click()
     page.wait_for_url("**/settings/webhooks/")

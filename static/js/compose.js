@@ -1,4 +1,4 @@
-import { confirmAction } from "./confirm.js";
+import { CONFIRMED, confirmAction } from "./confirm.js";
 
 // "Compose your own" on the new-notebook form: the built-in tool boxes follow the agent picked
 // (a box the agent does not have is greyed out, so it is not sent), "Edit" loads a saved preset
@@ -84,7 +84,11 @@ export function setUpCompose(form, agent) {
       });
       if (!yes) return;
       button.dataset.confirmed = "1";
+      // sent by this button only (not by Start or Save), so the server deletes without asking again
+      button.name = CONFIRMED.name;
+      button.value = CONFIRMED.value;
       form.requestSubmit(button);
     });
+    button.dataset.confirmReady = "true"; // as confirm.js marks the forms it guards
   }
 }

@@ -40,7 +40,12 @@ export function confirmAction({ title, text, confirm, cancel = "Cancel" }) {
   });
 }
 
-/** Ask before each form matching `selector` submits; `ask(form)` gives confirmAction's options. */
+/** What the server needs to act on a destructive form (runs/web/confirming.py): without it, it
+ * asks on a page of its own, as for a click before this module ran or with JavaScript off. */
+export const CONFIRMED = { name: "confirmed", value: "yes" };
+
+/** Ask before each form matching `selector` submits; `ask(form)` gives confirmAction's options.
+ * A yes sends the form with CONFIRMED, so the server acts at once. */
 export function confirmForms(selector, ask) {
   for (const form of document.querySelectorAll(selector)) {
     form.addEventListener("submit", async (event) => {
@@ -48,6 +53,7 @@ export function confirmForms(selector, ask) {
       event.preventDefault();
       if (!(await confirmAction(ask(form)))) return;
       form.dataset.confirmed = "true";
+      form.append(h("input", { type: "hidden", ...CONFIRMED }));
       form.requestSubmit();
     });
     // until this runs a click submits unasked; tests (and anything else) can wait for it
