@@ -144,7 +144,7 @@ def test_settings_page_creates_shows_once_and_revokes() -> None:
     row.refresh_from_db()
     assert row.revoked_at is None  # not bob's to revoke
 
-    client.post(f"/settings/tokens/{row.pk}/revoke")
+    client.post(f"/settings/tokens/{row.pk}/revoke", {"confirmed": "yes"})
     row.refresh_from_db()
     assert row.revoked_at is not None
     assert b"revoked" in client.get("/settings/tokens/").content

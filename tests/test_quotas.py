@@ -267,7 +267,7 @@ def test_active_api_tokens_are_limited(client: Client) -> None:
     )
     assert ApiToken.objects.count() == 1
     token = ApiToken.objects.get()
-    client.post(f"/settings/tokens/{token.pk}/revoke")
+    client.post(f"/settings/tokens/{token.pk}/revoke", {"confirmed": "yes"})
     assert client.post("/settings/tokens/", {"name": "two"}).status_code == 201
 
 

@@ -70,7 +70,7 @@ def test_the_policies_page_adds_lists_and_revokes_a_rule() -> None:
     from runs.models import ToolPolicy
 
     rule = ToolPolicy.objects.get()
-    gone = http.post(f"/policies/{rule.pk}/revoke", follow=True)
+    gone = http.post(f"/policies/{rule.pk}/revoke", {"confirmed": "yes"}, follow=True)
     assert b"revoked" in gone.content
     rule.refresh_from_db()
     assert rule.revoked_at is not None

@@ -18,7 +18,8 @@ from django.views.decorators.http import require_POST
 from runs.models import ApprovalMode
 from runs.protocol import ProtocolError
 from runs.protocol.checks import storable_problem
-from runs.service import delete_user_preset, save_user_preset
+from runs.service import delete_user_preset, save_user_preset, user_presets
+from runs.web.confirming import Question, ask, is_confirmed
 from runs.web.pages import render_new_notebook
 
 
@@ -81,7 +82,10 @@ def save_preset(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def delete_preset(request: HttpRequest, pk: int) -> HttpResponse:
-    """`POST /presets/<pk>/delete`: delete the person's preset (another's is not found)."""
+    """`POST /presets/<pk>/delete`: delete the person's preset (another's is not found).
+    Unconfirmed (the page's script had not run): nothing changes, a page asks first."""
+    if not is_confirmed(request):
+        return _ask_to_delete(request, pk)
     try:
         delete_user_preset(request.user, pk)  # type: ignore[arg-type]
     except ProtocolError as exc:
@@ -89,6 +93,22 @@ def delete_preset(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, "Deleted the preset.")
     return redirect(_new_url())
+
+
+def _ask_to_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    mine = user_presets(request.user)  # type: ignore[arg-type]
+    preset = next((p for p in mine if p["id"] == pk), None)
+    question = (
+        Question(
+            title=f"Delete your preset “{preset['name']}”?",
+            text="Notebooks started from it keep their settings.",
+            confirm="Delete preset",
+        )
+        if preset is not None
+        else None
+    )
+    missing = f"You have no preset {pk}."
+    return ask(request, question, back=_new_url(), missing=missing)
 
 
 def _new_url() -> str:

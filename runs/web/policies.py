@@ -9,6 +9,7 @@ from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.models import PolicyDecision
@@ -21,6 +22,7 @@ from runs.service import (
     revoke_policy,
     set_policy,
 )
+from runs.web.confirming import Question, ask, is_confirmed
 
 FIELDS = ("tool", "decision", "condition", "reason")
 
@@ -63,7 +65,10 @@ def policies_page(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    """Revoke one of the person's rules; the next matching call is decided without it."""
+    """Revoke one of the person's rules; the next matching call is decided without it.
+    Unconfirmed (the page's script had not run): nothing changes, a page asks first."""
+    if not is_confirmed(request):
+        return _ask_to_revoke(request, pk)
     try:
         gone = async_to_sync(revoke_policy)(request.user, pk)  # type: ignore[arg-type]
     except ProtocolError as exc:
@@ -71,3 +76,23 @@ def revoke(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Rule #{gone['id']} revoked: {gone['summary']}.")
     return redirect("runs:policies")
+
+
+def _ask_to_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    rules = map(describe_policy, policies_of(request.user))  # type: ignore[arg-type]
+    rule = next(
+        (r for r in rules if r["id"] == pk and r["mine"] and r["revoked_at"] is None),
+        None,
+    )
+    question = (
+        Question(
+            title=f"Revoke rule #{pk}, “{rule['summary']}”?",
+            text="From the next call on, this rule no longer decides: "
+            "the mode or another rule does.",
+            confirm="Revoke rule",
+        )
+        if rule is not None
+        else None
+    )
+    missing = f"You have no rule {pk} in force."
+    return ask(request, question, back=reverse("runs:policies"), missing=missing)

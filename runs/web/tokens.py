@@ -5,14 +5,17 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.models import ApiToken
 from runs.protocol import ProtocolError
 from runs.protocol.checks import storable_problem
 from runs.service import create_token, revoke_token
+from runs.web.confirming import Question, ask, is_confirmed
 
 MAX_NAME_CHARS = ApiToken._meta.get_field("name").max_length or 100
+GONE = "No such active token."
 
 
 def _page(
@@ -61,9 +64,24 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    """Revoke one of the person's tokens; scripts using it get 401 from then on."""
+    """Revoke one of the person's tokens; scripts using it get 401 from then on.
+    Unconfirmed (the page's script had not run): nothing changes, a page asks first."""
+    if not is_confirmed(request):
+        token = ApiToken.objects.filter(user=request.user, pk=pk, revoked_at=None)
+        name = token.values_list("name", flat=True).first()
+        question = (
+            Question(
+                title=f"Revoke the token “{name}”?",
+                text="Scripts that use it are refused from now on. This cannot be undone: "
+                "a new token has to be created for them.",
+                confirm="Revoke token",
+            )
+            if name is not None
+            else None
+        )
+        return ask(request, question, back=reverse("runs:api_tokens"), missing=GONE)
     if revoke_token(request.user, pk):  # type: ignore[arg-type]
         messages.success(request, "Token revoked.")
     else:
-        messages.error(request, "No such active token.")
+        messages.error(request, GONE)
     return redirect("runs:api_tokens")

@@ -6,13 +6,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.models import Webhook, WebhookDelivery, WebhookEvent
 from runs.protocol import ProtocolError
 from runs.service import add_webhook, remove_webhook
+from runs.web.confirming import Question, ask, is_confirmed
 
 LOG_ROWS = 50
+GONE = "No such webhook."
 
 
 def _page(
@@ -56,8 +59,22 @@ def webhooks(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete one of the person's webhooks, its delivery log with it.
+    Unconfirmed (the page's script had not run): nothing changes, a page asks first."""
+    if not is_confirmed(request):
+        hook = Webhook.objects.filter(owner=request.user, pk=pk).first()
+        question = (
+            Question(
+                title=f"Delete the webhook to {hook.url}?",
+                text="Nothing more is sent to it, and its delivery log goes with it.",
+                confirm="Delete webhook",
+            )
+            if hook is not None
+            else None
+        )
+        return ask(request, question, back=reverse("runs:webhooks"), missing=GONE)
     if remove_webhook(request.user, pk):  # type: ignore[arg-type]
         messages.success(request, "Webhook deleted: nothing more is sent to it.")
     else:
-        messages.error(request, "No such webhook.")
+        messages.error(request, GONE)
     return redirect("runs:webhooks")
