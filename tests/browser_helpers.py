@@ -264,11 +264,12 @@ def live_app(
 def new_context(
     _browser_module: _ModuleState, live_app: LiveApp
 ) -> Iterator[Callable[[], Any]]:
-    """Factory for logged-in browser contexts (1280x800); all closed after the test."""
+    """Factory for logged-in browser contexts (1280x800); all closed after the test.
+    Keyword arguments go to Playwright's new_context, e.g. java_script_enabled=False."""
     state = _browser_module
     contexts: list[Any] = []
 
-    def make() -> Any:
+    def make(**options: Any) -> Any:
         if state.storage_state is None:
             context = state.browser.new_context(viewport=VIEWPORT)
             page = context.new_page()
@@ -276,7 +277,10 @@ def new_context(
             state.storage_state = context.storage_state()
             context.close()
         context = state.browser.new_context(
-            viewport=VIEWPORT, storage_state=state.storage_state, accept_downloads=True
+            viewport=VIEWPORT,
+            storage_state=state.storage_state,
+            accept_downloads=True,
+            **options,
         )
         context.set_default_timeout(15_000)
         contexts.append(context)
