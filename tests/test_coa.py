@@ -127,16 +127,23 @@ def test_step_sequence_reasoning_calls_refine() -> None:
         assert first.output.response == TRIP_CHAIN and not first.is_last
         calls_step = agent.get_upcoming_steps(task.task_id)[0]
         assert calls_step.kind is StepKind.TOOL_CALLS
+        # only y1 can run now: y2 waits for its value, and is then shown with it
         assert [c.tool_kwargs for c in calls_step.tool_calls or []] == [
             {"a": 120, "b": 45},
-            {"a": "y1", "b": 4},
         ]
         second = agent.run_step(task.task_id)
-        assert "165.0" in second.output.response and [
-            s.content for s in second.output.sources
-        ] == ["165.0", "41.25"]
+        assert [s.content for s in second.output.sources] == ["165.0"]
+        [wave] = agent.get_upcoming_steps(task.task_id)
+        assert wave.kind is StepKind.TOOL_CALLS
+        assert [(c.tool_kwargs, c.planned_kwargs) for c in wave.tool_calls or []] == [
+            ({"a": 165.0, "b": 4}, {"a": "y1", "b": 4}),
+        ]
         third = agent.run_step(task.task_id)
-        assert third.is_last
+        assert "165.0" in third.output.response and [
+            s.content for s in third.output.sources
+        ] == ["41.25"]
+        fourth = agent.run_step(task.task_id)
+        assert fourth.is_last
     phases = [(e.phase, e.step_id) for e in recorder.of("agent_output")]  # type: ignore[union-attr]
     assert [p for p, _ in phases] == ["reasoning", None]
     streams = recorder.of("agent_stream")
@@ -159,26 +166,27 @@ def test_no_placeholder_means_the_first_reply_is_the_answer() -> None:
 
 
 def test_independent_calls_run_concurrently() -> None:
-    """Causal, not timed: the three independent calls overlap, and y4 (which needs only y1)
-    starts while y3 is still running: no call waits for a whole level of the graph."""
+    """Causal, not timed: the three independent calls overlap (the blocker returns only once
+    both lookups have started), and y4 (which needs y1) runs after them, with y1's value: the
+    value a person would have been shown for it."""
     spans: dict[str, tuple[float, float]] = {}
     lock = threading.Lock()
-    y4_started = threading.Event()
+    started = {"a": threading.Event(), "b": threading.Event()}
 
     async def lookup(item: str) -> str:
         """Slow lookup."""
         start = time.time()
-        if item == "A":  # called with y1's result: this is y4
-            y4_started.set()
+        if item in started:
+            started[item].set()
         await asyncio.sleep(0.5)
         with lock:
             spans[item] = (start, time.time())
         return item.upper()
 
     def blocker(item: str) -> str:
-        """A blocking call that returns once the dependent call has started (or gives up)."""
+        """A blocking call that returns once both lookups have started (or gives up)."""
         start = time.time()
-        released = y4_started.wait(10)
+        released = all(event.wait(10) for event in started.values())
         with lock:
             spans[item] = (start, time.time())
         return "released" if released else "waited in vain"
@@ -198,10 +206,10 @@ def test_independent_calls_run_concurrently() -> None:
         e for _, e in independent
     )  # all three overlapped
     assert spans["A"][0] >= spans["a"][1]  # y4 waited for y1
-    results = {
-        e.output_name: e for e in recorder.events if isinstance(e, ToolCallResult)
-    }
-    assert results["y4"].started_at < results["y3"].ended_at  # ... but not for y3
+    [y4] = [
+        e for e in recorder.events if isinstance(e, ToolCall) and e.output_name == "y4"
+    ]
+    assert y4.tool_kwargs == {"item": "A"} and y4.depends_on_names == ["y1"]
 
 
 def test_y1_never_matches_inside_y10() -> None:
@@ -391,18 +399,33 @@ def test_edit_reject_and_approve_placeholder_calls() -> None:
         task = agent.create_task(QUESTION, approve_tool_calls=True)
         agent.run_step(task.task_id)
         step = agent.get_upcoming_steps(task.task_id)[0]
-        ids = [c.tool_id for c in step.tool_calls or []]
+        ids = [
+            c.tool_id for c in step.tool_calls or []
+        ]  # y1 and y3: y2 needs y1's value
+        assert [c.output_name for c in step.tool_calls or []] == ["y1", "y3"]
         agent.approve_tool_call(
             task.task_id, step.step_id, ids[0], tool_kwargs={"a": 100, "b": 60}
         )
+        agent.reject_tool_call(task.task_id, step.step_id, ids[1], "no shouting")
+        agent.run_step(task.task_id)
+        [wave] = agent.get_upcoming_steps(task.task_id)
+        [y2] = wave.tool_calls or []
+        assert y2.tool_kwargs == {"a": 160.0, "b": 4}  # the edited y1's result
         with pytest.raises(ToolArgumentsError, match="do not fit"):
             agent.approve_tool_call(
-                task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": "four"}
+                task.task_id,
+                wave.step_id,
+                y2.tool_id,
+                tool_kwargs={"a": 160, "b": "four"},
+            )
+        # a reference typed into an edit is not a value: the person sees and approves values
+        with pytest.raises(ToolArgumentsError, match="do not fit"):
+            agent.approve_tool_call(
+                task.task_id, wave.step_id, y2.tool_id, tool_kwargs={"a": "y1", "b": 2}
             )
         agent.approve_tool_call(
-            task.task_id, step.step_id, ids[1], tool_kwargs={"a": "y1", "b": 2}
+            task.task_id, wave.step_id, y2.tool_id, tool_kwargs={"a": 160.0, "b": 2}
         )
-        agent.reject_tool_call(task.task_id, step.step_id, ids[2], "no shouting")
         agent.run_step(task.task_id)
         final = agent.run_step(task.task_id)
     assert final.output.response == (
@@ -416,22 +439,26 @@ def test_edit_reject_and_approve_placeholder_calls() -> None:
     ]
 
 
-def test_step_mode_edit_changes_references() -> None:
+def test_step_mode_edit_of_a_shown_value_is_what_runs() -> None:
     with serving(reasoning(TRIP_CHAIN), echo_refine()) as server:
-        agent, _ = make(server)
+        agent, recorder = make(server)
         task = agent.create_task(QUESTION)
         agent.run_step(task.task_id)
+        agent.run_step(task.task_id)  # y1
         step = agent.get_upcoming_steps(task.task_id)[0]
         edited = [
             {"tool_id": c.tool_id, "tool_kwargs": c.tool_kwargs}
             for c in step.tool_calls or []
         ]
-        edited[1]["tool_kwargs"] = {"a": "y1", "b": "y1"}
+        assert [e["tool_kwargs"] for e in edited] == [{"a": 165.0, "b": 4}]
+        edited[0]["tool_kwargs"] = {"a": 165.0, "b": 165.0}
         import json
 
         agent.update_step_input(task.task_id, step.step_id, json.dumps(edited))
         agent.run_step(task.task_id)
         final = agent.run_step(task.task_id)
+    ran = [e.tool_kwargs for e in recorder.of("tool_call_result")]  # type: ignore[union-attr]
+    assert ran == [{"a": 120, "b": 45}, {"a": 165.0, "b": 165.0}]
     assert (
         final.output.response
         == "ANSWER: The trip costs 165.0 dollars, so each of four pays 1.0 dollars."
@@ -445,7 +472,8 @@ def test_undo_the_calls_step_and_run_again() -> None:
         agent.run_step(task.task_id)
         agent.run_step(task.task_id)
         agent.undo_step(task.task_id)
-        agent.run_step(task.task_id)
+        agent.run_step(task.task_id)  # y1 again
+        agent.run_step(task.task_id)  # y2, with y1's value
         final = agent.run_step(task.task_id)
         assert final.is_last
         response = agent.finalize_response(task.task_id)
@@ -475,8 +503,9 @@ def test_stream_step_streams_the_refined_answer() -> None:
         task = agent.create_task(QUESTION)
         output = agent.stream_step(task.task_id)
         assert not output.is_last  # the reasoning is not the answer
-        output = agent.stream_step(task.task_id)
-        assert not output.is_last
+        for _wave in ("y1", "y2"):
+            output = agent.stream_step(task.task_id)
+            assert not output.is_last
         output = agent.stream_step(task.task_id)
         assert output.is_last
         pieces = list(output.output.response_gen)  # type: ignore[attr-defined]

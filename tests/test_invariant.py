@@ -32,9 +32,10 @@ After every action the rules below must hold for every notebook of the session
     runs only in a step that waited (`approval_problems`);
 (c) nothing ran twice: counted, not only compared as sets, in (a);
 (d) the stored audit and what the page and REST read (`runs.traces.export.trace_json`: its events,
-    and its steps' calls and results) say the same thing (`step_view_problems`; a plan's call
-    approved with references to earlier results, LLMCompiler's `$1` or CoA's `y1`, shows them,
-    and ran with their values), and so do the exported spans: the process exports as a server
+    and its steps' calls and results) say the same thing (`step_view_problems`: every call a step
+    shows is exactly the call that ran, for every worker; a plan's call that uses an earlier
+    result, LLMCompiler's `$1` or CoA's `y1`, waits for it and is shown, approved and edited
+    with its value), and so do the exported spans: the process exports as a server
     set up for OTLP does, into an in-memory exporter, one TOOL span per audited run with the
     arguments that ran (`telemetry_problems`).
 
@@ -167,10 +168,6 @@ def edited_arguments(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-# a plan's reference to an earlier call's result: LLMCompiler's $1, Chain-of-Abstraction's y1
-REFERENCE = re.compile(r"(\$\{?\d+\}?|\by\d+\b)")
-
-
 # --- reading back ----------------------------------------------------------------------------
 
 
@@ -214,16 +211,6 @@ def _has_active_turn(task_pk: int) -> bool:
     )
 
 
-def same_call(approved: dict[str, Any], ran: dict[str, Any]) -> bool:
-    """Whether a call approved with `approved` arguments ran with `ran`: the same, but for a
-    plan's references to earlier results (`REFERENCE`), which stand for any value."""
-    pattern = "".join(
-        ".+?" if n % 2 else re.escape(part)
-        for n, part in enumerate(REFERENCE.split(audit.canonical(approved)))
-    )
-    return re.fullmatch(pattern, audit.canonical(ran)) is not None
-
-
 def outline(events: list[dict[str, Any]]) -> str:
     """A notebook's log in one line per event, for a failure's message."""
     return "\n".join(
@@ -263,7 +250,9 @@ def decision_problems(events: list[dict[str, Any]]) -> list[str]:
             if decided is None:
                 continue
             if decided["action"] == "edited_arguments":
-                if not same_call(decided["after"], event["tool_kwargs"]):
+                if audit.canonical(decided["after"]) != audit.canonical(
+                    event["tool_kwargs"]
+                ):
                     problems.append(
                         f"{event['tool_id']} was edited to {decided['after']} "
                         f"and ran with {event['tool_kwargs']}"
@@ -283,24 +272,6 @@ def decision_problems(events: list[dict[str, Any]]) -> list[str]:
                     f"and its next {kind} is {said[:500]}"
                 )
     return problems
-
-
-def planned(step: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
-    """`step` as the page and REST show it, with each call of a plan whose approved arguments
-    refer to an earlier call's result given the values that ran in their place (the
-    `tool_call_result` event's), so that the rest (which tool, its output, the decision) is held
-    against the audit; a call without references must show exactly what ran."""
-    ran = {
-        e["tool_id"]: e["tool_kwargs"]
-        for e in events
-        if e["type"] == "tool_call_result" and e["step_id"] == step["step_id"]
-    }
-    calls = []
-    for call in step.get("tool_calls") or []:
-        if call["tool_id"] in ran and REFERENCE.search(json.dumps(call["tool_kwargs"])):
-            call = {**call, "tool_kwargs": ran[call["tool_id"]]}
-        calls.append(call)
-    return {**step, "tool_calls": calls or step.get("tool_calls")}
 
 
 # --- the person --------------------------------------------------------------------------------
@@ -538,7 +509,7 @@ class Person(RuleBasedStateMachine):
                 problems.append(
                     f"notebook {pk}: the page's events are not the stored ones"
                 )
-            steps = [planned(s, log) for turn in view["turns"] for s in turn["steps"]]
+            steps = [s for turn in view["turns"] for s in turn["steps"]]
             problems += [
                 f"notebook {pk}: {p}" for p in audit.step_view_problems(steps, log)
             ]

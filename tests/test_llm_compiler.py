@@ -568,10 +568,10 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
         [approval] = agent.get_upcoming_steps(task.task_id)
         assert approval.kind is StepKind.TOOL_CALLS and planned.output.response == plan
         pending = approval.tool_calls or []
+        # call 3 needs the results of 1 and 2: it waits for them, to be shown with them
         assert [(c.tool_name, c.tool_kwargs) for c in pending] == [
             ("search", {"query": "a"}),
             ("search", {"query": "b"}),
-            ("compose", {"text": "$1 and $2"}),
         ]
         agent.approve_tool_call(
             task.task_id,
@@ -581,6 +581,15 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
         )
         agent.reject_tool_call(
             task.task_id, approval.step_id, pending[1].tool_id, "too costly"
+        )
+        first = agent.run_step(task.task_id)
+        assert not first.is_last and calls.names() == ["search:A"]
+        [wave] = agent.get_upcoming_steps(task.task_id)
+        [compose] = wave.tool_calls or []
+        assert compose.tool_kwargs == {"text": "<A> and rejected by user: too costly"}
+        assert compose.planned_kwargs == {"text": "$1 and $2"}
+        assert compose.arguments_error == (
+            "not run because call 2 (search) failed: rejected by user: too costly"
         )
         output = agent.run_step(task.task_id)
     assert output.is_last and output.output.response == "only a"
@@ -592,34 +601,54 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
         in done[3].tool_output.content
     )
     assert tool_calls(recorder)[3].depends_on == [1, 2]
+    assert done[3].tool_kwargs == compose.tool_kwargs  # what was shown is what ran
 
 
-def test_an_approval_edit_may_reference_an_earlier_result_in_a_typed_parameter() -> (
-    None
-):
-    plan = '1. search("abc")\n2. measure("x")\n3. join()'
+def test_with_approval_a_dependant_is_shown_with_the_result_it_uses() -> None:
+    """The person approves values, never references: call 2 is offered with call 1's result in
+    place of "$1", an edit of that value is what runs, and a typed "$1" is not a value."""
+    plan = (
+        '1. search("abc")\n2. measure("$1")\n3. compose("$1 has $2 chars")\n4. join()'
+    )
     calls = Calls()
     with ScriptedServer(
         Script(rules=[planner(plan), joiner("Thought: ok\nAction: Finish(done)")])
     ) as server:
-        agent, _ = make(server, calls.tools(), approve=True)
+        agent, recorder = make(server, calls.tools(), approve=True)
         task = agent.create_task("edit me")
         agent.run_step(task.task_id)
-        [approval] = agent.get_upcoming_steps(task.task_id)
-        second = (approval.tool_calls or [])[1]
-        # "$1" stands for call 1's result, checked once substituted; other bad values are still refused
-        agent.approve_tool_call(
-            task.task_id, approval.step_id, second.tool_id, tool_kwargs={"text": "$1"}
-        )
+        [first] = agent.get_upcoming_steps(task.task_id)
+        assert [c.tool_kwargs for c in first.tool_calls or []] == [{"query": "abc"}]
+        agent.run_step(task.task_id)
+        [second] = agent.get_upcoming_steps(task.task_id)
+        [measure] = second.tool_calls or []
+        assert measure.tool_kwargs == {"text": "<abc>"}
+        assert measure.planned_kwargs == {"text": "$1"}
         with pytest.raises(ToolArgumentsError, match="text"):
             agent.approve_tool_call(
-                task.task_id,
-                approval.step_id,
-                second.tool_id,
-                tool_kwargs={"txt": "$1"},
+                task.task_id, second.step_id, measure.tool_id, tool_kwargs={"txt": "x"}
             )
+        agent.approve_tool_call(
+            task.task_id,
+            second.step_id,
+            measure.tool_id,
+            tool_kwargs={"text": "<abcd>"},
+        )
         agent.run_step(task.task_id)
-    assert calls.names() == ["search:abc", "measure:<abc>"]
+        [third] = agent.get_upcoming_steps(task.task_id)
+        # a whole "$2" keeps its type; inside a text a result is its text
+        assert [c.tool_kwargs for c in third.tool_calls or []] == [
+            {"text": "<abc> has 6 chars"}
+        ]
+        output = agent.run_step(task.task_id)
+    assert output.is_last
+    assert calls.names() == [
+        "search:abc",
+        "measure:<abcd>",
+        "compose:<abc> has 6 chars",
+    ]
+    ran = [r.tool_kwargs for r in results(recorder).values()]
+    assert ran == [{"query": "abc"}, {"text": "<abcd>"}, {"text": "<abc> has 6 chars"}]
 
 
 def test_stream_chat_streams_the_answer_not_the_plan() -> None:

@@ -392,9 +392,9 @@ async def test_every_preset_works_offline_with_the_demo_model(
             ("y6", ["y4", "y5"]),
             ("y7", ["y3", "y6"]),
         ]
-        assert [e["type"] for e in stored].count(
-            "step_completed"
-        ) == 3  # reasoning, calls, refine
+        # reasoning, the calls in three waves (the four queries, the two averages, the
+        # change: each shown with the results it uses), refine
+        assert [e["type"] for e in stored].count("step_completed") == 5
     else:
         assert [c["tool_name"] for c in calls] == ["sql_query", "multiply"]
     assert (await Task.objects.aget(pk=task.pk)).title.startswith(prompt[:40])
@@ -414,7 +414,16 @@ async def test_llm_compiler_plan_waits_for_approval_in_tools_mode(
         await service.wait_idle()
         step_id = await waiting_step(task)
         step = await Step.objects.aget(step_id=step_id)
-        assert step.kind == "tool_calls" and len(step.tool_calls or []) == 3
+        # the two queries wait first; the evaluation needs their results
+        assert step.kind == "tool_calls" and len(step.tool_calls or []) == 2
+        await service.approve(task.pk, step_id)
+        await service.wait_idle()
+        step_id = await waiting_step(task)
+        step = await Step.objects.aget(step_id=step_id)
+        [evaluate] = step.tool_calls or []
+        # shown with the values that will run, planned with references to them
+        assert "$" not in evaluate["tool_kwargs"]["expression"]
+        assert "$1" in evaluate["planned_kwargs"]["expression"]
         await service.approve(task.pk, step_id)
         await service.wait_idle()
     completed = [e for e in await events(task) if e["type"] == "task_completed"]

@@ -58,6 +58,9 @@ class PendingToolCall(BaseModel):
     output_name: str | None = (
         None  # what its result is called in a chain of abstraction ("y2")
     )
+    # a plan's call as it was planned, with its references to earlier results ("$1", "y1"), when
+    # `tool_kwargs` holds those results in their place (what runs)
+    planned_kwargs: dict[str, Any] | None = None
 
     @classmethod
     def from_selection(cls, selection: ToolSelection) -> PendingToolCall:

@@ -154,11 +154,6 @@ class BaseAgentWorker(ABC):
         against ``get_tools()``)."""
         return []
 
-    def argument_is_deferred(self, value: Any) -> bool:
-        """Whether an argument stands for a result not known yet (an LLMCompiler ``"$1"``, a CoA ``"y1"``):
-        such an argument is checked against the schema when the call runs, not when a person edits it."""
-        return False
-
     def validate_tool_kwargs(
         self, tool_name: str, kwargs: dict[str, Any]
     ) -> dict[str, Any]:
@@ -166,14 +161,7 @@ class BaseAgentWorker(ABC):
         tool = next((t for t in self.get_tools() if t.metadata.name == tool_name), None)
         if tool is None:
             raise ToolArgumentsError(f"there is no tool named {tool_name!r}")
-        deferred = {
-            name for name, value in kwargs.items() if self.argument_is_deferred(value)
-        }
-        problems = [
-            (field, message)
-            for field, message in tool.problems(kwargs)
-            if field.split(".")[0] not in deferred
-        ]
+        problems = list(tool.problems(kwargs))
         if problems:
             raise schema_error(tool_name, problems)
         return dict(kwargs)

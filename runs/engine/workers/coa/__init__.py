@@ -1,7 +1,7 @@
 """Chain-of-Abstraction: an abstract chain of placeholder calls, run as a graph, then refined."""
 
 from .chain import Chain, ChainCall, fill, parse_chain
-from .executor import run_chain
+from .executor import ready_calls, run_wave
 from .pack import CoAAgentPack
 from .prompts import REASONING_PROMPT_TEMPLATE, REFINE_REASONING_PROMPT_TEMPLATE
 from .stubs import function_stub, tool_stub
@@ -19,6 +19,7 @@ __all__ = [
     "fill",
     "function_stub",
     "parse_chain",
-    "run_chain",
+    "ready_calls",
+    "run_wave",
     "tool_stub",
 ]

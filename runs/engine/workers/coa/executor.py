@@ -1,18 +1,20 @@
-"""Running a chain's placeholders as a dependency graph: every call starts once its inputs are ready.
+"""Running a chain's placeholders in waves: each wave is every call whose inputs are known.
 
-Each placeholder becomes an asyncio task that awaits the tasks of the results it uses, so
-independent calls run at the same time and a chain resolves in order, with no waves and no
-polling. A placeholder with a problem does not wait for anything (so a cycle cannot hang): it is
-answered with its error at once, and the calls that use it are answered with that failure.
+A call is shown (and, when calls need approval, approved or edited) with the values of the
+results it uses in place of its ``yN`` references, so a wave holds exactly the calls whose inputs
+have all run; it runs them at the same time, each as the person left it, and the next wave
+follows from their results. A placeholder with a problem waits for nothing (so a cycle cannot
+hang): it is in the first wave and is answered with its error, and a call that uses a failed
+result is answered with that failure unless a person gives it arguments of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ...tools import BaseTool, ToolOutput
-from ...types import PendingToolCall, Task, TaskStep, ToolCallDecision
+from ...types import PendingToolCall, Task, TaskStep
 from ..tool_calls import run_one_call
 from .chain import Chain, ChainCall, substitute
 
@@ -25,68 +27,77 @@ def _failed_input(call: ChainCall, inputs: Mapping[str, ToolOutput]) -> str | No
     return None
 
 
-async def run_chain(
+def ready_calls(chain: Chain) -> list[ChainCall]:
+    """The placeholders without a result whose inputs all have one (or that wait for nothing
+    because they cannot run), in the chain's order."""
+    defined = chain.defined()
+
+    def known(name: str) -> bool:
+        return name in defined and defined[name].result is not None
+
+    return [
+        call
+        for call in chain.calls
+        if call.result is None
+        and (call.problem is not None or all(known(n) for n in call.depends_on))
+    ]
+
+
+def offered_call(call: ChainCall, chain: Chain, tool_id: str) -> PendingToolCall:
+    """A ready placeholder as a person sees and approves it: its references replaced by the
+    results they name (what runs), the chain's own arguments kept in ``planned_kwargs``."""
+    defined = chain.defined()
+    problem = call.problem
+    inputs: dict[str, ToolOutput] = {}
+    if problem is None:
+        inputs = {
+            name: result
+            for name in call.depends_on
+            if (result := defined[name].result) is not None
+        }
+        problem = _failed_input(call, inputs)
+    kwargs = substitute(call.kwargs, inputs) if problem is None else dict(call.kwargs)
+    return PendingToolCall(
+        tool_id=tool_id,
+        tool_name=call.tool_name,
+        tool_kwargs=kwargs,
+        arguments_error=problem,
+        output_name=call.output,
+        planned_kwargs=dict(call.kwargs) if kwargs != call.kwargs else None,
+    )
+
+
+async def run_wave(
     task: Task,
     step: TaskStep,
     tools: Mapping[str, BaseTool],
     chain: Chain,
+    calls: Sequence[ChainCall],
     tool_id: Callable[[ChainCall], str],
-    decisions: Mapping[str, PendingToolCall] | None = None,
+    decisions: Mapping[str, PendingToolCall],
 ) -> None:
-    """Run every placeholder of ``chain`` (setting each ``result``), emitting ToolCall/ToolCallResult.
-
-    ``decisions`` are a person's approvals and rejections by tool id, when calls needed approval.
-    """
+    """Run ``calls`` at once, each exactly as its call in ``decisions`` stands (arguments,
+    decision, problem), setting each one's ``result`` and emitting ToolCall/ToolCallResult."""
     defined = chain.defined()
-    running: dict[int, asyncio.Task[ToolOutput]] = {}
-    by_output: dict[str, int] = {}
 
-    async def run(position: int, call: ChainCall) -> ToolOutput:
-        problem = call.problem
-        inputs: dict[str, ToolOutput] = {}
-        if problem is None:
-            for name in call.depends_on:
-                # shield: cancelling this call must not cancel the call it waits for
-                inputs[name] = await asyncio.shield(running[by_output[name]])
-            problem = _failed_input(call, inputs)
+    async def run(call: ChainCall) -> ToolOutput:
         if not call.tool_name:  # too malformed to be a call: nothing to show as one
-            return ToolOutput(content=f"Error: {problem}", tool_name="", is_error=True)
-        decision = (decisions or {}).get(tool_id(call))
-        pending = PendingToolCall(
-            tool_id=tool_id(call),
-            tool_name=call.tool_name,
-            tool_kwargs=substitute(call.kwargs, inputs)
-            if problem is None
-            else dict(call.kwargs),
-            decision=decision.decision if decision else ToolCallDecision.APPROVED,
-            reason=decision.reason if decision else None,
-            arguments_error=problem,
-        )
+            return ToolOutput(
+                content=f"Error: {call.problem}", tool_name="", is_error=True
+            )
+        decided = decisions[tool_id(call)]
         first = call.output is not None and defined.get(call.output) is call
         return await run_one_call(
             task,
             step,
             dict(tools),
-            pending,
+            decided.model_copy(update={"tool_name": call.tool_name}),
             plan_index=call.index if first else None,
             depends_on=[int(name[1:]) for name in call.depends_on if name in defined],
             output_name=call.output,
             depends_on_names=list(call.depends_on),
         )
 
-    # every task exists before any of them runs, so each finds the tasks it waits for
-    for position, call in enumerate(chain.calls):
-        if call.output and defined.get(call.output) is call:
-            by_output[call.output] = position
-        running[position] = asyncio.create_task(
-            run(position, call), name=f"coa-{call.label}"
-        )
-    try:
-        await asyncio.gather(*running.values())
-    except BaseException:
-        for pending_task in running.values():
-            pending_task.cancel()
-        await asyncio.gather(*running.values(), return_exceptions=True)
-        raise
-    for position, call in enumerate(chain.calls):
-        call.result = running[position].result()
+    outputs = await asyncio.gather(*(run(call) for call in calls))
+    for call, output in zip(calls, outputs):
+        call.result = output

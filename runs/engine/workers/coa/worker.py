@@ -5,9 +5,11 @@ A task runs as three steps, each one visible and steerable:
 
 1. **reasoning** (kind ``llm``): the model answers with an abstract chain, every tool use a
    placeholder ``[FUNC name(args) = yN]``. With no placeholder, its reply is the answer.
-2. **calls** (kind ``tool_calls``): the placeholders run as a dependency graph, every call whose
-   inputs are ready at once. Being a tool-call step, it waits for a person in the notebook's step
-   and tools modes: arguments can be corrected, calls approved or rejected with a reason.
+2. **calls** (kind ``tool_calls``, one step per wave): every placeholder whose inputs are known,
+   shown with those values in place of its ``yN`` references (what runs), all run at once; the
+   next wave's step follows from their results. Being a tool-call step, each wave waits for a
+   person in the notebook's step and tools modes: arguments can be corrected, calls approved or
+   rejected with a reason.
 3. **refine** (kind ``llm``): the model reads the question and the chain with its values filled
    in (errors and rejections included) and writes the answer.
 
@@ -28,7 +30,6 @@ from ...messages import ChatMessage, TokenUsage
 from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
 from ...types import (
     AgentChatResponse,
-    PendingToolCall,
     StepKind,
     Task,
     TaskStep,
@@ -36,8 +37,8 @@ from ...types import (
 )
 from ..base import BaseAgentWorker
 from ..llm_turn import stream_turn
-from .chain import Chain, ChainCall, arity_problem, fill, link, parse_chain, references
-from .executor import run_chain
+from .chain import Chain, ChainCall, arity_problem, fill, parse_chain
+from .executor import offered_call, ready_calls, run_wave
 from .prompts import (
     REASONING_FIELDS,
     REASONING_PROMPT_TEMPLATE,
@@ -170,10 +171,6 @@ class CoAAgentWorker(BaseAgentWorker):
         """The worker's tools plus those the retriever picks for ``question``."""
         return tools_for_query(self.tools, self.tool_retriever, question)
 
-    def argument_is_deferred(self, value: Any) -> bool:
-        """An argument using a result (``"y1"``) is checked once that result is known, when the call runs."""
-        return next(references(value), None) is not None
-
     def validate_tool_kwargs(
         self, tool_name: str, kwargs: dict[str, Any]
     ) -> dict[str, Any]:
@@ -254,26 +251,24 @@ class CoAAgentWorker(BaseAgentWorker):
         for call in chain.calls:
             call.tool_id = state.tool_id(call)
         state.save(task)
+        return TaskStepOutput(
+            output=AgentChatResponse(response=text, usage=reply.usage),
+            task_step=step,
+            next_steps=[self._wave_step(step, state, chain)],
+        )
+
+    def _wave_step(self, step: TaskStep, state: CoAState, chain: Chain) -> TaskStep:
+        """The step of the calls that can run now, shown with the values they run with."""
         pending = [
-            PendingToolCall(
-                tool_id=state.tool_id(call),
-                tool_name=call.tool_name,
-                tool_kwargs=dict(call.kwargs),
-                arguments_error=call.problem,
-                output_name=call.output,
-            )
-            for call in chain.calls
+            offered_call(call, chain, state.tool_id(call))
+            for call in ready_calls(chain)
             if call.tool_name
         ]
         calls = step.get_next_step(
             kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state={PHASE: CALLS}
         )
         calls.input = calls.tool_calls_as_input()
-        return TaskStepOutput(
-            output=AgentChatResponse(response=text, usage=reply.usage),
-            task_step=step,
-            next_steps=[calls],
-        )
+        return calls
 
     async def _run_calls(self, step: TaskStep, task: Task) -> TaskStepOutput:
         state = CoAState.load(task)
@@ -283,31 +278,39 @@ class CoAAgentWorker(BaseAgentWorker):
                 "this task has no chain to run; run its reasoning step first"
             )
         decisions = {call.tool_id: call for call in step.tool_calls or []}
-        for call in chain.calls:
-            decided = decisions.get(state.tool_id(call))
-            if decided is None and call.tool_name:
+        wave = ready_calls(chain)
+        for call in wave:
+            if call.tool_name and state.tool_id(call) not in decisions:
                 # never run a call as the model wrote it when the person was shown another
                 raise RuntimeError(
                     f"{call.label} has no call in this step to run as approved "
                     f"({state.tool_id(call)!r})"
                 )
-            if decided is not None and decided.tool_kwargs != call.kwargs:
-                # a person corrected the arguments: what the call uses follows the edit
-                call.kwargs = dict(decided.tool_kwargs)
-                call.error = decided.arguments_error
-                call.depends_on = list(dict.fromkeys(references(call.kwargs)))
-        link(chain)
+        for call in wave:
+            decided = decisions.get(state.tool_id(call))
+            offered = offered_call(call, chain, state.tool_id(call))
+            if decided is not None and decided.tool_kwargs != offered.tool_kwargs:
+                call.kwargs = dict(decided.tool_kwargs)  # a person's correction ran
         tools = tools_by_name(self.tools_for(state.question))
-        await run_chain(task, step, tools, chain, state.tool_id, decisions)
+        await run_wave(task, step, tools, chain, wave, state.tool_id, decisions)
+        sources = [
+            call.result for call in wave if call.result is not None and call.tool_name
+        ]
+        if any(call.result is None for call in chain.calls):
+            state.save(task)
+            done = ", ".join(call.label for call in wave if call.tool_name)
+            return TaskStepOutput(
+                output=AgentChatResponse(
+                    response=f"Ran {done}; their results are in the next calls",
+                    sources=sources,
+                ),
+                task_step=step,
+                next_steps=[self._wave_step(step, state, chain)],
+            )
         state.filled = fill(chain)
         state.save(task)
         if self.verbose:
             print(f"> Filled in:\n{state.filled}")
-        sources = [
-            call.result
-            for call in chain.calls
-            if call.result is not None and call.tool_name
-        ]
         refine = step.get_next_step(step_state={PHASE: REFINE})
         return TaskStepOutput(
             output=AgentChatResponse(response=state.filled, sources=sources),

@@ -9,13 +9,14 @@ the dependant is answered with that error instead of running.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ...tools import BaseTool, ToolOutput
 from ...types import PendingToolCall, Task, TaskStep, ToolCallDecision
 from ..tool_calls import run_one_call
 from .plan import PlannedCall
 from .refs import substitute
+from .rounds import RoundRecord
 
 
 def call_tool_id(step: TaskStep, index: int) -> str:
@@ -113,3 +114,62 @@ def _failed_dependency(
         if output is not None and output.is_error:
             return f"not run because call {index} ({output.tool_name}) failed: {output.content}"
     return None
+
+
+# --- with approval: the calls that can run now, each shown with the values it will run with ---
+
+
+def ready_calls(
+    record: RoundRecord, earlier: Mapping[int, ToolOutput]
+) -> list[PlannedCall]:
+    """The round's calls that have not run and whose dependencies all have results, in plan order."""
+    known = {**earlier, **record.outputs()}
+    return [
+        call
+        for call in record.calls
+        if call.output is None and all(index in known for index in call.depends_on)
+    ]
+
+
+def offered_call(call: PlannedCall, known: Mapping[int, ToolOutput]) -> PendingToolCall:
+    """``call`` as a person approves it: its references replaced by the results they name (what
+    will run), the plan's own arguments kept in ``planned_kwargs`` when they differ."""
+    kwargs = substitute(call.kwargs, known, set(call.depends_on))
+    return PendingToolCall(
+        tool_id=call.tool_id or "",
+        tool_name=call.tool_name,
+        tool_kwargs=kwargs,
+        arguments_error=call.error or _failed_dependency(call, known),
+        planned_kwargs=dict(call.kwargs) if kwargs != call.kwargs else None,
+    )
+
+
+async def run_wave(
+    task: Task,
+    step: TaskStep,
+    tools: Mapping[str, BaseTool],
+    calls: Sequence[PlannedCall],
+    approvals: Mapping[str, PendingToolCall],
+) -> list[ToolOutput]:
+    """Run ``calls`` at once, each exactly as the person left its approval (arguments, decision,
+    problem): their dependencies have results already, so nothing is substituted here."""
+
+    def as_approved(call: PlannedCall) -> PendingToolCall:
+        approval = approvals[str(call.tool_id)]
+        return approval.model_copy(update={"tool_name": call.tool_name})
+
+    return list(
+        await asyncio.gather(
+            *(
+                run_one_call(
+                    task,
+                    step,
+                    dict(tools),
+                    as_approved(call),
+                    plan_index=call.index,
+                    depends_on=list(call.depends_on),
+                )
+                for call in calls
+            )
+        )
+    )

@@ -16,10 +16,15 @@ from ...errors import AgentError, LLMError
 from ...llms.base import LLM
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
-from ...tools import BaseTool, ToolRetriever, tools_by_name, tools_for_query
+from ...tools import (
+    BaseTool,
+    ToolOutput,
+    ToolRetriever,
+    tools_by_name,
+    tools_for_query,
+)
 from ...types import (
     AgentChatResponse,
-    PendingToolCall,
     StepKind,
     Task,
     TaskStep,
@@ -27,7 +32,7 @@ from ...types import (
 )
 from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
-from .executor import PlanExecutor, call_tool_id
+from .executor import PlanExecutor, call_tool_id, offered_call, ready_calls, run_wave
 from .joiner import JoinerDecision, parse_joiner_reply
 from .plan import END_OF_PLAN, PlanParser, call_line
 from .prompts import (
@@ -39,7 +44,6 @@ from .prompts import (
     planner_user_message,
     render_joiner_prompt,
 )
-from .refs import find_references, whole_reference
 from .rounds import CompilerState, RoundRecord, format_rounds
 
 DEFAULT_MAX_REPLANS = 3
@@ -122,11 +126,6 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         """The worker's tools, plus those the retriever picks for ``input`` when one is given."""
         return self._round_tools(input) if input else list(self.tools)
 
-    def argument_is_deferred(self, value: Any) -> bool:
-        """A whole ``$N`` reference is checked once call N's result is substituted, so a person may
-        type ``"$1"`` into a numeric parameter."""
-        return isinstance(value, str) and whole_reference(value) is not None
-
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CompilerState().save(task)
         return TaskStep(
@@ -201,7 +200,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             print(f"> Plan (round {round_no}):\n{parser.text}")
         if executor is None and record.calls:
             state.save(task)
-            return self._approval_step(step, record, usage)
+            return self._approval_step(step, record, earlier, step.step_id, usage)
         if executor is not None:
             outputs = await executor.wait()
             for call in record.calls:
@@ -209,31 +208,37 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         return await self._join(step, task, state, record, usage)
 
     def _approval_step(
-        self, step: TaskStep, record: RoundRecord, usage: TokenUsage | None
+        self,
+        step: TaskStep,
+        record: RoundRecord,
+        earlier: dict[int, ToolOutput],
+        plan_step_id: str,
+        usage: TokenUsage | None = None,
+        sources: list[ToolOutput] | None = None,
     ) -> TaskStepOutput:
-        """Hand the planned calls to a person: the next step runs them once approved, then joins."""
+        """Hand a person the calls that can run now, their references to earlier results replaced
+        by those results: what they approve or edit is exactly what runs. The calls that use
+        results not known yet wait for a later step of their own."""
+        plan_step = TaskStep(task_id=step.task_id, step_id=plan_step_id)
         pending = []
-        for call in record.calls:
-            call.tool_id = call_tool_id(step, call.index)
-            pending.append(
-                PendingToolCall(
-                    tool_id=call.tool_id,
-                    tool_name=call.tool_name,
-                    tool_kwargs=dict(call.kwargs),
-                    arguments_error=call.error,
-                )
-            )
+        for call in ready_calls(record, earlier):
+            call.tool_id = call.tool_id or call_tool_id(plan_step, call.index)
+            pending.append(offered_call(call, {**earlier, **record.outputs()}))
         state = {
             _ROUND: record.round,
             _PENDING_ROUND: record.model_dump(mode="json"),
-            _PLAN_STEP: step.step_id,
+            _PLAN_STEP: plan_step_id,
         }
         approval = step.get_next_step(
             kind=StepKind.TOOL_CALLS, tool_calls=pending, step_state=state
         )
         approval.input = approval.tool_calls_as_input()
+        if step.kind is StepKind.TOOL_CALLS:
+            text = f"{len(sources or [])} call(s) ran; {len(pending)} can run now"
+        else:
+            text = record.plan
         return TaskStepOutput(
-            output=AgentChatResponse(response=record.plan, usage=usage),
+            output=AgentChatResponse(response=text, usage=usage, sources=sources or []),
             task_step=step,
             next_steps=[approval],
         )
@@ -241,41 +246,35 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     async def _run_approved(
         self, step: TaskStep, task: Task, state: CompilerState
     ) -> TaskStepOutput:
+        """Run the calls of this step as the person left them, then offer the calls their
+        results made runnable, or join once every call of the round has a result."""
         record = RoundRecord.model_validate(step.step_state[_PENDING_ROUND])
-        plan_step = TaskStep(
-            task_id=task.task_id, step_id=str(step.step_state[_PLAN_STEP])
-        )
-        approvals = {call.tool_id: call for call in step.tool_calls or []}
+        plan_step_id = str(step.step_state[_PLAN_STEP])
         earlier = state.outputs()
-        known = set(earlier) | {call.index for call in record.calls}
-        executor = PlanExecutor(
-            task, step, tools_by_name(self._round_tools(state.question)), earlier
-        )
-        for call in record.calls:
-            approval = approvals.get(
-                call.tool_id or call_tool_id(plan_step, call.index)
-            )
-            if approval is None:
+        approvals = {call.tool_id: call for call in step.tool_calls or []}
+        wave = ready_calls(record, earlier)
+        for call in wave:
+            if call.tool_id not in approvals:
                 # never run a call as planned when the person was shown another
                 raise RuntimeError(
                     f"call {call.index} of the plan has no call in this step to run as approved"
                 )
-            if approval is not None and approval.tool_kwargs != call.kwargs:
-                # a person edited the arguments: their references decide what the call waits for
-                refs = find_references(approval.tool_kwargs, call.index, known)
+        known = {**earlier, **record.outputs()}
+        for call in wave:
+            approval = approvals[str(call.tool_id)]
+            if approval.tool_kwargs != offered_call(call, known).tool_kwargs:
+                # a person edited the arguments: the joiner reads what ran
                 call.kwargs = dict(approval.tool_kwargs)
-                call.line = call_line(
-                    call.tool_name, call.kwargs
-                )  # the joiner reads what ran
-                call.depends_on = sorted(refs.depends_on)
-                call.error = approval.arguments_error or refs.problem(call.index)
-            elif approval is not None:
-                call.error = approval.arguments_error
-            executor.submit(call, approval)
-        outputs = await executor.wait()
-        for call in record.calls:
-            call.output = outputs.get(call.index)
-        return await self._join(step, task, state, record, None)
+                call.line = call_line(call.tool_name, call.kwargs)
+        tools = tools_by_name(self._round_tools(state.question))
+        outputs = await run_wave(task, step, tools, wave, approvals)
+        for call, output in zip(wave, outputs):
+            call.output = output
+        if any(call.output is None for call in record.calls):
+            return self._approval_step(
+                step, record, earlier, plan_step_id, sources=outputs
+            )
+        return await self._join(step, task, state, record, None, sources=outputs)
 
     # --- joining ------------------------------------------------------------------------------
 
@@ -286,7 +285,10 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         state: CompilerState,
         record: RoundRecord,
         usage: TokenUsage | None,
+        sources: list[ToolOutput] | None = None,
     ) -> TaskStepOutput:
+        """Ask the joiner for the answer or a new round. ``sources`` are the results this step
+        shows (by default every call of the round: they all ran in it)."""
         last_round = (
             record.round > self.max_replans
         )  # round 1 is the plan, every later one a replan
@@ -299,7 +301,8 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         usage = _add_usage(usage, reply.usage)
         decision = parse_joiner_reply(reply.message.text)
         record.thought = decision.thought
-        sources = [call.output for call in record.calls if call.output is not None]
+        if sources is None:
+            sources = [c.output for c in record.calls if c.output is not None]
         if self.verbose:
             verdict = (
                 f"Replan({decision.reason})"
