@@ -274,7 +274,8 @@ def test_a_plans_edited_call_is_what_the_page_the_model_and_the_tool_saw(
     tool_log: Path,
     artifacts_dir: Path,
 ) -> None:
-    """LLMCompiler in tools mode: its plan's calls wait; the person corrects one's SQL."""
+    """LLMCompiler in tools mode: its plan's calls wait; the person corrects one's SQL; the
+    call that uses both results then waits shown with their values (what runs), not `$1`."""
     scripted_model.load(Script(rules=llm_compiler_rules()), reset_log=True)
     ran_before = len(executions(tool_log))
     pk = start_notebook(
@@ -291,14 +292,32 @@ def test_a_plans_edited_call_is_what_the_page_the_model_and_the_tool_saw(
     calls.get_by_role("button", name="Save edits").click()
     calls.locator(".human-action.action-edited_arguments").wait_for()
     shots_at_both_sizes(page, artifacts_dir, "surface-page-5-plan-edited")
-    # one approval runs the plan's calls; the joiner then answers by itself in tools mode
+    # the approval runs the two queries; the evaluation, which uses their results, waits next
     calls.get_by_role("button", name="Approve and run").click()
+    evaluation = page.locator(
+        "article.cell-step[data-status='pending'] .tool-card.editable",
+        has=page.get_by_label("Arguments for evaluate (JSON)"),
+    )
+    evaluation.wait_for()
+    shown = json.loads(
+        evaluation.get_by_label("Arguments for evaluate (JSON)").input_value()
+    )
+    assert "$" not in shown["expression"], shown
+    planned = evaluation.locator(".tool-planned")
+    assert "$1" in planned.inner_text() and "$2" in planned.inner_text()
+    evaluation.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "surface-page-6-plan-call-with-values")
+    # the joiner then answers by itself in tools mode
+    page.locator("article.cell-step[data-status='pending']").get_by_role(
+        "button", name="Approve and run"
+    ).click()
     page.locator(".cell-answer").wait_for()
-    shots_at_both_sizes(page, artifacts_dir, "surface-page-6-plan-answered")
+    shots_at_both_sizes(page, artifacts_dir, "surface-page-7-plan-answered")
 
     events = stored_events(page, live_app, pk)
     ran = executions(tool_log)[ran_before:]
     assert ("sql_value", edited) in ran and ("sql_value", original) not in ran
+    assert ("evaluate", shown) in ran  # what the page showed waiting is what ran
     problems = audit.wire_problems(
         scripted_model.requests, events, ran, calls_as_messages=False
     )

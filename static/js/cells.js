@@ -6,7 +6,7 @@
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
 import { domId, formatDuration, h, prettyJson, replaceChildren } from "./dom.js";
-import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, renderChain, resultName } from "./chain.js";
+import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, plannedAs, renderChain, resultName } from "./chain.js";
 import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
@@ -420,6 +420,7 @@ export function pendingCard(step, call) {
       h("span", { class: `badge decision decision-${decision}` }, decision),
     ),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.tool_kwargs)),
+    plannedAs(call),
     call.reason ? h("p", { class: "tool-reason" }, `Reason: ${call.reason}`) : null,
   );
 }

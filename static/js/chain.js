@@ -21,6 +21,13 @@ export function dependencyName(call, index) {
   return call.outputName ? `y${index}` : `$${index}`;
 }
 
+/** For a plan's call shown with the earlier results it uses (what runs): how it was planned,
+ * with its references ("$1", "y1"); null for a call planned with its values. */
+export function plannedAs(call) {
+  if (!call.planned_kwargs) return null;
+  return h("p", { class: "tool-planned" }, "Planned as ", h("code", {}, JSON.stringify(call.planned_kwargs)));
+}
+
 /** The results a pending placeholder call uses: every argument that is exactly `yK`, as K. */
 export function pendingDependencies(kwargs) {
   const found = new Set();

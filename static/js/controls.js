@@ -3,6 +3,7 @@
 // last completed step. Rebuilt only when what they offer changes, keeping what was typed.
 
 import { isCtrlEnter } from "./actions.js";
+import { plannedAs } from "./chain.js";
 import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 import { batchControls } from "./policy_controls.js";
@@ -171,7 +172,9 @@ export class StepControls {
       args,
       this.bus.slot(`args:${key}`, argsErr),
     );
-    if (call.arguments_error) card.append(h("p", { class: "tool-reason" }, `The model's arguments were not valid: ${call.arguments_error}`));
+    const planned = plannedAs(call);
+    if (planned) card.append(planned);
+    if (call.arguments_error) card.append(h("p", { class: "tool-reason" }, argumentsProblem(call.arguments_error)));
     if (rejected) {
       card.append(h("p", { class: "tool-reason" }, `Rejected: ${call.reason || "no reason given"}`));
       return card;
@@ -326,4 +329,11 @@ function restoreFields(slot, { fields, focus }) {
       }
     }
   }
+}
+
+/** Why a waiting call would not run as it stands: the model's arguments, or a result it uses that failed. */
+function argumentsProblem(error) {
+  const unmet = "not run because ";
+  if (error.startsWith(unmet)) return `Will not run: ${error.slice(unmet.length)}; edit its arguments to run it anyway.`;
+  return `The model's arguments were not valid: ${error}`;
 }

@@ -144,7 +144,7 @@ function callsOf(step) {
       // a chain's placeholders wait with their result names, so their edges show before they run
       planIndex: c.output_name ? Number(c.output_name.slice(1)) : null,
       outputName: c.output_name ?? null,
-      dependsOn: c.output_name ? pendingDependencies(c.tool_kwargs) : [],
+      dependsOn: c.output_name ? pendingDependencies(c.planned_kwargs || c.tool_kwargs) : [],
       status: c.decision === "rejected" ? "rejected" : "pending", // a person's decision, as on the card
       index: i,
     }));
