@@ -1,8 +1,10 @@
 // The step DAG as data: nodes and edges derived from the notebook model (dag.js lays them out).
 //
 // One node per turn's message, per step, and per tool call inside a step. A call's edges come
-// from its `depends_on` plan indexes (LLMCompiler `$N`, Chain-of-Abstraction chains) or, with
-// none, from its step; the next step hangs off the calls nothing else in its step depends on.
+// from its `depends_on` plan indexes (LLMCompiler `$N`, Chain-of-Abstraction chains), which may
+// be calls of an earlier step of the turn (with approval a plan's calls wait in waves, each
+// after the results it uses), and from its step unless they are all in that step; the next step
+// hangs off the calls nothing else in its step depends on.
 // Handoffs between agents are steps and tool calls too, so they need nothing special here.
 // No DOM: dag.js draws the result, and tests can call these functions directly.
 
@@ -58,6 +60,7 @@ export function buildGraph(model, { domId }) {
     });
     if (previousTurnEnd) edges.push({ from: previousTurnEnd, to: messageId, kind: "turn" });
     let lastSinks = [messageId];
+    const planned = new Map(); // plan index -> node id of the turn's call computing it
     const steps = liveSteps(model, turn);
     steps.forEach((step, index) => {
       const stepNode = `s:${step.id}`;
@@ -86,7 +89,7 @@ export function buildGraph(model, { domId }) {
       const dependedOn = new Set();
       for (const call of calls) {
         const callNode = `c:${step.id}:${call.id}`;
-        const deps = call.dependsOn.map((i) => byPlanIndex.get(i)).filter(Boolean);
+        const deps = call.dependsOn.filter((i) => byPlanIndex.has(i) || planned.has(i));
         nodes.push({
           id: callNode,
           kind: "call",
@@ -96,18 +99,16 @@ export function buildGraph(model, { domId }) {
           target: domId("call", `${step.id}-${call.id}`),
           title: `${resultName(call) ? `${resultName(call)} ` : ""}${call.name}${deps.length ? ` after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : ""}: ${call.status}`,
         });
-        if (deps.length) {
-          // Each edge carries the name the call uses for that result: `$N` or `yK`.
-          for (const index of new Set(call.dependsOn)) {
-            const dep = byPlanIndex.get(index);
-            if (!dep) continue;
-            dependedOn.add(dep.id);
-            edges.push({ from: `c:${step.id}:${dep.id}`, to: callNode, kind: "dep", label: dependencyName(call, index) });
-          }
-        } else {
-          edges.push({ from: stepNode, to: callNode, kind: "flow" });
+        // Each edge carries the name the call uses for that result: `$N` or `yK`.
+        for (const index of new Set(deps)) {
+          const dep = byPlanIndex.get(index);
+          if (dep) dependedOn.add(dep.id);
+          const from = dep ? `c:${step.id}:${dep.id}` : planned.get(index);
+          edges.push({ from, to: callNode, kind: "dep", label: dependencyName(call, index) });
         }
+        if (!deps.some((i) => byPlanIndex.has(i))) edges.push({ from: stepNode, to: callNode, kind: "flow" });
       }
+      for (const call of calls) if (call.planIndex != null) planned.set(call.planIndex, `c:${step.id}:${call.id}`);
       const sinks = calls.filter((c) => !dependedOn.has(c.id)).map((c) => `c:${step.id}:${c.id}`);
       lastSinks = sinks.length ? sinks : [stepNode];
       sinksOf.set(step.id, lastSinks);
