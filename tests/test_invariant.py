@@ -50,7 +50,10 @@ the failing session and each notebook's log, one line per event.
 Seen to fail: with `_edit` in runs/service/actions.py recording an edit without applying it,
 function calling and the Team fail at `edit_took`. It found the parallel synthesis approved
 while its branches waited (recorded, never run: tests/test_parallel_branches.py) and a Team
-answer that left no human action (tests/test_team_notebook.py).
+answer that left no human action (tests/test_team_notebook.py). With the plans' waiting calls
+shown with their `$1` / `y1` references (as before the waves of runs/engine/workers/
+llm_compiler/worker.py and coa/worker.py), LLMCompiler fails at `step_view_problems`: the step
+showed `evaluate("($2 - $1) / $1 * 100")` and the audit the values that ran.
 """
 
 from __future__ import annotations
