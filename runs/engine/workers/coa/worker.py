@@ -259,9 +259,12 @@ class CoAAgentWorker(BaseAgentWorker):
 
     def _wave_step(self, step: TaskStep, state: CoAState, chain: Chain) -> TaskStep:
         """The step of the calls that can run now, shown with the values they run with."""
+        ready = ready_calls(chain)
+        if not ready:  # `link` gives a cycle or an unknown reference a problem: it waits for nothing
+            raise RuntimeError("no placeholder of the chain can run")
         pending = [
             offered_call(call, chain, state.tool_id(call))
-            for call in ready_calls(chain)
+            for call in ready
             if call.tool_name
         ]
         calls = step.get_next_step(

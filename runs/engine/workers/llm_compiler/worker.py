@@ -220,8 +220,11 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         by those results: what they approve or edit is exactly what runs. The calls that use
         results not known yet wait for a later step of their own."""
         plan_step = TaskStep(task_id=step.task_id, step_id=plan_step_id)
+        ready = ready_calls(record, earlier)
+        if not ready:  # every dependency is an earlier call, so one is always ready
+            raise RuntimeError(f"no call of round {record.round}'s plan can run")
         pending = []
-        for call in ready_calls(record, earlier):
+        for call in ready:
             call.tool_id = call.tool_id or call_tool_id(plan_step, call.index)
             pending.append(offered_call(call, {**earlier, **record.outputs()}))
         state = {
