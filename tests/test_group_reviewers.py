@@ -200,3 +200,104 @@ async def test_an_open_inbox_follows_a_member_added_to_or_removed_from_the_group
         await service.wait_idle()
         for ws in (reviewer, outsider):
             await ws.disconnect()
+
+
+def _relations_cases() -> list[tuple[str, Any, set[str]]]:
+    """Each change that decides who reviews whom, from either side of its relation, with the
+    people whose inboxes must reread whom they follow (see `people()` for who is where)."""
+
+    def group(name: str) -> Group:
+        return Group.objects.get(name=name)
+
+    def user(name: str) -> User:
+        return User.objects.get(username=name)
+
+    def permission() -> Permission:
+        return Permission.objects.get(
+            codename="review_group", content_type__app_label="runs"
+        )
+
+    def deactivated(name: str) -> None:
+        who = user(name)
+        who.is_active = False
+        who.save()
+
+    def logged_in(name: str) -> None:
+        user(name).save(update_fields=["last_login"])
+
+    return [
+        (
+            "nina joins sales (user form)",
+            lambda: user("nina").groups.add(group("sales")),
+            {"nina", "ana", "sam"},
+        ),
+        (
+            "nina joins ops (group form)",
+            lambda: group("ops").user_set.add(user("nina")),
+            {"nina", "otto"},
+        ),
+        (
+            "sales may review",
+            lambda: group("sales").permissions.add(permission()),
+            {"ana", "sam", "nina"},
+        ),
+        (
+            "ops may review (permission side)",
+            lambda: permission().group_set.add(group("ops")),
+            {"otto", "nina"},
+        ),
+        (
+            "otto may not review himself",
+            lambda: user("otto").user_permissions.remove(permission()),
+            {"otto", "nina"},
+        ),
+        (
+            "rita may review directly",
+            lambda: user("rita").user_permissions.add(permission()),
+            {"rita", "ana"},
+        ),
+        (
+            "nobody may review directly",
+            lambda: permission().user_set.clear(),
+            {"rita", "ana"},
+        ),
+        (
+            "sales emptied",
+            lambda: group("sales").user_set.clear(),
+            {"ana", "sam", "nina"},
+        ),
+        ("rita deactivated", lambda: deactivated("rita"), {"rita", "ana"}),
+        ("ana logs in", lambda: logged_in("ana"), set()),
+    ]
+
+
+async def test_every_change_to_who_reviews_whom_tells_exactly_the_people_it_touches() -> (
+    None
+):
+    """Membership and the review permission change from either side of their relation (the
+    user form, the group form, the permission's side, a clear), and a user is deactivated: each
+    tells the inboxes of the people it touches, after the commit, and a login tells nobody."""
+    from channels.layers import get_channel_layer
+
+    from runs.models import inbox_group_name
+    from runs.service.regroup import REGROUP_MESSAGE
+
+    users = await database_sync_to_async(people)()
+    users["nina"] = await database_sync_to_async(make_user)("nina")
+    layer = get_channel_layer()
+    channels = {}
+    for name, who in users.items():
+        channels[name] = await layer.new_channel()
+        await layer.group_add(inbox_group_name(who.pk), channels[name])
+    for what, change, told in await database_sync_to_async(_relations_cases)():
+        await database_sync_to_async(change)()
+        heard = set()
+        for name, who in users.items():
+            # a marker after the change: what the channel hears before it is what the change sent
+            await layer.group_send(inbox_group_name(who.pk), {"type": "test.marker"})
+            while (message := await layer.receive(channels[name]))[
+                "type"
+            ] != "test.marker":
+                assert message == {"type": REGROUP_MESSAGE, "user": who.pk}, what
+                heard.add(name)
+        assert heard == told, what

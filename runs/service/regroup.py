@@ -21,7 +21,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_save
 
@@ -64,44 +64,35 @@ def tell(user_pks: Iterable[int]) -> None:
     transaction.on_commit(send)
 
 
-def _membership_changed(
-    instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **_: Any
-) -> None:
-    # pre_clear: the members are still there to be named; post_clear would know none
-    if action not in ("post_add", "post_remove", "pre_clear"):
-        return
-    if reverse:  # group.user_set changed: `pk_set` are users
-        users = set(pk_set or ()) or _members([instance.pk])
-        tell(users | _members([instance.pk]))
-    else:  # user.groups changed: `pk_set` are groups
-        groups = set(pk_set or ()) or _groups_of([instance.pk])
-        tell({instance.pk} | _members(groups))
+# the m2m relations that decide who reviews whom, by their through model: each side's role
+# ("user", "group", "permission") and its field there, read forward (instance side first)
+_RELATIONS: dict[type, tuple[tuple[str, str], tuple[str, str]]] = {}
 
 
-def _group_permissions_changed(
-    instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **_: Any
+def _relation_changed(
+    sender: Any,
+    instance: Any,
+    action: str,
+    reverse: bool,
+    pk_set: set[int] | None,
+    **_: Any,
 ) -> None:
+    # pre_clear: the related rows are still there to be named; post_clear would know none
     if action not in ("post_add", "post_remove", "pre_clear"):
         return
-    if reverse:  # permission.group_set changed: `pk_set` are groups
-        groups = set(pk_set or ()) or set(
-            instance.group_set.values_list("pk", flat=True)
+    (own, own_field), (other, other_field) = _RELATIONS[sender]
+    if reverse:
+        (own, own_field), (other, other_field) = (other, other_field), (own, own_field)
+    related = set(pk_set or ()) or set(
+        sender.objects.filter(**{f"{own_field}_id": instance.pk}).values_list(
+            f"{other_field}_id", flat=True
         )
-    else:
-        groups = {instance.pk}
-    tell(_members(groups))
-
-
-def _user_permissions_changed(
-    instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **_: Any
-) -> None:
-    if action not in ("post_add", "post_remove", "pre_clear"):
-        return
-    if reverse:  # permission.user_set changed: `pk_set` are users
-        users = set(pk_set or ()) or set(instance.user_set.values_list("pk", flat=True))
-    else:
-        users = {instance.pk}
-    tell(users | _members(_groups_of(users)))
+    )
+    sides = {own: {instance.pk}, other: related}
+    users = sides.get("user", set())
+    # a user's own permission changes whom the members of their groups review with them
+    groups = sides["group"] if "group" in sides else _groups_of(users)
+    tell(users | _members(groups))
 
 
 def _user_saved(
@@ -118,17 +109,19 @@ def connect() -> None:
     """Listen for the changes (runs.apps.RunsConfig.ready)."""
     user_model = get_user_model()
     uid = "runs.service.regroup"
-    m2m_changed.connect(
-        _membership_changed, sender=user_model.groups.through, dispatch_uid=uid + ".m"
-    )
-    m2m_changed.connect(
-        _group_permissions_changed,
-        sender=Group.permissions.through,
-        dispatch_uid=uid + ".gp",
-    )
-    m2m_changed.connect(
-        _user_permissions_changed,
-        sender=user_model.user_permissions.through,
-        dispatch_uid=uid + ".up",
-    )
+    roles = {user_model: "user", Group: "group", Permission: "permission"}
+    for through in (
+        user_model.groups.through,
+        Group.permissions.through,
+        user_model.user_permissions.through,
+    ):
+        # an auto-created through model has the source's field first, then the target's
+        own, other = (f for f in through._meta.fields if f.related_model in roles)
+        _RELATIONS[through] = (
+            (roles[own.related_model], own.name),
+            (roles[other.related_model], other.name),
+        )
+        m2m_changed.connect(
+            _relation_changed, sender=through, dispatch_uid=f"{uid}.{through.__name__}"
+        )
     post_save.connect(_user_saved, sender=user_model, dispatch_uid=uid + ".u")

@@ -107,7 +107,10 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             )
 
     async def disconnect(self, code: int) -> None:
-        for group in self.groups:
+        await self._leave(self.groups)
+
+    async def _leave(self, groups: list[str]) -> None:
+        for group in groups:
             try:
                 await asyncio.wait_for(
                     self.channel_layer.group_discard(group, self.channel_name),
@@ -133,14 +136,9 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         wanted = [inbox_group_name(owner) for owner in owners]
         try:
             await self._join([g for g in wanted if g not in self.groups])
-            for group in self.groups:
-                if group not in wanted:
-                    await asyncio.wait_for(
-                        self.channel_layer.group_discard(group, self.channel_name),
-                        JOIN_TIMEOUT_S,
-                    )
         except Exception as exc:  # noqa: BLE001 - the layer failed: its retry joins again
             logger.warning("inbox: could not follow new reviewees (%r)", exc)
+        await self._leave([g for g in self.groups if g not in wanted])
         self.groups = wanted
         await self._send_list(None)
 
