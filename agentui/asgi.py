@@ -42,7 +42,8 @@ application = ProtocolTypeRouter(
 
 
 def _start_sweeper_with_daphne() -> None:
-    """Under daphne, start the lease sweep (runs.service.sweeper) once its loop runs.
+    """Under daphne, start the lease sweep (runs.service.sweeper) and the event loop's lag
+    metric (runs.telemetry.loop_watch) once its loop runs.
 
     daphne has no ASGI lifespan events; its loop is `daphne.server.twisted_loop`. Under other
     servers (and in tests) nothing starts: operators run `manage.py recover_runs` instead.
@@ -52,8 +53,10 @@ def _start_sweeper_with_daphne() -> None:
     if loop is None:
         return
     from runs.service.sweeper import start_sweeper
+    from runs.telemetry.metrics import watch_loop
 
     loop.call_soon_threadsafe(start_sweeper)
+    loop.call_soon_threadsafe(watch_loop)
 
 
 _start_sweeper_with_daphne()

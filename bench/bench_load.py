@@ -20,7 +20,9 @@ Per run: turns/s (turns finished / wall time from the first send to the last `ta
 turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
 → the frame carrying that token was read; same host clock), server CPU per token (user + system
 CPU time of the daphne processes, and of the turn workers with `--workers`, over the run, from
-/proc, divided by the tokens streamed), and
+/proc, divided by the tokens streamed), the daphnes' own event loop lag over the run (their
+`agentui_event_loop_lag_seconds` from /metrics, added up: the bucket bound under which half and
+99 % of the ticks fell, the signal docs/operations.md tells operators to alert on), and
 what was lost or duplicated: stored events must arrive per notebook as seq 1..n exactly once up
 to the notebook's last seq in the database, in order, and every streamed token exactly once. An
 event sent again in answer to the client's own `resume` is not the server's duplicate (the
@@ -39,12 +41,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from bench.bench_ws_latency import (
+    METRICS_TOKEN,
     PROMPT,
     PY,
     ROOT,
@@ -267,6 +273,7 @@ async def run(
     pids = [p.pid for p in setup.processes]
     spies = [spy(pid, profile) for pid in pids] if profile else []
     cpu_before = [cpu_seconds(pid) for pid in pids]
+    lag_before = loop_lag_buckets(setup.ports)
     client_cpu_before = time.process_time()
     load_before = load_average()
     started = time.time()
@@ -289,6 +296,7 @@ async def run(
                 client.failure = f"not done after {timeout:.0f} s"
         finished = time.time()
         cpu_after = [cpu_seconds(pid) for pid in pids]
+        lag = loop_lag_buckets(setup.ports) - lag_before
         client_cpu = time.process_time() - client_cpu_before
         expected = last_seqs(setup, ids)
         await wait_for_tail(clients, expected, 10)
@@ -304,11 +312,42 @@ async def run(
         "started": started,
         "wall_s": finished - started,
         "server_cpu_s": sum(cpu_after) - sum(cpu_before),
+        "loop_lag_p50_ms": bucket_quantile(lag, 0.50),
+        "loop_lag_p99_ms": bucket_quantile(lag, 0.99),
         "client_cpu_s": client_cpu,
         "expected_seq": expected,
         "load_before": load_before,
         "load_after": load_average(),
     }
+
+
+def loop_lag_buckets(ports: list[int]) -> Counter[float]:
+    """`agentui_event_loop_lag_seconds` of every daphne, added up: ticks by bucket bound (s)."""
+    found: Counter[float] = Counter()
+    for port in ports:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "agentui_event_loop_lag_seconds_bucket":
+                    found[float(sample.labels["le"])] += sample.value
+    return found
+
+
+def bucket_quantile(buckets: Counter[float], q: float) -> str:
+    """The bucket bound (ms) under which a fraction `q` of the ticks fell: "≤ 25" (a
+    histogram tells no finer), "> 5000" past the last bound, "" with no tick."""
+    total = buckets.get(float("inf"), 0)
+    if total <= 0:
+        return ""
+    for bound in sorted(buckets):
+        if buckets[bound] >= q * total:
+            return "> 5000" if bound == float("inf") else f"≤ {bound * 1000:g}"
+    return ""
 
 
 @dataclass
@@ -411,6 +450,8 @@ def analyse(
         "token_p99_ms": round(pct(token_latency, 99), 1) if streamed else None,
         "tokens": streamed,
         "tokens_per_frame": round(streamed / frames, 2) if frames else None,
+        "loop_lag_p50_ms": timing["loop_lag_p50_ms"],
+        "loop_lag_p99_ms": timing["loop_lag_p99_ms"],
         "server_cpu_s": round(timing["server_cpu_s"], 2),
         "server_cpu_ms_per_token": round(timing["server_cpu_s"] / streamed * 1000, 4)
         if streamed
@@ -486,9 +527,10 @@ async def measure(
 
 HEADER = (
     "| setup | notebooks | turns each | offered | reply (tokens × gap) | turns/s | turn p50 / p99 ms "
-    "| token p50 / p99 ms | tokens/frame | server CPU ms/token | server CPU ms/turn "
+    "| token p50 / p99 ms | event loop lag p50 / p99 ms | tokens/frame | server CPU ms/token "
+    "| server CPU ms/turn "
     "| lost / dup / unordered events | client resumes (events they brought) "
-    "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -497,6 +539,7 @@ def table_row(r: dict[str, Any]) -> str:
         f"| {r['setup']} | {r['notebooks']} | {r['turns_each']} | {r['offered']} | {r['reply']} "
         f"| {r['turns_per_s']} "
         f"| {r['turn_p50_ms']} / {r['turn_p99_ms']} | {r['token_p50_ms']} / {r['token_p99_ms']} "
+        f"| {r.get('loop_lag_p50_ms')} / {r.get('loop_lag_p99_ms')} "
         f"| {r['tokens_per_frame']} | {r['server_cpu_ms_per_token']} | {r.get('server_cpu_ms_per_turn')} "
         f"| {r['lost_events']} / {r['dup_events']} / {r['unordered_events']} "
         f"| {r['client_resumes']} ({r['events_via_resume']}) "

@@ -186,6 +186,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# /metrics of the servers a bench starts (bench_load reads their event loop's lag)
+METRICS_TOKEN = "bench-metrics"
+
+
 def base_env(database_url: str, redis_url: str | None, llm_url: str) -> dict[str, str]:
     env = {
         k: v
@@ -201,6 +205,7 @@ def base_env(database_url: str, redis_url: str | None, llm_url: str) -> dict[str
         PYTHONPATH=str(ROOT),
         DJANGO_SETTINGS_MODULE="agentui.settings",
         AGENTUI_LOG_LEVEL="WARNING",
+        AGENTUI_METRICS_TOKEN=METRICS_TOKEN,
     )
     if redis_url:
         env["REDIS_URL"] = redis_url

@@ -4,6 +4,7 @@ them, and metrics that move after a real turn (the scripted model over HTTP, the
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +14,11 @@ from django.test import AsyncClient, Client, override_settings
 from runs import service
 from tests.live_support import (
     QUESTION,
+    analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    llm_at,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
+    until_true,
 )
 from tests.metrics_support import samples, value
 from tests.rest_support import Api, user_with_token
@@ -144,3 +148,63 @@ async def test_metrics_move_after_a_real_turn(server: Any) -> None:  # noqa: F81
     assert moved("agentui_tokens_total", kind="prompt") > 0
     assert moved("agentui_tokens_total", kind="completion") > 0
     assert moved("agentui_tool_call_seconds_count") == 2
+
+
+async def _scrape(client: AsyncClient) -> dict[Any, float]:
+    response = await client.get(
+        "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert response.status_code == 200
+    return samples(response.content.decode())
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db
+async def test_the_running_notebooks_gauge_counts_a_run_while_it_goes(
+    scripted_server: Any,
+) -> None:
+    """`agentui_running_notebooks` is 1 while a notebook's run goes on in this process (its
+    model call slow to answer) and 0 once it ended: read at the scrape, never left behind."""
+    slow = scripted_server(analyst_script(defaults={"latency_s": 1.5}))
+    client = AsyncClient()
+    with override_settings(AGENTUI_METRICS_TOKEN=TOKEN), llm_at(slow):
+        assert value(await _scrape(client), "agentui_running_notebooks") == 0
+        _, token = await user_with_token("alice")
+        api = Api(token)
+        created = await api.post(
+            "/notebooks/", {"text": QUESTION, "agent": "function_calling"}
+        )
+        assert created.status_code == 201, created.content
+
+        async def counted() -> bool:
+            return value(await _scrape(client), "agentui_running_notebooks") == 1
+
+        await until_true(counted, what="the gauge counting the run")
+        detail = await api.wait(created.json()["id"])
+        await service.wait_idle()
+        assert detail["outcome"] == "answered"
+        assert value(await _scrape(client), "agentui_running_notebooks") == 0
+
+
+@pytest.mark.django_db  # only for the module's autouse fixture, which closes connections
+async def test_the_event_loop_lag_metric_sees_the_loop_held_up() -> None:
+    """A handler that holds the loop (a sync call where an await belonged) shows as lag: the
+    watch's next tick is late by about as long, in `agentui_event_loop_lag_seconds`."""
+    from runs.telemetry import metrics
+
+    def lag() -> tuple[float, float]:
+        """(ticks seen, ticks later than 0.25 s)"""
+        found = samples(metrics.exposition().decode())
+        count = value(found, "agentui_event_loop_lag_seconds_count")
+        quick = value(found, "agentui_event_loop_lag_seconds_bucket", le="0.25")
+        return count, count - quick
+
+    metrics.watch_loop()
+    metrics.watch_loop()  # once per loop, however often asked
+    start = lag()
+    await until_true(lambda: lag()[0] >= start[0] + 2, what="the watch ticking")
+    ticking = lag()
+    time.sleep(0.4)  # the loop held up: nothing else runs on it meanwhile
+    await until_true(lambda: lag()[0] > ticking[0], what="the tick after the hold")
+    held = lag()
+    assert held[1] - ticking[1] == 1, (ticking, held)  # that one tick, late by ≥ 0.25 s

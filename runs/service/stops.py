@@ -17,6 +17,7 @@ import logging
 from channels.db import database_sync_to_async
 
 from runs.models import Task
+from runs.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ STOP_POLL_S = 0.25
 # The run of each notebook whose steps this process is running.
 _runs: dict[int, asyncio.Task[None]] = {}
 _watchers: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+# read at each scrape, from the metrics view's thread: len() of a dict is safe there
+metrics.count_running(lambda: len(_runs))
 
 
 def track(task_pk: int, run: asyncio.Task[None]) -> None:

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
@@ -29,6 +30,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from runs.telemetry import loop_watch
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,20 @@ open_sockets = Gauge(
     "Websockets of this process following a notebook",
     _LABELS,
     registry=REGISTRY,
+)
+running_notebooks = Gauge(
+    "agentui_running_notebooks",
+    "Notebooks with a run going in this process (a step: its model call, its tools)",
+    _LABELS,
+    registry=REGISTRY,
+)
+event_loop_lag = Histogram(
+    "agentui_event_loop_lag_seconds",
+    "How late this process's event loop ran a timer due every 0.1 s: above a few ms, every "
+    "streamed token and frame waits for the loop (the process is full)",
+    _LABELS,
+    registry=REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 layer_lost = _counter(
     "agentui_channel_layer_lost",
@@ -203,7 +220,19 @@ def error(kind: str) -> None:
     errors.labels(PROCESS, _bounded_kind(kind)).inc()
 
 
+def count_running(count: Callable[[], int]) -> None:
+    """Read `agentui_running_notebooks` from `count()` at each scrape (runs.service.stops)."""
+    running_notebooks.labels(PROCESS).set_function(count)
+
+
+def watch_loop() -> None:
+    """Measure the running event loop's lag into `agentui_event_loop_lag_seconds` (once per
+    loop): started with daphne (agentui/asgi.py) and by the first socket of a loop."""
+    loop_watch.watch(event_loop_lag.labels(PROCESS).observe)
+
+
 def socket_opened() -> None:
+    watch_loop()
     open_sockets.labels(PROCESS).inc()
 
 
