@@ -128,16 +128,19 @@ def test_step_sequence_reasoning_calls_refine() -> None:
         calls_step = agent.get_upcoming_steps(task.task_id)[0]
         assert calls_step.kind is StepKind.TOOL_CALLS
         # only y1 can run now: y2 waits for its value, and is then shown with it
-        assert [c.tool_kwargs for c in calls_step.tool_calls or []] == [
-            {"a": 120, "b": 45},
-        ]
+        assert [
+            (c.tool_kwargs, c.plan_index, c.depends_on)
+            for c in calls_step.tool_calls or []
+        ] == [({"a": 120, "b": 45}, 1, [])]
         second = agent.run_step(task.task_id)
         assert [s.content for s in second.output.sources] == ["165.0"]
         [wave] = agent.get_upcoming_steps(task.task_id)
         assert wave.kind is StepKind.TOOL_CALLS
-        assert [(c.tool_kwargs, c.planned_kwargs) for c in wave.tool_calls or []] == [
-            ({"a": 165.0, "b": 4}, {"a": "y1", "b": 4}),
-        ]
+        # it waits with its place in the DAG (y2 after y1), as it will run
+        assert [
+            (c.tool_kwargs, c.planned_kwargs, c.plan_index, c.depends_on)
+            for c in wave.tool_calls or []
+        ] == [({"a": 165.0, "b": 4}, {"a": "y1", "b": 4}, 2, [1])]
         third = agent.run_step(task.task_id)
         assert "165.0" in third.output.response and [
             s.content for s in third.output.sources

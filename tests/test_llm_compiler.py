@@ -18,6 +18,7 @@ from runs.engine import (
     BaseTool,
     FunctionTool,
     LLMCompilerAgentWorker,
+    PendingToolCall,
     StepFailedError,
     StepKind,
     ToolArgumentsError,
@@ -573,6 +574,8 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
             ("search", {"query": "a"}),
             ("search", {"query": "b"}),
         ]
+        # each waits with its place in the plan, so the page draws it in the DAG before it runs
+        assert [(c.plan_index, c.depends_on) for c in pending] == [(1, []), (2, [])]
         agent.approve_tool_call(
             task.task_id,
             approval.step_id,
@@ -588,6 +591,11 @@ def test_with_approval_the_plan_waits_and_a_rejection_reaches_the_dependants() -
         [compose] = wave.tool_calls or []
         assert compose.tool_kwargs == {"text": "<A> and rejected by user: too costly"}
         assert compose.planned_kwargs == {"text": "$1 and $2"}
+        assert (compose.plan_index, compose.depends_on) == (3, [1, 2])
+        # a call stored before these fields existed still loads (the page then draws no edges)
+        stored = compose.model_dump(mode="json", exclude={"plan_index", "depends_on"})
+        old = PendingToolCall.model_validate(stored)
+        assert (old.plan_index, old.depends_on) == (None, [])
         assert compose.arguments_error == (
             "not run because call 2 (search) failed: rejected by user: too costly"
         )

@@ -61,6 +61,11 @@ class PendingToolCall(BaseModel):
     # a plan's call as it was planned, with its references to earlier results ("$1", "y1"), when
     # `tool_kwargs` holds those results in their place (what runs)
     planned_kwargs: dict[str, Any] | None = None
+    # a plan's call: its index in the plan ($N, yN) and the indexes of the results it uses, so a
+    # waiting call's place in the DAG shows before it runs (None and [] elsewhere, and in rows
+    # stored before these fields existed)
+    plan_index: int | None = None
+    depends_on: list[int] = Field(default_factory=list)
 
     @classmethod
     def from_selection(cls, selection: ToolSelection) -> PendingToolCall:

@@ -43,10 +43,24 @@ def ready_calls(chain: Chain) -> list[ChainCall]:
     ]
 
 
+def _place(
+    call: ChainCall, defined: Mapping[str, ChainCall]
+) -> tuple[int | None, list[int]]:
+    """Where ``call`` sits in the DAG: its index (only the placeholder that defines its name has
+    one) and the indexes of the results it uses that some placeholder defines."""
+    first = call.output is not None and defined.get(call.output) is call
+    return (
+        call.index if first else None,
+        [int(name[1:]) for name in call.depends_on if name in defined],
+    )
+
+
 def offered_call(call: ChainCall, chain: Chain, tool_id: str) -> PendingToolCall:
     """A ready placeholder as a person sees and approves it: its references replaced by the
-    results they name (what runs), the chain's own arguments kept in ``planned_kwargs``."""
+    results they name (what runs), the chain's own arguments kept in ``planned_kwargs``, and
+    its place in the DAG (``plan_index``, ``depends_on``) so its edges show while it waits."""
     defined = chain.defined()
+    plan_index, depends_on = _place(call, defined)
     problem = call.problem
     inputs: dict[str, ToolOutput] = {}
     if problem is None:
@@ -64,6 +78,8 @@ def offered_call(call: ChainCall, chain: Chain, tool_id: str) -> PendingToolCall
         arguments_error=problem,
         output_name=call.output,
         planned_kwargs=dict(call.kwargs) if kwargs != call.kwargs else None,
+        plan_index=plan_index,
+        depends_on=depends_on,
     )
 
 
@@ -86,14 +102,14 @@ async def run_wave(
                 content=f"Error: {call.problem}", tool_name="", is_error=True
             )
         decided = decisions[tool_id(call)]
-        first = call.output is not None and defined.get(call.output) is call
+        plan_index, depends_on = _place(call, defined)
         return await run_one_call(
             task,
             step,
             dict(tools),
             decided.model_copy(update={"tool_name": call.tool_name}),
-            plan_index=call.index if first else None,
-            depends_on=[int(name[1:]) for name in call.depends_on if name in defined],
+            plan_index=plan_index,
+            depends_on=depends_on,
             output_name=call.output,
             depends_on_names=list(call.depends_on),
         )

@@ -133,7 +133,8 @@ def ready_calls(
 
 def offered_call(call: PlannedCall, known: Mapping[int, ToolOutput]) -> PendingToolCall:
     """``call`` as a person approves it: its references replaced by the results they name (what
-    will run), the plan's own arguments kept in ``planned_kwargs`` when they differ."""
+    will run), the plan's own arguments kept in ``planned_kwargs`` when they differ, and its
+    place in the plan (``plan_index``, ``depends_on``) so its edges show while it waits."""
     kwargs = substitute(call.kwargs, known, set(call.depends_on))
     return PendingToolCall(
         tool_id=call.tool_id or "",
@@ -141,6 +142,8 @@ def offered_call(call: PlannedCall, known: Mapping[int, ToolOutput]) -> PendingT
         tool_kwargs=kwargs,
         arguments_error=call.error or _failed_dependency(call, known),
         planned_kwargs=dict(call.kwargs) if kwargs != call.kwargs else None,
+        plan_index=call.index,
+        depends_on=list(call.depends_on),
     )
 
 
