@@ -228,6 +228,49 @@ def test_llm_compiler_plan_draws_parallel_calls_with_dependency_edges(
     assert not page.console_errors, page.console_errors
 
 
+def test_llm_compiler_waiting_call_is_drawn_with_its_dependency_edges(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    """A plan's call waiting for approval with the results it uses sits in the DAG where it
+    will run: `$3` under `$1` and `$2`, with their edges, before it runs."""
+    scripted_model.load(Script(rules=compiler_rules()), reset_log=True)
+    start_notebook(
+        page, live_app, "What is 3*4 + (10+20)?", agent=COMPILER_AGENT, mode="tools"
+    )
+    waiting = page.locator(
+        "article.cell-step[data-status='pending']",
+        has=page.locator(".tool-card.editable"),
+    )
+    waiting.get_by_label("Arguments for multiply (JSON)").wait_for()
+    waiting.get_by_role("button", name="Approve and run").click()
+    third = page.locator(".tool-card.editable", has_text="Planned as")
+    third.wait_for(timeout=20_000)
+    assert (
+        third.locator(".tool-planned").inner_text() == 'Planned as {"a":"$1","b":"$2"}'
+    )
+    assert json.loads(third.get_by_label("Arguments for add (JSON)").input_value()) == {
+        "a": 12,
+        "b": 30,
+    }
+
+    nodes = dag_nodes(page)
+    by_sub = {n["sub"]: key for key, n in nodes.items() if key.startswith("c:")}
+    assert {"$1", "$2", "$3"} <= set(by_sub), by_sub
+    k1, k2, k3 = by_sub["$1"], by_sub["$2"], by_sub["$3"]
+    assert "status-pending" in nodes[k3]["cls"], nodes[k3]
+    edges = dag_edges(page)
+    assert edges[f"{k1}>{k3}"]["label"] == "$1", edges
+    assert edges[f"{k2}>{k3}"]["label"] == "$2", edges
+    assert edges[f"{k1}>{k3}"]["kind"] == "dep"
+    assert nodes[k3]["y"] > nodes[k1]["y"], "it sits below what it uses, as it will run"
+    dag_shots(page, artifacts_dir, "dag-compiler-waiting")
+
+    waiting.get_by_role("button", name="Approve and run").click()
+    page.locator(".cell-answer").wait_for(timeout=20_000)
+    assert "42" in page.locator(".cell-answer").inner_text()
+    assert not page.console_errors, page.console_errors
+
+
 # --- steering: step mode ------------------------------------------------------------------------------
 
 

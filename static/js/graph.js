@@ -134,6 +134,15 @@ function intoStep(model, parentId, from, to) {
   return { from, to, kind: "flow" };
 }
 
+/** A waiting plan call's place in the DAG, so its edges show before it runs: as the engine says
+ * (`plan_index`, `depends_on`), else, for a chain's placeholder stored before the engine said,
+ * read from its result name and its `yK` arguments. */
+function pendingPlace(c) {
+  if (c.plan_index != null) return { planIndex: c.plan_index, dependsOn: c.depends_on || [] };
+  if (!c.output_name) return { planIndex: null, dependsOn: [] };
+  return { planIndex: Number(c.output_name.slice(1)), dependsOn: pendingDependencies(c.planned_kwargs || c.tool_kwargs) };
+}
+
 /** The calls drawn for a step: those that ran (or are running), else those awaiting approval. */
 function callsOf(step) {
   const attempt = shownAttempt(step);
@@ -142,10 +151,8 @@ function callsOf(step) {
     return step.pendingCalls.map((c, i) => ({
       id: c.tool_id,
       name: c.tool_name,
-      // a chain's placeholders wait with their result names, so their edges show before they run
-      planIndex: c.output_name ? Number(c.output_name.slice(1)) : null,
+      ...pendingPlace(c),
       outputName: c.output_name ?? null,
-      dependsOn: c.output_name ? pendingDependencies(c.planned_kwargs || c.tool_kwargs) : [],
       status: c.decision === "rejected" ? "rejected" : "pending", // a person's decision, as on the card
       index: i,
     }));
