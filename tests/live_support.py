@@ -17,7 +17,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import override_settings
 
-from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
+from runs.engine.testing import (
+    Match,
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+    ToolCallSpec,
+)
 from runs.models import Event, Message, Step, StepEdge, Task, Turn
 
 ORIGIN = (b"origin", b"http://localhost")
@@ -81,6 +89,36 @@ def analyst_rules() -> list[Rule]:
             reply=Reply(text=ANSWER),
         ),
         Rule(name="chat", reply=Reply(text="Hello there, I am a scripted model.")),
+    ]
+
+
+COMPILER_QUESTION = "What is 3*4 + (10+20)?"
+
+
+def compiler_rules() -> list[Rule]:
+    """An LLMCompiler plan: $1 and $2 at once, $3 uses both (add($1, $2)), then the answer, 42."""
+    plan = "\n".join(
+        [
+            "1. multiply(3, 4)",
+            "2. add(10, 20)",
+            "3. add($1, $2)",
+            "4. join()<END_OF_PLAN>",
+        ]
+    )
+    return [
+        Rule(
+            name="plan",
+            match=Match(system_contains="utmost parallelizability"),
+            reply=Reply(text=plan),
+            timing=Timing(token_delay_s=0.02, chunking="line"),
+        ),
+        Rule(
+            name="join",
+            match=Match(last_user_contains="Solve a question answering task"),
+            reply=Reply(
+                text="Thought: 12 + 30 is 42.\nAction: Finish(The answer is 42.)"
+            ),
+        ),
     ]
 
 

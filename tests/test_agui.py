@@ -34,11 +34,13 @@ from tests.agui_support import (
 )
 from tests.live_support import (
     ANSWER,
+    COMPILER_QUESTION,
     QUESTION,
     Client,
     analyst_rules,
     analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    compiler_rules,
     llm_at,
     make_notebook,
     make_user,
@@ -337,6 +339,43 @@ async def test_tools_mode_resume_edits_rejects_and_approves_like_the_page(
         ("rejected_call", "ana"),
         ("approved", "ana"),
     ]
+
+
+async def test_a_plan_call_waits_with_its_arguments_as_planned(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    """An LLMCompiler call that uses earlier results is interrupted with those values (what runs)
+    and, in `metadata.planned_arguments`, with its references as planned ("$1")."""
+    srv = scripted_server(Script(rules=compiler_rules()))
+    with llm_at(srv):
+        _, client = await logged_in()
+        ask = run_input(
+            "thread-plan", COMPILER_QUESTION, agent="llm_compiler", mode="tools"
+        )
+        raw, events = await run_events(client, ask)
+        first = interrupts_of(events)
+        assert [
+            (i["reason"], i["metadata"]["tool_name"], i["metadata"]["arguments"])
+            for i in first
+        ] == [
+            ("tool_call_approval", "multiply", {"a": 3, "b": 4}),
+            ("tool_call_approval", "add", {"a": 10, "b": 20}),
+        ]
+        assert [i["metadata"]["planned_arguments"] for i in first] == [None, None]
+        approve = [{"interruptId": i["id"], "status": "resolved"} for i in first]
+        raw2, events2 = await run_events(
+            client, run_input("thread-plan", resume=approve)
+        )
+        (third,) = interrupts_of(events2)
+        assert third["metadata"]["arguments"] == {"a": 12, "b": 30}
+        assert third["metadata"]["planned_arguments"] == {"a": "$1", "b": "$2"}
+        done = {"interruptId": third["id"], "status": "resolved"}
+        raw3, events3 = await run_events(
+            client, run_input("thread-plan", resume=[done])
+        )
+    conforms(raw + raw2 + raw3, artifacts_dir, "plan")
+    assert outcome(events3) == {"type": "success"}
+    assert "42" in events3[-1]["result"]
 
 
 async def test_an_api_token_works_without_csrf_and_a_bad_one_is_refused(

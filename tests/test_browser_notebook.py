@@ -27,6 +27,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     watch_errors,
 )
 from dag_helpers import click_dag_node, dag_edges, dag_nodes, dag_shots
+from live_support import COMPILER_QUESTION, compiler_rules
 
 from runs.engine.testing import (
     Match,
@@ -173,39 +174,11 @@ def test_tokens_stream_into_the_cell_and_the_dag_grows(
     assert not page.console_errors, page.console_errors
 
 
-def compiler_rules() -> list[Rule]:
-    plan = "\n".join(
-        [
-            "1. multiply(3, 4)",
-            "2. add(10, 20)",
-            "3. add($1, $2)",
-            "4. join()<END_OF_PLAN>",
-        ]
-    )
-    return [
-        Rule(
-            name="plan",
-            match=Match(system_contains="utmost parallelizability"),
-            reply=Reply(text=plan),
-            timing=Timing(token_delay_s=0.02, chunking="line"),
-        ),
-        Rule(
-            name="join",
-            match=Match(last_user_contains="Solve a question answering task"),
-            reply=Reply(
-                text="Thought: 12 + 30 is 42.\nAction: Finish(The answer is 42.)"
-            ),
-        ),
-    ]
-
-
 def test_llm_compiler_plan_draws_parallel_calls_with_dependency_edges(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=compiler_rules()), reset_log=True)
-    start_notebook(
-        page, live_app, "What is 3*4 + (10+20)?", agent=COMPILER_AGENT, mode="auto"
-    )
+    start_notebook(page, live_app, COMPILER_QUESTION, agent=COMPILER_AGENT, mode="auto")
     page.locator(".cell-answer").wait_for(timeout=20_000)
     assert "42" in page.locator(".cell-answer").inner_text()
 
@@ -235,7 +208,7 @@ def test_llm_compiler_waiting_call_is_drawn_with_its_dependency_edges(
     will run: `$3` under `$1` and `$2`, with their edges, before it runs."""
     scripted_model.load(Script(rules=compiler_rules()), reset_log=True)
     start_notebook(
-        page, live_app, "What is 3*4 + (10+20)?", agent=COMPILER_AGENT, mode="tools"
+        page, live_app, COMPILER_QUESTION, agent=COMPILER_AGENT, mode="tools"
     )
     waiting = page.locator(
         "article.cell-step[data-status='pending']",

@@ -174,6 +174,8 @@ def _calls(step: TaskStep) -> list[Pending]:
                     "step_id": step.step_id,
                     "tool_name": call.tool_name,
                     "arguments": call.tool_kwargs,
+                    # a plan's call: as planned, with its references ("$1", "y1")
+                    "planned_arguments": call.planned_kwargs,
                 },
             ),
             step.step_id,
