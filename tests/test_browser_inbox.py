@@ -29,7 +29,13 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
     watch_errors,
 )
-from live_support import ANSWER, QUESTION, analyst_rules
+from live_support import (
+    ANSWER,
+    COMPILER_QUESTION,
+    QUESTION,
+    analyst_rules,
+    compiler_rules,
+)
 
 from runs.engine.testing import Script, ScriptedServer
 
@@ -130,6 +136,45 @@ def test_a_step_waiting_in_one_tab_is_decided_from_the_inbox_in_another_with_key
     assert reasons.all_inner_texts() == ["Reason: not this one"] * 2
     shots_at_both_sizes(notebook, artifacts_dir, "inbox-02-notebook-went-on")
     shot(page, artifacts_dir, "inbox-03-empty-again")
+    assert page.console_errors == []
+
+
+def test_a_plan_call_waits_in_the_inbox_with_how_it_was_planned(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    new_context: Any,
+    artifacts_dir: Path,
+) -> None:
+    """An LLMCompiler call that uses earlier results waits with their values in its arguments
+    (what runs) and says, as text, how it was planned: "Planned as {"a":"$1","b":"$2"}"."""
+    scripted_model.load(Script(rules=compiler_rules()), reset_log=True)
+    page.goto(f"{live_app.url}/inbox/")
+    page.locator("#inbox-empty:not([hidden])").wait_for()
+    notebook = new_context().new_page()
+    task = start_notebook(
+        notebook, live_app, COMPILER_QUESTION, agent="llm_compiler", mode="tools"
+    )
+    first = page.locator(f".inbox-item[data-notebook='{task}']")
+    first.get_by_label("multiply arguments").wait_for()
+    assert first.locator(".tool-planned").count() == 0, "planned with values: no note"
+    page.locator("body").press("a")  # approve $1 and $2
+
+    third = page.locator(f".inbox-item[data-notebook='{task}']", has_text="Planned as")
+    third.wait_for()
+    assert json.loads(third.get_by_label("add arguments").input_value()) == {
+        "a": 12,
+        "b": 30,
+    }
+    planned = third.locator(".inbox-call .tool-planned")
+    assert planned.inner_text() == 'Planned as {"a":"$1","b":"$2"}'
+    assert planned.locator("code").evaluate("c => c.children.length") == 0, "text only"
+    third.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "inbox-04-planned-as")
+
+    page.locator("body").press("a")
+    notebook.locator(".cell-answer").wait_for()
+    assert "42" in notebook.locator(".cell-answer").inner_text()
     assert page.console_errors == []
 
 

@@ -424,6 +424,13 @@ async def test_llm_compiler_plan_waits_for_approval_in_tools_mode(
         # shown with the values that will run, planned with references to them
         assert "$" not in evaluate["tool_kwargs"]["expression"]
         assert "$1" in evaluate["planned_kwargs"]["expression"]
+        # stored with its place in the plan: the page draws its edges while it waits
+        assert (evaluate["plan_index"], evaluate["depends_on"]) == (3, [1, 2])
+        # the inbox (page, socket and REST) shows it as planned too
+        [waiting] = await database_sync_to_async(service.inbox_of)(task.owner_id)
+        [listed] = waiting.as_json()["calls"]
+        assert listed["arguments"] == evaluate["tool_kwargs"]
+        assert listed["planned_arguments"] == evaluate["planned_kwargs"]
         await service.approve(task.pk, step_id)
         await service.wait_idle()
     completed = [e for e in await events(task) if e["type"] == "task_completed"]

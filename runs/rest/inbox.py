@@ -25,6 +25,12 @@ class WaitingCallOut(Schema):
     tool_id: str
     tool_name: str
     arguments: Any = Field(description="as the model wrote them (or as last edited)")
+    planned_arguments: dict[str, Any] | None = Field(
+        None,
+        description="a plan's call (LLMCompiler, Chain of Abstraction): its arguments as planned, "
+        "with references to earlier results ($1, y1) where `arguments` holds those results; "
+        "null otherwise",
+    )
 
 
 class WaitingStepOut(Schema):

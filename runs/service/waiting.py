@@ -60,6 +60,9 @@ class WaitingCall:
     tool_id: str
     tool_name: str
     arguments: Any
+    # a plan's call: its arguments as planned, with references ("$1", "y1") where `arguments`
+    # holds the earlier results they name (the engine's `planned_kwargs`)
+    planned_arguments: Any = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class WaitingStep:
                     "tool_id": c.tool_id,
                     "tool_name": c.tool_name,
                     "arguments": c.arguments,
+                    "planned_arguments": c.planned_arguments,
                 }
                 for c in self.calls
             ],
@@ -127,6 +131,7 @@ def _calls(row: Step) -> tuple[WaitingCall, ...]:
             tool_id=str(call.get("tool_id", "")),
             tool_name=str(call.get("tool_name", "")),
             arguments=call.get("tool_kwargs"),
+            planned_arguments=call.get("planned_kwargs"),
         )
         for call in row.tool_calls or []
         if isinstance(call, dict)

@@ -420,7 +420,7 @@ export function pendingCard(step, call) {
       h("span", { class: `badge decision decision-${decision}` }, decision),
     ),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.tool_kwargs)),
-    plannedAs(call),
+    plannedAs(call.planned_kwargs),
     call.reason ? h("p", { class: "tool-reason" }, `Reason: ${call.reason}`) : null,
   );
 }

@@ -22,10 +22,11 @@ export function dependencyName(call, index) {
 }
 
 /** For a plan's call shown with the earlier results it uses (what runs): how it was planned,
- * with its references ("$1", "y1"); null for a call planned with its values. */
-export function plannedAs(call) {
-  if (!call.planned_kwargs) return null;
-  return h("p", { class: "tool-planned" }, "Planned as ", h("code", {}, JSON.stringify(call.planned_kwargs)));
+ * with its references ("$1", "y1"), as text; null for a call planned with its values.
+ * `planned` is the call's `planned_kwargs` (the inbox's `planned_arguments`). */
+export function plannedAs(planned) {
+  if (!planned) return null;
+  return h("p", { class: "tool-planned" }, "Planned as ", h("code", {}, JSON.stringify(planned)));
 }
 
 /** The results a pending placeholder call uses: every argument that is exactly `yK`, as K. */

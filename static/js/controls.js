@@ -172,7 +172,7 @@ export class StepControls {
       args,
       this.bus.slot(`args:${key}`, argsErr),
     );
-    const planned = plannedAs(call);
+    const planned = plannedAs(call.planned_kwargs);
     if (planned) card.append(planned);
     if (call.arguments_error) card.append(h("p", { class: "tool-reason" }, argumentsProblem(call.arguments_error)));
     if (rejected) {

@@ -2,6 +2,7 @@
 // decisions of the notebook page inline (approve with edits, reject with a reason, answer a
 // question) and keys for all of them (j/k, a, r, e, o; listed on the page).
 
+import { plannedAs } from "./chain.js";
 import { parseArgs } from "./controls.js";
 import { countdown } from "./deadline.js";
 import { h, prettyJson, replaceChildren } from "./dom.js";
@@ -100,6 +101,8 @@ function callBlock(call) {
     { class: "inbox-call" },
     h("label", { for: id, class: "inbox-call-label" }, h("code", {}, call.tool_name), " arguments"),
     h("textarea", { id, class: "args-input", rows: Math.min(8, prettyJson(call.arguments).split("\n").length), spellcheck: "false", dataset: { field: `args:${call.tool_id}` } }, prettyJson(call.arguments)),
+    // a plan's call waits with the earlier results it uses: how it was planned, as on the notebook
+    plannedAs(call.planned_arguments),
   );
 }
 
