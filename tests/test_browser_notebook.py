@@ -221,6 +221,8 @@ def test_llm_compiler_waiting_call_is_drawn_with_its_dependency_edges(
     assert (
         third.locator(".tool-planned").inner_text() == 'Planned as {"a":"$1","b":"$2"}'
     )
+    # its result's name, as a chain's placeholder card shows `yN`
+    assert third.locator(".badge.plan-index").inner_text() == "$3"
     assert json.loads(third.get_by_label("Arguments for add (JSON)").input_value()) == {
         "a": 12,
         "b": 30,

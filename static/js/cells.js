@@ -6,7 +6,7 @@
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
 import { domId, formatDuration, h, prettyJson, replaceChildren } from "./dom.js";
-import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, plannedAs, renderChain, resultName } from "./chain.js";
+import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, pendingResultName, plannedAs, renderChain, resultName } from "./chain.js";
 import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
@@ -414,7 +414,7 @@ export function pendingCard(step, call) {
       "div",
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${status}`, "aria-hidden": "true" }),
-      call.output_name ? h("span", { class: "badge plan-index" }, call.output_name) : null,
+      pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
       h("code", { class: "tool-name" }, call.tool_name),
       h("span", { class: "tool-meta" }),
       h("span", { class: `badge decision decision-${decision}` }, decision),

@@ -16,6 +16,13 @@ export function resultName(call) {
   return call.planIndex != null ? `$${call.planIndex}` : null;
 }
 
+/** How a waiting call's result will be referred to (a PendingToolCall as stored, snake_case):
+ * `y2`, `$2`, or null for a call no plan numbers. */
+export function pendingResultName(call) {
+  if (call.output_name) return call.output_name;
+  return call.plan_index != null ? `$${call.plan_index}` : null;
+}
+
 /** How `call` names the result `index` it depends on. */
 export function dependencyName(call, index) {
   return call.outputName ? `y${index}` : `$${index}`;

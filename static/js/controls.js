@@ -3,7 +3,7 @@
 // last completed step. Rebuilt only when what they offer changes, keeping what was typed.
 
 import { isCtrlEnter } from "./actions.js";
-import { plannedAs } from "./chain.js";
+import { pendingResultName, plannedAs } from "./chain.js";
 import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 import { batchControls } from "./policy_controls.js";
@@ -163,7 +163,7 @@ export class StepControls {
         "div",
         { class: "tool-head" },
         h("span", { class: `status-dot status status-${rejected ? "failed" : "pending"}`, "aria-hidden": "true" }),
-        call.output_name ? h("span", { class: "badge plan-index" }, call.output_name) : null,
+        pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
         h("code", { class: "tool-name" }, call.tool_name),
         h("span", { class: "tool-meta" }),
         h("span", { class: `badge decision decision-${call.decision || "pending"}` }, call.decision || "pending"),
