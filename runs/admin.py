@@ -31,6 +31,7 @@ from runs.presets.mcp import refresh_listing
 from runs.presets.sources import spec_of
 from runs.presets.tools.dbsource import (
     DbSourceError,
+    kind_of,
     masked_url,
     test_connection,
     url_problem,
@@ -310,7 +311,8 @@ class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
         max_length=500,
         strip=True,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="postgresql://role:password@host:5432/database, for a read-only role. "
+        help_text="postgresql://role:password@host:5432/database or"
+        " mysql://user:password@host:3306/database (also mariadb://), for a read-only user. "
         "Never shown again; leave empty to keep the stored one.",
     )
 
@@ -328,6 +330,12 @@ class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
         if problem:
             raise forms.ValidationError(problem)
         return url
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("url"):  # the kind is the URL's, whatever was picked
+            data["kind"] = kind_of(data["url"])
+        return data
 
     def clean_timeout_s(self) -> float:
         value = float(self.cleaned_data.get("timeout_s") or 0)

@@ -567,15 +567,18 @@ class McpServer(models.Model):
 
 class DataSourceKind(models.TextChoices):
     POSTGRES = "postgres", "PostgreSQL (psycopg)"
+    MYSQL = "mysql", "MySQL / MariaDB (PyMySQL)"
 
 
 class DataSource(models.Model):
-    """A database an admin registered for the analysts to read (runs.presets.tools.dbsource).
+    """A database an admin registered for the analysts to read (runs.presets.tools.dbsource):
+    PostgreSQL or MySQL / MariaDB, as the URL's scheme says (`kind` follows it).
 
     `url` holds the password: it is a secret, shown back only masked (`masked_url`) on every
     page, REST answer, span and audit row. Queries run in a READ ONLY transaction with the
-    source's `timeout_s` as the session's statement_timeout, reading at most the SQL tool's row
-    cap through a server-side cursor; the role in the URL should itself be read-only.
+    source's `timeout_s` as the session's statement timeout, reading at most the SQL tool's row
+    cap through a server-side (or unbuffered) cursor; the user in the URL should itself be
+    read-only.
     """
 
     name = models.CharField(
@@ -597,7 +600,8 @@ class DataSource(models.Model):
     )
     url = models.CharField(
         max_length=500,
-        help_text="postgresql://role:password@host:5432/database (a read-only role)",
+        help_text="postgresql://role:password@host:5432/database or"
+        " mysql://user:password@host:3306/database (a read-only user)",
     )
     timeout_s = models.FloatField(
         default=5.0, help_text="statement_timeout of every query, in seconds"

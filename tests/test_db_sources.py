@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -69,6 +69,41 @@ def query_then_answer(sql: str, answer: str) -> Any:
     )
 
 
+async def start_notebook(api: Any, text: str) -> int:
+    """A function-calling notebook asking `text`, started through REST: its id."""
+    created = await api.post("/notebooks/", {"text": text, "agent": "function_calling"})
+    assert created.status_code == 201, created.content
+    return int(created.json()["id"])
+
+
+async def answered(model: Any, token: str, text: str) -> tuple[Any, int, Any]:
+    """`text` asked of `model` in a function-calling notebook run to its end: the REST client,
+    the notebook's id and its detail."""
+    from runs import service
+    from tests.live_support import llm_at
+    from tests.rest_support import Api
+
+    api = Api(token)
+    with llm_at(model):
+        pk = await start_notebook(api, text)
+        detail = await api.wait(pk)
+        await service.wait_idle()
+    return api, pk, detail
+
+
+async def trace_of(api: Any, pk: int) -> tuple[bytes, dict[str, Any], dict[str, Any]]:
+    """The notebook's exported trace: its bytes, parsed, and its one tool result."""
+    trace = await api.get(f"/notebooks/{pk}/trace")
+    body = b"".join([chunk async for chunk in trace.streaming_content])
+    exported = json.loads(body)
+    [result] = [
+        e["event"]
+        for e in exported["events"]
+        if e["event"]["type"] == "tool_call_result"
+    ]
+    return body, exported, result
+
+
 def test_the_url_is_masked_and_checked() -> None:
     url = "postgresql://reader:s3cr%40t@db.example:5432/shop?password=other&sslmode=require"
     masked = dbsource.masked_url(url)
@@ -76,7 +111,7 @@ def test_the_url_is_masked_and_checked() -> None:
         "postgresql://reader:***@db.example:5432/shop?password=***&sslmode=require"
     )
     assert "s3cr" not in masked and "other" not in masked
-    assert dbsource.url_problem("mysql://a@b/c") is not None
+    assert dbsource.url_problem("sqlite:///c.db") is not None
     assert dbsource.url_problem("postgresql://reader@db.example") is not None
     assert dbsource.url_problem("postgresql://reader:x@db.example/shop") is None
 
@@ -243,36 +278,19 @@ def test_nothing_stored_or_listed_carries_the_password(pg: PgSource) -> None:
 async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
     pg: PgSource, scripted_server: Any
 ) -> None:
-    from runs import service
-    from tests.live_support import llm_at
-    from tests.rest_support import Api, user_with_token
+    from tests.rest_support import user_with_token
 
     user, token = await user_with_token("alice")
     await database_sync_to_async(register)(pg, everyone=True)
     sql = f"SELECT shop, SUM(visitors) AS visitors FROM {pg.schema}.visits GROUP BY shop ORDER BY 2 DESC LIMIT 3"
     model = scripted_server(query_then_answer(sql, "shop 3 leads."))
-    api = Api(token)
-    with llm_at(model):
-        created = await api.post(
-            "/notebooks/", {"text": "Which shop leads?", "agent": "function_calling"}
-        )
-        assert created.status_code == 201, created.content
-        pk = created.json()["id"]
-        detail = await api.wait(pk)
-        await service.wait_idle()
+    api, pk, detail = await answered(model, token, "Which shop leads?")
     assert detail["response"] == "shop 3 leads."
     offered = [t["function"]["name"] for t in model.requests[0].body["tools"]]
     assert "db_query" in offered and "db_tables" in offered
 
-    trace = await api.get(f"/notebooks/{pk}/trace")
-    body = b"".join([chunk async for chunk in trace.streaming_content])
-    exported = json.loads(body)
+    body, exported, result = await trace_of(api, pk)
     assert exported["task"]["data_tables"] == [f"warehouse:{pg.schema}.visits"]
-    [result] = [
-        e["event"]
-        for e in exported["events"]
-        if e["event"]["type"] == "tool_call_result"
-    ]
     assert json.loads(result["tool_output"]["content"])["rows"][0][0] == "shop 3"
     listed = await api.get("/data/sources")
     assert listed.json() == [
@@ -345,9 +363,10 @@ def test_the_admin_registers_a_source_tests_it_and_never_shows_the_password(
     assert source.url == pg.url and source.description == "renamed"
     refused = client.post(
         "/admin/runs/datasource/add/",
-        {"name": "other", "kind": "postgres", "url": "mysql://x@y/z", "timeout_s": "3"},
+        {"name": "other", "kind": "postgres", "url": "sqlite:///z", "timeout_s": "3"},
     )
     assert "use a postgresql:// URL" in refused.content.decode()
+    assert "or a mysql:// (or mariadb://) URL" in refused.content.decode()
 
     tested = client.post(
         "/admin/runs/datasource/",
@@ -412,7 +431,7 @@ def _running_sleeps(pg: PgSource) -> int:
     return int(row[0])
 
 
-async def _until(check: Any, what: str, within_s: float = 10.0) -> None:
+async def until(check: Any, what: str, within_s: float = 10.0) -> None:
     deadline = time.monotonic() + within_s
     while not await database_sync_to_async(check)():
         assert time.monotonic() < deadline, what
@@ -431,38 +450,45 @@ async def test_cancelling_the_tool_cancels_the_query_in_postgresql(
     call_task = asyncio.create_task(
         call(tools["db_query"], source="warehouse", sql="SELECT pg_sleep(30)")
     )
-    await _until(lambda: _running_sleeps(pg) == 1, "the query never started")
+    await until(lambda: _running_sleeps(pg) == 1, "the query never started")
     call_task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call_task
-    await _until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
+    await until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
+
+
+async def stop_a_sleeping_notebook(
+    scripted_server: Any, sleep_sql: str, running: Callable[[], int]
+) -> None:
+    """The person's Stop, through REST as the page's would go through the service, on a
+    notebook whose `db_query` runs `sleep_sql` (on the source named warehouse): `running()`
+    counts the source's statements in flight, 1 before Stop and 0 soon after; the step ends,
+    and the stopped call's result never reaches the model."""
+    from runs import service
+    from tests.live_support import llm_at
+    from tests.rest_support import Api, user_with_token
+
+    _, token = await user_with_token("alice")
+    model = scripted_server(query_then_answer(sleep_sql, "done"))
+    api = Api(token)
+    with llm_at(model):
+        pk = await start_notebook(api, "Sleep on it")
+        await until(lambda: running() == 1, "the query never started")
+        stopped = await api.post(f"/notebooks/{pk}/stop")
+        assert stopped.status_code == 202, stopped.content
+        await until(lambda: running() == 0, "the query ran on", within_s=5)
+        detail = await api.wait(pk)
+        await service.wait_idle()
+    assert detail["status"] != "running", detail
+    assert len(model.requests) == 1
 
 
 @pytest.mark.postgres
 async def test_stop_on_a_notebook_cancels_its_running_source_query(
     pg: PgSource, scripted_server: Any
 ) -> None:
-    """The person's Stop, through REST as the page's would go through the service: the step
-    ends, the turn is abandoned, and the source's statement is cancelled in PostgreSQL."""
-    from runs import service
-    from tests.live_support import llm_at
-    from tests.rest_support import Api, user_with_token
-
-    user, token = await user_with_token("alice")
+    """Stop on a notebook cancels the source's statement in PostgreSQL."""
     await database_sync_to_async(register)(pg, everyone=True, timeout_s=60.0)
-    model = scripted_server(query_then_answer("SELECT pg_sleep(30)", "done"))
-    api = Api(token)
-    with llm_at(model):
-        created = await api.post(
-            "/notebooks/", {"text": "Sleep on it", "agent": "function_calling"}
-        )
-        assert created.status_code == 201, created.content
-        pk = created.json()["id"]
-        await _until(lambda: _running_sleeps(pg) == 1, "the query never started")
-        stopped = await api.post(f"/notebooks/{pk}/stop")
-        assert stopped.status_code == 202, stopped.content
-        await _until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
-        detail = await api.wait(pk)
-        await service.wait_idle()
-    assert detail["status"] != "running", detail
-    assert len(model.requests) == 1  # the stopped call's result never reached the model
+    await stop_a_sleeping_notebook(
+        scripted_server, "SELECT pg_sleep(30)", lambda: _running_sleeps(pg)
+    )

@@ -36,8 +36,20 @@ def _last_result(request: RecordedRequest) -> str:
     return found[-1][2] if found else ""
 
 
-def _quoted(table: str) -> str:
-    return ".".join('"' + part.replace('"', '""') + '"' for part in table.split("."))
+def _is_mysql(request: RecordedRequest, source: str) -> bool:
+    """Whether the tools say `source` speaks MySQL (they list each source with its dialect)."""
+    for tool in request.tools:
+        function = tool.get("function") or {}
+        if function.get("name") == "db_query":
+            return f"{source} (MySQL" in str(function.get("description") or "")
+    return False
+
+
+def _quoted(table: str, mysql: bool) -> str:
+    mark = "`" if mysql else '"'
+    return ".".join(
+        mark + part.replace(mark, mark * 2) + mark for part in table.split(".")
+    )
 
 
 def _list(request: RecordedRequest) -> Reply:
@@ -45,7 +57,8 @@ def _list(request: RecordedRequest) -> Reply:
     if source is None:
         return Reply(
             text="No database source is granted to you. An admin registers one in the admin "
-            "(Database sources: a postgresql:// URL of a read-only role) and grants it to you."
+            "(Database sources: a postgresql:// or mysql:// URL of a read-only user) and grants"
+            " it to you."
         )
     return Reply(
         text=f"I'll list the tables of the database source {source}.",
@@ -63,7 +76,7 @@ def _count(request: RecordedRequest) -> Reply:
             text=f"I could not list the tables of {source}: "
             f"{_last_result(request)[:300] or 'no result'}"
         )
-    sql = f"SELECT COUNT(*) AS row_count FROM {_quoted(first)}"
+    sql = f"SELECT COUNT(*) AS row_count FROM {_quoted(first, _is_mysql(request, source))}"
     return Reply(
         text=f"{source} has {len(tables)} table(s); I'll count the rows of {first}.",
         tool_calls=[

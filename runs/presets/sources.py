@@ -76,7 +76,8 @@ def notebook_source_tools(user_id: int) -> tuple[list[SchemaTool], str]:
         return [], ""
     names = [spec.name for spec in specs]
     listed = "; ".join(
-        f"{spec.name}" + (f" ({spec.description})" if spec.description else "")
+        f"{spec.name} ({dbsource.dialect_of(spec.url)}"
+        + (f": {spec.description})" if spec.description else ")")
         for spec in specs
     )
     source_arg = {
@@ -107,7 +108,7 @@ def notebook_source_tools(user_id: int) -> tuple[list[SchemaTool], str]:
         ),
         SchemaTool(
             DB_QUERY,
-            "Run one read-only SQL query (PostgreSQL dialect) on a database source an admin"
+            "Run one read-only SQL query (in its source's dialect) on a database source an admin"
             f" granted you. Sources: {listed}. Returns the column names and the first rows (up"
             " to a row and a size cap); `truncated` says whether more rows matched, `tables`"
             " which tables the query read.",
@@ -129,8 +130,9 @@ def notebook_source_tools(user_id: int) -> tuple[list[SchemaTool], str]:
 
 async def stoppable(work: Callable[..., T], spec: SourceSpec, *args: Any) -> T:
     """`work(spec, *args, cancel=...)` on a thread of its own; when the caller is cancelled (Stop
-    on the step), the statement in flight is cancelled in PostgreSQL too rather than left to
-    run on until the source's timeout with nobody waiting for it."""
+    on the step), the statement in flight is cancelled on the database too (PostgreSQL: a cancel
+    request; MySQL: KILL QUERY) rather than left to run on until the source's timeout with
+    nobody waiting for it."""
     cancel = dbsource.Cancel()
     try:
         return await sync_to_async(work, thread_sensitive=False)(

@@ -1,0 +1,225 @@
+"""What both backends share: the source's spec and its password scrubbing, errors and their
+messages, the Cancel handed to the work, the query check and the capped fetch.
+
+The backends (postgres.py, mysql.py) keep only what their driver and server do differently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from runs.presets.tools.sql import SQLError, checked_sql
+
+CONNECT_TIMEOUT_S = 5
+PREVIEW_ROWS = 20
+FETCH_BATCH = 50
+MAX_TABLES = 500
+_QUERY_START = re.compile(r"^\s*(\(\s*)*(select|with|values|table)\b", re.IGNORECASE)
+_COMMENTS = re.compile(r"--[^\n]*|#[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+class DbSourceError(SQLError):
+    """A source unreachable, a query refused or failed; the message says why (never the URL).
+
+    `kind`: "not_found" (no such source granted), "unreachable", "timeout", "read_only",
+    "permission", "cancelled", "invalid" (the query).
+    """
+
+    def __init__(self, message: str, kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def masked_url(url: str) -> str:
+    """`url` with its password (in the userinfo or a `password=` parameter) as `***`."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+        query = re.sub(r"(?i)(^|&)(password)=[^&]*", r"\1\2=***", parts.query)
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return "(an unreadable URL)"
+
+
+def _secrets_of(url: str) -> list[str]:
+    parts = urlsplit(url)
+    found = [parts.password or ""]
+    found += re.findall(r"(?i)(?:^|&)password=([^&]*)", parts.query)
+    return [
+        s
+        for s in {*found, *(unquote(s) for s in found), *(quote(s) for s in found)}
+        if s
+    ]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """What a query needs of a source's row (read once, then used off the database thread)."""
+
+    pk: int
+    name: str
+    description: str
+    url: str
+    timeout_s: float
+    updated_at: datetime
+
+    def scrub(self, text: str) -> str:
+        """`text` without the URL's password (a driver's message could quote the URL)."""
+        for secret in _secrets_of(self.url):
+            text = text.replace(secret, "***")
+        return text
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What a backend read of one query: its columns, up to the row cap of rows, whether there
+    were more, the tables the server says it read, and how many rows it has in all (counted
+    only when there were more; None when it could not say)."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    more: bool
+    tables: list[str]
+    total: int | None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def stopped() -> DbSourceError:
+    return DbSourceError("the query was stopped", "cancelled")
+
+
+class Cancel:
+    """Cancels, from another thread, what a session runs: the statement in flight, or the
+    session itself if it has not connected yet. A backend attaches how to cancel its statement
+    (PostgreSQL: a cancel request; MySQL: `KILL QUERY` from a second connection); calling this
+    runs it, and a session attached after the call is refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], None] | None = None
+        self.cancelled = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            stop = self._stop
+        if stop is not None:
+            stop()  # each backend's own: it swallows its driver's errors (nothing to cancel)
+
+    def attach(self, stop: Callable[[], None] | None) -> None:
+        with self._lock:
+            if stop is not None and self.cancelled:
+                raise stopped()
+            self._stop = stop
+
+
+def query_text(sql: str) -> str:
+    """The one query `sql` holds, without its trailing `;`: refused before it is sent unless it
+    starts as a query does (SELECT, WITH, VALUES, TABLE). The session, not this, is what stops
+    a write; this only says plainly why an INSERT or a DDL statement cannot run."""
+    text = checked_sql(sql).rstrip().rstrip(";").rstrip()
+    if not text:
+        raise DbSourceError("the query is empty")
+    if not _QUERY_START.match(_COMMENTS.sub(" ", text)):
+        raise DbSourceError(
+            "sources are read-only: only one query (SELECT, WITH … SELECT, VALUES or TABLE)"
+            " can run on them, never INSERT, UPDATE, DELETE or DDL",
+            "read_only",
+        )
+    return text
+
+
+def explained(spec: SourceSpec, kind: str, said: str, server: str) -> DbSourceError:
+    """The error of `kind` on `spec` as the model and the person read it; `said` is the
+    driver's message, already scrubbed; `server` names the database kind."""
+    message = {
+        "cancelled": "the query was stopped",
+        "timeout": f"the query took longer than {spec.timeout_s:g} s (the statement timeout"
+        f" of source {spec.name!r}) and was stopped",
+        "read_only": f"source {spec.name!r} is read-only: {said}",
+        "permission": f"permission denied on source {spec.name!r}: {said}",
+        "unreachable": f"could not reach source {spec.name!r}: {said}",
+    }.get(kind, f"{server} error on source {spec.name!r}: {said}")
+    return DbSourceError(message, kind if kind in _KINDS else "invalid")
+
+
+_KINDS = ("cancelled", "timeout", "read_only", "permission", "unreachable")
+
+
+def connect_failed(spec: SourceSpec, exc: BaseException) -> DbSourceError:
+    return DbSourceError(
+        f"could not connect to source {spec.name!r}: {spec.scrub(first_line(exc))}",
+        "unreachable",
+    )
+
+
+def plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return str(value)  # dates, decimals, UUIDs, ranges: as Python prints them
+
+
+def read_capped(
+    fetchmany: Callable[[int], Sequence[Sequence[Any]]],
+    limit: int,
+    max_bytes: int | None = None,
+) -> tuple[list[list[Any]], bool, bool]:
+    """At most `limit` + 1 rows from an open result, in batches of FETCH_BATCH: with
+    `max_bytes`, reading stops once the rows read hold more than that (as JSON), so wide rows
+    never pile up to the row cap in memory. Returns the first `limit` rows, whether there may
+    be more (the count that follows says how many) and whether the result was read to its
+    end."""
+    rows: list[list[Any]] = []
+    used = 0
+    over_bytes = False
+    ended = False
+    while len(rows) <= limit:
+        want = min(FETCH_BATCH, limit + 1 - len(rows))
+        batch = fetchmany(want)
+        for row in batch:
+            cells = [plain(v) for v in row]
+            rows.append(cells)
+            used += len(json.dumps(cells, default=str))
+        if len(batch) < want:
+            ended = True
+            break
+        if max_bytes is not None and used > max_bytes:
+            over_bytes = len(rows) <= limit
+            break
+    return rows[:limit], len(rows) > limit or over_bytes, ended
+
+
+def named(schema: str, table: str, home: str) -> str:
+    """How a table is called on the Data page and in `tables`: bare in the source's home schema
+    (PostgreSQL's `public`, MySQL's database of the URL), `schema.table` elsewhere."""
+    return table if schema == home else f"{schema}.{table}"
+
+
+def grouped_columns(rows: Sequence[Sequence[Any]], home: str) -> list[dict[str, Any]]:
+    """(schema, table, column, type) rows as `[{"name", "columns": [{"name", "type"}]}]`, at
+    most MAX_TABLES tables."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    for schema, table, column, kind in rows:
+        name = named(str(schema), str(table), home)
+        if name in tables or len(tables) < MAX_TABLES:
+            tables.setdefault(name, []).append({"name": str(column), "type": str(kind)})
+    return [{"name": n, "columns": c} for n, c in tables.items()]

@@ -1,0 +1,330 @@
+"""MySQL and MariaDB sources (PyMySQL): `mysql://user:password@host:3306/database` (or
+`mariadb://`).
+
+- the session's transactions are read-only (`SET SESSION TRANSACTION READ ONLY`) and each use
+  is one `START TRANSACTION READ ONLY`, so a write anywhere in a query (a function that
+  inserts, `SELECT ... FOR UPDATE`) is refused by the server; PyMySQL never enables
+  multi-statements, so the text is one statement;
+- before each of our statements the source's timeout is set as the session's statement limit
+  (`max_statement_time`, seconds, on MariaDB; `max_execution_time`, milliseconds, on MySQL,
+  which applies it to SELECT), with `lock_wait_timeout`; the socket has connect and read
+  timeouts too, so a server that stops answering cannot hold the thread;
+- the query is read through an unbuffered cursor (`SSCursor`): at most the row cap + 1 rows are
+  fetched, and a result not read to its end is dropped with its connection (reading it to the
+  end is what a cursor's close would do); the count of all rows, when needed, runs in a
+  session of its own;
+- Stop runs `KILL QUERY <connection id>` from a second short connection as the same user;
+- which tables were read comes from `EXPLAIN FORMAT=JSON`, whose `table_name`s are the names
+  (or aliases) the plan reads: kept only when the source's database has a table of that name,
+  and left out otherwise (a derived table, an alias, another database) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+from pymysql.cursors import SSCursor
+
+from runs.presets.tools.dbsource.common import (
+    CONNECT_TIMEOUT_S,
+    MAX_TABLES,
+    Cancel,
+    DbSourceError,
+    Fetched,
+    SourceSpec,
+    connect_failed,
+    explained,
+    grouped_columns,
+    read_capped,
+    stopped,
+)
+
+SCHEMES = ("mysql", "mariadb")
+SERVER = "MySQL"
+# past the statement limit, so the server's own timeout answers first
+READ_MARGIN_S = 10
+_TIMED_OUT = {1969, 3024}  # MariaDB's max_statement_time, MySQL's max_execution_time
+_INTERRUPTED = 1317  # KILL QUERY
+_READ_ONLY = {
+    1792,
+    1290,
+    1836,
+}  # read-only transaction, --read-only server, read-only mode
+_PERMISSION = {1044, 1142, 1143, 1227, 1370}
+
+
+def _params(spec: SourceSpec) -> dict[str, Any]:
+    parts = urlsplit(spec.url.strip())
+    return {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or ""),
+        "password": unquote(parts.password or ""),
+        "database": unquote(parts.path.strip("/")),
+        "charset": "utf8mb4",
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": spec.timeout_s + READ_MARGIN_S,
+        "write_timeout": spec.timeout_s + READ_MARGIN_S,
+        "autocommit": False,
+        "cursorclass": SSCursor,
+    }
+
+
+def _explain(
+    spec: SourceSpec, exc: pymysql.MySQLError, cancel: Cancel | None = None
+) -> DbSourceError:
+    """A driver's error as the model and the person should read it."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+    message = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    said = spec.scrub(message.strip().splitlines()[0] if message.strip() else str(code))
+    stopping = cancel is not None and cancel.cancelled
+    if stopping and (code in _TIMED_OUT or code == _INTERRUPTED or code >= 2000):
+        kind = "cancelled"
+    elif code in _TIMED_OUT or (code == 2013 and "timed out" in said):
+        kind = "timeout"
+    elif code in _READ_ONLY:
+        kind = "read_only"
+    elif code in _PERMISSION:
+        kind = "permission"
+    elif code >= 2000:  # the client's own: cannot connect, connection lost
+        kind = "unreachable"
+    else:
+        kind = "invalid"
+    return explained(spec, kind, said, SERVER)
+
+
+def _kill_query(spec: SourceSpec, thread_id: int) -> None:
+    """`KILL QUERY` of `thread_id`'s statement, from a connection of its own (a user may kill
+    its own connections' statements); nothing if that fails (the query ends at its timeout)."""
+    params = {**_params(spec), "read_timeout": CONNECT_TIMEOUT_S}
+    params["write_timeout"] = CONNECT_TIMEOUT_S
+    try:
+        killer = pymysql.connect(**params)
+    except (pymysql.MySQLError, OSError):
+        return
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute("KILL QUERY %s", (int(thread_id),))
+    except (pymysql.MySQLError, OSError):
+        pass
+    finally:
+        killer.close()
+
+
+class _Session:
+    """One connection in a READ ONLY transaction; `arm()` before each statement."""
+
+    def __init__(
+        self,
+        connection: pymysql.Connection[Any],
+        spec: SourceSpec,
+        cancel: Cancel | None,
+    ) -> None:
+        self.connection = connection
+        self.cursor = connection.cursor()
+        self.spec = spec
+        self.cancel = cancel
+        self.mariadb = "mariadb" in connection.get_server_info().lower()
+
+    def arm(self) -> None:
+        """The source's statement limit for the next statement, whatever an earlier query
+        set; refuses to go on once stopped (a KILL QUERY between statements kills nothing)."""
+        if self.cancel is not None and self.cancel.cancelled:
+            raise stopped()
+        seconds = max(0.001, self.spec.timeout_s)
+        waits = max(1, int(seconds + 0.999))
+        if self.mariadb:
+            self.cursor.execute(
+                "SET SESSION max_statement_time = %s, lock_wait_timeout = %s",
+                (seconds, waits),
+            )
+        else:
+            self.cursor.execute(
+                "SET SESSION max_execution_time = %s, lock_wait_timeout = %s",
+                (max(1, int(seconds * 1000)), waits),
+            )
+
+    def rows_of(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
+        """Every row of a small result (ours: plans, catalogs, counts)."""
+        self.arm()
+        self.cursor.execute(sql, args)
+        return list(self.cursor.fetchall())
+
+
+@contextmanager
+def _session(spec: SourceSpec, cancel: Cancel | None = None) -> Iterator[_Session]:
+    """A session in a fresh READ ONLY transaction on `spec`, closed after (which also ends the
+    transaction and drops a result left unread); `cancel` can stop what it runs."""
+    try:
+        connection = pymysql.connect(**_params(spec))
+    except (pymysql.MySQLError, OSError) as exc:
+        raise connect_failed(spec, exc) from None
+    try:
+        session = _Session(connection, spec, cancel)
+        if cancel is not None:
+            thread_id = connection.thread_id()
+            cancel.attach(lambda: _kill_query(spec, thread_id))
+        try:
+            session.cursor.execute("SET SESSION TRANSACTION READ ONLY")
+            session.cursor.execute("START TRANSACTION READ ONLY")
+        except pymysql.MySQLError as exc:
+            raise _explain(spec, exc, cancel) from None
+        yield session
+    finally:
+        if cancel is not None:
+            cancel.attach(None)
+        # a result left unread is dropped with the connection, not read to its end (which
+        # the cursor's close, and PyMySQL's own clean-up of the result, would do)
+        result = getattr(connection, "_result", None)
+        if result is not None:
+            result.unbuffered_active = False
+        try:
+            connection.close()
+        except (pymysql.MySQLError, OSError):
+            pass
+
+
+def _table_names(plan: Any) -> Iterator[str]:
+    if isinstance(plan, dict):
+        name = plan.get("table_name")
+        if isinstance(name, str) and not name.startswith("<"):
+            yield name
+        for value in plan.values():
+            yield from _table_names(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            yield from _table_names(item)
+
+
+def _tables_read(session: _Session, sql: str) -> list[str]:
+    """The tables of the source's database that the plan of `sql` reads; [] if it cannot say."""
+    try:
+        [(plan,)] = session.rows_of("EXPLAIN FORMAT=JSON " + sql)
+        names = sorted(set(_table_names(json.loads(plan))))
+        if not names:
+            return []
+        marks = ", ".join(["%s"] * len(names))
+        found = session.rows_of(
+            "SELECT table_name FROM information_schema.tables"
+            f" WHERE table_schema = DATABASE() AND table_name IN ({marks})",
+            names,
+        )
+    except (pymysql.MySQLError, ValueError):
+        return []
+    return sorted({str(name) for (name,) in found})
+
+
+def _count(spec: SourceSpec, text: str, cancel: Cancel | None) -> int | None:
+    try:
+        with _session(spec, cancel) as session:
+            [(total,)] = session.rows_of(f"SELECT COUNT(*) FROM ({text}) AS agentui_q")
+    except (DbSourceError, pymysql.MySQLError, ValueError):
+        return None
+    return int(total)
+
+
+def run_query(
+    spec: SourceSpec,
+    text: str,
+    limit: int,
+    max_bytes: int,
+    cancel: Cancel | None = None,
+) -> Fetched:
+    """`text` (one checked query) on `spec`: up to `limit` rows, the tables it read, and how
+    many rows it has in all when there were more (counted in a session of its own)."""
+    with _session(spec, cancel) as session:
+        try:
+            tables = _tables_read(session, text)
+            session.arm()
+            session.cursor.execute(text)
+            columns = [c[0] for c in session.cursor.description or []]
+            rows, more, _ = read_capped(session.cursor.fetchmany, limit, max_bytes)
+        except pymysql.MySQLError as exc:
+            raise _explain(spec, exc, cancel) from None
+    if cancel is not None and cancel.cancelled:
+        raise stopped()
+    total = _count(spec, text, cancel) if more else None
+    return Fetched(columns, rows, more, tables, total)
+
+
+_TABLES_SQL = """
+SELECT table_schema, table_name, column_name, data_type
+FROM information_schema.columns
+WHERE table_schema NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')
+ORDER BY table_schema = DATABASE() DESC, table_schema, table_name, ordinal_position
+"""
+
+
+def list_tables(spec: SourceSpec, cancel: Cancel | None = None) -> list[dict[str, Any]]:
+    """The tables and views the user can see (information_schema lists only those): bare names
+    in the URL's database, `database.table` in the others."""
+    with _session(spec, cancel) as session:
+        try:
+            [(home,)] = session.rows_of("SELECT DATABASE()")
+            session.arm()
+            session.cursor.execute(_TABLES_SQL)
+            rows = session.cursor.fetchmany(MAX_TABLES * 50)
+        except pymysql.MySQLError as exc:
+            raise _explain(spec, exc, cancel) from None
+    return grouped_columns(rows, str(home or ""))
+
+
+def first_rows(
+    spec: SourceSpec, table: str, rows: int
+) -> tuple[list[str], list[list[Any]]]:
+    """The first `rows` rows of `table` (a name list_tables gave)."""
+    quoted = ".".join("`" + part.replace("`", "``") + "`" for part in table.split("."))
+    with _session(spec) as session:
+        try:
+            session.arm()
+            session.cursor.execute(f"SELECT * FROM {quoted}")
+            columns = [c[0] for c in session.cursor.description or []]
+            fetched, _, _ = read_capped(session.cursor.fetchmany, rows)
+        except pymysql.MySQLError as exc:
+            raise _explain(spec, exc) from None
+    return columns, fetched
+
+
+_WRITES = (
+    "'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'ALTER', 'FILE', 'SUPER',"
+    " 'EXECUTE', 'CREATE ROUTINE', 'ALTER ROUTINE'"
+)
+
+
+def test_connection(spec: SourceSpec) -> tuple[str, str | None]:
+    """Who and where the session is, and a warning when the user itself could write."""
+    with _session(spec) as session:
+        try:
+            [(user, database, version)] = session.rows_of(
+                "SELECT CURRENT_USER(), DATABASE(), VERSION()"
+            )
+            name, _, host = str(user).rpartition("@")
+            grantee = f"'{name}'@'{host}'"
+            [(glob, schemas, tables)] = session.rows_of(
+                "SELECT"
+                f" (SELECT COUNT(*) FROM information_schema.user_privileges"
+                f"  WHERE grantee = %s AND privilege_type IN ({_WRITES})),"
+                f" (SELECT COUNT(DISTINCT table_schema) FROM information_schema.schema_privileges"
+                f"  WHERE grantee = %s AND privilege_type IN ({_WRITES})),"
+                f" (SELECT COUNT(DISTINCT table_schema, table_name)"
+                f"  FROM information_schema.table_privileges"
+                f"  WHERE grantee = %s AND privilege_type IN ({_WRITES}))",
+                (grantee, grantee, grantee),
+            )
+        except pymysql.MySQLError as exc:
+            raise _explain(spec, exc) from None
+    server = "MariaDB" if "mariadb" in str(version).lower() else SERVER
+    said = f"connected as {user} to {database} ({server} {version})"
+    if glob:
+        return said, "the user may write to every database, use a read-only user"
+    if schemas or tables:
+        return said, (
+            f"the user may write to {int(schemas)} database(s) and {int(tables)}"
+            " table(s), use a read-only user"
+        )
+    return said, None

@@ -1,0 +1,235 @@
+"""MySQL / MariaDB database sources on the machine's real server (AGENTUI_TEST_MYSQL_URL, by
+default root at 127.0.0.1:3306, which `.ci/run` starts): a user and a database made for the
+test, registered as a `mysql://` source, queried through the notebook's tools.
+
+The same guarantees as PostgreSQL's (tests/test_db_sources.py): the server refuses a write in
+the read-only transaction, its statement limit stops a long query, Stop kills the statement in
+flight, at most the row cap is read, and the password never appears. Without a reachable
+server these tests skip, and fail under AGENTUI_REQUIRE_SERVICES=1 (CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import override_settings
+
+from runs.models import DataSource, Event
+from runs.presets import sources
+from runs.presets.tools import dbsource
+from runs.presets.tools.dbsource import DbSourceError
+from tests.live_support import make_user
+from tests.mysql_source_support import MySource, reachable_mysql, read_only_source
+from tests.test_db_sources import (
+    answered,
+    call,
+    query_then_answer,
+    stop_a_sleeping_notebook,
+    tools_of,
+    trace_of,
+    until,
+)
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def my(require_service: Callable[[str, str], Any]) -> Iterator[MySource]:
+    admin, why = reachable_mysql()
+    if admin is None:
+        require_service("mysql", why)
+    assert admin is not None
+    with read_only_source(admin) as made:
+        yield made
+
+
+def register(my: MySource, name: str = "warehouse", **fields: Any) -> DataSource:
+    fields.setdefault("timeout_s", 2.0)
+    return DataSource.objects.create(
+        name=name, description="shop visits", url=my.url, kind="mysql", **fields
+    )
+
+
+def test_both_schemes_are_sources_and_the_message_says_so() -> None:
+    for url in (
+        "mysql://reader:x@db.example:3306/shop",
+        "mariadb://reader:x@db.example/shop",
+    ):
+        assert dbsource.url_problem(url) is None, url
+        assert dbsource.kind_of(url) == "mysql"
+    assert dbsource.kind_of("postgresql://r@h/d") == "postgres"
+    refused = dbsource.url_problem("sqlite:///x.db")
+    assert refused is not None and "mysql://" in refused and "postgresql://" in refused
+    assert dbsource.url_problem("mysql://reader@db.example") is not None
+    masked = dbsource.masked_url("mysql://reader:s3cr%40t@db.example:3306/shop")
+    assert masked == "mysql://reader:***@db.example:3306/shop"
+
+
+async def test_queries_are_read_only_capped_and_name_their_tables(my: MySource) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    assert "(MySQL: shop visits)" in tools["db_query"].metadata.description
+
+    listed = await call(tools["db_tables"], source="warehouse")
+    assert not listed.is_error, listed.content
+    assert [t["name"] for t in listed.raw_output] == ["visits"]  # not secrets
+    assert [c["name"] for c in listed.raw_output[0]["columns"]] == [
+        "id",
+        "shop",
+        "visitors",
+    ]
+
+    with override_settings(AGENTUI_SQL_MAX_ROWS=25):
+        result = await call(
+            tools["db_query"],
+            source="warehouse",
+            sql="SELECT id, shop FROM visits ORDER BY id;",
+        )
+    assert not result.is_error, result.content
+    out = result.raw_output
+    assert out["row_count"] == 25 and out["truncated"]
+    assert out["total_rows"] == 500 and out["rows_left_out"] == 475
+    assert out["rows"][0] == [1, "shop 1"]
+    assert out["source"] == "warehouse" and out["tables"] == ["visits"]
+
+    # wide rows: fetching stops past the byte cap, long before the row cap
+    with override_settings(AGENTUI_SQL_MAX_ROWS=200, AGENTUI_SQL_MAX_BYTES=20_000):
+        wide = await call(
+            tools["db_query"],
+            source="warehouse",
+            sql="SELECT id, REPEAT('x', 1000) AS pad FROM visits ORDER BY id",
+        )
+    assert not wide.is_error, wide.content
+    assert wide.raw_output["truncated"]
+    assert 10 <= wide.raw_output["row_count"] < 25, wide.raw_output["row_count"]
+
+    # the user may INSERT into visits: the read-only transaction is what refuses a write
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    with pytest.raises(DbSourceError) as locked:
+        dbsource.run_query(spec, "SELECT * FROM visits WHERE id = 1 FOR UPDATE")
+    assert locked.value.kind == "read_only", locked.value
+    assert "READ ONLY transaction" in str(locked.value)
+    insert = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="INSERT INTO visits VALUES (9999, 'y', 1)",
+    )
+    assert insert.is_error and "read-only" in insert.content, insert.content
+    two = await call(
+        tools["db_query"], source="warehouse", sql="SELECT 1; DELETE FROM visits"
+    )
+    assert two.is_error, two.content
+    assert await database_sync_to_async(my.count_visits)() == 500
+
+    # EXPLAIN names an alias, not its table: left out rather than guessed
+    aliased = dbsource.run_query(spec, "SELECT v.id FROM visits AS v LIMIT 1")
+    assert aliased["rows"] == [[1]] and aliased["tables"] == []
+
+    with pytest.raises(DbSourceError) as denied:
+        dbsource.run_query(spec, "SELECT * FROM secrets")
+    assert denied.value.kind == "permission", denied.value
+
+
+async def test_the_statement_limit_stops_a_long_query(my: MySource) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=1.0)
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    started = time.monotonic()
+    with pytest.raises(DbSourceError) as slept:
+        await asyncio.to_thread(dbsource.run_query, spec, "SELECT SLEEP(5)")
+    took = time.monotonic() - started
+    assert slept.value.kind == "timeout", slept.value
+    assert "took longer than 1 s" in str(slept.value)
+    assert took < 4, took
+
+
+async def test_cancelling_the_tool_kills_the_query_on_the_server(my: MySource) -> None:
+    """A cancelled call (Stop) leaves nothing running: KILL QUERY from a second connection,
+    not the 60 s statement limit, ends the SLEEP."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=60.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    call_task = asyncio.create_task(
+        call(tools["db_query"], source="warehouse", sql="SELECT SLEEP(30)")
+    )
+    await until(lambda: my.running() == 1, "the query never started")
+    call_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call_task
+    await until(lambda: my.running() == 0, "the query ran on", within_s=5)
+
+
+async def test_stop_on_a_notebook_kills_its_running_source_query(
+    my: MySource, scripted_server: Any
+) -> None:
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=60.0)
+    await stop_a_sleeping_notebook(scripted_server, "SELECT SLEEP(30)", my.running)
+
+
+async def test_the_password_is_scrubbed_from_errors(my: MySource) -> None:
+    user = await database_sync_to_async(make_user)("alice")
+    wrong = "pw-wrong-" + my.password[3:]
+    url = my.url.replace(my.password, wrong)
+    await database_sync_to_async(
+        lambda: DataSource.objects.create(name="down", url=url, everyone=True)
+    )()
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    result = await call(tools["db_query"], source="down", sql="SELECT 1")
+    assert result.is_error and "could not connect to source 'down'" in result.content
+    assert "Access denied" in result.content, result.content
+    assert wrong not in result.content and my.password not in result.content
+
+    # the server's own message quoting the password (as a table's name here) is scrubbed
+    await database_sync_to_async(register)(my, everyone=True)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    quoted = await call(
+        tools["db_query"], source="warehouse", sql=f"SELECT 1 FROM `{my.password}`"
+    )
+    assert quoted.is_error and "denied" in quoted.content, quoted.content
+    assert my.password not in quoted.content and "***" in quoted.content
+
+
+def test_the_connection_test_names_the_user_and_warns_of_its_writes(
+    my: MySource,
+) -> None:
+    source = register(my, everyone=True)
+    said = dbsource.test_connection(sources.spec_of(source))
+    assert said.startswith(f"connected as {my.user}@") and my.password not in said
+    assert "1 table(s) visible" in said, said
+    assert "WARNING: the user may write to 0 database(s) and 1 table(s)" in said, said
+    preview = dbsource.preview(sources.spec_of(source), "visits", rows=3)
+    assert preview["preview"] == [[1, "shop 1", 3], [2, "shop 2", 6], [3, "shop 3", 9]]
+    assert my.password not in json.dumps(sources.describe(sources.spec_of(source)))
+
+
+async def test_a_notebook_queries_a_mysql_source_and_its_trace_names_the_table(
+    my: MySource, scripted_server: Any
+) -> None:
+    from tests.rest_support import user_with_token
+
+    user, token = await user_with_token("alice")
+    await database_sync_to_async(register)(my, everyone=True)
+    sql = "SELECT shop, SUM(visitors) AS visitors FROM visits GROUP BY shop ORDER BY 2 DESC LIMIT 3"
+    model = scripted_server(query_then_answer(sql, "shop 3 leads."))
+    api, pk, detail = await answered(model, token, "Which shop leads?")
+    assert detail["response"] == "shop 3 leads."
+    body, exported, result = await trace_of(api, pk)
+    assert exported["task"]["data_tables"] == ["warehouse:visits"]
+    assert json.loads(result["tool_output"]["content"])["rows"][0][0] == "shop 3"
+    assert my.password.encode() not in body
+    assert my.password not in str(
+        await database_sync_to_async(
+            lambda: list(Event.objects.values_list("payload", flat=True))
+        )()
+    )
