@@ -331,12 +331,6 @@ class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
             raise forms.ValidationError(problem)
         return url
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("url"):  # the kind is the URL's, whatever was picked
-            data["kind"] = kind_of(data["url"])
-        return data
-
     def clean_timeout_s(self) -> float:
         value = float(self.cleaned_data.get("timeout_s") or 0)
         if not 0.1 <= value <= 300:
@@ -352,11 +346,11 @@ class DataSourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("name", "kind", "masked", "enabled", "everyone", "timeout_s")
     list_filter = ("enabled", "kind")
     filter_horizontal = ("users", "groups")
-    readonly_fields = ("masked",)
+    readonly_fields = ("masked", "kind")  # the URL's scheme says it
     actions = ("check_connection",)
     fieldsets = (
-        (None, {"fields": ("name", "description", "kind", "enabled")}),
-        ("Connection", {"fields": ("masked", "url", "timeout_s")}),
+        (None, {"fields": ("name", "description", "enabled")}),
+        ("Connection", {"fields": ("kind", "masked", "url", "timeout_s")}),
         ("Who may query it", {"fields": ("everyone", "users", "groups")}),
     )
 
@@ -367,6 +361,7 @@ class DataSourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(
         self, request: HttpRequest, obj: DataSource, form: Any, change: bool
     ) -> None:
+        obj.kind = kind_of(obj.url) or obj.kind
         super().save_model(request, obj, form, change)
         self._check(request, obj)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -104,3 +104,14 @@ def read_only_source(admin: dict[str, Any]) -> Iterator[MySource]:
                 pass  # gone meanwhile
         made.query("DROP USER %s@'%%'", (user,))
         made.query(f"DROP DATABASE `{database}`")
+
+
+@contextmanager
+def mysql_source(require_service: Callable[[str, str], Any]) -> Iterator[MySource]:
+    """A test's source on the machine's server; without one, the test skips (fails in CI)."""
+    admin, why = reachable_mysql()
+    if admin is None:
+        require_service("mysql", why)
+    assert admin is not None
+    with read_only_source(admin) as made:
+        yield made

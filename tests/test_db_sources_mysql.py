@@ -25,7 +25,7 @@ from runs.presets import sources
 from runs.presets.tools import dbsource
 from runs.presets.tools.dbsource import DbSourceError
 from tests.live_support import make_user
-from tests.mysql_source_support import MySource, reachable_mysql, read_only_source
+from tests.mysql_source_support import MySource, mysql_source
 from tests.test_db_sources import (
     answered,
     call,
@@ -41,11 +41,7 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def my(require_service: Callable[[str, str], Any]) -> Iterator[MySource]:
-    admin, why = reachable_mysql()
-    if admin is None:
-        require_service("mysql", why)
-    assert admin is not None
-    with read_only_source(admin) as made:
+    with mysql_source(require_service) as made:
         yield made
 
 
@@ -233,3 +229,21 @@ async def test_a_notebook_queries_a_mysql_source_and_its_trace_names_the_table(
             lambda: list(Event.objects.values_list("payload", flat=True))
         )()
     )
+
+
+def test_the_admin_registers_a_mysql_source_of_that_kind(
+    my: MySource, client: Any
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    admin_user = get_user_model().objects.create_superuser("root", "", "pw")
+    client.force_login(admin_user)
+    added = client.post(
+        "/admin/runs/datasource/add/",
+        {"name": "warehouse", "url": my.url, "timeout_s": "3", "enabled": "on"},
+        follow=True,
+    )
+    page = added.content.decode()
+    assert f"Source warehouse: connected as {my.user}@" in page, page[:3000]
+    assert my.password not in page
+    assert DataSource.objects.get(name="warehouse").kind == "mysql"
