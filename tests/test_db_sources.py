@@ -24,7 +24,10 @@ from runs.models import DataSource, Event
 from runs.presets import sources
 from runs.presets.tools import dbsource
 from runs.presets.tools.dbsource import DbSourceError
-from tests.live_support import make_user
+from tests.live_support import (
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    make_user,
+)
 from tests.pg_source_support import PgSource, read_only_source
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
