@@ -59,6 +59,7 @@ class Source:
     table: str  # as the Data page and the trace name it
     columns: list[str]  # as the Data page lists them
     shots: str  # screenshot name prefix
+    dialect: str  # as the Data page names the source's SQL
 
 
 def test_register_a_source_browse_it_and_query_it_from_a_notebook(
@@ -75,6 +76,7 @@ def test_register_a_source_browse_it_and_query_it_from_a_notebook(
         f"{pg.schema}.visits",
         ["id integer", "shop text", "visitors integer"],
         "db-source",
+        "PostgreSQL",
     )
     walk_through(live_app, scripted_model, page, artifacts_dir, source)
 
@@ -94,6 +96,7 @@ def test_a_mysql_source_the_same_way(
         "visits",
         ["id int", "shop text", "visitors int"],
         "db-source-mysql",
+        "MySQL",
     )
     walk_through(live_app, scripted_model, page, artifacts_dir, source)
 
@@ -134,6 +137,7 @@ def walk_through(
     table.wait_for()
     assert table.locator(".data-columns li").all_inner_texts() == db.columns
     assert "shop visits, read-only" in source.inner_text()
+    assert source.locator(".source-dialect").inner_text() == db.dialect
     table.get_by_role("button", name=db.table).click()
     preview = page.locator("#data-preview")
     preview.locator("tbody tr").first.wait_for()

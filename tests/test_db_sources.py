@@ -297,7 +297,12 @@ async def test_a_notebook_queries_a_source_and_its_trace_names_the_tables(
     assert json.loads(result["tool_output"]["content"])["rows"][0][0] == "shop 3"
     listed = await api.get("/data/sources")
     assert listed.json() == [
-        {"name": "warehouse", "description": "shop visits", "timeout_s": 2.0}
+        {
+            "name": "warehouse",
+            "description": "shop visits",
+            "timeout_s": 2.0,
+            "dialect": "PostgreSQL",
+        }
     ]
     tables = await api.get("/data/sources/warehouse/tables")
     assert f"{pg.schema}.visits" in [t["name"] for t in tables.json()]

@@ -65,6 +65,8 @@ def describe(spec: SourceSpec) -> dict[str, Any]:
         "name": spec.name,
         "description": spec.description,
         "timeout_s": spec.timeout_s,
+        # the SQL its queries are written in ("PostgreSQL", "MySQL"), as the tools tell the model
+        "dialect": dbsource.dialect_of(spec.url),
     }
 
 

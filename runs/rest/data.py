@@ -240,6 +240,9 @@ class DbSourceOut(Schema):
     name: str
     description: str
     timeout_s: float
+    dialect: str = Field(
+        description="the SQL its queries are written in: PostgreSQL or MySQL"
+    )
 
 
 class DbTableOut(Schema):

@@ -227,6 +227,7 @@ async function loadSources() {
       h("li", { class: "data-source", dataset: { source: s.name } },
         h("div", { class: "data-table-head" },
           h("span", { class: "table-name" }, s.name),
+          s.dialect ? h("span", { class: "badge source-dialect" }, s.dialect) : null,
           h("span", { class: "muted table-rows" }, s.description || "")),
         holders[i][1])),
   );
