@@ -29,6 +29,16 @@ def dag_edges(page: Any) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in dag_snapshot(page)["edges"]}
 
 
+def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Whether two boxes of the snapshot (`x1`, `y1`, `x2`, `y2`) overlap."""
+    return (
+        a["x1"] < b["x2"]
+        and b["x1"] < a["x2"]
+        and a["y1"] < b["y2"]
+        and b["y1"] < a["y2"]
+    )
+
+
 def click_dag_node(page: Any, node_id: str) -> None:
     """Bring a node into view (as the keys or the overview would) and click it on the canvas."""
     page.locator("#dag").scroll_into_view_if_needed()

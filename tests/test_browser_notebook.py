@@ -26,7 +26,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
     watch_errors,
 )
-from dag_helpers import click_dag_node, dag_edges, dag_nodes, dag_shots
+from dag_helpers import click_dag_node, dag_edges, dag_nodes, dag_shots, overlaps
 from live_support import COMPILER_QUESTION, compiler_rules
 
 from runs.engine.testing import (
@@ -238,6 +238,12 @@ def test_llm_compiler_waiting_call_is_drawn_with_its_dependency_edges(
     assert edges[f"{k2}>{k3}"]["label"] == "$2", edges
     assert edges[f"{k1}>{k3}"]["kind"] == "dep"
     assert nodes[k3]["y"] > nodes[k1]["y"], "it sits below what it uses, as it will run"
+    # each result's name is drawn where no node hides it (the wave's step node sits between)
+    for edge in (edges[f"{k1}>{k3}"], edges[f"{k2}>{k3}"]):
+        hidden_by = [
+            key for key, n in nodes.items() if overlaps(edge["labelBox"], n["box"])
+        ]
+        assert not hidden_by, (edge["label"], hidden_by)
     dag_shots(page, artifacts_dir, "dag-compiler-waiting")
 
     waiting.get_by_role("button", name="Approve and run").click()

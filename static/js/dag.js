@@ -71,6 +71,11 @@ function edgeData(edge) {
 
 const sameData = (el, data) => Object.entries(data).every(([k, v]) => el.data(k) === v);
 
+/** A Cytoscape bounding box as plain numbers. */
+function box(bb) {
+  return { x1: bb.x1, y1: bb.y1, x2: bb.x2, y2: bb.y2 };
+}
+
 export class DagView {
   /**
    * @param {HTMLElement} stage  the panel's #dag: holds the graph's canvas and the overview
@@ -213,8 +218,12 @@ export class DagView {
   /** The graph as drawn, for tests and the console: nodes with positions, edges with labels. */
   snapshot() {
     return {
-      nodes: this.cy.nodes().map((n) => ({ ...n.data(), cls: n.classes().join(" "), x: n.position("x"), y: n.position("y") })),
-      edges: this.cy.edges().map((e) => ({ id: e.id(), from: e.data("source"), to: e.data("target"), kind: e.data("kind"), label: e.data("label") ?? null, cls: e.classes().join(" ") })),
+      nodes: this.cy.nodes().map((n) => ({ ...n.data(), cls: n.classes().join(" "), x: n.position("x"), y: n.position("y"), box: box(n.boundingBox({ includeLabels: false, includeOverlays: false })) })),
+      edges: this.cy.edges().map((e) => ({
+        id: e.id(), from: e.data("source"), to: e.data("target"), kind: e.data("kind"), label: e.data("label") ?? null, cls: e.classes().join(" "),
+        // where its label is drawn (model coordinates), wherever along the edge the style puts it
+        labelBox: e.data("label") ? box(e.boundingBox({ includeNodes: false, includeEdges: false, includeLabels: true, includeOverlays: false })) : null,
+      })),
       zoom: this.cy.zoom(),
       pan: this.cy.pan(),
       overview: !this.overview.el.hidden,

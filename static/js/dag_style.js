@@ -123,6 +123,9 @@ export function dagStylesheet(p) {
       },
     },
     { selector: "edge.kind-handoff[label]", style: { "font-family": p.sans, "text-wrap": "wrap", "text-max-width": NODE_SIZE.step.w + 40 } },
+    // A result's name sits by the call that uses it, not midway: a dependency edge can span
+    // several ranks, and its middle may pass behind a step node laid out between them.
+    { selector: "edge.kind-dep[label]", style: { label: "", "target-label": "data(label)", "target-text-offset": 24 } },
   );
   // A handoff's edge takes the colour of the agent it hands to.
   p.agents.forEach((colour, i) => {
