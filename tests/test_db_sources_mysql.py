@@ -150,6 +150,30 @@ async def test_the_statement_limit_stops_a_long_query(my: MySource) -> None:
     assert took < 4, took
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "/*!SET STATEMENT max_statement_time=0 FOR*/ SELECT SLEEP(3)",
+        "SELECT /*+ MAX_EXECUTION_TIME(100000) */ SLEEP(3)",
+    ],
+)
+async def test_a_query_cannot_lift_the_statement_limit_from_a_comment(
+    my: MySource, sql: str
+) -> None:
+    """The server runs what a `/*! */` comment holds (MariaDB's `SET STATEMENT ... FOR` then
+    lifts the limit for the query: seen running its 3 s under a 1 s limit) and MySQL reads
+    `/*+ */` hints: such a query is refused before it is sent."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=1.0)
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    with pytest.raises(DbSourceError) as refused:
+        await asyncio.to_thread(dbsource.run_query, spec, sql)
+    assert refused.value.kind == "invalid", refused.value
+    assert "could lift its time limit" in str(refused.value)
+
+
 async def test_cancelling_the_tool_kills_the_query_on_the_server(my: MySource) -> None:
     """A cancelled call (Stop) leaves nothing running: KILL QUERY from a second connection,
     not the 60 s statement limit, ends the SLEEP."""

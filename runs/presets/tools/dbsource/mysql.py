@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -56,6 +57,12 @@ _READ_ONLY = {
     1836,
 }  # read-only transaction, --read-only server, read-only mode
 _PERMISSION = {1044, 1142, 1143, 1227, 1370}
+# The server runs the text of a `/*! ... */` comment, and MySQL reads `/*+ ... */` as optimizer
+# hints: either can lift the statement limit for the query it is in (MariaDB's
+# `/*!SET STATEMENT max_statement_time=0 FOR*/ SELECT ...`, MySQL's `MAX_EXECUTION_TIME(...)`),
+# so a query holding one is not sent (anywhere in the text: a string that holds one is refused
+# too, which costs a rare query a rewrite, never the limit)
+_EXECUTABLE_COMMENT = re.compile(r"/\*[!+]")
 
 
 def _params(spec: SourceSpec) -> dict[str, Any]:
@@ -237,6 +244,12 @@ def run_query(
 ) -> Fetched:
     """`text` (one checked query) on `spec`: up to `limit` rows, the tables it read, and how
     many rows it has in all when there were more (counted in a session of its own)."""
+    if _EXECUTABLE_COMMENT.search(text):
+        raise DbSourceError(
+            f"source {spec.name!r} does not run queries with executable comments (/*! */) or"
+            " optimizer hints (/*+ */): they could lift its time limit; remove them",
+            "invalid",
+        )
     with _session(spec, cancel) as session:
         try:
             tables = _tables_read(session, text)
