@@ -182,16 +182,14 @@ def read_capped(
     fetchmany: Callable[[int], Sequence[Sequence[Any]]],
     limit: int,
     max_bytes: int | None = None,
-) -> tuple[list[list[Any]], bool, bool]:
+) -> tuple[list[list[Any]], bool]:
     """At most `limit` + 1 rows from an open result, in batches of FETCH_BATCH: with
     `max_bytes`, reading stops once the rows read hold more than that (as JSON), so wide rows
-    never pile up to the row cap in memory. Returns the first `limit` rows, whether there may
-    be more (the count that follows says how many) and whether the result was read to its
-    end."""
+    never pile up to the row cap in memory. Returns the first `limit` rows and whether there
+    may be more (the count that follows says how many)."""
     rows: list[list[Any]] = []
     used = 0
     over_bytes = False
-    ended = False
     while len(rows) <= limit:
         want = min(FETCH_BATCH, limit + 1 - len(rows))
         batch = fetchmany(want)
@@ -200,12 +198,11 @@ def read_capped(
             rows.append(cells)
             used += len(json.dumps(cells, default=str))
         if len(batch) < want:
-            ended = True
             break
         if max_bytes is not None and used > max_bytes:
             over_bytes = len(rows) <= limit
             break
-    return rows[:limit], len(rows) > limit or over_bytes, ended
+    return rows[:limit], len(rows) > limit or over_bytes
 
 
 def named(schema: str, table: str, home: str) -> str:

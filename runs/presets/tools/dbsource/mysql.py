@@ -256,7 +256,7 @@ def run_query(
             session.arm()
             session.cursor.execute(text)
             columns = [c[0] for c in session.cursor.description or []]
-            rows, more, _ = read_capped(session.cursor.fetchmany, limit, max_bytes)
+            rows, more = read_capped(session.cursor.fetchmany, limit, max_bytes)
         except pymysql.MySQLError as exc:
             raise _explain(spec, exc, cancel) from None
     if cancel is not None and cancel.cancelled:
@@ -297,7 +297,7 @@ def first_rows(
             session.arm()
             session.cursor.execute(f"SELECT * FROM {quoted}")
             columns = [c[0] for c in session.cursor.description or []]
-            fetched, _, _ = read_capped(session.cursor.fetchmany, rows)
+            fetched, _ = read_capped(session.cursor.fetchmany, rows)
         except pymysql.MySQLError as exc:
             raise _explain(spec, exc) from None
     return columns, fetched

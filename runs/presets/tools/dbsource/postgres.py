@@ -125,7 +125,7 @@ def _fetch(
     with connection.cursor(name="agentui_query") as cursor:
         cursor.execute(sql)
         columns = [c.name for c in cursor.description or []]
-        rows, more, _ = read_capped(cursor.fetchmany, limit, max_bytes)
+        rows, more = read_capped(cursor.fetchmany, limit, max_bytes)
     return columns, rows, more
 
 
