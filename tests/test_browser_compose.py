@@ -16,6 +16,7 @@ from axe_support import assert_accessible
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    confirm_ready,
     live_app,
     new_context,
     page,
@@ -164,6 +165,9 @@ def test_compose_start_save_as_preset_start_again_rename_delete(
         .all_inner_texts()[0]
         .startswith("Visits per shop")
     )
+    # the page was loaded again by the save: a click before compose.js guards the button
+    # would get the server's confirmation page, not the dialog
+    confirm_ready(page, "button[data-confirm]")
     page.get_by_role("button", name="Delete Visits per shop").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("button", name="Delete").click()
