@@ -126,13 +126,53 @@ async def test_queries_are_read_only_capped_and_name_their_tables(my: MySource) 
     assert two.is_error, two.content
     assert await database_sync_to_async(my.count_visits)() == 500
 
-    # EXPLAIN names an alias, not its table: left out rather than guessed
+    # a table read under an alias is named by its own name
     aliased = dbsource.run_query(spec, "SELECT v.id FROM visits AS v LIMIT 1")
-    assert aliased["rows"] == [[1]] and aliased["tables"] == []
+    assert aliased["rows"] == [[1]] and aliased["tables"] == ["visits"]
 
     with pytest.raises(DbSourceError) as denied:
         dbsource.run_query(spec, "SELECT * FROM secrets")
     assert denied.value.kind == "permission", denied.value
+
+
+async def test_the_tables_read_are_the_tables_the_server_read_not_their_aliases(
+    my: MySource,
+) -> None:
+    """A query can give one table the name of another as its alias, and spell a third in a
+    string: the audit's tables are still the ones the server read (the plan's JSON named the
+    alias, so this recorded `shops` for a read of `visits`)."""
+    await database_sync_to_async(my.query)(
+        f"CREATE TABLE `{my.database}`.shops (id INT PRIMARY KEY, city TEXT)"
+    )
+    await database_sync_to_async(my.query)(
+        f"INSERT INTO `{my.database}`.shops VALUES (1, 'Oslo')"
+    )
+    await database_sync_to_async(my.query)(
+        f"GRANT SELECT ON `{my.database}`.shops TO %s@'%%'", (my.user,)
+    )
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True)
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    spelled = f"`{my.database}`.`shops`"
+    disguised = dbsource.run_query(
+        spec,
+        f"SELECT shops.visitors FROM visits AS shops WHERE shops.id = 2"
+        f" AND 'x' <> '{spelled}' AND 'it''s' <> 'y\\'{spelled}'",
+    )
+    assert disguised["rows"] == [[6]], disguised  # visits 2 had 2 * 3 visitors
+    assert disguised["tables"] == ["visits"], disguised
+    both = dbsource.run_query(
+        spec,
+        "SELECT v.shop, s.city FROM visits v JOIN (SELECT id, city FROM shops) AS s"
+        " ON s.id = v.id",
+    )
+    assert both["rows"] and both["tables"] == ["shops", "visits"], both
+    cte = dbsource.run_query(
+        spec, "WITH secrets AS (SELECT id FROM visits) SELECT COUNT(*) FROM secrets"
+    )
+    assert cte["rows"] == [[500]] and cte["tables"] == ["visits"], cte
 
 
 async def test_the_statement_limit_stops_a_long_query(my: MySource) -> None:

@@ -14,14 +14,15 @@
   end is what a cursor's close would do); the count of all rows, when needed, runs in a
   session of its own;
 - Stop runs `KILL QUERY <connection id>` from a second short connection as the same user;
-- which tables were read comes from `EXPLAIN FORMAT=JSON`, whose `table_name`s are the names
-  (or aliases) the plan reads: kept only when the source's database has a table of that name,
-  and left out otherwise (a derived table, an alias, another database) rather than guessed.
+- which tables were read comes from the server's own rewrite of the query, the note `EXPLAIN`
+  leaves (`EXPLAIN EXTENDED` on MariaDB; `SHOW WARNINGS`, code 1003), which names every table
+  it reads as `database`.`table` before its alias: the plan's JSON names a table by its alias,
+  so `SELECT ... FROM visits AS shops` read as `shops` there. Kept: the names of tables in the
+  source's database that its user can see; a derived table or a CTE has no database there.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,23 +197,57 @@ def _session(spec: SourceSpec, cancel: Cancel | None = None) -> Iterator[_Sessio
             pass
 
 
-def _table_names(plan: Any) -> Iterator[str]:
-    if isinstance(plan, dict):
-        name = plan.get("table_name")
-        if isinstance(name, str) and not name.startswith("<"):
-            yield name
-        for value in plan.values():
-            yield from _table_names(value)
-    elif isinstance(plan, list):
-        for item in plan:
-            yield from _table_names(item)
+# the rewritten query's note (`SHOW WARNINGS` after an EXPLAIN)
+_REWRITTEN = 1003
+# one token of that text: a quoted string (skipped), a quoted identifier, a dot, anything else
+_TOKEN = re.compile(
+    r"""'(?:[^'\\]|\\.|'')*'|(`(?:[^`]|``)*`|"(?:[^"]|"")*")|(\.)|[^'`".]+""", re.S
+)
+
+
+def _qualified_tables(rewritten: str) -> Iterator[tuple[str, str]]:
+    """(database, table) of every `db`.`table` reference in the server's rewrite of a query:
+    two quoted identifiers joined by a dot, not part of a longer `db`.`alias`.`column`. Text in
+    string literals is skipped, so a literal that spells a reference names nothing."""
+    # identifiers and dots in order; None for anything else
+    names: list[str | None] = []
+    for match in _TOKEN.finditer(rewritten):
+        quoted, dot = match.group(1), match.group(2)
+        if quoted:
+            mark = quoted[0]
+            names.append(quoted[1:-1].replace(mark * 2, mark))
+        else:
+            names.append("." if dot else None)
+    for i in range(len(names) - 2):
+        first, dot, second = names[i], names[i + 1], names[i + 2]
+        if first in (None, ".") or dot != "." or second in (None, "."):
+            continue
+        before = names[i - 1] if i else None
+        after = names[i + 3] if i + 3 < len(names) else None
+        if before != "." and after != ".":
+            yield first, second
 
 
 def _tables_read(session: _Session, sql: str) -> list[str]:
-    """The tables of the source's database that the plan of `sql` reads; [] if it cannot say."""
+    """The tables of the source's database that `sql` reads, by the server's rewrite of it;
+    [] if it cannot say."""
+    explain = "EXPLAIN EXTENDED " if session.mariadb else "EXPLAIN "
     try:
-        [(plan,)] = session.rows_of("EXPLAIN FORMAT=JSON " + sql)
-        names = sorted(set(_table_names(json.loads(plan))))
+        session.rows_of(explain + sql)
+        session.cursor.execute(
+            "SHOW WARNINGS"
+        )  # the EXPLAIN's notes, before anything else
+        notes = [
+            str(row[2]) for row in session.cursor.fetchall() if row[1] == _REWRITTEN
+        ]
+        database = _params(session.spec)["database"]  # what the session is connected to
+        names = sorted(
+            {
+                table
+                for db, table in _qualified_tables(" ".join(notes))
+                if db == database
+            }
+        )
         if not names:
             return []
         marks = ", ".join(["%s"] * len(names))
