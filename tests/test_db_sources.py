@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +25,7 @@ from django.test import override_settings
 from runs.models import DataSource, Event
 from runs.presets import sources
 from runs.presets.tools import dbsource
-from runs.presets.tools.dbsource import DbSourceError
+from runs.presets.tools.dbsource import DbSourceError, postgres
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     make_user,
@@ -463,6 +465,62 @@ async def test_cancelling_the_tool_cancels_the_query_in_postgresql(
     with pytest.raises(asyncio.CancelledError):
         await call_task
     await until(lambda: _running_sleeps(pg) == 0, "the query ran on", within_s=5)
+
+
+def stop_after_arming(
+    arm: Callable[..., Any], cancel: dbsource.Cancel, landed: threading.Event
+) -> Callable[..., Any]:
+    """`arm` (a backend's "set the timeouts for the next statement"), which, when arming the
+    query itself, stops the session from another thread and waits until that first stop was
+    sent: it lands between two statements, where there is nothing to cancel."""
+
+    def arm_then_stop(*args: Any) -> Any:
+        armed = arm(*args)
+        if sys._getframe(1).f_code.co_name == "run_query":
+            threading.Thread(target=cancel, daemon=True).start()
+            assert landed.wait(10), "the stop was never sent"
+        return armed
+
+    return arm_then_stop
+
+
+def signalled(
+    stop: Callable[..., None], landed: threading.Event
+) -> Callable[..., None]:
+    """A backend's stop that says when it was sent (the real one runs)."""
+
+    def stop_and_say(*args: Any) -> None:
+        stop(*args)
+        landed.set()
+
+    return stop_and_say
+
+
+@pytest.mark.postgres
+async def test_a_stop_between_two_statements_still_cancels_the_query(
+    pg: PgSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel request that lands after the timeouts are set and before the query starts finds
+    nothing to cancel: it is sent again while the session runs, so the query does not run on
+    to the source's timeout (here it slept its 10 s, and returned its row)."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=60.0)
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    cancel, landed = dbsource.Cancel(), threading.Event()
+    monkeypatch.setattr(
+        postgres, "_cancel_request", signalled(postgres._cancel_request, landed)
+    )
+    monkeypatch.setattr(
+        postgres, "_arm", stop_after_arming(postgres._arm, cancel, landed)
+    )
+    started = time.monotonic()
+    with pytest.raises(DbSourceError) as stopped:
+        await asyncio.to_thread(dbsource.run_query, spec, "SELECT pg_sleep(10)", cancel)
+    assert stopped.value.kind == "cancelled", stopped.value
+    assert time.monotonic() - started < 5
+    assert await database_sync_to_async(_running_sleeps)(pg) == 0
 
 
 async def stop_a_sleeping_notebook(

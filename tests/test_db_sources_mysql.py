@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,14 +24,19 @@ from django.test import override_settings
 from runs.models import DataSource, Event
 from runs.presets import sources
 from runs.presets.tools import dbsource
-from runs.presets.tools.dbsource import DbSourceError
-from tests.live_support import make_user
+from runs.presets.tools.dbsource import DbSourceError, mysql
+from tests.live_support import (
+    close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    make_user,
+)
 from tests.mysql_source_support import MySource, mysql_source
 from tests.test_db_sources import (
     answered,
     call,
     query_then_answer,
+    signalled,
     stop_a_sleeping_notebook,
+    stop_after_arming,
     tools_of,
     trace_of,
     until,
@@ -235,6 +241,29 @@ async def test_stop_on_a_notebook_kills_its_running_source_query(
 ) -> None:
     await database_sync_to_async(register)(my, everyone=True, timeout_s=60.0)
     await stop_a_sleeping_notebook(scripted_server, "SELECT SLEEP(30)", my.running)
+
+
+async def test_a_stop_between_two_statements_still_kills_the_query(
+    my: MySource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `KILL QUERY` that lands after the statement limit is set and before the query reaches
+    the server kills nothing: it is sent again while the session runs (here the query slept
+    its 10 s before the stop was seen)."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=60.0)
+    spec = await database_sync_to_async(
+        lambda: sources.granted_source(user.pk, "warehouse")
+    )()
+    cancel, landed = dbsource.Cancel(), threading.Event()
+    monkeypatch.setattr(mysql, "_kill_query", signalled(mysql._kill_query, landed))
+    arm = stop_after_arming(mysql._Session.arm, cancel, landed)
+    monkeypatch.setattr(mysql._Session, "arm", arm)
+    started = time.monotonic()
+    with pytest.raises(DbSourceError) as stopped:
+        await asyncio.to_thread(dbsource.run_query, spec, "SELECT SLEEP(10)", cancel)
+    assert stopped.value.kind == "cancelled", stopped.value
+    assert time.monotonic() - started < 5
+    assert await database_sync_to_async(my.running)() == 0
 
 
 async def test_the_password_is_scrubbed_from_errors(my: MySource) -> None:

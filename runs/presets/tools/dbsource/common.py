@@ -103,29 +103,48 @@ def stopped() -> DbSourceError:
     return DbSourceError("the query was stopped", "cancelled")
 
 
+# after a stop, how long to wait before stopping again while the session still runs
+STOP_AGAIN_AFTER_S = (0.05, 0.2, 1.0)
+
+
 class Cancel:
     """Cancels, from another thread, what a session runs: the statement in flight, or the
     session itself if it has not connected yet. A backend attaches how to cancel its statement
     (PostgreSQL: a cancel request; MySQL: `KILL QUERY` from a second connection); calling this
-    runs it, and a session attached after the call is refused."""
+    runs it, and a session attached after the call is refused.
+
+    A cancel request or a `KILL QUERY` that lands between two of the session's statements finds
+    nothing to stop, and the next one (the query) would then run to the source's timeout with
+    nobody waiting for it: while the session is still attached, the stop is sent again a moment
+    later (`STOP_AGAIN_AFTER_S`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stop: Callable[[], None] | None = None
+        self._detached = threading.Event()
         self.cancelled = False
 
     def __call__(self) -> None:
         with self._lock:
             self.cancelled = True
-            stop = self._stop
-        if stop is not None:
+        for wait in (*STOP_AGAIN_AFTER_S, None):
+            with self._lock:
+                stop = self._stop
+            if stop is None:
+                return
             stop()  # each backend's own: it swallows its driver's errors (nothing to cancel)
+            if wait is None or self._detached.wait(wait):
+                return
 
     def attach(self, stop: Callable[[], None] | None) -> None:
         with self._lock:
             if stop is not None and self.cancelled:
                 raise stopped()
             self._stop = stop
+            if stop is None:
+                self._detached.set()
+            else:
+                self._detached.clear()
 
 
 def query_text(sql: str) -> str:
