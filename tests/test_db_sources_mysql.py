@@ -220,6 +220,27 @@ async def test_a_query_cannot_lift_the_statement_limit_from_a_comment(
     assert "could lift its time limit" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT shop FROM visits INTO OUTFILE '/tmp/agentui-visits.csv'",
+        "SELECT '#' AS a INTO/**/DumpFile '/tmp/agentui-visits.bin'",
+        "SELECT load_file('/etc/passwd')",
+    ],
+)
+async def test_a_query_cannot_read_or_write_files_on_the_server(
+    my: MySource, sql: str
+) -> None:
+    """A read-only transaction does not stop `INTO OUTFILE` (a user with FILE writes a file on
+    the database server) or `LOAD_FILE()`: such a query is refused before it is sent."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    result = await call(tools["db_query"], source="warehouse", sql=sql)
+    assert result.is_error, result.content
+    assert "read or write files on the database server" in result.content
+
+
 async def test_cancelling_the_tool_kills_the_query_on_the_server(my: MySource) -> None:
     """A cancelled call (Stop) leaves nothing running: KILL QUERY from a second connection,
     not the 60 s statement limit, ends the SLEEP."""

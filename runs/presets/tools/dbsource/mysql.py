@@ -64,6 +64,11 @@ _PERMISSION = {1044, 1142, 1143, 1227, 1370}
 # so a query holding one is not sent (anywhere in the text: a string that holds one is refused
 # too, which costs a rare query a rewrite, never the limit)
 _EXECUTABLE_COMMENT = re.compile(r"/\*[!+]")
+# `SELECT ... INTO OUTFILE | DUMPFILE` writes a file on the database server and `LOAD_FILE()`
+# reads one, for a user with the FILE privilege, and a read-only transaction stops neither:
+# refused by their words anywhere in the text (comments may stand between `INTO` and
+# `OUTFILE`, and a string may hide where a comment starts)
+_SERVER_FILES = re.compile(r"\b(?:OUTFILE|DUMPFILE|LOAD_FILE)\b", re.IGNORECASE)
 
 
 def _params(spec: SourceSpec) -> dict[str, Any]:
@@ -284,6 +289,12 @@ def run_query(
             f"source {spec.name!r} does not run queries with executable comments (/*! */) or"
             " optimizer hints (/*+ */): they could lift its time limit; remove them",
             "invalid",
+        )
+    if _SERVER_FILES.search(text):
+        raise DbSourceError(
+            f"source {spec.name!r} does not run queries that read or write files on the"
+            " database server (INTO OUTFILE, INTO DUMPFILE, LOAD_FILE): sources are read-only",
+            "read_only",
         )
     with _session(spec, cancel) as session:
         try:
