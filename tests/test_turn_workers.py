@@ -22,7 +22,7 @@ import redis
 from bench.bench_faults import PROMPT, fault_script, story_text
 from bench.bench_ws_latency import Socket, free_port, start_daphnes, start_workers
 from runs.engine.testing import Fault, Reply, Rule, Script, ScriptedServer
-from runs.models import Task, Turn
+from runs.models import Event, Task, Turn
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     signed_in_notebooks,
@@ -210,6 +210,40 @@ async def test_a_turn_sent_on_the_web_process_runs_in_the_worker(site: Any) -> N
     assert "turn is still going on" in str(busy), busy
     await asyncio.to_thread(rest.settled, made["id"])
     assert await Turn.objects.filter(task_id=made["id"]).acount() == 2
+
+
+async def test_a_decision_from_the_inbox_runs_in_the_worker(site: Any) -> None:
+    """The inbox's approve is a run's start like the notebook's: with turn workers it is
+    carried out by a worker, not by the web process that took the request."""
+    servers: Site = site(AGENTUI_TURN_WORKER_WAIT_S="30")
+    servers.start_web()
+    worker = servers.start_worker()
+    _, token = await user_with_token("carol")
+    rest = LiveRest(f"http://127.0.0.1:{servers.port}", token)
+    body = {"text": PROMPT, "agent": "function_calling", "mode": "step"}
+    made = await asyncio.to_thread(rest.post, "/notebooks/", body, 201)
+    step = await asyncio.to_thread(rest.waiting, made["id"])
+    decision = {
+        "notebook": made["id"],
+        "step_id": step["step_id"],
+        "verdict": "approve",
+    }
+    taken = await asyncio.to_thread(rest.post, "/inbox/decisions", decision)
+    assert taken["action"] == "inbox_approve", taken
+    assert (
+        await runs_in(made["id"]) == worker.pid
+    )  # the approved step's run is the worker's
+    await asyncio.to_thread(rest.settled, made["id"])
+    # the decision is on record under the person's name, once
+    actions = [
+        e.payload
+        async for e in Event.objects.filter(task_id=made["id"], type="human_action")
+    ]
+    approvals = [a for a in actions if a["action"] == "approved"]
+    assert len(approvals) == 1 and approvals[0]["by"] == "carol", actions
+    # a refusal in the worker comes back as the web process's own would
+    again = await asyncio.to_thread(rest.http.post, "/inbox/decisions", json=decision)
+    assert again.status_code == 409, again.text
 
 
 async def runs_in(notebook: int) -> int:

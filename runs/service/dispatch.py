@@ -2,16 +2,18 @@
 
 With turn workers (runs.service.workers) a web process hands the actions that start or change
 a run to a worker, which carries them out here (`perform_here`); set_mode and the policy
-actions only write rows and are carried out where they arrive.
+actions only write rows and are carried out where they arrive. A person's whole decision on a
+waiting step from the inbox (`Decide`, checked where it arrived) goes to a worker the same way.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
+from pydantic import BaseModel
 
 from runs.models import Task
 from runs.protocol import (
@@ -35,6 +37,7 @@ from runs.service import batch, policies, workers
 from runs.service.actions import (
     abandon,
     approve,
+    decide,
     edit_input,
     reject_tool_call,
     send_message,
@@ -46,8 +49,22 @@ from runs.service.runtime import spawn
 
 logger = logging.getLogger(__name__)
 
+
+class Decide(BaseModel):
+    """A person's whole decision on one waiting step (`runs.service.actions.decide`), as the
+    inbox makes it: not an action of the notebook socket, but handed to a turn worker as one."""
+
+    action: Literal["decide"] = "decide"
+    step_id: str
+    inputs: list[str] | None = None
+    rejections: list[tuple[str, str]] | None = None
+
+
+Action = ClientMessage | Decide
+
 # what starts or changes a run: with turn workers, carried out by a worker
 RUN_ACTIONS = (
+    Decide,
     SendMessage,
     Approve,
     EditInput,
@@ -65,7 +82,7 @@ def _owner(task_pk: int) -> User:
 
 
 async def perform(
-    task_pk: int, message: ClientMessage, origin: Origin | None = None
+    task_pk: int, message: Action, origin: Origin | None = None
 ) -> str | None:
     """Carry out one validated client action (not `resume`, which the socket answers itself);
     a `send_message` returns its new turn's id."""
@@ -84,7 +101,7 @@ async def _carry_out(payload: dict[str, Any]) -> None:
         return
     task_pk = int(payload["task"])
     try:
-        message = validate_action(payload["message"])
+        message = _forwarded(payload["message"])
         turn = await perform_here(task_pk, message, workers.origin_of(payload))
     except ProtocolError as exc:
         await workers.answer(payload, error=exc)
@@ -98,11 +115,19 @@ async def _carry_out(payload: dict[str, Any]) -> None:
         await workers.answer(payload, turn=turn)
 
 
+def _forwarded(data: dict[str, Any]) -> Action:
+    if data.get("action") == "decide":
+        return Decide.model_validate(data)
+    return validate_action(data)
+
+
 async def perform_here(
-    task_pk: int, message: ClientMessage, origin: Origin | None = None
+    task_pk: int, message: Action, origin: Origin | None = None
 ) -> str | None:
     """Carry out the action in this process."""
     match message:
+        case Decide(step_id=step_id, inputs=inputs, rejections=rejections):
+            await decide(task_pk, step_id, inputs, rejections, origin)
         case SendMessage(text=text, images=images):
             return await send_message(task_pk, text, origin, images)
         case Approve(step_id=step_id):

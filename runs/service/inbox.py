@@ -2,7 +2,8 @@
 
 The list is derived from the rows (runs.service.waiting); it is sent again to the person's open
 pages whenever a notebook of theirs starts or stops waiting (runs.service.status). Decisions
-made in the inbox go through the same `decide` as the notebook page's, REST's and AG-UI's.
+made in the inbox go through the same `decide` as the notebook page's, REST's and AG-UI's (in a
+turn worker when the deployment has them: runs.service.dispatch).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from django.contrib.auth.models import User
 
 from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
-from runs.service.actions import decide
+from runs.service.dispatch import Decide, perform
 from runs.service.driver import Origin
 from runs.service.reviewers import may_review, reviewees
 from runs.service.waiting import (
@@ -76,9 +77,8 @@ async def decide_from_inbox(
     step = await database_sync_to_async(_step_waiting)(task_pk, step_id)
     origin = Origin(action=f"inbox_{verdict}", by=user.get_username())
     if verdict == "approve":
-        await decide(
-            task_pk, step_id, [edited] if edited is not None else None, origin=origin
-        )
+        inputs = [edited] if edited is not None else None
+        await perform(task_pk, Decide(step_id=step_id, inputs=inputs), origin)
     elif verdict == "answer":
         if step.kind != "human_input":
             raise ProtocolError(
@@ -88,7 +88,7 @@ async def decide_from_inbox(
             raise ProtocolError(
                 ErrorCode.INVALID_INPUT, "type an answer first: the run waits for it"
             )
-        await decide(task_pk, step_id, [text], origin=origin)
+        await perform(task_pk, Decide(step_id=step_id, inputs=[text]), origin)
     elif verdict == "reject":
         if step.kind != "tool_calls":
             raise ProtocolError(
@@ -101,7 +101,8 @@ async def decide_from_inbox(
                 "give a reason: the model is told why its calls were rejected",
             )
         rejections = [(c.tool_id, text) for c in step.calls]
-        await decide(task_pk, step_id, rejections=rejections, origin=origin)
+        decision = Decide(step_id=step_id, rejections=rejections)
+        await perform(task_pk, decision, origin)
     else:
         raise ProtocolError(ErrorCode.UNKNOWN_ACTION, f"{verdict!r} is not a decision")
 

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer, get_channel_layer
@@ -32,6 +32,9 @@ from runs.conf import TURN_CHANNEL, TURN_LAYER, conf
 from runs.protocol import ClientMessage, ErrorCode, ProtocolError
 from runs.service.driver import Origin
 from runs.service.lease import PROCESS_ID
+
+if TYPE_CHECKING:
+    from runs.service.dispatch import Decide
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +115,7 @@ def _refusal(reason: str) -> ProtocolError:
 
 
 async def forward(
-    task_pk: int, message: ClientMessage, origin: Origin | None
+    task_pk: int, message: ClientMessage | Decide, origin: Origin | None
 ) -> str | None:
     """Have a worker carry the action out; return what it returned (a new turn's id), or raise
     its refusal, or a refusal saying that no worker took it (then it is never carried out)."""
