@@ -23,6 +23,7 @@ from bench.bench_faults import PROMPT, fault_script, story_text
 from bench.bench_ws_latency import Socket, free_port, start_daphnes, start_workers
 from runs.engine.testing import Fault, Reply, Rule, Script, ScriptedServer
 from runs.models import Event, Task, Turn
+from tests.agui_support import outcome, post_live, run_input, sse_events
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     signed_in_notebooks,
@@ -244,6 +245,59 @@ async def test_a_decision_from_the_inbox_runs_in_the_worker(site: Any) -> None:
     # a refusal in the worker comes back as the web process's own would
     again = await asyncio.to_thread(rest.http.post, "/inbox/decisions", json=decision)
     assert again.status_code == 409, again.text
+
+
+async def test_an_agui_run_and_its_resume_run_in_the_worker(site: Any) -> None:
+    """AG-UI's runs start and decide steps as the socket does: with turn workers a worker
+    carries them out, and the run's response follows that run to its end."""
+    servers: Site = site(AGENTUI_TURN_WORKER_WAIT_S="30")
+    servers.start_web()
+    worker = servers.start_worker()
+    _, token = await user_with_token("dave")
+    base = f"http://127.0.0.1:{servers.port}"
+    status, raw = await asyncio.to_thread(
+        post_live, base, token, run_input("w-thread", PROMPT, mode="step")
+    )
+    assert status == 200, raw
+    (waiting,) = outcome(sse_events(raw))["interrupts"]
+    assert waiting["reason"] == "step_approval", waiting
+    task = await Task.objects.aget(agui_thread="w-thread")
+
+    approve = [{"interruptId": waiting["id"], "status": "resolved"}]
+    resumed = asyncio.create_task(
+        asyncio.to_thread(post_live, base, token, run_input("w-thread", resume=approve))
+    )
+    lease = None
+    while (
+        lease is None and not resumed.done()
+    ):  # the approved step runs: whose run is it?
+        lease = (
+            await Task.objects.filter(pk=task.pk, lease_owner__gt="")
+            .values_list("lease_owner", flat=True)
+            .afirst()
+        )
+        await asyncio.sleep(0.02)
+    assert lease is not None and pid_of(lease) == worker.pid, lease
+    status, raw = await resumed
+    assert status == 200, raw
+    events = sse_events(raw)
+    streamed = []
+    while (
+        outcome(events)["type"] == "interrupt"
+    ):  # step mode: each step waits; approve it
+        streamed += [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        (waiting,) = outcome(events)["interrupts"]
+        approve = [{"interruptId": waiting["id"], "status": "resolved"}]
+        status, raw = await asyncio.to_thread(
+            post_live, base, token, run_input("w-thread", resume=approve)
+        )
+        assert status == 200, raw
+        events = sse_events(raw)
+    assert outcome(events) == {"type": "success"}
+    streamed += [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert story_text(TOKENS) in "".join(
+        streamed
+    )  # the answer, though it ran elsewhere
 
 
 async def runs_in(notebook: int) -> int:

@@ -25,7 +25,7 @@ from runs import service
 from runs.engine import StepKind, TaskStep, ToolCallDecision
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.models import ApprovalMode
-from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
+from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError, validate_action
 from runs.protocol.checks import storable_problem
 from runs.service import runnable_steps, runtime_for
 
@@ -305,19 +305,19 @@ async def begin(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
     the notebook). Awaited before the run's response, so of several resumes of the same
     interrupts at once one goes on and the others are refused (409) having changed nothing."""
     if plan.stop:
-        await service.abandon(task_pk, origin)
+        await service.perform(task_pk, validate_action({"action": "abandon"}), origin)
     elif plan.steps:
         await _decide_step(task_pk, plan.steps[0], origin)
 
 
 async def carry_on(task_pk: int, plan: ResumePlan, origin: service.Origin) -> None:
     """The rest of `plan` once `begin` has taken it: each step's run ends before the next."""
-    await service.wait_run(task_pk)
+    await service.wait_settled(task_pk)
     if plan.stop:
         return
     for decision in plan.steps[1:]:
         await _decide_step(task_pk, decision, origin)
-        await service.wait_run(task_pk)
+        await service.wait_settled(task_pk)
 
 
 async def _decide_step(
@@ -333,6 +333,7 @@ async def _decide_step(
         inputs.append(decision.edit)
     if decision.call_edits:
         inputs.append(json.dumps(decision.call_edits))
-    await service.decide(
-        task_pk, decision.step_id, inputs, list(decision.rejections), origin
+    made = service.Decide(
+        step_id=decision.step_id, inputs=inputs, rejections=list(decision.rejections)
     )
+    await service.perform(task_pk, made, origin)

@@ -37,7 +37,7 @@ from runs.conf import conf
 from runs.engine.workflow.run_state import WorkflowRunState
 from runs.engine.workflow.worker import AgentWorkflowWorker
 from runs.models import ApprovalMode, NotebookStatus, Task
-from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
+from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError, validate_action
 from runs.protocol.checks import storable_problem
 from runs.service import (
     AuthFailed,
@@ -338,7 +338,8 @@ class AgentRun:
                 self.opening.append(
                     service.ConversationMessage(sent.id, "user", self.text, [], None)
                 )
-                await service.send_message(task_pk, self.text, self.origin)
+                first = validate_action({"action": "send_message", "text": self.text})
+                await service.perform(task_pk, first, self.origin)
         except BaseException:
             await self.feed.close()
             raise
@@ -348,7 +349,7 @@ class AgentRun:
         if self.plan is not None:
             await carry_on(task_pk, self.plan, self.origin)
         elif self.text is not None:
-            await service.wait_run(task_pk)
+            await service.wait_settled(task_pk)
 
     async def stream(self) -> AsyncIterator[str]:
         if self.refusal is not None:

@@ -30,6 +30,7 @@ from runs.service.actions import (
     set_mode,
     undo,
     wait_run,
+    wait_settled,
 )
 from runs.service.attachments import (
     MAX_IMAGES_PER_MESSAGE,
@@ -66,7 +67,7 @@ from runs.service.data import (
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
-from runs.service.dispatch import perform, take_forwarded
+from runs.service.dispatch import Decide, perform, take_forwarded
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
 from runs.service.health import readiness
@@ -237,6 +238,7 @@ __all__ = [
     "notebook_view",
     "owner_of",
     "perform",
+    "Decide",
     "take_forwarded",
     "preview_data_table",
     "readiness",
@@ -261,4 +263,5 @@ __all__ = [
     "unfollow",
     "wait_idle",
     "wait_run",
+    "wait_settled",
 ]

@@ -24,7 +24,14 @@ from runs.engine import (
     ToolArgumentsError,
     UnknownTaskError,
 )
-from runs.models import ApprovalMode, Attachment, Task, Turn, TurnStatus
+from runs.models import (
+    ApprovalMode,
+    Attachment,
+    NotebookStatus,
+    Task,
+    Turn,
+    TurnStatus,
+)
 from runs.presets import get_preset
 from runs.protocol import (
     ErrorCode,
@@ -53,7 +60,7 @@ from runs.service.driver import (
     runnable_steps,
     take_abandon_request,
 )
-from runs.service.lease import Lease
+from runs.service.lease import Lease, is_held
 from runs.service.policies.rules import stops_before_tools
 from runs.service.recovery import interrupt_orphans
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn
@@ -63,6 +70,8 @@ from runs.store.queries import RUNNABLE, NotebookView, StepView
 
 T = TypeVar("T")
 TITLE_CHARS = 80
+# with turn workers, how often `wait_settled` reads whether the worker's run still goes on
+SETTLED_CHECK_S = 0.2
 
 
 def _error(code: ErrorCode, reason: str) -> ProtocolError:
@@ -374,6 +383,24 @@ async def wait_run(task_pk: int) -> None:
     run = stops.run_of(task_pk)
     if run is not None:
         await asyncio.wait({run})  # a cancelled run (Stop) has ended too
+
+
+def _running_anywhere(task_pk: int) -> bool:
+    """Whether a run goes on for the notebook in any process: it says it runs, or a live lease
+    is held on it."""
+    running = Task.objects.filter(pk=task_pk, status=NotebookStatus.RUNNING).exists()
+    return running or is_held(task_pk)
+
+
+async def wait_settled(task_pk: int) -> None:
+    """Return once no run goes on for the notebook: this process's, and with turn workers
+    (runs.service.workers) the one a worker carries out (read from its row: the run's events
+    reach this process, its end is not announced to it)."""
+    await wait_run(task_pk)
+    if not workers.enabled():
+        return
+    while await database_sync_to_async(_running_anywhere)(task_pk):
+        await asyncio.sleep(SETTLED_CHECK_S)
 
 
 def by_of(origin: Origin | None) -> str:
