@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -298,6 +300,69 @@ async def test_an_agui_run_and_its_resume_run_in_the_worker(site: Any) -> None:
     assert story_text(TOKENS) in "".join(
         streamed
     )  # the answer, though it ran elsewhere
+
+
+async def test_a_turn_whose_worker_died_goes_on_in_another_worker(site: Any) -> None:
+    """kill -9 of the worker running a turn: the web process's lease sweep hands the turn to
+    a live worker (web processes run no turn), which finishes it."""
+    servers: Site = site(AGENTUI_TURN_WORKER_WAIT_S="30", AGENTUI_LEASE_SWEEP_S="1")
+    servers.start_web()
+    workers = [servers.start_worker(), servers.start_worker()]
+    cookie, (notebook,) = await signed_in_notebooks(1)
+    tab = await Tab.open(servers.port, notebook, cookie)
+    answer = await tab.act("go", action="send_message", text=PROMPT)
+    assert answer["type"] == "ack", answer
+    await tab.until(lambda m: m["type"] == "delta")
+    victim = await runs_in(notebook)
+    (survivor,) = [w for w in workers if w.pid != victim]
+    os.kill(victim, signal.SIGKILL)
+
+    deadline = time.monotonic() + 60
+    owner = victim
+    while owner == victim:  # until a run holds the lease again
+        assert time.monotonic() < deadline, "nobody took the turn over"
+        lease = await Task.objects.values_list("lease_owner", flat=True).aget(
+            pk=notebook
+        )
+        owner = pid_of(lease) if lease else victim
+        await asyncio.sleep(0.05)
+    assert owner == survivor.pid, (owner, survivor.pid, servers.processes[0].pid)
+    done = await tab.until(
+        lambda m: m["type"] == "event" and m["event"]["type"] == "task_completed"
+    )
+    assert done["event"]["response"] == story_text(TOKENS)
+    tab.sock.close()
+
+
+async def test_a_passed_deadline_is_carried_out_by_a_worker(site: Any) -> None:
+    """The deadline sweep runs in the web process; the decision it takes (reject the calls,
+    then the step runs on) is a run's start like a person's, carried out by a worker."""
+    servers: Site = site(
+        AGENTUI_TURN_WORKER_WAIT_S="30", AGENTUI_DEADLINE_SWEEP_S="0.5"
+    )
+    servers.start_web()
+    worker = servers.start_worker()
+    cookie, (notebook,) = await signed_in_notebooks(1)
+    await Task.objects.filter(pk=notebook).aupdate(mode="tools", wait_deadline_s=1)
+    tab = await Tab.open(servers.port, notebook, cookie)
+    answer = await tab.act("go", action="send_message", text=PROMPT)
+    assert answer["type"] == "ack", answer
+    waiting = await tab.until(
+        lambda m: m["type"] == "event" and m["event"]["type"] == "step_waiting"
+    )
+    assert waiting["event"]["deadline_action"] == "reject", waiting
+    await tab.until(
+        lambda m: m["type"] == "delta"
+    )  # the calls were rejected: it goes on
+    assert await runs_in(notebook) == worker.pid
+    await tab.until(
+        lambda m: m["type"] == "event" and m["event"]["type"] == "task_completed"
+    )
+    actions = [
+        (a["action"], bool(a.get("automatic"))) for a in tab.events("human_action")
+    ]
+    assert actions == [("rejected_call", True), ("approved", True)], actions
+    tab.sock.close()
 
 
 async def runs_in(notebook: int) -> int:

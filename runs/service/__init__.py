@@ -67,7 +67,7 @@ from runs.service.data import (
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
-from runs.service.dispatch import Decide, perform, take_forwarded
+from runs.service.dispatch import perform, take_forwarded
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
 from runs.service.health import readiness
@@ -132,6 +132,7 @@ from runs.service.webhooks import (
     remove_webhook,
     webhook_json,
 )
+from runs.service.worker_actions import Decide
 from runs.store.fork import ForkError
 from runs.telemetry import metrics
 from runs.telemetry.config import TelemetryConfig

@@ -24,11 +24,13 @@ from channels.db import database_sync_to_async
 from runs.conf import conf
 from runs.models import DeadlineAction, Task
 from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
-from runs.service.actions import claim, decide
+from runs.service.actions import claim
 from runs.service.audit import record
+from runs.service.dispatch import perform
 from runs.service.driver import Origin, abandon_turn, finish
 from runs.service.runtime import runtime_for
 from runs.service.waiting import WaitingStep, waiting_notebooks, waiting_step
+from runs.service.worker_actions import Decide
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +74,14 @@ async def act_on(step: WaitingStep) -> str:
             rejections = [
                 (c.tool_id, f"Rejected automatically: {why}.") for c in step.calls
             ]
-            await decide(
-                step.notebook, step.step_id, rejections=rejections, origin=origin
-            )
+            decision = Decide(step_id=step.step_id, rejections=rejections)
+            await perform(step.notebook, decision, origin)
             return "rejected"
         if step.kind == "human_input":
             answer = f"(No answer: {why}.)"
-            await decide(step.notebook, step.step_id, [answer], origin=origin)
+            await perform(
+                step.notebook, Decide(step_id=step.step_id, inputs=[answer]), origin
+            )
             return "answered"
     await _stop(step, why)
     return "stopped"

@@ -9,11 +9,10 @@ waiting step from the inbox (`Decide`, checked where it arrived) goes to a worke
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
-from pydantic import BaseModel
 
 from runs.models import Task
 from runs.protocol import (
@@ -46,25 +45,18 @@ from runs.service.actions import (
 )
 from runs.service.driver import Origin
 from runs.service.runtime import spawn
+from runs.service.takeover import take_over_here
+from runs.service.worker_actions import Decide, TakeOver
 
 logger = logging.getLogger(__name__)
 
 
-class Decide(BaseModel):
-    """A person's whole decision on one waiting step (`runs.service.actions.decide`), as the
-    inbox makes it: not an action of the notebook socket, but handed to a turn worker as one."""
-
-    action: Literal["decide"] = "decide"
-    step_id: str
-    inputs: list[str] | None = None
-    rejections: list[tuple[str, str]] | None = None
-
-
-Action = ClientMessage | Decide
+Action = ClientMessage | Decide | TakeOver
 
 # what starts or changes a run: with turn workers, carried out by a worker
 RUN_ACTIONS = (
     Decide,
+    TakeOver,
     SendMessage,
     Approve,
     EditInput,
@@ -85,7 +77,7 @@ async def perform(
     task_pk: int, message: Action, origin: Origin | None = None
 ) -> str | None:
     """Carry out one validated client action (not `resume`, which the socket answers itself);
-    a `send_message` returns its new turn's id."""
+    a `send_message` returns its new turn's id, a `take_over` how many steps were orphaned."""
     if workers.enabled() and isinstance(message, RUN_ACTIONS):
         return await workers.forward(task_pk, message, origin)
     return await perform_here(task_pk, message, origin)
@@ -118,6 +110,8 @@ async def _carry_out(payload: dict[str, Any]) -> None:
 def _forwarded(data: dict[str, Any]) -> Action:
     if data.get("action") == "decide":
         return Decide.model_validate(data)
+    if data.get("action") == "take_over":
+        return TakeOver.model_validate(data)
     return validate_action(data)
 
 
@@ -128,6 +122,8 @@ async def perform_here(
     match message:
         case Decide(step_id=step_id, inputs=inputs, rejections=rejections):
             await decide(task_pk, step_id, inputs, rejections, origin)
+        case TakeOver():
+            return str(await take_over_here(task_pk))
         case SendMessage(text=text, images=images):
             return await send_message(task_pk, text, origin, images)
         case Approve(step_id=step_id):

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 
 from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
-from runs.service.dispatch import Decide, perform
+from runs.service.dispatch import perform
 from runs.service.driver import Origin
 from runs.service.reviewers import may_review, reviewees
 from runs.service.waiting import (
@@ -23,6 +23,7 @@ from runs.service.waiting import (
     waiting_notebooks,
     waiting_step,
 )
+from runs.service.worker_actions import Decide
 
 
 def inbox_owners(user_pk: int) -> list[int]:

@@ -18,7 +18,8 @@ repeats nothing that had finished:
 The lease is the only claim: of two processes that find the same orphan at once one takes the
 lease, and every write of its run is fenced by it (runs.store.fence). Runs in server processes
 only: from the lease sweep (runs.service.sweeper), and when a socket or an AG-UI request opens
-a notebook (in a task of its own: a socket closing meanwhile does not cut it short).
+a notebook (in a task of its own: a socket closing meanwhile does not cut it short); with turn
+workers the turn goes on in a worker (runs.service.workers).
 `manage.py recover_runs` only interrupts (it runs no turn).
 """
 
@@ -31,6 +32,8 @@ from channels.db import database_sync_to_async
 
 from runs.engine import StepKind
 from runs.models import ApprovalMode
+from runs.protocol import ProtocolError
+from runs.service import workers
 from runs.service.actions import start_run
 from runs.service.driver import finish
 from runs.service.recovery import (
@@ -40,6 +43,7 @@ from runs.service.recovery import (
     needs_recovery,
 )
 from runs.service.runtime import runtime_for, spawn
+from runs.service.worker_actions import TakeOver
 from runs.store import queries
 
 logger = logging.getLogger(__name__)
@@ -85,6 +89,17 @@ async def take_over(task_pk: int) -> int:
     # the request thread waiting for this view: agentui/static_files.py keeps the chain async.)
     if not await database_sync_to_async(needs_recovery)(task_pk):
         return 0
+    if workers.enabled():  # the turn goes on in a turn worker, as every run does
+        try:
+            return int(await workers.forward(task_pk, TakeOver(), None) or 0)
+        except ProtocolError as exc:  # no worker took it: the next sweep tries again
+            logger.error("notebook %s: not taken over (%s)", task_pk, exc.reason)
+            return 0
+    return await take_over_here(task_pk)
+
+
+async def take_over_here(task_pk: int) -> int:
+    """`take_over` in this process."""
     work = spawn(_take_over(task_pk), name=f"take-over-{task_pk}")
     return int(await asyncio.shield(work))
 

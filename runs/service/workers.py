@@ -34,7 +34,7 @@ from runs.service.driver import Origin
 from runs.service.lease import PROCESS_ID
 
 if TYPE_CHECKING:
-    from runs.service.dispatch import Decide
+    from runs.service.worker_actions import Decide, TakeOver
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def _refusal(reason: str) -> ProtocolError:
 
 
 async def forward(
-    task_pk: int, message: ClientMessage | Decide, origin: Origin | None
+    task_pk: int, message: ClientMessage | Decide | TakeOver, origin: Origin | None
 ) -> str | None:
     """Have a worker carry the action out; return what it returned (a new turn's id), or raise
     its refusal, or a refusal saying that no worker took it (then it is never carried out)."""
