@@ -2,8 +2,10 @@
 
 With turn workers (runs.service.workers) a web process hands the actions that start or change
 a run to a worker, which carries them out here (`perform_here`); set_mode and the policy
-actions only write rows and are carried out where they arrive. A person's whole decision on a
-waiting step from the inbox (`Decide`, checked where it arrived) goes to a worker the same way.
+actions only write rows and are carried out where they arrive. Two actions of the server's own
+go to a worker the same way (runs.service.worker_actions): a whole decision on a waiting step
+as the inbox, AG-UI and a passed deadline make it (`Decide`, checked where it arrived), and the
+takeover of a turn whose process died (`TakeOver`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ from runs.service.takeover import take_over_here
 from runs.service.worker_actions import Decide, TakeOver
 
 logger = logging.getLogger(__name__)
-
 
 Action = ClientMessage | Decide | TakeOver
 

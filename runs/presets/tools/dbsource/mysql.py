@@ -239,9 +239,8 @@ def _tables_read(session: _Session, sql: str) -> list[str]:
     explain = "EXPLAIN EXTENDED " if session.mariadb else "EXPLAIN "
     try:
         session.rows_of(explain + sql)
-        session.cursor.execute(
-            "SHOW WARNINGS"
-        )  # the EXPLAIN's notes, before anything else
+        # the EXPLAIN's notes, read before any other statement
+        session.cursor.execute("SHOW WARNINGS")
         notes = [
             str(row[2]) for row in session.cursor.fetchall() if row[1] == _REWRITTEN
         ]
