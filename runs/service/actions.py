@@ -60,7 +60,7 @@ from runs.service.driver import (
     runnable_steps,
     take_abandon_request,
 )
-from runs.service.lease import Lease, is_held
+from runs.service.lease import Lease, lease_is_dead
 from runs.service.policies.rules import stops_before_tools
 from runs.service.recovery import interrupt_orphans
 from runs.service.runtime import NotebookRuntime, runtime_for, spawn
@@ -388,8 +388,15 @@ async def wait_run(task_pk: int) -> None:
 def _running_anywhere(task_pk: int) -> bool:
     """Whether a run goes on for the notebook in any process: it says it runs, or a live lease
     is held on it."""
-    running = Task.objects.filter(pk=task_pk, status=NotebookStatus.RUNNING).exists()
-    return running or is_held(task_pk)
+    row = (
+        Task.objects.filter(pk=task_pk)
+        .values_list("status", "lease_owner", "lease_at")
+        .first()
+    )
+    if row is None:
+        return False
+    status, owner, at = row
+    return status == NotebookStatus.RUNNING or not lease_is_dead(owner, at)
 
 
 async def wait_settled(task_pk: int) -> None:

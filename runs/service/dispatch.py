@@ -108,12 +108,16 @@ async def _carry_out(payload: dict[str, Any]) -> None:
         await workers.answer(payload, turn=turn)
 
 
+# The actions only a server makes (never a socket): each forwarded under its own name.
+_SERVER_ACTIONS: dict[str, type[Decide] | type[TakeOver]] = {
+    "decide": Decide,
+    "take_over": TakeOver,
+}
+
+
 def _forwarded(data: dict[str, Any]) -> Action:
-    if data.get("action") == "decide":
-        return Decide.model_validate(data)
-    if data.get("action") == "take_over":
-        return TakeOver.model_validate(data)
-    return validate_action(data)
+    model = _SERVER_ACTIONS.get(str(data.get("action")))
+    return model.model_validate(data) if model else validate_action(data)
 
 
 async def perform_here(
