@@ -21,6 +21,7 @@ from runs.demo.charts import (
     CITY_REVENUE_SQL,
     PLAIN_COLOUR,
 )
+from runs.demo.hidden_text import HIDDEN_PROMPT, HIDDEN_SQL
 from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, Task
@@ -186,6 +187,21 @@ async def test_demo_brand_chart_is_refused_then_drawn_in_a_plain_colour(
     assert charts[1]["raw_output"]["spec"]["mark"]["color"] == PLAIN_COLOUR
     answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
     assert "| City | Revenue |" in answer
+
+
+async def test_demo_hidden_characters_reach_the_tool_as_the_model_wrote_them(
+    tmp_path: Any,
+) -> None:
+    """The offline demo's call with hidden characters (its card names them:
+    tests/test_browser_hidden_chars.py) runs exactly as written and answers with the total."""
+    _, _, stored = await _demo_turn(tmp_path, HIDDEN_PROMPT)
+    calls = [e for e in stored if e["type"] == "tool_call"]
+    assert [c["tool_kwargs"] for c in calls] == [{"sql": HIDDEN_SQL}]
+    assert "\u202e" in HIDDEN_SQL and chr(0xE0074) in HIDDEN_SQL
+    result = [e for e in stored if e["type"] == "tool_call_result"][0]
+    total = json.loads(result["tool_output"]["content"])["rows"][0][0]
+    answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
+    assert f"Lisbon's 2024 revenue is **{total:,.2f}**" in answer, answer
 
 
 async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(

@@ -23,14 +23,24 @@ from runs.service import (
     set_policy,
 )
 from runs.web.confirming import Question, ask, is_confirmed
+from runs.web.hidden_text import reveal
 
 FIELDS = ("tool", "decision", "condition", "reason")
+
+
+def _rules(request: HttpRequest) -> list[dict[str, Any]]:
+    """The person's rules as the page shows them: a tool name (from a model's call, when the
+    rule was set from its card) with its hidden characters shown."""
+    rules = [describe_policy(r) for r in policies_of(request.user)]  # type: ignore[arg-type]
+    return [
+        {**r, "tool": reveal(r["tool"]), "summary": reveal(r["summary"])} for r in rules
+    ]
 
 
 def _page(
     request: HttpRequest, form: dict[str, str], error: str = "", status: int = 200
 ) -> HttpResponse:
-    rules = [describe_policy(r) for r in policies_of(request.user)]  # type: ignore[arg-type]
+    rules = _rules(request)
     context: dict[str, Any] = {
         "active": [r for r in rules if r["revoked_at"] is None],
         "revoked": [r for r in rules if r["revoked_at"] is not None],
@@ -59,7 +69,7 @@ def policies_page(request: HttpRequest) -> HttpResponse:
         made = async_to_sync(set_policy)(request.user, spec)  # type: ignore[arg-type]
     except ProtocolError as exc:
         return _page(request, form, exc.reason, 400)
-    messages.success(request, f"Rule #{made['id']} set: {made['summary']}.")
+    messages.success(request, f"Rule #{made['id']} set: {reveal(made['summary'])}.")
     return redirect("runs:policies")
 
 
@@ -74,14 +84,19 @@ def revoke(request: HttpRequest, pk: int) -> HttpResponse:
     except ProtocolError as exc:
         messages.error(request, exc.reason)
     else:
-        messages.success(request, f"Rule #{gone['id']} revoked: {gone['summary']}.")
+        messages.success(
+            request, f"Rule #{gone['id']} revoked: {reveal(gone['summary'])}."
+        )
     return redirect("runs:policies")
 
 
 def _ask_to_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    rules = map(describe_policy, policies_of(request.user))  # type: ignore[arg-type]
     rule = next(
-        (r for r in rules if r["id"] == pk and r["mine"] and r["revoked_at"] is None),
+        (
+            r
+            for r in _rules(request)
+            if r["id"] == pk and r["mine"] and r["revoked_at"] is None
+        ),
         None,
     )
     question = (

@@ -5,6 +5,7 @@
 import { formatUsd } from "./cost.js";
 import { h, prettyJson } from "./dom.js";
 import { formatDate, timeElement } from "./format.js";
+import { revealText } from "./hidden.js";
 
 const VERB = {
   edited_input: "edited the input",
@@ -53,12 +54,13 @@ function clock(at) {
 }
 
 function shown(value) {
-  return typeof value === "string" ? value : prettyJson(value ?? null);
+  return typeof value === "string" ? revealText(value) : prettyJson(value ?? null);
 }
 
 function callName(step, toolId) {
   const call = step.pendingCalls?.find((c) => c.tool_id === toolId);
-  return call ? call.output_name ? `${call.output_name} ${call.tool_name}` : call.tool_name : toolId;
+  const name = call ? revealText(call.tool_name) : toolId;
+  return call?.output_name ? `${call.output_name} ${name}` : name;
 }
 
 function actionItem(step, action, turn) {

@@ -12,6 +12,7 @@ import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { cutNotice } from "./cut.js";
+import { hiddenNote, revealText } from "./hidden.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
 import { costLine } from "./cost.js";
@@ -384,11 +385,12 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${call.status}`, "aria-hidden": "true" }),
       resultName(call) ? h("span", { class: "badge plan-index" }, resultName(call)) : null,
-      h("code", { class: "tool-name" }, call.name),
+      h("code", { class: "tool-name" }, revealText(call.name)),
       deps ? h("span", { class: "tool-deps" }, deps) : null,
       h("span", { class: "tool-meta" }, callMeta(call)),
       h("span", { class: `badge status status-${call.status}` }, call.status),
     ),
+    hiddenNote(call.name, call.kwargs),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
     outcome,
   );
@@ -415,10 +417,11 @@ export function pendingCard(step, call) {
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${status}`, "aria-hidden": "true" }),
       pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
-      h("code", { class: "tool-name" }, call.tool_name),
+      h("code", { class: "tool-name" }, revealText(call.tool_name)),
       h("span", { class: "tool-meta" }),
       h("span", { class: `badge decision decision-${decision}` }, decision),
     ),
+    hiddenNote(call.tool_name, call.tool_kwargs),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.tool_kwargs)),
     plannedAs(call.planned_kwargs),
     call.reason ? h("p", { class: "tool-reason" }, `Reason: ${call.reason}`) : null,

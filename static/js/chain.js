@@ -5,6 +5,7 @@
 // says `yN`, then fills in with the value once the call that computes it finishes.
 
 import { h } from "./dom.js";
+import { revealJson } from "./hidden.js";
 import { formatNumber, numberIn } from "./format.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 
@@ -33,7 +34,7 @@ export function dependencyName(call, index) {
  * `planned` is the call's `planned_kwargs` (the inbox's `planned_arguments`). */
 export function plannedAs(planned) {
   if (!planned) return null;
-  return h("p", { class: "tool-planned" }, "Planned as ", h("code", {}, JSON.stringify(planned)));
+  return h("p", { class: "tool-planned" }, "Planned as ", h("code", {}, revealJson(JSON.stringify(planned))));
 }
 
 /** The results a pending placeholder call uses: every argument that is exactly `yK`, as K. */

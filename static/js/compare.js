@@ -6,6 +6,7 @@
 
 import { formatUsd } from "./cost.js";
 import { formatDuration, h } from "./dom.js";
+import { revealText } from "./hidden.js";
 
 const root = document.getElementById("compare");
 const $ = (selector) => root.querySelector(selector);
@@ -33,7 +34,7 @@ function callList(calls) {
       h(
         "li",
         { class: "compare-call" },
-        h("code", { class: `compare-args${call.args_differ ? " is-different" : ""}` }, `${call.name}(${call.args})`),
+        h("code", { class: `compare-args${call.args_differ ? " is-different" : ""}` }, revealText(`${call.name}(${call.args})`)),
         call.result !== "" ? h("span", { class: `compare-result${call.result_differs ? " is-different" : ""}` }, `→ ${call.result}`) : null,
       ),
     ),

@@ -6,6 +6,7 @@ import { isCtrlEnter } from "./actions.js";
 import { pendingResultName, plannedAs } from "./chain.js";
 import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
+import { hiddenNote, revealText } from "./hidden.js";
 import { batchControls } from "./policy_controls.js";
 
 /** Why a step waits on a budget ("Budget of $0.50 for this run reached: $0.51 spent"). */
@@ -164,11 +165,12 @@ export class StepControls {
         { class: "tool-head" },
         h("span", { class: `status-dot status status-${rejected ? "failed" : "pending"}`, "aria-hidden": "true" }),
         pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
-        h("code", { class: "tool-name" }, call.tool_name),
+        h("code", { class: "tool-name" }, revealText(call.tool_name)),
         h("span", { class: "tool-meta" }),
         h("span", { class: `badge decision decision-${call.decision || "pending"}` }, call.decision || "pending"),
       ),
-      h("label", { for: argsId, class: "field-label" }, `Arguments for ${call.tool_name} (JSON)`),
+      hiddenNote(call.tool_name, call.tool_kwargs),
+      h("label", { for: argsId, class: "field-label" }, `Arguments for ${revealText(call.tool_name)} (JSON)`),
       args,
       this.bus.slot(`args:${key}`, argsErr),
     );

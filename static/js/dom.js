@@ -1,5 +1,7 @@
 // Small DOM and formatting helpers shared by the page modules.
 
+import { revealJson } from "./hidden.js";
+
 /**
  * Create an element: h("button", {class: "x", onclick: fn, disabled: true}, "Label", child).
  * `null`, `undefined` and `false` children and attributes are skipped.
@@ -46,9 +48,10 @@ export function formatDuration(seconds) {
   return `${minutes} min ${String(Math.round(seconds % 60)).padStart(2, "0")} s`;
 }
 
+/** `value` as indented JSON, its hidden characters (hidden.js) as \u escapes: the same value. */
 export function prettyJson(value) {
   try {
-    return JSON.stringify(value, null, 2);
+    return revealJson(JSON.stringify(value, null, 2));
   } catch {
     return String(value);
   }

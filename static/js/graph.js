@@ -11,6 +11,7 @@
 import { dependencyName, pendingDependencies, resultName } from "./chain.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, stepAgent } from "./team.js";
+import { revealText } from "./hidden.js";
 
 export const NODE_SIZE = {
   message: { w: 156, h: 34 },
@@ -93,11 +94,11 @@ export function buildGraph(model, { domId }) {
         nodes.push({
           id: callNode,
           kind: "call",
-          label: call.name,
+          label: revealText(call.name),
           sub: resultName(call) || "",
           status: call.status,
           target: domId("call", `${step.id}-${call.id}`),
-          title: `${resultName(call) ? `${resultName(call)} ` : ""}${call.name}${deps.length ? ` after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : ""}: ${call.status}`,
+          title: `${resultName(call) ? `${resultName(call)} ` : ""}${revealText(call.name)}${deps.length ? ` after ${call.dependsOn.map((d) => dependencyName(call, d)).join(", ")}` : ""}: ${call.status}`,
         });
         // Each edge carries the name the call uses for that result: `$N` or `yK`.
         for (const index of new Set(deps)) {

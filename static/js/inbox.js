@@ -6,6 +6,7 @@ import { plannedAs } from "./chain.js";
 import { parseArgs } from "./controls.js";
 import { countdown } from "./deadline.js";
 import { h, prettyJson, replaceChildren } from "./dom.js";
+import { hiddenNote, revealText } from "./hidden.js";
 import { timeElement } from "./format.js";
 import { notificationsOn, setNotifications } from "./inbox_badge.js";
 import { inboxFeed } from "./inbox_feed.js";
@@ -48,7 +49,7 @@ function edited(item) {
       const parsed = parseArgs(area.value);
       if (!parsed.ok) {
         area.focus();
-        throw new Error(`${call.tool_name}: ${parsed.error}`);
+        throw new Error(`${revealText(call.tool_name)}: ${parsed.error}`);
       }
       edits.push({ tool_id: call.tool_id, tool_kwargs: parsed.value });
     }
@@ -99,7 +100,8 @@ function callBlock(call) {
   return h(
     "div",
     { class: "inbox-call" },
-    h("label", { for: id, class: "inbox-call-label" }, h("code", {}, call.tool_name), " arguments"),
+    hiddenNote(call.tool_name, call.arguments),
+    h("label", { for: id, class: "inbox-call-label" }, h("code", {}, revealText(call.tool_name)), " arguments"),
     h("textarea", { id, class: "args-input", rows: Math.min(8, prettyJson(call.arguments).split("\n").length), spellcheck: "false", dataset: { field: `args:${call.tool_id}` } }, prettyJson(call.arguments)),
     // a plan's call waits with the earlier results it uses: how it was planned, as on the notebook
     plannedAs(call.planned_arguments),
@@ -128,7 +130,7 @@ function render(step) {
   // it waits because a budget was reached: approving raises it (recorded), as on the notebook
   if (step.budget) body.push(h("p", { class: "budget-note" }, h("strong", {}, `${step.budget.reason[0].toUpperCase()}${step.budget.reason.slice(1)}.`), `Approving raises it to ${step.budget.raise_words} for this run.`));
   if (step.kind === "human_input") {
-    body.push(h("p", { class: "question-text" }, h("span", { class: "field-label" }, `${step.asker || "A tool"} asks you `), step.question || "(the question was not recorded)"));
+    body.push(h("p", { class: "question-text" }, h("span", { class: "field-label" }, `${step.asker || "A tool"} asks you `), step.question ? revealText(step.question) : "(the question was not recorded)"));
     body.push(h("label", { class: "field-label", for: `answer-${step.step_id}` }, "Your answer"));
     body.push(h("textarea", { id: `answer-${step.step_id}`, rows: 2, dataset: { field: "input" } }));
     buttons.push(h("button", { type: "button", class: "button primary", onclick: () => decide(item, "answer") }, "Send answer"));

@@ -3,6 +3,7 @@
 // reject every pending call with one reason, approve every waiting branch of a parallel step.
 
 import { domId, h } from "./dom.js";
+import { revealText } from "./hidden.js";
 
 function button(label, action, allowed, describedBy) {
   const el = h("button", { type: "button", class: "button secondary", "data-action": action, "data-allowed": String(allowed), "aria-describedby": describedBy }, label);
@@ -24,9 +25,10 @@ export function batchControls(bus, step, calls, perms, approve) {
   const allowed = perms.canApprove && step.status === "pending";
   if (step.kind === "tool_calls" && pending.length) {
     const tools = [...new Set(pending.map((c) => c.tool_name))];
+    const names = toolList(tools.map(revealText)); // a name hiding a character says so (hidden.js)
     const ruleErr = domId("err-rule", step.id);
-    const here = button(`Approve and always allow ${toolList(tools)} in this notebook`, "allow-notebook", allowed, ruleErr);
-    const everywhere = button(`Approve and always allow ${toolList(tools)} in all my notebooks`, "allow-mine", allowed, ruleErr);
+    const here = button(`Approve and always allow ${names} in this notebook`, "allow-notebook", allowed, ruleErr);
+    const everywhere = button(`Approve and always allow ${names} in all my notebooks`, "allow-mine", allowed, ruleErr);
     const remember = async (scope, btn) => {
       for (const tool of tools) {
         const ok = await bus.act(`rule:${step.id}`, "set_policy", { tool, decision: "allow", scope, step_id: step.id }, btn);

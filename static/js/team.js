@@ -2,6 +2,7 @@
 // and questions to the person, all derived from the model (store.js) so an undo is reflected.
 
 import { h, prettyJson } from "./dom.js";
+import { revealText } from "./hidden.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 
 const PALETTE_SIZE = 6;
@@ -79,7 +80,7 @@ export function teamExtras(model, step, attempt) {
         "div",
         { class: "team-question", role: "note" },
         h("span", { class: "field-label" }, question ? `${question.agent} asks you` : "A tool asks you"),
-        h("p", { class: "question-text" }, question?.prefix || "(the question was not recorded)"),
+        h("p", { class: "question-text" }, question?.prefix ? revealText(question.prefix) : "(the question was not recorded)"),
         question?.answer != null && step.status === "completed" ? h("p", { class: "question-answer" }, `You answered: ${question.answer}`) : null,
       ),
     );

@@ -3,6 +3,7 @@
 
 import { domId, formatDuration, h } from "./dom.js";
 import { resultName } from "./chain.js";
+import { revealText } from "./hidden.js";
 import { liveSteps } from "./selectors.js";
 
 /** Rows in display order: per step its runs (one row), then its tool calls. */
@@ -19,7 +20,7 @@ export function timelineRows(model) {
           if (call.startedAt == null) continue;
           rows.push({
             kind: "call",
-            label: `${resultName(call) ? `${resultName(call)} ` : ""}${call.name}`,
+            label: `${resultName(call) ? `${resultName(call)} ` : ""}${revealText(call.name)}`,
             sub: "",
             target: domId("call", `${step.id}-${call.id}`),
             bars: [{ start: call.startedAt, end: call.endedAt, status: call.status }],
