@@ -8,9 +8,9 @@ from typing import Any
 from ..errors import LLMError
 from ..events import AgentInput, AgentOutput, AgentStream
 from ..llms.base import LLM, ChatResponse, ToolChoice
-from ..messages import ChatMessage
+from ..messages import ChatMessage, ToolSelection
 from ..tools import BaseTool
-from ..types import Task, TaskStep
+from ..types import Task, TaskStep, new_id
 
 
 def _ids(
@@ -23,6 +23,48 @@ def _ids(
     if phase is not None:
         ids["phase"] = phase
     return ids
+
+
+class _DistinctCallIds:
+    """Gives each tool call of a reply an id no other call of the conversation has.
+
+    A call's id is all that ties it to its answer (the tool message), to a person's edit or
+    rejection, and to its cards on every surface. A model may repeat one (two calls of a reply
+    named alike, or the same id in every reply, as some servers send): a rejection meant for one
+    call would then reject another, and the model could not tell which answer is whose. Such a
+    call gets a fresh id here, before anything records or runs the reply, so the audit, the
+    tools and the model's next request all name it the same way.
+    """
+
+    def __init__(self, task: Task, messages: Sequence[ChatMessage]) -> None:
+        self.taken: set[str] = set()
+        for message in [*task.memory.get_all(), *messages]:
+            self.taken.update(call.tool_id for call in message.tool_calls)
+            if message.tool_call_id:
+                self.taken.add(message.tool_call_id)
+        # a renamed call's position in the reply -> its new id (the same in every chunk)
+        self.renamed: dict[int, str] = {}
+
+    def __call__(self, reply: ChatResponse) -> ChatResponse:
+        calls = reply.message.tool_calls
+        if not calls:
+            return reply
+        seen: set[str] = set()
+        fixed: list[ToolSelection] = []
+        for index, call in enumerate(calls):
+            tool_id = self.renamed.get(index)
+            if tool_id is None and (call.tool_id in self.taken or call.tool_id in seen):
+                tool_id = self.renamed[index] = f"call_{new_id().replace('-', '')[:24]}"
+            seen.add(tool_id or call.tool_id)
+            fixed.append(
+                call
+                if tool_id is None
+                else call.model_copy(update={"tool_id": tool_id})
+            )
+        if fixed == list(calls):
+            return reply
+        message = reply.message.model_copy(update={"tool_calls": tuple(fixed)})
+        return reply.model_copy(update={"message": message})
 
 
 async def _finish(task: Task, ids: dict[str, Any], final: ChatResponse | None) -> None:
@@ -58,6 +100,7 @@ async def iter_turn(
     """
     ids = _ids(task, step, agent_name, phase)
     await task.emit(AgentInput(**ids, input=list(messages)))
+    distinct = _DistinctCallIds(task, messages)
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(
         messages,
@@ -66,7 +109,7 @@ async def iter_turn(
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
     ):
-        final = chunk
+        final = chunk = distinct(chunk)
         if chunk.delta:
             await task.emit(
                 AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
@@ -93,6 +136,7 @@ async def stream_turn(
     """
     ids = _ids(task, step, agent_name, phase)
     await task.emit(AgentInput(**ids, input=list(messages)))
+    distinct = _DistinctCallIds(task, messages)
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(
         messages,
@@ -101,7 +145,7 @@ async def stream_turn(
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
     ):
-        final = chunk
+        final = chunk = distinct(chunk)
         if chunk.delta:
             await task.emit(
                 AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
