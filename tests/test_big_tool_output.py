@@ -125,6 +125,8 @@ async def test_a_10_mb_tool_output_leaves_the_notebook_usable(
         ]
         assert cut["chars"] == len(full)
         assert cut["more_bytes"] == len(full) - len(content)
+        # and it says the model was given only its first MODEL_CHARS characters
+        assert live_result["model_chars"] == MODEL_CHARS
 
         # stored about once: ~10.4 MB, not three copies
         stored = await database_sync_to_async(stored_bytes)(notebook.pk)
@@ -162,6 +164,7 @@ async def test_a_10_mb_tool_output_leaves_the_notebook_usable(
     listed = await api.get(f"/notebooks/{notebook.pk}/events/", type="tool_call_result")
     [event] = listed.json()["items"]
     assert event["event"]["tool_output"]["content"] == content
+    assert event["event"]["model_chars"] == MODEL_CHARS
     [rest_cut] = [
         c
         for c in event["event"]["truncated"]

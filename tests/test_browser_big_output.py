@@ -1,8 +1,8 @@
 """A 10 MB tool output in the browser (issue 16, item 2): the notebook stays usable.
 
 The demo's `server_log` example: the tool card shows a preview and "N KB more — download",
-which downloads the whole output; the page still works after a reload, and the trace view shows
-the same preview. Screenshots: big-output-*.png.
+which downloads the whole output, and says how much of it the model was given; the page still
+works after a reload, and the trace view shows the same preview. Screenshots: big-output-*.png.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ def test_a_huge_tool_output_is_a_preview_with_a_download_link(
     link = page.get_by_role("link", name="KB more — download")
     link.wait_for()
     assert "Showing the first" in page.locator(".value-cut").inner_text()
+    # the page shows more of it than the model read, and says how much the model read
+    read = (
+        f"The model was given only the first {256 * 1024:,} characters of this result"
+    )
+    assert read in page.locator(".tool-card .model-cut").inner_text()
     page.locator(".tool-card").first.scroll_into_view_if_needed()
     shot(page, artifacts_dir, "big-output-1-notebook")
 
@@ -62,5 +67,6 @@ def test_a_huge_tool_output_is_a_preview_with_a_download_link(
     trace_link = page.get_by_role("link", name="KB more — download")
     trace_link.first.wait_for()
     trace_link.first.scroll_into_view_if_needed()
+    assert read in page.locator(".tool-card .model-cut").first.inner_text()
     shot(page, artifacts_dir, "big-output-2-trace")
     assert page.console_errors == []

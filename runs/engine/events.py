@@ -96,6 +96,9 @@ class ToolCallResult(BaseEvent):
     ended_at: float
     plan_index: int | None = None
     output_name: str | None = None
+    # the model was given only this many characters of `tool_output.content` (and a note saying
+    # so: the task's `tool_output_chars`); None: all of it
+    model_chars: int | None = None
 
 
 class ToolCallDecided(BaseEvent):

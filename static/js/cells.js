@@ -11,7 +11,7 @@ import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
-import { cutNotice } from "./cut.js";
+import { cutNotice, modelCutNotice } from "./cut.js";
 import { hiddenNote, revealText } from "./hidden.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
@@ -367,6 +367,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
           h("span", { class: "field-label" }, call.isError ? `${resultLabel} (error)` : resultLabel),
           toolResultBody(step.id, call),
           call.outputCut ? cutNotice(call.outputCut) : null,
+          call.modelChars != null ? modelCutNotice(call.modelChars) : null,
         );
   const outcome =
     call.status === "rejected"

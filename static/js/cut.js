@@ -24,3 +24,9 @@ export function cutNotice(cut) {
     h("a", { href: cut.url, download: "" }, `${sizeText(cut.more_bytes)} more — download`),
   );
 }
+
+/** What the model read of a tool result it was given cut (AGENTUI_TOOL_OUTPUT_MODEL_CHARS): the
+ * page shows more than the model read, so it says how much the model read. */
+export function modelCutNotice(chars) {
+  return h("p", { class: "model-cut" }, `The model was given only the first ${chars.toLocaleString("en")} characters of this result, and told that the rest was left out.`);
+}

@@ -270,6 +270,7 @@ const STEP_EVENTS = {
     call.output = out.content ?? "";
     call.rawOutput = out.raw_output ?? null; // what render/results.js draws as a table or chart
     call.outputCut = cutAt(event, ["tool_output", "content"]); // a preview: the rest downloads
+    call.modelChars = event.model_chars ?? null; // the model was given only this much of it
     call.isError = Boolean(out.is_error);
     call.status = call.isError ? "failed" : "completed";
     // A call the person rejected did not fail: it was not run, and the model was told why.

@@ -36,7 +36,8 @@ async def run_one_call(
     """Run one call, emitting ToolCall then ToolCallResult. Never raises for a tool's failure.
 
     The event carries the whole output; what is returned (for the model) is cut to the task's
-    ``tool_output_chars``, with a note saying so.
+    ``tool_output_chars``, with a note saying so, and the event says where it was cut
+    (``model_chars``), so every surface can show the person what the model was given.
 
     ``plan_index``/``depends_on`` place the call in a plan's DAG; ``output_name`` and
     ``depends_on_names`` name its result and the results it uses (a chain of abstraction's yN).
@@ -73,6 +74,7 @@ async def run_one_call(
         with running_for(task):
             output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
     tool = tools.get(call.tool_name)
+    given = for_model(output, task.tool_output_chars)
     await task.emit(
         ToolCallResult(
             task_id=task.task_id,
@@ -88,9 +90,10 @@ async def run_one_call(
             ended_at=time.time(),
             plan_index=plan_index,
             output_name=output_name,
+            model_chars=None if given is output else task.tool_output_chars,
         )
     )
-    return for_model(output, task.tool_output_chars)
+    return given
 
 
 async def run_calls(
