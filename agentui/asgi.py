@@ -23,11 +23,13 @@ from channels.routing import (  # noqa: E402
 
 from agentui.body_limit import BodyLimit, install_in_daphne  # noqa: E402
 from agentui.origin import SameOriginValidator  # noqa: E402
+from agentui.slow_readers import install_in_daphne as wait_for_slow_readers  # noqa: E402
 from runs.conf import TURN_CHANNEL  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 from runs.web.turn_worker import TurnWorkerConsumer  # noqa: E402
 
 install_in_daphne()
+wait_for_slow_readers()
 
 application = ProtocolTypeRouter(
     {

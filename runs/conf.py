@@ -244,6 +244,14 @@ class Conf:
         "`Last-Event-ID` and goes on where it was",
         least=1,
     )
+    ws_unread_timeout_s: float = _setting(
+        30.0,
+        "seconds",
+        "A websocket client that has more than 64 KiB of its output unread is sent nothing "
+        "more (and not read from) until it reads it; one that reads nothing for this long "
+        "is disconnected",
+        least=1,
+    )
     # --- budgets (runs.service.budgets): past one, the run waits for the person
     budget_run_usd: float = _setting(
         0.0,

@@ -12,6 +12,7 @@ and marks its tests `browser`; without Chromium they skip (or fail in CI) throug
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import socket
@@ -148,6 +149,13 @@ class LiveApp:
     def login_link(self) -> str:
         """A one-time link that logs the test user in."""
         return self.manage("login_link", USERNAME, "--base-url", self.url).strip()
+
+    def session_cookie(self) -> str:
+        """A `Cookie` header value of the test user logged in (for raw HTTP and socket clients)."""
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        opener.open(self.login_link()).close()
+        return "; ".join(f"{c.name}={c.value}" for c in jar)
 
     def seed(self, function: str, *args: object, **kwargs: object) -> str:
         """Call a seed_* function of this module inside the app (its printed result is returned)."""

@@ -4,14 +4,19 @@ Against daphne itself (the in-process test communicator skips its frame checks):
 64 KiB is answered `too_large` and the socket stays open; over 1 MiB, or a text frame that is
 not UTF-8, daphne drops the connection without a close frame (browsers report 1006) and the
 next connection is served as usual. Nothing is stored either way.
+
+A client that does not read (agentui/slow_readers.py): a `resume` from seq 0 is ~40 bytes and
+replays the whole notebook (here 18 MB). Sent 30 times by a client that reads nothing, daphne
+held the replays in memory (~500 MB within 4 s); now the socket's sends wait for the
+client, the server stops reading it meanwhile, and after `AGENTUI_WS_UNREAD_TIMEOUT_S` of
+reading nothing it is disconnected. A client that reads gets every event.
 """
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import tempfile
-import urllib.request
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,10 @@ from runs.protocol import MAX_MESSAGE_BYTES
 from tests.raw_websocket import RawWebSocket
 
 MIB = 1024 * 1024
+EVENTS = 300
+TEXT = 15_000  # characters in each of an event's four texts: ~60 KB on the wire, 18 MB in all
+UNREAD_TIMEOUT_S = 5
+RESUME_FROM_START = json.dumps({"action": "resume", "last_seq": 0}).encode()
 
 
 @pytest.fixture
@@ -32,14 +41,10 @@ def served(
 ) -> Iterator[tuple[LiveApp, dict[str, str], int]]:
     model = ScriptedServer(Script()).start()
     with tempfile.TemporaryDirectory(prefix="agentui-frames-") as tmp:
-        app = LiveApp(Path(tmp), model, subprocess_env()).start()
+        env = subprocess_env(AGENTUI_WS_UNREAD_TIMEOUT_S=str(UNREAD_TIMEOUT_S))
+        app = LiveApp(Path(tmp), model, env).start()
         try:
-            jar = http.cookiejar.CookieJar()
-            opener = urllib.request.build_opener(
-                urllib.request.HTTPCookieProcessor(jar)
-            )
-            opener.open(app.login_link()).close()
-            cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
+            cookie = app.session_cookie()
             out = app.shell(
                 "from django.contrib.auth import get_user_model; from runs.models import Task; "
                 f"u = get_user_model().objects.get(username={USERNAME!r}); "
@@ -98,3 +103,60 @@ def test_frames_over_the_limits(served: Any) -> None:
         f"print(Event.objects.filter(task_id={pk}).count())"
     )
     assert out.strip().splitlines()[-1] == "0"  # nothing stored by any of them
+
+
+def replayed(ws: RawWebSocket) -> list[int]:
+    """Resume from the start and read the replay: the seqs received."""
+    ws.send(RESUME_FROM_START)
+    seqs = []
+    while True:
+        message = json.loads(ws.receive()[1])
+        if message["type"] == "replay_done":
+            return seqs
+        seqs.append(message["seq"])
+
+
+def resident_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmRSS"))
+    return int(line.split()[1]) / 1024
+
+
+def test_a_client_that_does_not_read_costs_the_server_little_and_is_let_go(
+    served: tuple[LiveApp, dict[str, str], int],
+) -> None:
+    app, headers, _ = served
+    assert app.process is not None
+    out = app.shell(
+        "from django.contrib.auth import get_user_model; "
+        "from runs.models import Event, Task; "
+        f"u = get_user_model().objects.get(username={USERNAME!r}); "
+        f"t = Task.objects.create(owner=u, agent='function_calling', last_seq={EVENTS}); "
+        "Event.objects.bulk_create(Event(task=t, seq=i, type='agent_output', at=0.0, "
+        "payload={'type': 'agent_output', 'step_id': 's', "
+        f"'text': 'x' * {TEXT}, 'a': 'y' * {TEXT}, 'b': 'z' * {TEXT}, "
+        f"'c': 'w' * {TEXT}}}) for i in range(1, {EVENTS + 1})); "
+        "print(t.pk)"
+    )
+    notebook = (app, headers, int(out.strip().splitlines()[-1]))
+    reader = opened(notebook)
+    assert replayed(reader) == list(range(1, EVENTS + 1))  # a reader gets everything
+    reader.close()
+    time.sleep(1)
+    before = resident_mb(app.process.pid)
+
+    idle = opened(notebook)
+    for _ in range(30):  # 30 whole replays asked for, none read
+        idle.send(RESUME_FROM_START)
+    time.sleep(UNREAD_TIMEOUT_S - 1)
+    grown = resident_mb(app.process.pid) - before
+    assert grown < 100, f"daphne grew by {grown:.0f} MB for a client that reads nothing"
+
+    time.sleep(UNREAD_TIMEOUT_S + 1)
+    assert "read nothing of its output" in app.log()
+    assert idle.close_code() is None  # hung up (after what was already in flight)
+    idle.close()
+
+    again = opened(notebook)  # the next connection is served as usual
+    assert replayed(again) == list(range(1, EVENTS + 1))
+    again.close()
