@@ -3,9 +3,8 @@
 Under daphne a message an application sends over a websocket is written to the connection at
 once: Twisted keeps whatever the client has not read in memory, without limit, and the sender
 is never told. A client that sends `resume` from seq 0 again and again without reading had the
-whole notebook queued once per message (18 MB of replay for a 40-byte message: 20 of them
-raised it by 350 MB,
-and 30 by ~500 MB within 4 s).
+whole notebook queued once per message (18 MB of replay for a 40-byte message: 30 of them
+raised daphne's memory by ~500 MB within 4 s).
 
 Here the sender waits instead: once the connection holds more than Twisted's write buffer (64
 KiB) that the client has not read, the application's `send` returns only when the client has
