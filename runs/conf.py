@@ -363,6 +363,12 @@ class Conf:
     max_api_tokens: int = _setting(
         20, "count", "API tokens one person has that are not revoked; 0: no limit"
     )
+    login_attempts_per_minute: int = _setting(
+        10,
+        "count",
+        "Password checks (`POST /login/`) one client address may ask for a minute, in one "
+        "server process; one more is answered 429 without checking; 0: no limit",
+    )
     # --- operations
     login_link_max_age: int = _setting(
         24 * 3600, "count", "Seconds a printed login link stays valid", least=1

@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from agentui import login_limit
 from runs.demo import server as demo
 from runs.engine.testing import Match, Reply, Rule, Script
 from runs.management.commands import login_link as login_link_command
@@ -52,6 +53,35 @@ def test_login_page_and_stylesheet_are_public(client: Client) -> None:
     css = client.get("/static/css/app.css")
     assert css.status_code == 200
     assert b"--status-interrupted" in b"".join(css.streaming_content)
+
+
+@pytest.mark.db
+@pytest.mark.django_db
+def test_password_checks_per_address_are_limited(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each POST /login/ costs a password hash; past the limit an address is told to wait."""
+    monkeypatch.setattr(login_limit, "ATTEMPTS", login_limit._Attempts())
+    settings.AGENTUI_LOGIN_ATTEMPTS_PER_MINUTE = 3
+    User.objects.create_user("ana", password="right horse battery")
+    guesser = Client(REMOTE_ADDR="203.0.113.7")
+    for guess in ("one", "two", "three"):
+        wrong = guesser.post("/login/", {"username": "ana", "password": guess})
+        assert wrong.status_code == 200 and b"match. Please try again" in wrong.content
+
+    refused = guesser.post(
+        "/login/", {"username": "ana", "password": "right horse battery"}
+    )
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert b"Too many login attempts from your address" in refused.content
+    assert _signed_in_as(guesser) is None  # the password was not even checked
+
+    ana = Client(REMOTE_ADDR="198.51.100.2")  # another address is not held up
+    response = ana.post(
+        "/login/", {"username": "ana", "password": "right horse battery"}
+    )
+    assert response.status_code == 302 and _signed_in_as(ana) == "ana"
 
 
 @pytest.mark.db
