@@ -3,9 +3,10 @@
 Each attempt costs the server a password hash (PBKDF2, ~0.5 s of CPU here) whether the user
 exists or not, so without a limit anyone could keep the server's cores busy, and guess
 passwords at that rate. Over `AGENTUI_LOGIN_ATTEMPTS_PER_MINUTE` from one address (a fixed
-window per process, as the CSP report log's) the login page answers 429 with `Retry-After`
-and says when to try again, without checking the password. The address is the one the
-server sees (behind a proxy: daphne's `--proxy-headers` makes it the client's).
+window per process, as the CSP report log's), on our login page and the admin's, the answer
+is 429 with `Retry-After`, saying when to try again, and the password is not checked. The
+address is the one the server sees (behind a proxy: daphne's `--proxy-headers` makes it the
+client's).
 """
 
 from __future__ import annotations
@@ -13,15 +14,21 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from runs.conf import conf
 
 WINDOW_S = 60.0
 # More addresses than this trying within a minute is an attack from everywhere: all wait.
 MAX_ADDRESSES = 10_000
+
+View = Callable[..., HttpResponse]
 
 
 class _Attempts:
@@ -56,23 +63,25 @@ class _Attempts:
 ATTEMPTS = _Attempts()
 
 
-class LimitedLoginView(LoginView):
-    """Django's login page, with the password checks of one address per minute limited."""
+def limit_password_checks(view: View) -> View:
+    """`view` (a login page: ours or the admin's), with its POSTs counted per client address;
+    past the limit the answer is our login page, 429, saying when to try again."""
 
-    def post(
-        self, request: HttpRequest, *args: object, **kwargs: object
-    ) -> HttpResponse:
+    @wraps(view)
+    def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         limit = conf().login_attempts_per_minute
-        if limit > 0:
+        if request.method == "POST" and limit > 0:
             address = request.META.get("REMOTE_ADDR") or "unknown"
             wait = ATTEMPTS.take(address, limit, time.monotonic())
             if wait > 0:
-                return self._too_many(math.ceil(wait))
-        return super().post(request, *args, **kwargs)
+                return _too_many(request, math.ceil(wait))
+        return view(request, *args, **kwargs)
 
-    def _too_many(self, seconds: int) -> HttpResponse:
-        form = self.get_form_class()(self.request)  # unbound: nothing is checked
-        context = self.get_context_data(form=form, retry_after=seconds)
-        response = self.render_to_response(context, status=429)
-        response["Retry-After"] = str(seconds)
-        return response
+    return limited
+
+
+def _too_many(request: HttpRequest, seconds: int) -> HttpResponse:
+    context = {"form": AuthenticationForm(request), "retry_after": seconds}
+    response = render(request, "registration/login.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response

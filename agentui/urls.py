@@ -4,16 +4,21 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from agentui.login_limit import LimitedLoginView
+from agentui.login_limit import limit_password_checks
 from agentui.security import csp_report
 from runs.rest.api import urls as rest_api_urls
 from runs.web import operations
 from runs.web.views import login_with_link
 
 urlpatterns = [
-    path("login/", LimitedLoginView.as_view(), name="login"),
+    path(
+        "login/",
+        limit_password_checks(auth_views.LoginView.as_view()),
+        name="login",
+    ),
     path("login/<str:token>/", login_with_link, name="login_link"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/login/", limit_password_checks(admin.site.login)),
     path("admin/", admin.site.urls),
     # for load balancers, orchestrators and Prometheus (docs/operations.md)
     path("healthz", operations.healthz, name="healthz"),

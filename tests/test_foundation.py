@@ -77,6 +77,12 @@ def test_password_checks_per_address_are_limited(
     assert b"Too many login attempts from your address" in refused.content
     assert _signed_in_as(guesser) is None  # the password was not even checked
 
+    admin_login = guesser.post(  # nor through the admin's login page
+        "/admin/login/", {"username": "ana", "password": "right horse battery"}
+    )
+    assert admin_login.status_code == 429
+    assert Client().get("/admin/login/").status_code == 200  # still the admin's page
+
     ana = Client(REMOTE_ADDR="198.51.100.2")  # another address is not held up
     response = ana.post(
         "/login/", {"username": "ana", "password": "right horse battery"}
