@@ -237,6 +237,14 @@ class Conf:
         "hold open in one server process; one more is refused with 429",
         least=1,
     )
+    sockets_per_user: int = _setting(
+        64,
+        "count",
+        "How many websockets (a notebook page has one, every page's inbox count one) one "
+        "person may hold open in one server process; one more is closed with code 4429 and "
+        "the page tries again later",
+        least=1,
+    )
     stream_max_s: float = _setting(
         3600.0,
         "seconds",

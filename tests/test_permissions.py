@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -12,8 +13,10 @@ from django.test import AsyncClient
 
 from runs import service
 from runs.models import Task
+from runs.web import open_sockets
 from tests.live_support import (
     ANSWER,
+    ORIGIN,
     QUESTION,
     Client,
     body,
@@ -165,6 +168,36 @@ async def test_sockets_refuse_strangers(server: Any) -> None:
 
     client = await Client.open(alice, notebook.pk)  # the owner gets in
     await client.close()
+
+
+async def test_one_person_may_hold_only_so_many_sockets(
+    server: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each socket holds a file descriptor: one person must not use up the server's."""
+    monkeypatch.setattr(open_sockets, "_open", Counter())
+    settings.AGENTUI_SOCKETS_PER_USER = 2
+    alice = await database_sync_to_async(make_user)("alice")
+    bob = await database_sync_to_async(make_user)("bob")
+    hers = await database_sync_to_async(make_notebook)(alice)
+    his = await database_sync_to_async(make_notebook)(bob)
+    first, second = [await Client.open(alice, hers.pk) for _ in range(2)]
+
+    assert await close_code(await connect(alice, hers.pk)) == 4429
+    from agentui.asgi import application
+
+    cookie = await database_sync_to_async(session_cookie)(alice)
+    inbox = WebsocketCommunicator(
+        application, "/ws/inbox/", headers=[ORIGIN, (b"cookie", cookie.encode())]
+    )
+    assert (await inbox.connect(timeout=5))[0]
+    assert await close_code(inbox) == 4429  # the inbox's socket counts too
+
+    others = await Client.open(bob, his.pk)  # another person is not held up
+    await others.close()
+    await first.close()
+    third = await Client.open(alice, hers.pk)  # one closed: room for one more
+    await third.close()
+    await second.close()
 
 
 async def test_acting_on_someone_elses_steps_changes_nothing(server: Any) -> None:

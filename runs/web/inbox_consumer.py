@@ -23,6 +23,7 @@ from runs import service
 from runs.models import inbox_group_name
 from runs.protocol import ErrorCode, ProtocolError, ack_message, error_message
 from runs.protocol.inbox import inbox_message, parse_inbox_frame
+from runs.web import open_sockets
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 return {"type": "inbox.changed", "notebook": None, "waiting": False}
 
     with_list = True
+    # the person this socket is counted for (runs.web.open_sockets)
+    held_for: int | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -81,6 +84,10 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        if not open_sockets.hold(user.pk):
+            await self.close(code=open_sockets.CLOSE_TOO_MANY)
+            return
+        self.held_for = user.pk
         self.with_list = b"list=0" not in self.scope.get("query_string", b"").split(
             b"&"
         )
@@ -107,6 +114,9 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             )
 
     async def disconnect(self, code: int) -> None:
+        if self.held_for is not None:
+            open_sockets.release(self.held_for)
+            self.held_for = None
         await self._leave(self.groups)
 
     async def _leave(self, groups: list[str]) -> None:

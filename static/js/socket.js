@@ -15,6 +15,8 @@ const FATAL_CLOSE = new Map([
   [4403, "This notebook belongs to someone else."],
   [4404, "This notebook does not exist (any more)."],
 ]);
+/** The server's limit of open sockets per person (AGENTUI_SOCKETS_PER_USER): try again later. */
+const TOO_MANY_SOCKETS = 4429;
 
 export class TaskSocket {
   /**
@@ -76,6 +78,10 @@ export class TaskSocket {
       }
       if (this.closedByUs) {
         this.#setState("closed");
+        return;
+      }
+      if (e.code === TOO_MANY_SOCKETS) {
+        this.#scheduleReconnect("You have too many pages of agentui open; close some.");
         return;
       }
       this.#scheduleReconnect();
@@ -154,12 +160,13 @@ export class TaskSocket {
     this.pending.clear();
   }
 
-  #scheduleReconnect() {
+  #scheduleReconnect(why = "") {
     // 0.5 s, 1 s, 2 s … capped at 10 s, with jitter so many tabs do not reconnect in step.
     const base = Math.min(10_000, 500 * 2 ** this.attempt);
     const delay = base / 2 + Math.random() * (base / 2);
     this.attempt++;
-    this.#setState("closed", `Reconnecting in ${Math.ceil(delay / 1000)} s…`);
+    const again = `Reconnecting in ${Math.ceil(delay / 1000)} s…`;
+    this.#setState("closed", why ? `${why} ${again}` : again);
     this.timer = setTimeout(() => this.connect(), delay);
   }
 
