@@ -3,15 +3,20 @@ them, and metrics that move after a real turn (the scripted model over HTTP, the
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from django.test import AsyncClient, Client, override_settings
 
 from runs import service
+from runs.service import health
 from tests.live_support import (
     QUESTION,
     analyst_script,
@@ -90,6 +95,56 @@ async def test_readyz_names_what_failed_and_does_not_wait_for_a_hung_service(
     # why is in the log, not in the unauthenticated answer
     assert str(dead) in caplog.text
     assert str(dead) not in response.content.decode()
+
+
+class _CountedModels(BaseHTTPRequestHandler):
+    """`GET /v1/models` of a model server that counts how often it is asked."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.server.asked += 1  # type: ignore[attr-defined]
+        body = json.dumps({"object": "list", "data": [{"id": "scripted"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def counted_models() -> Iterator[Any]:
+    models = ThreadingHTTPServer(("127.0.0.1", 0), _CountedModels)
+    models.asked = 0  # type: ignore[attr-defined]
+    threading.Thread(target=models.serve_forever, daemon=True).start()
+    try:
+        yield models
+    finally:
+        models.shutdown()
+        models.server_close()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_readyz_requests_arriving_together_share_one_check(
+    counted_models: Any, monkeypatch: Any
+) -> None:
+    """Anyone may ask /readyz: a flood of it asks the model server (with the server's key), the
+    database and Redis once, not once a request."""
+    with override_settings(
+        OPENAI_BASE_URL=f"http://127.0.0.1:{counted_models.server_port}/v1",
+        OPENAI_API_KEY="sk-test",
+        AGENTUI_MODEL="scripted",
+    ):
+        answers = await asyncio.gather(
+            *(AsyncClient().get("/readyz") for _ in range(20))
+        )
+        assert [a.status_code for a in answers] == [200] * 20
+        assert counted_models.asked == 1
+        # once its outcome is older than READY_REUSE_S, the next request checks again
+        monkeypatch.setattr(health, "READY_REUSE_S", 0.0)
+        assert (await AsyncClient().get("/readyz")).status_code == 200
+        assert counted_models.asked == 2
 
 
 @pytest.mark.django_db

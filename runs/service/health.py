@@ -199,13 +199,51 @@ async def _within(name: str, check: Any, timeout: float) -> tuple[str, str]:
     return name, "ok"
 
 
-async def readiness(timeout: float | None = None) -> dict[str, str]:
-    """Each service this process needs and whether it answered within `timeout` seconds (all
-    three asked at once): {"database": "ok", "channel_layer": "timeout", "model": "failed"}.
+# `/readyz` needs no login: requests arriving together share one check, and its outcome answers
+# those that arrive within this many seconds after it ended.
+READY_REUSE_S = 1.0
 
-    The reasons go to the log, not to the answer: `/readyz` needs no login.
+
+@dataclass
+class _SharedCheck:
+    """The check this event loop's `/readyz` requests share (running, or ended at `ended`)."""
+
+    loop: asyncio.AbstractEventLoop
+    task: asyncio.Task[dict[str, str]]
+    ended: float | None = None
+
+    def fresh(self, loop: asyncio.AbstractEventLoop) -> bool:
+        return self.loop is loop and (
+            self.ended is None or time.monotonic() - self.ended < READY_REUSE_S
+        )
+
+
+_shared: _SharedCheck | None = None
+
+
+async def readiness() -> dict[str, str]:
+    """Each service this process needs and whether it answered within AGENTUI_READY_TIMEOUT_S
+    (all three asked at once): {"database": "ok", "channel_layer": "timeout", "model": "failed"}.
+
+    The reasons go to the log, not to the answer: `/readyz` needs no login. So that anyone
+    asking it often costs nothing, the requests of one moment share one check: each asks the
+    database on a connection of its own, Redis on a new client and the model server with the
+    server's key, and a check of a hung service holds its threads until its timeout.
     """
-    limit = ready_timeout() if timeout is None else timeout
+    global _shared
+    loop = asyncio.get_running_loop()
+    shared = _shared
+    if shared is None or not shared.fresh(loop):
+        shared = _shared = _SharedCheck(loop, loop.create_task(_check_all()))
+        shared.task.add_done_callback(
+            lambda _: setattr(shared, "ended", time.monotonic())
+        )
+    # shielded: a client that goes away does not cut the check short for the others
+    return dict(await asyncio.shield(shared.task))
+
+
+async def _check_all() -> dict[str, str]:
+    limit = ready_timeout()
     results = await asyncio.gather(
         _within("database", _database_answers, limit),
         _within("channel_layer", lambda: check_redis(limit), limit),
