@@ -79,7 +79,7 @@ def _summary(body: bytes) -> dict[str, Any]:
     """The parts of a report worth a log line (report-uri's `csp-report` object)."""
     try:
         report = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         return {"unreadable": body[:200].decode("utf-8", "replace")}
     if isinstance(report, dict) and isinstance(report.get("csp-report"), dict):
         report = report["csp-report"]

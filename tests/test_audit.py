@@ -132,6 +132,11 @@ def test_an_annotation_must_name_something_in_the_notebook_and_say_something() -
         assert (
             response.status_code == 400 and reason in response.json()["error"].lower()
         ), (body, response.json())
+    deep = http.post(url, data="[" * 100_000, content_type="application/json")
+    assert deep.status_code == 400, (
+        "nested too deep to read: refused, not a server error"
+    )
+    assert deep.json() == {"error": "send a JSON object"}
     assert Annotation.objects.count() == 0, "nothing stored"
     outsider = HttpClient()
     outsider.force_login(other)

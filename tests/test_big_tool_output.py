@@ -180,6 +180,11 @@ async def test_a_10_mb_tool_output_leaves_the_notebook_usable(
     value_url = f"{API}/notebooks/{notebook.pk}/events/{event['seq']}/value"
     bad = await api.client.get(value_url, {"path": "{"}, headers=api.headers)
     assert bad.status_code == 422 and bad.json()["code"] == "invalid_input"
+    # the page's address takes a path nested too deep to read: refused, not a server error
+    status, _ = await download(
+        user, f"/tasks/{notebook.pk}/events/{event['seq']}/value?path={'[' * 5_000}"
+    )
+    assert status == 400
     nowhere = await api.client.get(value_url, {"path": '["nope"]'}, headers=api.headers)
     assert nowhere.status_code == 404 and nowhere.json()["code"] == "not_found"
 

@@ -210,6 +210,9 @@ def test_fork_over_http_is_owner_only_and_explains_refusals() -> None:
     assert (
         http.post(url, "not json", content_type="application/json").status_code == 400
     )
+    # nested deeper than JSON can be read: a refusal like any other, not a server error
+    deep = "[" * 100_000 + "]" * 100_000
+    assert http.post(url, deep, content_type="application/json").status_code == 400
     assert Task.objects.count() == 1
 
 

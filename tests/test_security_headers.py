@@ -119,6 +119,22 @@ def test_a_report_is_counted_and_logged_as_one_line(
     assert "original-policy" not in line
 
 
+def test_a_report_nested_too_deep_to_read_is_logged_as_unreadable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Anyone may post a report: one JSON cannot read for its depth is a line, not a 500."""
+    with caplog.at_level(logging.WARNING, logger="agentui.csp"):
+        response = Client().post(
+            "/csp-report/",
+            "[" * 15_000,
+            content_type="application/csp-report",
+            HTTP_HOST="localhost",
+        )
+    assert response.status_code == 204
+    [line] = [r.getMessage() for r in caplog.records if r.name == "agentui.csp"]
+    assert "unreadable" in line
+
+
 def test_a_report_too_large_or_not_posted_is_refused() -> None:
     client = Client()
     big = client.post(

@@ -23,7 +23,7 @@ def parse_path(text: str) -> list[Any]:
     """`?path=` as the cut names it: a JSON list of keys and indices; ValueError otherwise."""
     try:
         path = json.loads(text or "[]")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         path = None
     if not isinstance(path, list):
         raise ValueError("path: expected a JSON list of keys and indices")

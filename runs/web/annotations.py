@@ -28,7 +28,11 @@ def task_annotations(request: HttpRequest, pk: int) -> JsonResponse:
         return JsonResponse({"annotations": annotations_of(task)})
     try:
         new = NewAnnotation.model_validate(json.loads(request.body or b"null"))
-    except (ValueError, ValidationError) as exc:
+    except (
+        ValueError,
+        RecursionError,
+        ValidationError,
+    ) as exc:  # too deep: RecursionError
         reason = (
             "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"

@@ -28,7 +28,7 @@ def fork_task(request: HttpRequest, pk: int) -> JsonResponse:
     source = get_object_or_404(Task, pk=pk, owner=request.user)
     try:
         body = json.loads(request.body or b"null")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         body = None
     step_id = body.get("step_id") if isinstance(body, dict) else None
     if not isinstance(step_id, str) or not step_id:
