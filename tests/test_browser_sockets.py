@@ -45,10 +45,11 @@ def test_a_page_past_the_socket_limit_says_so_and_gets_in_when_another_closes(
 
     second = context.new_page()
     second.goto(f"{live_app.url}/tasks/{pk}/")
-    second.wait_for_function(
-        "document.querySelector('#connection-detail').textContent"
-        ".includes('You have too many pages of agentui open; close some.')"
-    )
+    # a locator, not a string for the page to evaluate: the page's CSP refuses eval
+    second.locator(
+        "#connection-detail",
+        has_text="You have too many pages of agentui open; close some.",
+    ).wait_for()
     assert second.locator("#connection").get_attribute("data-state") != "open"
     shot(second, artifacts_dir, "sockets-too-many")
 
