@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import USERNAME, LiveApp
+from browser_helpers import USERNAME, LiveApp, wait_until
 
 from runs.engine.testing import Script, ScriptedServer
 from runs.protocol import MAX_MESSAGE_BYTES
@@ -142,18 +141,20 @@ def test_a_client_that_does_not_read_costs_the_server_little_and_is_let_go(
     reader = opened(notebook)
     assert replayed(reader) == list(range(1, EVENTS + 1))  # a reader gets everything
     reader.close()
-    time.sleep(1)
     before = resident_mb(app.process.pid)
 
     idle = opened(notebook)
     for _ in range(30):  # 30 whole replays asked for, none read
         idle.send(RESUME_FROM_START)
-    time.sleep(UNREAD_TIMEOUT_S - 1)
+    # the server gives up on it (without the guard it never does, and holds the replays)
+    wait_until(
+        lambda: "read nothing of its output" in app.log(),
+        timeout=UNREAD_TIMEOUT_S + 10,
+        interval=0.2,
+        message="the server to let the client go",
+    )
     grown = resident_mb(app.process.pid) - before
     assert grown < 100, f"daphne grew by {grown:.0f} MB for a client that reads nothing"
-
-    time.sleep(UNREAD_TIMEOUT_S + 1)
-    assert "read nothing of its output" in app.log()
     assert idle.close_code() is None  # hung up (after what was already in flight)
     idle.close()
 
