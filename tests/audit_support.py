@@ -79,15 +79,16 @@ async def approve_all(task_pk: int, answer: str = "All regions please") -> None:
     raise AssertionError(f"the turn did not finish after 60 approvals: {steps}")
 
 
-def _events(task_pk: int, kind: str) -> list[dict[str, Any]]:
-    return [
-        e.payload
-        for e in Event.objects.filter(task_id=task_pk, type=kind).order_by("seq")
-    ]
+def stored_events(task_pk: int, kind: str | None = None) -> list[dict[str, Any]]:
+    """The notebook's stored events in order (only those of type `kind` when given)."""
+    rows = Event.objects.filter(task_id=task_pk)
+    if kind is not None:
+        rows = rows.filter(type=kind)
+    return list(rows.order_by("seq").values_list("payload", flat=True))
 
 
 async def events_of(task_pk: int, kind: str) -> list[dict[str, Any]]:
-    return await database_sync_to_async(_events)(task_pk, kind)
+    return await database_sync_to_async(stored_events)(task_pk, kind)
 
 
 async def run_tool(agent: str, name: str, kwargs: dict[str, Any]) -> str:

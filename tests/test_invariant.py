@@ -84,7 +84,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from runs import service
 from runs.demo import DEMOS
 from runs.engine.testing import Script, ScriptedServer
-from runs.models import Event, Step, Task
+from runs.models import Step, Task
 from runs.protocol import ProtocolError
 from runs.service import Origin, runtime
 from runs.service.recovery import recover_interrupted
@@ -172,14 +172,6 @@ def edited_arguments(kwargs: dict[str, Any]) -> dict[str, Any] | None:
 
 
 # --- reading back ----------------------------------------------------------------------------
-
-
-def _events(task_pk: int) -> list[dict[str, Any]]:
-    return list(
-        Event.objects.filter(task_id=task_pk)
-        .order_by("seq")
-        .values_list("payload", flat=True)
-    )
 
 
 def _page_view(task_pk: int) -> dict[str, Any]:
@@ -397,7 +389,7 @@ class Person(RuleBasedStateMachine):
         """An accepted edit is what the step now holds, and the audit says so (an edit that is
         recorded but not applied, or applied but not recorded, fails here)."""
         held, calls = self.db(_step_input, step.step_id)
-        log = self.db(_events, self.current)
+        log = self.db(audit.stored_events, self.current)
         edits = [
             e
             for e in log
@@ -480,7 +472,7 @@ class Person(RuleBasedStateMachine):
     def what_ran_is_what_the_audit_says(self) -> None:
         if not self.session.notebooks:
             return
-        logs = {pk: self.db(_events, pk) for pk in self.session.notebooks}
+        logs = {pk: self.db(audit.stored_events, pk) for pk in self.session.notebooks}
         # a fork's log starts with its source's, copied: those runs happened once, in the source
         own = [
             e for pk, log in logs.items() for e in log[self.session.copied.get(pk, 0) :]

@@ -22,13 +22,13 @@ from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.service import Origin
 from tests import audit_support as audit
 from tests.agui_support import outcome, run_events, run_input
+from tests.audit_support import stored_events
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
     make_user,
 )
 from tests.recorded_tools import LOG_VARIABLE, executions
-from tests.test_stop_branches import stored
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -80,7 +80,7 @@ async def test_a_rejection_of_one_of_two_calls_named_alike_rejects_that_call(
         await service.approve(pk, waiting.step_id, Origin(by="ana"))
         await service.wait_idle()
     assert executions(log) == [("add", {"a": 2, "b": 3})], "the product was rejected"
-    events = await database_sync_to_async(stored)(pk)
+    events = await database_sync_to_async(stored_events)(pk)
     results = {
         e["tool_name"]: e["tool_output"]["content"]
         for e in events

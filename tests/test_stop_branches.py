@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 from runs.demo.research import RESEARCH_PROMPT, research_rules
 from runs.engine.events import parse_event
 from runs.engine.testing import Script
-from runs.models import Event, Step
+from runs.models import Step
 from runs.protocol import (
     HumanAction,
     MessageImages,
@@ -24,6 +24,7 @@ from runs.protocol import (
     TaskAbandoned,
 )
 from runs.telemetry.spans import TraceBuilder, resource_for
+from tests.audit_support import stored_events
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
@@ -56,14 +57,6 @@ def spans_of(payloads: list[dict[str, Any]]) -> list[ReadableSpan]:
     for payload in payloads:
         spans.extend(builder.observe(typed(payload)))
     return spans
-
-
-def stored(pk: int) -> list[dict[str, Any]]:
-    return list(
-        Event.objects.filter(task_id=pk)
-        .order_by("seq")
-        .values_list("payload", flat=True)
-    )
 
 
 async def test_stop_with_three_branches_running_stops_all_three_by_that_person(
@@ -102,7 +95,7 @@ async def test_stop_with_three_branches_running_stops_all_three_by_that_person(
     assert len(model.requests) == 4  # nothing ran again, nothing ran after
 
     # the stored trail: one stop per running branch, each branch interrupted by the stop
-    events = await database_sync_to_async(stored)(pk)
+    events = await database_sync_to_async(stored_events)(pk)
     branches = [s["step_id"] for s in steps[1:4]]
     assert not [e for e in events if e["type"] == "step_failed"]
     interrupted = [e for e in events if e["type"] == "step_interrupted"]

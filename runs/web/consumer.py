@@ -51,7 +51,7 @@ REPLAY_BATCH = 500
 CATCH_UP_EVERY_S = 1.0
 
 
-class NotebookConsumer(AsyncWebsocketConsumer):
+class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
     """One browser tab watching (and steering) one notebook."""
 
     task_pk: int
@@ -63,8 +63,6 @@ class NotebookConsumer(AsyncWebsocketConsumer):
     heard = (
         0  # messages handled so far (runs.realtime.catch_up leaves a busy socket alone)
     )
-    # the person this socket is counted for (runs.web.open_sockets)
-    held_for: int | None = None
 
     # Channels reads `channel_receive` once per connection to wait for group messages; every
     # read goes through `_layer_messages`, which survives the layer failing.
@@ -107,16 +105,13 @@ class NotebookConsumer(AsyncWebsocketConsumer):
             return CLOSE_NOT_FOUND
         if owner != user.pk:
             return CLOSE_FORBIDDEN
-        if not open_sockets.hold(user.pk):
+        if not self.hold_socket(user.pk):
             return open_sockets.CLOSE_TOO_MANY
-        self.held_for = user.pk
         return None
 
     async def disconnect(self, code: int) -> None:
         service.unfollow(self)
-        if self.held_for is not None:
-            open_sockets.release(self.held_for)
-            self.held_for = None
+        self.release_socket()
         if self.joined:
             self.joined = False
             service.metrics.socket_closed()

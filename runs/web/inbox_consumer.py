@@ -41,7 +41,7 @@ def _inbox(user_pk: int, with_list: bool, started: int | None) -> dict[str, obje
     return inbox_message(count, items, service.waiting_title(user_pk, started))
 
 
-class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class InboxConsumer(open_sockets.CountedSocket, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One page of a person's (the inbox, or any page's nav count) watching what waits for them."""
 
     groups: list[
@@ -75,8 +75,6 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 return {"type": "inbox.changed", "notebook": None, "waiting": False}
 
     with_list = True
-    # the person this socket is counted for (runs.web.open_sockets)
-    held_for: int | None = None
 
     async def connect(self) -> None:
         await self.accept()
@@ -84,10 +82,9 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not open_sockets.hold(user.pk):
+        if not self.hold_socket(user.pk):
             await self.close(code=open_sockets.CLOSE_TOO_MANY)
             return
-        self.held_for = user.pk
         self.with_list = b"list=0" not in self.scope.get("query_string", b"").split(
             b"&"
         )
@@ -114,9 +111,7 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             )
 
     async def disconnect(self, code: int) -> None:
-        if self.held_for is not None:
-            open_sockets.release(self.held_for)
-            self.held_for = None
+        self.release_socket()
         await self._leave(self.groups)
 
     async def _leave(self, groups: list[str]) -> None:

@@ -29,3 +29,21 @@ def release(user_id: int) -> None:
     _open[user_id] -= 1
     if _open[user_id] <= 0:
         del _open[user_id]
+
+
+class CountedSocket:
+    """A consumer counted against its person's limit: `hold_socket` on connect, and
+    `release_socket` on disconnect (safe to call when nothing was held)."""
+
+    held_for: int | None = None  # the person this socket is counted for
+
+    def hold_socket(self, user_id: int) -> bool:
+        if not hold(user_id):
+            return False
+        self.held_for = user_id
+        return True
+
+    def release_socket(self) -> None:
+        if self.held_for is not None:
+            release(self.held_for)
+            self.held_for = None
