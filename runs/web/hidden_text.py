@@ -3,7 +3,8 @@ cards show a model's tool names (static/js/hidden.js): bidirectional controls (a
 override draws what follows backwards), zero-width and other default-ignorable characters, tag
 characters, control and format characters, line and paragraph separators. A name a model wrote
 reaches a page of ours through a rule a person set from its card (the Policies page); it must
-read there as what it is. (An emoji's joiners are shown too: no tool name needs one.)"""
+read there as what it is. (An emoji's joiners are shown too: no tool name needs one.) The two lists are
+checked against each other over every code point (tests/test_hidden_text.py)."""
 
 from __future__ import annotations
 
