@@ -8,7 +8,7 @@ let counter = 0;
 
 /**
  * Ask the person; resolves true only if they pressed the confirm button.
- * @param {{title: string, text: string, confirm: string, cancel?: string}} what
+ * @param {{title: string, text: string | Node | Array<string | Node>, confirm: string, cancel?: string}} what
  */
 export function confirmAction({ title, text, confirm, cancel = "Cancel" }) {
   const id = `confirm-${++counter}`;

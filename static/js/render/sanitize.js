@@ -1,8 +1,10 @@
 // Model output is untrusted: every piece of HTML built from it passes DOMPurify with an allow-list
 // of what Markdown produces (why DOMPurify in the page and not nh3 on the server: docs/rendering.md). No script, no event handlers, no styles, no images or frames (so no
-// remote resource loads), links only to http(s)/mailto and always rel="noopener noreferrer".
+// remote resource loads), links only to http(s)/mailto and always rel="noopener noreferrer",
+// each asking before it opens (outbound.js).
 
 import DOMPurify from "../../vendor/dompurify/purify.es.mjs";
+import { MODEL_LINK, guardModelLinks } from "./outbound.js";
 
 const TAGS = [
   "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li",
@@ -26,8 +28,10 @@ purify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
     node.setAttribute("rel", "noopener noreferrer");
     node.setAttribute("target", "_blank");
+    node.classList.add(MODEL_LINK); // a click asks first (outbound.js)
   }
 });
+guardModelLinks();
 
 // Set once: parsing the configuration on every call would cost more than many sanitisations.
 purify.setConfig({
