@@ -350,6 +350,18 @@ class Conf:
         "Runs (messages sent and approvals) one person may start a minute, counted across "
         "processes; 0: no limit",
     )
+    forks_per_minute: int = _setting(
+        10,
+        "count",
+        "Notebooks one person may fork a minute (a fork copies the whole notebook), counted "
+        "across processes; 0: no limit",
+    )
+    max_forks: int = _setting(
+        200,
+        "count",
+        "Forked notebooks one person may keep (people cannot delete notebooks: an operator "
+        "removes them in the admin); 0: no limit",
+    )
     max_pending_images: int = _setting(
         12,
         "count",

@@ -451,13 +451,11 @@ class ApiToken(models.Model):
         return self.revoked_at is None
 
 
-class RunCount(models.Model):
-    """How many runs (turns and approvals) a person started in their current minute.
-
-    The rate limit's count (runs.service.quotas) when no Redis is configured (or Redis does not
-    answer), shared by every server process through the database. A person's minute starts at
-    the first run they start after the previous minute ended, so one row per person.
-    """
+class MinuteCount(models.Model):
+    """How many of one kind of action a person took in their current minute: the per-minute
+    limit's count (runs.service.quotas) when no Redis is configured (or Redis does not answer),
+    shared by every server process through the database. A person's minute starts at the first
+    action after the previous minute ended, so one row per person."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
@@ -465,8 +463,22 @@ class RunCount(models.Model):
     window_start = models.FloatField(help_text="epoch seconds: when this minute began")
     count = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        abstract = True
+
+
+class RunCount(MinuteCount):
+    """Runs (turns and approvals) a person started in their current minute."""
+
     def __str__(self) -> str:
         return f"{self.count} runs of user {self.user_id} since {self.window_start}"
+
+
+class ForkCount(MinuteCount):
+    """Forks a person made in their current minute."""
+
+    def __str__(self) -> str:
+        return f"{self.count} forks of user {self.user_id} since {self.window_start}"
 
 
 class InboxSettings(models.Model):

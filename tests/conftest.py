@@ -37,9 +37,10 @@ ARTIFACTS_DIR = Path(
     os.environ.setdefault("AGENTUI_ARTIFACTS", str(ROOT / "test-artifacts"))
 )
 REQUIRE_SERVICES = os.environ.get("AGENTUI_REQUIRE_SERVICES", "") == "1"
-# The rate limit on runs started (runs.service.quotas) is on outside tests; in them, and in
-# the servers they start, it is off unless a test of it turns it on.
+# The rate limits on runs started and forks made (runs.service.quotas) are on outside tests;
+# in them, and in the servers they start, they are off unless a test of them turns them on.
 os.environ.setdefault("AGENTUI_RUNS_PER_MINUTE", "0")
+os.environ.setdefault("AGENTUI_FORKS_PER_MINUTE", "0")
 
 CHROMIUM_PATH = os.environ.get("AGENTUI_CHROMIUM", "/usr/bin/chromium")
 # Headless as root in a sandbox with no internet: no sandboxing, no background fetches.

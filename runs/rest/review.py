@@ -49,11 +49,13 @@ class ForkIn(Schema):
 @router.post(
     "/notebooks/{int:pk}/fork",
     tags=["review"],
-    response={201: NotebookDetail, **NOT_FOUND, 409: ErrorOut},
+    response={201: NotebookDetail, **NOT_FOUND, 409: ErrorOut, 429: ErrorOut},
 )
 def fork_notebook_at(request: HttpRequest, pk: int, body: ForkIn) -> Status[Any]:
     """A new notebook of yours: this one as it stood right after the step. Nothing runs in it
-    until you act (a turn that went on waits in step mode)."""
+    until you act (a turn that went on waits in step mode). 429 `rate_limited` (with
+    Retry-After) past the forks one person may make a minute, 409 `quota_exceeded` past the
+    forks one person may keep."""
     task = own_notebook(request, pk)
     if not Step.objects.filter(task=task, step_id=body.step_id).exists():
         raise ProtocolError(ErrorCode.NOT_FOUND, "No such notebook or step.")

@@ -2,6 +2,8 @@
 
 `POST /api/tasks/<id>/fork/` (JSON `{"step_id": ...}`) creates the fork (runs.store.fork) and
 answers 201 with its id and URLs, or 400 with the reason; someone else's notebook is a 404.
+Past the person's fork limits (runs.service.quotas) the answer is 429 `rate_limited` with
+`retry_after` (and Retry-After), or 409 `quota_exceeded`: `{"error", "code"}` either way.
 `GET /traces/compare/?a=<id>&b=<id>` puts two of the user's notebooks side by side; the page's
 script (static/js/compare.js) draws what `GET /api/tasks/compare/?a=&b=` answers: the comparison
 of runs.traces.compare, the same function the REST API's `GET /api/v1/compare` answers with.
@@ -18,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Task
+from runs.protocol import ErrorCode, ProtocolError
 from runs.service import ForkError, fork_notebook, llm_settings
 from runs.traces.compare import compare_notebooks
 
@@ -40,6 +43,8 @@ def fork_task(request: HttpRequest, pk: int) -> JsonResponse:
         fork = fork_notebook(source.pk, step_id)
     except ForkError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    except ProtocolError as exc:
+        return _over_limit(exc)
     return JsonResponse(
         {
             "id": fork.pk,
@@ -50,6 +55,17 @@ def fork_task(request: HttpRequest, pk: int) -> JsonResponse:
         },
         status=201,
     )
+
+
+def _over_limit(exc: ProtocolError) -> JsonResponse:
+    """A fork refused by a per-person limit, as the page's fork endpoint answers it."""
+    body: dict[str, Any] = {"error": exc.reason, "code": exc.code.value}
+    if exc.code is not ErrorCode.RATE_LIMITED:
+        return JsonResponse(body, status=409)
+    body["retry_after"] = exc.retry_after
+    response = JsonResponse(body, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def compare_url(a: int, b: int) -> str:
