@@ -1,6 +1,6 @@
 """Acting as the person, in Chromium: a login link opened from another site does not switch a
 browser logged in as someone else until they say so; the per-person limits (runs started per
-minute, unsent images, annotations per step, API tokens) each refuse with a message where the
+minute, forks per minute, unsent images, annotations per step, API tokens) each refuse with a message where the
 person acted. Screenshots: login-switch-*.png, limit-*.png (1280x800 and 1920x1080)."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def app_env() -> dict[str, str]:
     """Small limits, so that a test reaches each."""
     return {
         "AGENTUI_RUNS_PER_MINUTE": "2",
+        "AGENTUI_FORKS_PER_MINUTE": "1",
         "AGENTUI_MAX_PENDING_IMAGES": "1",
         "AGENTUI_MAX_ANNOTATIONS_PER_STEP": "1",
         "AGENTUI_MAX_API_TOKENS": "1",
@@ -173,6 +174,42 @@ def test_runs_over_the_limit_are_refused_in_the_composer_and_the_form(
     )
     code, retry_after = other_process.split()[-2:]
     assert code == "rate_limited" and 1 <= int(retry_after) <= 60
+
+
+def test_a_fork_over_the_limit_is_refused_next_to_its_fork_here(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Any,
+    artifacts_dir: Path,
+) -> None:
+    scripted_model.load(analyst_script(), reset_log=True)
+    page = _logged_in_as(new_context, live_app, "brancher")
+    source = start_notebook(
+        page, live_app, QUESTION, agent="function_calling", mode="auto"
+    )
+    page.locator(".cell-answer", has_text=ANSWER).wait_for()
+    first_step = page.locator("article.cell-step").first
+    first_step.get_by_role("button", name="Fork here").click()
+    page.wait_for_url(lambda url: f"/tasks/{source}/" not in url)  # fork 1: opened
+
+    page.goto(f"{live_app.url}/tasks/{source}/")
+    page.locator(".cell-answer", has_text=ANSWER).wait_for()
+    first_step = page.locator("article.cell-step").first
+    first_step.get_by_role("button", name="Fork here").click()
+    error = first_step.locator(".fork-error")
+    error.wait_for()
+    assert "You have forked 1 notebook within a minute, the most one person may" in (
+        error.inner_text()
+    )
+    assert "try again in" in error.inner_text()
+    assert first_step.get_by_role("button", name="Fork here").is_enabled()
+    assert page.url.endswith(f"/tasks/{source}/")
+    _both_sizes(page, artifacts_dir, "limit-forks")
+    kept = live_app.shell(
+        "from runs.models import Task; "
+        "print(Task.objects.filter(owner__username='brancher').count())"
+    )
+    assert kept.split()[-1] == "2"  # the source and one fork
 
 
 def test_unsent_images_tokens_and_annotations_are_refused_where_they_are_made(
