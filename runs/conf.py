@@ -386,8 +386,9 @@ class Conf:
     login_attempts_per_minute: int = _setting(
         10,
         "count",
-        "Password checks (`POST /login/`) one client address may ask for a minute, in one "
-        "server process; one more is answered 429 without checking; 0: no limit",
+        "Password checks (`POST /login/`) one client (an IPv4 address, an IPv6 /64) may ask "
+        "for a minute, in one server process; one more is answered 429 without checking; "
+        "0: no limit",
     )
     # --- operations
     login_link_max_age: int = _setting(

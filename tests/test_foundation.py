@@ -92,6 +92,61 @@ def test_password_checks_per_address_are_limited(
 
 @pytest.mark.db
 @pytest.mark.django_db
+def test_an_ipv6_client_is_counted_by_its_64_however_it_rotates_addresses(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(login_limit, "ATTEMPTS", login_limit._Attempts())
+    settings.AGENTUI_LOGIN_ATTEMPTS_PER_MINUTE = 2
+    User.objects.create_user("ana", password="right horse battery")
+
+    def attempt(address: str) -> int:
+        guess = {"username": "ana", "password": "wrong"}
+        return Client(REMOTE_ADDR=address).post("/login/", guess).status_code
+
+    assert attempt("2001:db8:1:2::1") == 200
+    assert attempt("2001:db8:1:2:ffff:ffff:ffff:fffe") == 200
+    assert attempt("2001:db8:1:2:abcd::9") == 429  # the same /64
+    assert attempt("2001:db8:1:3::1") == 200  # the next /64 is someone else
+
+    # IPv4 as itself, whether a dual-stack socket reports it mapped into IPv6 or not
+    assert attempt("203.0.113.7") == 200
+    assert attempt("::ffff:203.0.113.7") == 200
+    assert attempt("::ffff:cb00:7107") == 429
+    assert attempt("203.0.113.8") == 200
+
+
+def test_clients_are_keyed_ipv4_as_is_ipv6_by_64_mapped_as_ipv4() -> None:
+    key = login_limit.client_key
+    assert key("198.51.100.2") == "198.51.100.2"
+    assert key("2001:DB8:0:0:1::7") == "2001:db8::/64"
+    assert key("::ffff:198.51.100.2") == "198.51.100.2"
+    assert key("fe80::1%eth0") == "fe80::/64"
+    assert key("unknown") == "unknown"
+
+
+def test_a_flood_from_more_addresses_than_are_kept_locks_no_one_else_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the table full of running windows, a new client takes the oldest one's place
+    instead of being refused."""
+    monkeypatch.setattr(login_limit, "MAX_CLIENTS", 50)
+    attempts = login_limit._Attempts()
+    for n in range(50):  # 10.0.0.0 to 10.0.0.49, a window each, begun 0.1 s apart
+        assert attempts.take(f"10.0.0.{n}", 1, now=100.0 + n / 10) == 0
+    assert attempts.take("198.51.100.2", 1, now=130.0) == 0  # ana, mid-flood
+    assert len(attempts.windows) == 50
+    assert "10.0.0.0" not in attempts.windows  # the oldest window made room
+    assert attempts.take("198.51.100.2", 1, now=131.0) > 0  # and ana is counted
+    assert attempts.take("10.0.0.40", 1, now=131.0) > 0  # as are the ones kept
+
+    # a client whose window ended and who tries again begins a new one, the newest
+    assert attempts.take("10.0.0.1", 1, now=160.15) == 0
+    assert attempts.take("192.0.2.1", 1, now=160.15) == 0
+    assert "10.0.0.1" in attempts.windows and "10.0.0.2" not in attempts.windows
+
+
+@pytest.mark.db
+@pytest.mark.django_db
 def test_login_link_works_exactly_once(client: Client) -> None:
     user = User.objects.create_user("ana")
     link = f"/login/{make_login_token(user)}/"
