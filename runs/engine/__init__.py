@@ -45,7 +45,9 @@ from .events import (
     TaskDeleted,
     ToolCall,
     ToolCallDecided,
+    ToolCallLateOutcome,
     ToolCallResult,
+    ToolCallStopped,
     parse_event,
 )
 from .llms import LLM, ChatResponse, LLMMetadata, OpenAI
@@ -175,7 +177,9 @@ __all__ = [
     "ToolCall",
     "ToolCallDecided",
     "ToolCallDecision",
+    "ToolCallLateOutcome",
     "ToolCallResult",
+    "ToolCallStopped",
     "ToolMetadata",
     "ToolOutput",
     "ToolSelection",

@@ -101,6 +101,36 @@ class ToolCallResult(BaseEvent):
     model_chars: int | None = None
 
 
+class ToolCallStopped(BaseEvent):
+    """Stop reached a call that had not returned; ``state`` says how far its tool had got.
+
+    ``left_running``: a plain function already running in a worker thread. A thread cannot be
+    stopped, so the function runs on and its effect may have happened (or may yet); if it ends
+    while this process lives, a ToolCallLateOutcome records what it returned. ``cancelled``: an
+    ``async`` tool, cancelled where it awaited. ``not_started``: the tool had not begun.
+    """
+
+    type: Literal["tool_call_stopped"] = "tool_call_stopped"
+    tool_name: str
+    tool_id: str
+    state: Literal["left_running", "cancelled", "not_started"]
+    started_at: float
+    stopped_at: float
+
+
+class ToolCallLateOutcome(BaseEvent):
+    """What a call left running by Stop returned (or raised) when its thread ended, for the
+    audit only: the model is not given it, nothing runs again, and the run stays stopped."""
+
+    type: Literal["tool_call_late_outcome"] = "tool_call_late_outcome"
+    tool_name: str
+    tool_id: str
+    tool_output: ToolOutput
+    started_at: float
+    stopped_at: float
+    ended_at: float
+
+
 class ToolCallDecided(BaseEvent):
     """A person approved, rejected or edited one pending tool call."""
 
@@ -238,6 +268,8 @@ AgentEvent = Annotated[
     | AgentReasoning
     | ToolCall
     | ToolCallResult
+    | ToolCallStopped
+    | ToolCallLateOutcome
     | ToolCallDecided
     | InputRequiredEvent
     | HumanResponseEvent

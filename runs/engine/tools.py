@@ -8,8 +8,10 @@ import inspect
 import json
 import types
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import (
@@ -26,6 +28,31 @@ from .errors import ToolArgumentsError
 # Plain ``def`` tools run here, not in asyncio's default executor, whose min(32, cpus + 4) workers
 # would serialise a wide fan-out of blocking tools on a small machine.
 _TOOL_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent-tool")
+
+# Told, when a plain ``def`` tool's await is cancelled, what became of its thread: the future of
+# a function that had begun (a thread cannot be stopped: it runs on), or None if it never began.
+ThreadWatch = Callable[["Future[Any] | None"], None]
+_thread_watch: ContextVar[ThreadWatch | None] = ContextVar(
+    "agentui_tool_thread_watch", default=None
+)
+
+
+@contextmanager
+def watching_threads(watch: ThreadWatch) -> Iterator[None]:
+    """Around a tool call: ``watch`` hears of a worker thread a cancellation left behind."""
+    token = _thread_watch.set(watch)
+    try:
+        yield
+    finally:
+        _thread_watch.reset(token)
+
+
+def _left_behind(future: Future[Any]) -> None:
+    """The await of ``future`` was cancelled: drop it if it never began, else report it."""
+    never_began = future.cancel()
+    watch = _thread_watch.get()
+    if watch is not None:
+        watch(None if never_began else future)
 
 
 class ToolOutput(BaseModel):
@@ -183,6 +210,20 @@ def _error_output(tool_name: str, kwargs: dict[str, Any], message: str) -> ToolO
     )
 
 
+def failure_output(
+    tool_name: str, kwargs: dict[str, Any], exc: BaseException
+) -> ToolOutput:
+    """A tool's exception as the error observation it becomes."""
+    return _error_output(tool_name, kwargs, f"Error: {type(exc).__name__}: {exc}")
+
+
+def returned_output(tool_name: str, kwargs: dict[str, Any], raw: Any) -> ToolOutput:
+    """What a tool function returned, as a ToolOutput."""
+    return ToolOutput(
+        content=_to_text(raw), tool_name=tool_name, raw_input=kwargs, raw_output=raw
+    )
+
+
 class BaseTool:
     """A callable tool. Subclasses implement ``_acall`` (and may override ``validate``)."""
 
@@ -224,10 +265,8 @@ class BaseTool:
         try:
             raw = await self._acall(**valid)
         except Exception as exc:  # a tool's failure is an observation for the model
-            return _error_output(name, kwargs, f"Error: {type(exc).__name__}: {exc}")
-        return ToolOutput(
-            content=_to_text(raw), tool_name=name, raw_input=kwargs, raw_output=raw
-        )
+            return failure_output(name, kwargs, exc)
+        return returned_output(name, kwargs, raw)
 
     def call(self, **kwargs: Any) -> ToolOutput:
         from ._sync import run_sync
@@ -367,8 +406,12 @@ class FunctionTool(BaseTool):
             return await self._async_fn(**kwargs)
         assert self._fn is not None
         fn = self._fn
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_TOOL_THREADS, lambda: fn(**kwargs))
+        future = _TOOL_THREADS.submit(lambda: fn(**kwargs))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            _left_behind(future)
+            raise
 
 
 class ToolRetriever(Protocol):

@@ -13,8 +13,15 @@ from ..events import ToolCall, ToolCallResult
 from ..memory import ChatMemoryBuffer
 from ..messages import ChatMessage, MessageRole
 from ..tool_context import running_for
-from ..tools import BaseTool, ToolOutput, call_tool_by_name, for_model
+from ..tools import (
+    BaseTool,
+    ToolOutput,
+    call_tool_by_name,
+    for_model,
+    watching_threads,
+)
 from ..types import PendingToolCall, Task, TaskStep, ToolCallDecision
+from .stopped_calls import CallProgress, report_stopped
 
 REJECTION_PREFIX = "rejected by user"
 
@@ -42,37 +49,30 @@ async def run_one_call(
     ``plan_index``/``depends_on`` place the call in a plan's DAG; ``output_name`` and
     ``depends_on_names`` name its result and the results it uses (a chain of abstraction's yN).
     """
-    await task.emit(
-        ToolCall(
-            task_id=task.task_id,
-            step_id=step.step_id,
-            tool_name=call.tool_name,
-            tool_kwargs=call.tool_kwargs,
-            tool_id=call.tool_id,
-            plan_index=plan_index,
-            depends_on=depends_on or [],
-            output_name=output_name,
-            depends_on_names=depends_on_names or [],
+    progress = CallProgress()
+    try:
+        output = await _announce_and_run(
+            task,
+            step,
+            tools,
+            call,
+            progress,
+            ToolCall(
+                task_id=task.task_id,
+                step_id=step.step_id,
+                tool_name=call.tool_name,
+                tool_kwargs=call.tool_kwargs,
+                tool_id=call.tool_id,
+                plan_index=plan_index,
+                depends_on=depends_on or [],
+                output_name=output_name,
+                depends_on_names=depends_on_names or [],
+            ),
         )
-    )
-    started = time.time()
-    if call.decision is ToolCallDecision.REJECTED:
-        output = ToolOutput(
-            content=rejection_text(call.reason),
-            tool_name=call.tool_name,
-            raw_input=call.tool_kwargs,
-            is_error=True,
-        )
-    elif call.arguments_error:
-        output = ToolOutput(
-            content=f"Error: {call.arguments_error}",
-            tool_name=call.tool_name,
-            raw_input=call.tool_kwargs,
-            is_error=True,
-        )
-    else:
-        with running_for(task):
-            output = await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
+    except asyncio.CancelledError:
+        # stored even if cancelled again: the trace must say what the tool was doing
+        await asyncio.shield(report_stopped(task, step, call, progress))
+        raise
     tool = tools.get(call.tool_name)
     given = for_model(output, task.tool_output_chars)
     await task.emit(
@@ -86,7 +86,7 @@ async def run_one_call(
             return_direct=bool(
                 tool and tool.metadata.return_direct and not output.is_error
             ),
-            started_at=started,
+            started_at=progress.started_at,
             ended_at=time.time(),
             plan_index=plan_index,
             output_name=output_name,
@@ -94,6 +94,36 @@ async def run_one_call(
         )
     )
     return given
+
+
+async def _announce_and_run(
+    task: Task,
+    step: TaskStep,
+    tools: dict[str, BaseTool],
+    call: PendingToolCall,
+    progress: CallProgress,
+    announce: ToolCall,
+) -> ToolOutput:
+    """Emit the call's ToolCall, then run it (or answer for a rejection or bad arguments)."""
+    await task.emit(announce)
+    progress.started_at = time.time()
+    if call.decision is ToolCallDecision.REJECTED:
+        return ToolOutput(
+            content=rejection_text(call.reason),
+            tool_name=call.tool_name,
+            raw_input=call.tool_kwargs,
+            is_error=True,
+        )
+    if call.arguments_error:
+        return ToolOutput(
+            content=f"Error: {call.arguments_error}",
+            tool_name=call.tool_name,
+            raw_input=call.tool_kwargs,
+            is_error=True,
+        )
+    with running_for(task), watching_threads(progress.watch):
+        progress.began = True
+        return await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
 
 
 async def run_calls(
