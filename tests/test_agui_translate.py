@@ -129,3 +129,26 @@ def test_a_call_joined_mid_stream_sends_its_text_whole() -> None:
     events = wire(out + run.finished())
     assert text(events) == "Hello, world"
     assert_valid_agui(events, max_warnings=0)
+
+
+def test_a_call_stop_left_running_is_told_as_a_custom_event() -> None:
+    run = RunTranslator("t", "r")
+    call = {"tool_id": "c1", "tool_name": "archive_report", "tool_kwargs": {}}
+    out = run.run_started()
+    out += run.stored({"type": "step_started", "step_id": "s1"})
+    out += run.stored({"type": "tool_call", "step_id": "s1", **call})
+    stopped = {
+        "type": "tool_call_stopped",
+        "step_id": "s1",
+        "tool_id": "c1",
+        "tool_name": "archive_report",
+        "state": "left_running",
+    }
+    out += run.stored(stopped)
+    out += run.stored({"type": "step_interrupted", "step_id": "s1"})
+    out += run.finished()
+    events = wire(out)
+    (custom,) = [e for e in events if e["type"] == "CUSTOM"]
+    assert custom["name"] == "agentui.tool_call_stopped"
+    assert custom["value"]["state"] == "left_running"
+    assert_valid_agui(events, max_warnings=0)

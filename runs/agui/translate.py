@@ -50,7 +50,15 @@ from ag_ui.core import ToolCall as AguiToolCall
 from runs.protocol.wire import js_length
 
 # Our events that AG-UI has no event for but a client may want, sent as CUSTOM "agentui.<type>".
-CUSTOM_TYPES = frozenset({"agent_handoff", "human_action", "input_required"})
+CUSTOM_TYPES = frozenset(
+    {
+        "agent_handoff",
+        "human_action",
+        "input_required",
+        "tool_call_stopped",  # Stop cut a call off; `state` says whether its tool ran on
+        "tool_call_late_outcome",
+    }
+)
 
 
 def _ms(at: Any) -> int:

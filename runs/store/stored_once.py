@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# the events that carry a tool's whole output (a late one: what a call left running by Stop returned)
+TOOL_OUTPUT_EVENTS = ("tool_call_result", "tool_call_late_outcome")
+
 # Below this many characters both copies are kept: the page draws tables from `raw_output`.
 ONCE_FROM_CHARS = 64 * 1024
 
@@ -20,7 +23,7 @@ ONCE_FROM_CHARS = 64 * 1024
 def store_once(payload: dict[str, Any]) -> dict[str, Any]:
     """A `tool_call_result` payload with a large `raw_output` that repeats `content` left out."""
     output = payload.get("tool_output")
-    if payload.get("type") != "tool_call_result" or not isinstance(output, dict):
+    if payload.get("type") not in TOOL_OUTPUT_EVENTS or not isinstance(output, dict):
         return payload
     content, raw = output.get("content"), output.get("raw_output")
     if not isinstance(content, str) or len(content) < ONCE_FROM_CHARS or raw is None:

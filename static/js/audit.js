@@ -63,6 +63,11 @@ function callName(step, toolId) {
   return call?.output_name ? `${call.output_name} ${name}` : name;
 }
 
+/** Whether one of the step's calls was left running by Stop (a plain function's thread). */
+function ranOn(step) {
+  return step.attempts.some((attempt) => [...attempt.calls.values()].some((call) => call.stopped === "left_running"));
+}
+
 function actionItem(step, action, turn) {
   if (AUTOMATIC[action.action]) return automaticItem(step, action);
   const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
@@ -88,7 +93,7 @@ function actionItem(step, action, turn) {
         ? "Stop was pressed while this step ran, and this step gave the answer: the turn finished."
         : step.status === "completed"
           ? "Stop was pressed while this step ran: it finished, and nothing after it ran."
-          : "Stop was pressed while this step ran: it was cancelled and did not complete.";
+          : `Stop was pressed while this step ran: it was cancelled and did not complete.${ranOn(step) ? " A tool it had begun could not be stopped and ran on (see its card)." : ""}`;
     detail.push(h("p", { class: "action-note" }, note));
   }
   // an action the server took for the person (a passed deadline) says so, and why

@@ -13,6 +13,7 @@ import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { cutNotice, modelCutNotice } from "./cut.js";
 import { hiddenNote, revealText } from "./hidden.js";
+import { stoppedCallNote } from "./stopped_call.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
 import { costLine } from "./cost.js";
@@ -394,6 +395,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
     hiddenNote(call.name, call.kwargs),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
     outcome,
+    stoppedCallNote(step, call),
   );
 }
 

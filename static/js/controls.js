@@ -8,6 +8,7 @@ import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 import { hiddenNote, revealText } from "./hidden.js";
 import { batchControls } from "./policy_controls.js";
+import { shownAttempt } from "./selectors.js";
 
 /** Why a step waits on a budget ("Budget of $0.50 for this run reached: $0.51 spent"). */
 function budgetNote(budget) {
@@ -274,7 +275,9 @@ function hintFor(step, perms, model) {
   if (!perms.canApprove && step.status === "pending" && model.mode === "auto") return "Runs by itself in auto mode.";
   if (step.status === "failed") return "The step failed; run it again or undo the step before it.";
   if (step.status === "interrupted") {
-    return step.interruptedBy === "cancelled" ? "This step was stopped while it ran; run it again." : "The server stopped while this step ran; run it again.";
+    if (step.interruptedBy === "cancelled") return "This step was stopped while it ran; run it again.";
+    const cutCalls = shownAttempt(step)?.calls.size ? " Its tool calls may have taken effect already: running it again runs them again." : "";
+    return `The server stopped while this step ran.${cutCalls} Run it again when ready.`;
   }
   return "Ctrl+Enter approves.";
 }

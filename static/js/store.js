@@ -147,6 +147,15 @@ function finishRunningCalls(attempt, status, at) {
   }
 }
 
+/** The call `toolId` of the step's latest attempt that made it. */
+function findCall(step, toolId) {
+  for (let i = step.attempts.length - 1; i >= 0; i--) {
+    const call = step.attempts[i].calls.get(toolId);
+    if (call) return call;
+  }
+  return null;
+}
+
 function ensureCall(attempt, event) {
   let call = attempt.calls.get(event.tool_id);
   if (!call) {
@@ -278,6 +287,21 @@ const STEP_EVENTS = {
     if (decided?.decision === "rejected") Object.assign(call, { status: "rejected", isError: false, reason: decided.reason ?? null });
     call.startedAt = event.started_at ?? call.startedAt;
     call.endedAt = event.ended_at ?? event.at;
+  },
+  tool_call_stopped(model, step, event) {
+    // Stop reached the call before it returned: left_running (a thread that runs on), cancelled, not_started
+    const call = ensureCall(currentAttempt(step, event.at), event);
+    Object.assign(call, { status: "interrupted", stopped: event.state, stoppedAt: event.stopped_at, endedAt: event.stopped_at });
+  },
+  tool_call_late_outcome(model, step, event) {
+    // what a thread left running by Stop returned at last: for the audit, never for the model
+    const call = findCall(step, event.tool_id);
+    if (!call) return;
+    const out = event.tool_output || {};
+    call.late = {
+      content: out.content ?? "", isError: Boolean(out.is_error), cut: cutAt(event, ["tool_output", "content"]),
+      stoppedAt: event.stopped_at, endedAt: event.ended_at,
+    };
   },
   tool_call_decided(model, step, event) {
     const call = step.pendingCalls?.find((c) => c.tool_id === event.tool_id);

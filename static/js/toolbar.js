@@ -23,7 +23,7 @@ export class NotebookControls {
     els.abandon.addEventListener("click", async () => {
       const ok = await confirmAction({
         title: "Stop this turn?",
-        text: "A step that is running is cut off and nothing after it runs. The turn cannot be resumed; its steps stay in the notebook and the trace.",
+        text: "A step that is running is cut off and nothing after it runs. A tool that is a plain function cannot be stopped part way: it finishes, and its effect may happen; its card says so. The turn cannot be resumed; its steps stay in the notebook and the trace.",
         confirm: "Stop the turn",
         cancel: "Keep going",
       });
