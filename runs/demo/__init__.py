@@ -36,6 +36,7 @@ from runs.demo.server import (
     demo_example_prompts,
     register_demo,
 )
+from runs.demo.slow import SLOW_PROMPT, slow_rules
 from runs.demo.sources import DB_PROMPT, db_source_rules
 from runs.demo.team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Rule
@@ -71,6 +72,7 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-mcp": ("function_calling", mcp_rules, MCP_PROMPT),
     "function_calling-db": ("function_calling", db_source_rules, DB_PROMPT),
     "function_calling-hidden": ("function_calling", hidden_text_rules, HIDDEN_PROMPT),
+    "function_calling-slow": ("function_calling", slow_rules, SLOW_PROMPT),
 }
 # examples that work only for someone who has something (DemoExample.needs)
 NEEDS = {"function_calling-db": "db_source"}

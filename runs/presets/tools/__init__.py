@@ -27,4 +27,8 @@ DATA_TOOLS = (
 )
 CHART_TOOLS = ("runs.presets.tools.chart.CHART_TOOL",)
 LOG_TOOLS = ("runs.presets.tools.logs.server_log",)
-ANALYST_TOOLS = ARITHMETIC_TOOLS + SQL_TOOLS + DATA_TOOLS + CHART_TOOLS + LOG_TOOLS
+# a slow plain function: what Stop can and cannot stop (runs.presets.tools.slow)
+SLOW_TOOLS = ("runs.presets.tools.slow.archive_report",)
+ANALYST_TOOLS = (
+    ARITHMETIC_TOOLS + SQL_TOOLS + DATA_TOOLS + CHART_TOOLS + LOG_TOOLS + SLOW_TOOLS
+)
