@@ -86,6 +86,11 @@ def test_stop_during_a_plain_function_tool_says_it_may_have_run_and_records_its_
     )
     card.scroll_into_view_if_needed()
     shots_at_both_sizes(page, artifacts_dir, "stop-sync-1-stopped")
+    # it is stored, not only shown: a reload reads the same from the events
+    page.reload()
+    page.wait_for_selector("#connection[data-state='open']")
+    note.wait_for()
+    assert MAY_HAVE in note.inner_text()
 
     # the tool ends after Stop: its outcome is recorded, only for the audit
     (GATE / "finish").write_text("")

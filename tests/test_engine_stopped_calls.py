@@ -110,3 +110,27 @@ async def test_an_async_tool_stopped_is_cancelled_and_has_no_late_outcome() -> N
         assert stopped.state == "cancelled"
         await asyncio.sleep(0)
         assert not recorder.of("tool_call_late_outcome")
+
+
+async def test_a_call_stopped_before_its_tool_began_says_it_did_not_run() -> None:
+    gate = Gate()
+    announced = asyncio.Event()
+
+    async def on_event(event: object) -> None:
+        recorder(event)  # type: ignore[operator]
+        if getattr(event, "type", "") == "tool_call":
+            announced.set()
+            await asyncio.Event().wait()  # Stop comes while the call is being announced
+
+    with serving(_calls("a.txt")) as server:
+        agent, recorder = make_agent(server, tools=[gate.sync_tool()])
+        agent.on_event = on_event
+        task = await agent.acreate_task("archive it")
+        running = asyncio.ensure_future(agent.arun_step(task.task_id))
+        await asyncio.wait_for(announced.wait(), 10)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        (stopped,) = recorder.of("tool_call_stopped")
+        assert stopped.state == "not_started"
+        assert gate.runs == 0 and not gate.began.is_set()
