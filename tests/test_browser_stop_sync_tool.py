@@ -3,7 +3,8 @@
 The function runs in a worker thread that Stop cannot stop. The card says so (its effect may have
 happened); when the thread ends, what it returned is added to the card, the trace page and the
 REST events as a late outcome, without the model being asked again or anything running twice.
-The demo's slow tool (runs.presets.tools.slow) waits on a gate directory the test controls.
+The demo's slow tool (runs.presets.tools.slow) waits on a folder the test controls
+(tests/gated_tools.py).
 Screenshots: test-artifacts/stop-sync-*-1280x800.png and -1920x1080.png.
 """
 
@@ -30,7 +31,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 
 from runs.demo.slow import SLOW_PROMPT, slow_rules
 from runs.engine.testing import Script, ScriptedServer
-from runs.presets.tools.slow import GATE_ENV
+from tests.gated_tools import GATE_VARIABLE
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +41,7 @@ MAY_HAVE = "its effect may have happened"
 
 @pytest.fixture
 def app_env() -> dict[str, str]:
-    return {GATE_ENV: str(GATE)}
+    return {"DJANGO_SETTINGS_MODULE": "gated_settings", GATE_VARIABLE: str(GATE)}
 
 
 def _events(app: LiveApp, pk: int) -> list[dict[str, Any]]:
