@@ -6,24 +6,36 @@ Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make te
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient, override_settings
 
 from runs import service
+from runs.demo.react import VISION_PROMPT, vision_rules
 from runs.demo.research import ANSWER as RESEARCH_ANSWER
 from runs.demo.research import RESEARCH_PROMPT, research_rules
 from runs.demo.rules import scripted
 from runs.demo.team import QUESTION as TEAM_QUESTION
 from runs.demo.team import TEAM_PROMPT, team_rules
-from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
+from runs.engine.testing import (
+    Reply,
+    Rule,
+    Script,
+    ScriptedServer,
+    Timing,
+)
 from runs.models import Event, Step, Task
+from runs.presets.tools.sample_chart import sample_chart_png
 from runs.service.tokens import create_token
 from tests.agui_support import (
+    conversation,
+    folds_to_its_snapshots,
     outcome,
     post_run,
     run_events,
@@ -46,6 +58,8 @@ from tests.live_support import (
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
+from tests.test_big_tool_output import log_script
+from tests.test_react_notebook import upload
 from tests.test_service import waiting_step
 from tests.test_takeover import orphan
 
@@ -307,9 +321,11 @@ async def test_tools_mode_resume_edits_rejects_and_approves_like_the_page(
     raw2, events2 = await run_events(client, run_input("thread-tools", resume=resume))
     conforms(raw + raw2, artifacts_dir, "tools")
     assert outcome(events2) == {"type": "success"}
-    assert calls_of(events2)["call_add"] == ("add", {"a": 2, "b": 30}), (
-        "the edited call ran"
-    )
+    # the client has the calls: not started again; the edit comes as a snapshot
+    assert not calls_of(events2)
+    corrected = snapshots(events2)[1]
+    ran = {c["id"]: c["function"] for c in corrected[1]["toolCalls"]}
+    assert json.loads(ran["call_add"]["arguments"]) == {"a": 2, "b": 30}, "the edit ran"
     assert results_of(events2)["call_add"] == "32"
     assert "not needed" in results_of(events2)["call_mul"]
     agui = await Task.objects.aget(agui_thread="thread-tools")
@@ -718,7 +734,9 @@ async def test_every_run_starts_and_ends_with_the_conversation_as_the_model_read
     recorded.append(raw)
     conforms("".join(recorded), artifacts_dir, "snapshots")
     assert start_state(events) == {}
-    start, end = snapshots(events)
+    start, _edited, end = snapshots(
+        events
+    )  # the middle one: the edited call's arguments
     assert start == first_end  # a resuming client sees the thread as it was left
     assert [m["role"] for m in end] == [
         "user",
@@ -857,3 +875,109 @@ async def test_a_run_starts_with_its_own_message_once_stored_or_not(
         ("user", "Again?")
     ]
     assert end == [*start, ("assistant", "Once more.")]
+
+
+@override_settings(AGENTUI_TOOL_OUTPUT_MODEL_CHARS=2000)
+async def test_a_result_cut_for_the_model_is_sent_as_the_model_read_it_and_says_so(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    """TOOL_CALL_RESULT and the snapshot's tool message carry the result as the model read it
+    (cut, with its note), `metadata.agentui` states the cut and where the whole output is; a
+    client folding the events has the snapshot's conversation."""
+    server = scripted_server(log_script(5000))  # ~400 KB: also cut for a socket
+    user, client = await logged_in()
+    token = (await database_sync_to_async(create_token)(user, "agui"))[1]
+    with llm_at(server):
+        raw, events = await run_events(
+            client,
+            run_input("thread-log", "Read the server log", agent="function_calling"),
+        )
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "model-cut")
+    assert outcome(events) == {"type": "success"}
+    task = await Task.objects.aget(agui_thread="thread-log")
+    stored = await Event.objects.aget(task=task, type="tool_call_result")
+    whole = stored.payload["tool_output"]["content"]
+    assert len(whole) > 300_000 and stored.payload["model_chars"] == 2000
+    read = [m for m in server.requests[-1].messages if m["role"] == "tool"][0][
+        "content"
+    ]
+    assert read.startswith(whole[:2000]) and "tool output cut" in read
+
+    (result,) = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    end = snapshots(events)[-1]
+    (tool_message,) = [m for m in end if m["role"] == "tool"]
+    assert result["content"] == tool_message["content"] == read
+    url = f"/api/v1/notebooks/{task.pk}/events/{stored.seq}/value?" + urlencode(
+        {"path": json.dumps(["tool_output", "content"])}
+    )
+    stated = {
+        "agentui": {"modelChars": 2000, "outputChars": len(whole), "outputUrl": url}
+    }
+    assert result["metadata"] == tool_message["metadata"] == stated
+    # the whole output, for the client's token
+    got = await AsyncClient().get(url, headers={"Authorization": f"Bearer {token}"})
+    assert got.status_code == 200 and got.content.decode() == whole
+    folds_to_its_snapshots(events)
+
+
+async def test_a_client_folding_the_events_has_the_snapshots_conversation_after_edits(
+    server: ScriptedServer, artifacts_dir: Path
+) -> None:
+    """Calls the client has from the last run (waiting for approval) are not started again
+    when they run (TOOL_CALL_ARGS would append to their arguments); an edited call's new
+    arguments come in a MESSAGES_SNAPSHOT."""
+    _, client = await logged_in()
+    raw, events = await run_events(
+        client, run_input("thread-fold", QUESTION, mode="tools")
+    )
+    folded = folds_to_its_snapshots(events)
+    resume = []
+    for interrupt in interrupts_of(events):
+        payload = (
+            {"action": "edit", "arguments": {"a": 20, "b": 3}}
+            if interrupt["toolCallId"] == "call_add"
+            else {"action": "reject", "reason": "no multiplying today"}
+        )
+        resume.append(
+            {"interruptId": interrupt["id"], "status": "resolved", "payload": payload}
+        )
+    raw2, events2 = await run_events(client, run_input("thread-fold", resume=resume))
+    conforms(raw + raw2, artifacts_dir, "fold-edits")
+    folded = folds_to_its_snapshots(events2, folded)
+    assert conversation(folded) == conversation(snapshots(events2)[-1])
+    ran = {c[0]: c[2] for c in conversation(folded)[1]["toolCalls"]}
+    assert ran == {"call_add": {"a": 20, "b": 3}, "call_mul": {"a": 4, "b": 5}}
+
+
+async def test_a_user_messages_images_are_in_the_snapshot_as_the_model_received_them(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    server = scripted_server(Script(rules=vision_rules()))
+    user, client = await logged_in()
+    chart = sample_chart_png()
+    uploaded = (await database_sync_to_async(upload)(user, "chart.png", chart)).json()[
+        "id"
+    ]
+    with llm_at(server):
+        task = await service.create_notebook(
+            user, VISION_PROMPT, "vision_react", "auto", [uploaded]
+        )
+        await service.wait_idle()
+        raw, events = await run_events(client, run_input(str(task.pk)))
+    conforms(raw, artifacts_dir, "images")
+    first = snapshots(events)[0][0]
+    assert first["role"] == "user"
+    text, image = first["content"]
+    assert text == {"type": "text", "text": first["content"][0]["text"]}
+    assert VISION_PROMPT in text["text"]
+    assert image == {
+        "type": "image",
+        "source": {
+            "type": "data",
+            "value": base64.b64encode(chart).decode(),
+            "mimeType": "image/png",
+        },
+    }
+    sent = server.requests[0].image_urls
+    assert sent == [f"data:image/png;base64,{image['source']['value']}"]

@@ -38,7 +38,8 @@ MODEL_CHARS = 40_000
 MIB = 1024 * 1024
 
 
-def log_script() -> Script:
+def log_script(lines: int = LINES) -> Script:
+    """The model reads `lines` lines of the server log, then answers."""
     return Script(
         rules=[
             Rule(
@@ -48,7 +49,7 @@ def log_script() -> Script:
                     text="Let me read the log.",
                     tool_calls=[
                         ToolCallSpec(
-                            name="server_log", arguments={"lines": LINES}, id="c_log"
+                            name="server_log", arguments={"lines": lines}, id="c_log"
                         )
                     ],
                 ),

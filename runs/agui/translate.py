@@ -20,7 +20,9 @@ from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
     CustomEvent,
+    DataSource,
     FunctionCall,
+    ImagePart,
     Interrupt,
     Message,
     MessagesSnapshotEvent,
@@ -38,16 +40,20 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TextPart,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,
+    UrlSource,
     UserMessage,
 )
 from ag_ui.core import ToolCall as AguiToolCall
 
-from runs.protocol.wire import js_length
+from runs.engine.tools import model_text
+from runs.protocol.wire import api_value_url, js_length
+from runs.service import ModelCut
 
 # Our events that AG-UI has no event for but a client may want, sent as CUSTOM "agentui.<type>".
 CUSTOM_TYPES = frozenset(
@@ -67,20 +73,55 @@ def _ms(at: Any) -> int:
     return int(seconds * 1000)
 
 
-def _message(message: Any) -> Message:
+def cut_metadata(task_pk: int, cut: ModelCut) -> dict[str, Any]:
+    """What a tool message and its TOOL_CALL_RESULT say of a result the model was given cut:
+    how much it read, how long the whole output is, and the REST URL that serves it whole
+    (relative to the server; the client's API token reads it, nobody else's)."""
+    url = api_value_url(task_pk, cut.seq, ("tool_output", "content"))
+    return {
+        "agentui": {
+            "modelChars": cut.model_chars,
+            "outputChars": cut.chars,
+            "outputUrl": url,
+        }
+    }
+
+
+def _image(image: dict[str, Any]) -> ImagePart:
+    """An image the model was given, as an AG-UI part: inline data (as the model received it)
+    for a data: URL, else the URL the model server fetched."""
+    url = str(image.get("url") or "")
+    head, _, data = url.partition(",")
+    if url.startswith("data:") and head.endswith(";base64"):
+        mime = head[len("data:") : -len(";base64")]
+        return ImagePart(source=DataSource(value=data, mime_type=mime))
+    return ImagePart(source=UrlSource(value=url))
+
+
+def _arguments(kwargs: Any) -> str:
+    return json.dumps(kwargs or {}, ensure_ascii=False)
+
+
+def _message(message: Any, task_pk: int) -> Message:
     if message.role == "user":
-        return UserMessage(id=message.id, content=message.content)
+        if not message.images:
+            return UserMessage(id=message.id, content=message.content)
+        parts: list[Any] = [TextPart(text=message.content)] if message.content else []
+        return UserMessage(
+            id=message.id, content=parts + [_image(i) for i in message.images]
+        )
     if message.role == "tool":
         return ToolMessage(
             id=message.id,
             content=message.content,
             tool_call_id=message.tool_call_id or "",
+            metadata=cut_metadata(task_pk, message.cut) if message.cut else None,
         )
     calls = [
         AguiToolCall(
             id=call["tool_id"],
             function=FunctionCall(
-                name=call["tool_name"], arguments=json.dumps(call["tool_kwargs"])
+                name=call["tool_name"], arguments=_arguments(call["tool_kwargs"])
             ),
         )
         for call in message.tool_calls
@@ -88,6 +129,18 @@ def _message(message: Any) -> Message:
     return AssistantMessage(
         id=message.id, content=message.content or None, tool_calls=calls or None
     )
+
+
+def _unanswered(messages: list[Message]) -> dict[str, AguiToolCall]:
+    """The tool calls of `messages` that no tool message answers (calls waiting to run)."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return {
+        call.id: call
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls or []
+        if call.id not in answered
+    }
 
 
 def _pointer(key: str) -> str:
@@ -125,6 +178,7 @@ class RunTranslator:
 
     thread_id: str
     run_id: str
+    task_pk: int = 0  # the notebook (for the URLs of whole tool outputs)
     open_steps: set[str] = field(default_factory=set)
     steps: dict[str, _StepTrack] = field(default_factory=dict)
     started_calls: set[str] = field(default_factory=set)
@@ -132,6 +186,16 @@ class RunTranslator:
     response: str | None = None  # the turn's answer, once it completed
     abandoned: bool = False
     failure: str | None = None  # why a step failed, if one did
+    # the conversation as the client has it from the last MESSAGES_SNAPSHOT, and whether any
+    # event since has added to it
+    shown: list[Message] = field(default_factory=list)
+    added: bool = False
+    waiting_calls: dict[str, AguiToolCall] = field(default_factory=dict)
+    # results go out in their calls' order (the conversation's), whatever order they finish
+    # in: each call's fellow calls (of one model reply), and the results held back meanwhile
+    fellows: dict[str, list[str]] = field(default_factory=dict)
+    held: dict[str, BaseEvent] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
 
     # --- the run ------------------------------------------------------------------------------
 
@@ -154,15 +218,18 @@ class RunTranslator:
     def messages(self, conversation: list[Any]) -> list[BaseEvent]:
         """The thread's conversation as the model reads it now (`ConversationMessage`s): a
         client that reloads or reconnects rebuilds its view from this, tool calls as they ran."""
-        return [
-            MessagesSnapshotEvent(
-                messages=[_message(m) for m in conversation], timestamp=_ms(None)
-            )
-        ]
+        self.shown = [_message(m, self.task_pk) for m in conversation]
+        self.added = False
+        # the client has these calls already: when they run, they are not started again
+        self.waiting_calls = _unanswered(self.shown)
+        for m in self.shown:
+            if isinstance(m, AssistantMessage) and m.tool_calls:
+                self._fellows([c.id for c in m.tool_calls])
+        return [MessagesSnapshotEvent(messages=self.shown, timestamp=_ms(None))]
 
     def close(self) -> list[BaseEvent]:
         """End what is still open (a run that stops while a step streams or runs)."""
-        out: list[BaseEvent] = []
+        out: list[BaseEvent] = self._release()
         for step_id in list(self.steps):
             out += self._end_text(step_id)
         for step_id in sorted(self.open_steps):
@@ -239,7 +306,10 @@ class RunTranslator:
 
     # --- stored events ------------------------------------------------------------------------
 
-    def stored(self, payload: dict[str, Any]) -> list[BaseEvent]:
+    def stored(
+        self, payload: dict[str, Any], seq: int | None = None
+    ) -> list[BaseEvent]:
+        """The AG-UI events of stored event `seq` (its payload whole, not cut for a socket)."""
         kind = payload.get("type")
         step_id = payload.get("step_id") or ""
         at = payload.get("at")
@@ -258,25 +328,14 @@ class RunTranslator:
         if kind == "tool_call":
             return self._call_started(payload, step_id)
         if kind == "tool_call_result":
-            out = self._call_started(payload, step_id)
-            output = payload.get("tool_output") or {}
-            tool_id = str(payload.get("tool_id"))
-            out.append(
-                ToolCallResultEvent(
-                    message_id=f"result:{tool_id}",
-                    tool_call_id=tool_id,
-                    content=str(output.get("content", "")),
-                    role="tool",
-                    timestamp=_ms(at),
-                )
-            )
-            return out
+            started = self._call_started(payload, step_id)
+            return started + self._in_order(self._result(payload, seq))
         if kind == "state_changed":
             return self._state(payload.get("state") or {})
         if kind in ("step_completed", "step_failed", "step_interrupted") and step_id:
             if kind == "step_failed":
                 self.failure = str(payload.get("error") or "the step failed")
-            out = self._end_text(step_id)
+            out = self._end_text(step_id) + self._release()
             if step_id in self.open_steps:
                 self.open_steps.discard(step_id)
                 out.append(StepFinishedEvent(step_name=step_id, timestamp=_ms(at)))
@@ -300,6 +359,7 @@ class RunTranslator:
         # unique across runs too: a client keeps the messages of every run on the thread
         track.message_id = f"{step_id}:{self.run_id}:{max(track.calls, 1)}"
         track.text = ""
+        self.added = True
         return [
             TextMessageStartEvent(
                 message_id=track.message_id, role="assistant", timestamp=_ms(at)
@@ -335,20 +395,75 @@ class RunTranslator:
                 track.text = text
         parent = track.message_id
         out += self._end_text(step_id)
-        for call in payload.get("tool_calls") or []:
+        calls = payload.get("tool_calls") or []
+        self._fellows([str(call.get("tool_id")) for call in calls])
+        for call in calls:
             out += self._call_started(call, step_id, parent)
         return out
+
+    def _fellows(self, ids: list[str]) -> None:
+        for tool_id in ids:
+            self.fellows[tool_id] = ids
+
+    def _in_order(self, result: ToolCallResultEvent) -> list[BaseEvent]:
+        """`result` once the results of the calls before it (of the same reply) are out."""
+        self.held[result.tool_call_id] = result
+        out: list[BaseEvent] = []
+        for tool_id in self.fellows.get(result.tool_call_id, [result.tool_call_id]):
+            if tool_id in self.answered:
+                continue
+            if tool_id not in self.held:
+                break
+            self.answered.add(tool_id)
+            out.append(self.held.pop(tool_id))
+        return out
+
+    def _release(self) -> list[BaseEvent]:
+        """The results still held back (a step ended before its other calls answered)."""
+        out = list(self.held.values())
+        self.answered.update(self.held)
+        self.held.clear()
+        return out
+
+    def _result(self, payload: dict[str, Any], seq: int | None) -> ToolCallResultEvent:
+        """TOOL_CALL_RESULT: the result as the model read it (cut to `model_chars`, with the
+        note it was given), the cut stated in `metadata` as on the snapshot's tool message."""
+        output = payload.get("tool_output") or {}
+        tool_id = str(payload.get("tool_id"))
+        content = str(output.get("content", ""))
+        given = payload.get("model_chars")
+        model_chars = given if isinstance(given, int) else None
+        metadata = None
+        if model_chars is not None and seq is not None:
+            cut = ModelCut(seq, model_chars, len(content))
+            metadata = cut_metadata(self.task_pk, cut)
+        self.added = True
+        return ToolCallResultEvent(
+            message_id=f"result:{tool_id}",
+            tool_call_id=tool_id,
+            content=model_text(content, model_chars),
+            role="tool",
+            metadata=metadata,
+            timestamp=_ms(payload.get("at")),
+        )
 
     def _call_started(
         self, call: dict[str, Any], step_id: str, parent: str | None = None
     ) -> list[BaseEvent]:
-        """TOOL_CALL_START/ARGS/END the first time this run hears of the call."""
+        """TOOL_CALL_START/ARGS/END the first time this run hears of the call; a call the
+        client already has (it waited for approval) is not started again: if it runs with
+        other arguments (a person's edit), the client's copy is corrected by a snapshot."""
         tool_id = str(call.get("tool_id"))
+        args = _arguments(call.get("tool_kwargs"))
+        known = self.waiting_calls.pop(tool_id, None)
+        if known is not None:
+            self.started_calls.add(tool_id)
+            return self._edited(known, args)
         if tool_id in self.started_calls:
             return []
         self.started_calls.add(tool_id)
+        self.added = True
         at = call.get("at")
-        args = json.dumps(call.get("tool_kwargs") or {}, ensure_ascii=False)
         return [
             ToolCallStartEvent(
                 tool_call_id=tool_id,
@@ -359,6 +474,19 @@ class RunTranslator:
             ToolCallArgsEvent(tool_call_id=tool_id, delta=args, timestamp=_ms(at)),
             ToolCallEndEvent(tool_call_id=tool_id, timestamp=_ms(at)),
         ]
+
+    def _edited(self, call: AguiToolCall, args: str) -> list[BaseEvent]:
+        """A MESSAGES_SNAPSHOT with `call`'s arguments as it runs, if they changed.
+
+        AG-UI has no event that replaces a call's arguments (TOOL_CALL_ARGS appends), so the
+        thread is sent again; if this run has added messages since the last snapshot (which
+        this one would drop), the snapshot that ends the run brings the change instead."""
+        if call.function.arguments == args:
+            return []
+        call.function.arguments = args
+        if self.added:
+            return []
+        return [MessagesSnapshotEvent(messages=self.shown, timestamp=_ms(None))]
 
     def _state(self, state: dict[str, Any]) -> list[BaseEvent]:
         if self.state is None:

@@ -307,7 +307,9 @@ class AgentRun:
         # MESSAGES_SNAPSHOT at the start: the conversation as it was left, read before this
         # run changes anything (its own message last, when it sends one)
         self.opening: list[service.ConversationMessage] = []
-        self.translator = RunTranslator(given.thread_id, given.run_id)
+        self.translator = RunTranslator(
+            given.thread_id, given.run_id, task_pk=thread.task_pk
+        )
         self.encoder = EventEncoder()
         self.feed = NotebookFeed(thread.task_pk)
         self.refusal: ProtocolError | None = (
@@ -378,11 +380,13 @@ class AgentRun:
                 )
             async for items in self._follow(feed, conductor):
                 yield (
-                    self._encode(self._translate(items)) if items else ": keepalive\n\n"
+                    self._encode(await self._translate(items))
+                    if items
+                    else ": keepalive\n\n"
                 )
             if feed.receiving().done():
-                yield self._encode(self._translate(await feed.take()))
-            yield self._encode(self._translate(await feed.stored_until()))
+                yield self._encode(await self._translate(await feed.take()))
+            yield self._encode(await self._translate(await feed.stored_until()))
             yield self._encode(self.translator.close() + await self._messages())
             yield self._encode(await self._end(conductor))
         finally:
@@ -413,14 +417,30 @@ class AgentRun:
                 quiet_since = loop.time()
                 yield []
 
-    def _translate(self, items: list[Item]) -> list[BaseEvent]:
+    async def _translate(self, items: list[Item]) -> list[BaseEvent]:
         out: list[BaseEvent] = []
         for item in items:
             if item.kind == "event":
-                out += self.translator.stored(item.payload)
+                payload = await self._whole(item)
+                out += self.translator.stored(payload, item.seq)
             elif item.kind == "delta":
                 out += self.translator.streamed(item.payload, item.offset)
         return out
+
+    async def _whole(self, item: Item) -> dict[str, Any]:
+        """A tool result's payload whole: the feed's is cut for a socket when large, and
+        TOOL_CALL_RESULT carries what the model read of it (runs.agui.translate)."""
+        payload = item.payload
+        if (
+            payload.get("type") != "tool_call_result"
+            or "truncated" not in payload
+            or item.seq is None
+        ):
+            return payload
+        whole = await database_sync_to_async(service.event_payload)(
+            self.thread.task_pk, item.seq
+        )
+        return payload if whole is None else whole
 
     async def _messages(self) -> list[BaseEvent]:
         """MESSAGES_SNAPSHOT at the end: the conversation as the model reads it now."""

@@ -88,16 +88,24 @@ def for_model(output: ToolOutput, limit: int | None) -> ToolOutput:
     the step's sources and every later model call hold is bounded: a cut output keeps no
     ``raw_output`` (a plan's ``$N`` then passes on the slice).
     """
-    total = len(output.content)
-    if not limit or total <= limit:
+    if not limit or len(output.content) <= limit:
         return output
+    return output.model_copy(
+        update={"content": model_text(output.content, limit), "raw_output": None}
+    )
+
+
+def model_text(content: str, limit: int | None) -> str:
+    """A tool output's text as the model is given it: at most ``limit`` characters, and a note
+    saying so when cut (``for_model``; the AG-UI endpoint rebuilds it from a stored event)."""
+    total = len(content)
+    if not limit or total <= limit:
+        return content
     note = (
         f"\n\n[tool output cut: these are the first {limit:,} of {total:,} characters; "
         f"the other {total - limit:,} were left out]"
     )
-    return output.model_copy(
-        update={"content": output.content[:limit] + note, "raw_output": None}
-    )
+    return content[:limit] + note
 
 
 # Argument models' JSON schemas, generated once per model class. Pydantic builds a schema anew on

@@ -32,6 +32,12 @@ def value_url(task_pk: int, seq: int, path: Path) -> str:
     return f"{base}?{urlencode({'path': json.dumps(list(path))})}"
 
 
+def api_value_url(task_pk: int, seq: int, path: Path) -> str:
+    """The REST API's URL of the whole value at `path` of event `seq` (an API token reads it)."""
+    base = reverse("api-v1:get_event_value", args=[task_pk, seq])
+    return f"{base}?{urlencode({'path': json.dumps(list(path))})}"
+
+
 def value_at(payload: Any, path: list[Any]) -> Any:
     """The value at `path` (keys and list indices) of a stored payload; KeyError if none."""
     value = payload

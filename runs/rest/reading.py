@@ -7,22 +7,19 @@ page_size}` out. Only the caller's notebooks exist here: any other id is a 404.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from ninja import Field, Query, Schema
 
 from runs import service
 from runs.models import Event, ModelPrice, NotebookStatus, Step, Task, TurnStatus
 from runs.protocol import ErrorCode, ProtocolError
-from runs.protocol.wire import bounded
+from runs.protocol.wire import api_value_url, bounded
 from runs.rest.router import router
 from runs.rest.schemas import (
     ErrorOut,
@@ -87,8 +84,7 @@ def _page(rows: QuerySet[Any], paging: Paging) -> tuple[list[Any], dict[str, int
 
 def value_path(pk: int, seq: int, path: list[Any]) -> str:
     """The REST URL of one value of a stored event (`get_event_value`)."""
-    query = urlencode({"path": json.dumps(path)})
-    return f"{reverse('api-v1:get_event_value', args=[pk, seq])}?{query}"
+    return api_value_url(pk, seq, tuple(path))
 
 
 def wire_event(pk: int, seq: int, payload: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@ its running steps have streamed so far (fresher in this process than in the data
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -17,10 +17,13 @@ from runs.store.cost import model_of, price_json, price_of
 from runs.store.messages import conversation
 from runs.store.queries import (
     RUNNABLE,
+    ModelCut,
     NotebookView,
     StepView,
+    event_payload,
     events_after,
     last_seq,
+    model_cuts,
     notebook_view,
     owner_of,
     running_streams,
@@ -30,8 +33,10 @@ from runs.store.queries import (
 __all__ = [
     "RUNNABLE",
     "ConversationMessage",
+    "ModelCut",
     "NotebookView",
     "conversation_messages",
+    "event_payload",
     "StepView",
     "events_after",
     "hello_summary",
@@ -52,11 +57,21 @@ class ConversationMessage:
     content: str
     tool_calls: list[dict[str, Any]]  # {tool_id, tool_name, tool_kwargs}
     tool_call_id: str | None
+    # the images the model was given with a user message ({url, detail}: a data: URL, or the
+    # http(s) URL the model server fetched)
+    images: list[dict[str, Any]] = field(default_factory=list)
+    # a tool result the model was given cut: `content` is what it read
+    cut: ModelCut | None = None
 
 
 def conversation_messages(task_pk: int) -> list[ConversationMessage]:
     """The notebook's conversation now, oldest first, without system prompts."""
-    rows = conversation(task_pk).filter(role__in=("user", "assistant", "tool"))
+    rows = (
+        conversation(task_pk)
+        .filter(role__in=("user", "assistant", "tool"))
+        .select_related("step")
+    )
+    cuts = model_cuts(task_pk)
     return [
         ConversationMessage(
             id=f"message-{row.pk}",
@@ -64,6 +79,10 @@ def conversation_messages(task_pk: int) -> list[ConversationMessage]:
             content=row.content or "",
             tool_calls=list(row.tool_calls),
             tool_call_id=row.tool_call_id,
+            images=list(row.images or []),
+            cut=cuts.get((row.step.step_id, row.tool_call_id or ""))
+            if row.role == "tool" and row.step is not None
+            else None,
         )
         for row in rows
     ]

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Q, Subquery
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Length
 
 from runs.engine import StepStatus
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
@@ -264,3 +266,44 @@ def mode_of(task_pk: int) -> str:
 
 def abandon_requested(task_pk: int) -> bool:
     return bool(Task.objects.filter(pk=task_pk, abandon_requested=True).exists())
+
+
+def event_payload(task_pk: int, seq: int) -> dict[str, Any] | None:
+    """Stored event `seq` whole (not cut for a socket), or None if there is none."""
+    return (
+        Event.objects.filter(task_id=task_pk, seq=seq)
+        .values_list("payload", flat=True)
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class ModelCut:
+    """A tool result the model was given cut (AGENTUI_TOOL_OUTPUT_MODEL_CHARS): its stored
+    `tool_call_result` event, how many characters the model read and how many there were."""
+
+    seq: int
+    model_chars: int
+    chars: int
+
+
+def model_cuts(task_pk: int) -> dict[tuple[str, str], ModelCut]:
+    """The notebook's cut tool results by (step id, tool call id); the latest if repeated."""
+    rows = (
+        Event.objects.filter(task_id=task_pk, type="tool_call_result")
+        .exclude(payload__model_chars=None)
+        .annotate(
+            chars=Length(
+                KeyTextTransform("content", KeyTransform("tool_output", "payload"))
+            )
+        )
+        .order_by("seq")
+        .values_list(
+            "seq", "step_id", "payload__tool_id", "payload__model_chars", "chars"
+        )
+    )
+    return {
+        (step_id or "", str(tool_id)): ModelCut(seq, int(model_chars), int(chars or 0))
+        for seq, step_id, tool_id, model_chars, chars in rows
+        if model_chars is not None
+    }
