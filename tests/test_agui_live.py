@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,16 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 from runs.engine.testing import ScriptedServer
 from tests.agui_support import outcome, post_live, run_input, sse_events
 from tests.live_support import ANSWER, QUESTION, analyst_script
+from tests.test_big_tool_output import log_script
 
 CLIENT_DIR = ROOT / "tests" / "agui_client"
 NODE_TIMEOUT_S = 120
+MODEL_CHARS = 2000  # AGENTUI_TOOL_OUTPUT_MODEL_CHARS of this module's app
+
+
+@pytest.fixture
+def app_env() -> dict[str, str]:
+    return {"AGENTUI_TOOL_OUTPUT_MODEL_CHARS": str(MODEL_CHARS)}
 
 
 def api_token(app: LiveApp) -> str:
@@ -90,6 +98,7 @@ def test_the_official_client_receives_a_whole_run_text_and_tool_calls(
     # the client built the conversation from the events: the calls sit on an assistant message
     calls = [m for m in seen["messages"] if m["role"] == "assistant" and m["toolCalls"]]
     assert [c["id"] for c in calls[0]["toolCalls"]] == ["call_add", "call_mul"]
+    folded_as_stated(seen)
 
 
 @pytest.mark.browser
@@ -106,6 +115,51 @@ def test_the_official_client_resumes_tool_call_interrupts(
     assert seen["outcomes"] == ["interrupt", "success"], "approved by resume, then done"
     assert seen["results"] == {"call_add": "5", "call_mul": "20"}
     assert seen["result"] == ANSWER
+    folded_as_stated(seen)  # the resumed calls' arguments are not sent twice
+
+
+@pytest.mark.browser
+def test_the_official_client_is_given_a_cut_result_as_the_model_read_it(
+    live_app: LiveApp, scripted_model: ScriptedServer, require_service: Any
+) -> None:
+    """A tool output longer than AGENTUI_TOOL_OUTPUT_MODEL_CHARS: the client's tool message is
+    what the model read, `metadata.agentui` says so and where the whole output is."""
+    node = node_client(require_service)
+    scripted_model.load(log_script(5000), reset_log=True)
+    token = api_token(live_app)
+    seen = run_node(
+        node, f"{live_app.url}/agui/", token, "node-log", "Read the server log"
+    )
+    assert seen["errors"] == [] and seen["outcomes"] == ["success"]
+    read = [m for m in scripted_model.requests[-1].messages if m["role"] == "tool"]
+    assert seen["results"] == {"c_log": read[0]["content"]}
+    assert "tool output cut: these are the first 2,000 of" in read[0]["content"]
+    stated = seen["metadata"]["c_log"]["agentui"]
+    assert stated["modelChars"] == MODEL_CHARS and stated["outputChars"] > 300_000
+    (tool,) = [m for m in seen["conversation"] if m["role"] == "tool"]
+    assert tool["content"] == read[0]["content"] and tool["metadata"] == {
+        "agentui": stated
+    }
+    folded_as_stated(seen)
+    # the whole output, with the client's own token
+    request = urllib.request.Request(
+        live_app.url + stated["outputUrl"], headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        whole = response.read().decode()
+    assert len(whole) == stated["outputChars"] and whole.startswith(
+        read[0]["content"][:2000]
+    )
+
+
+def folded_as_stated(seen: dict[str, Any]) -> None:
+    """At each run's first and last MESSAGES_SNAPSHOT the client's messages, folded from the
+    events by @ag-ui/client itself, are those the snapshot states (ids aside)."""
+    for run in {s["run"] for s in seen["snapshots"]}:
+        of_run = [s for s in seen["snapshots"] if s["run"] == run]
+        for snap in (of_run[0], of_run[-1]):
+            assert snap["folded"] == snap["snapshot"], f"run {run}"
+    assert seen["conversation"] == seen["snapshots"][-1]["snapshot"]
 
 
 def post_agui(app: LiveApp, token: str, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -152,3 +152,34 @@ def test_a_call_stop_left_running_is_told_as_a_custom_event() -> None:
     assert custom["name"] == "agentui.tool_call_stopped"
     assert custom["value"]["state"] == "left_running"
     assert_valid_agui(events, max_warnings=0)
+
+
+def test_results_go_out_in_their_calls_order_whatever_order_they_finish_in() -> None:
+    """The model reads a reply's results in its calls' order; a client puts each result after
+    those it has, so one that finishes first (a rejection) waits for the ones before it."""
+    run = RunTranslator("t", "r")
+    calls = [
+        {"tool_id": f"c{i}", "tool_name": "add", "tool_kwargs": {"a": i}}
+        for i in (1, 2, 3)
+    ]
+    reply = {"role": "assistant", "content": ""}
+    out = run.run_started()
+    out += run.stored({"type": "step_started", "step_id": "s1"})
+    out += run.stored(
+        {
+            "type": "agent_output",
+            "step_id": "s1",
+            "response": reply,
+            "tool_calls": calls,
+        }
+    )
+    for i in (3, 1, 2):
+        output = {"content": str(i)}
+        out += run.stored(
+            {"type": "tool_call_result", **calls[i - 1], "tool_output": output}
+        )
+    out += run.finished()
+    events = wire(out)
+    results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == ["c1", "c2", "c3"]
+    assert_valid_agui(events, max_warnings=0)

@@ -4,7 +4,8 @@
 //
 // Runs the agent with the message (a new thread gets the approval mode, default auto) and
 // answers every interrupt a run ends with by approving it (resume) until the run finishes. Prints one JSON object: the text, tool calls and
-// results the client received, each run's outcome, and the client's own message list.
+// results the client received, each run's outcome, and the client's own message list; at each
+// MESSAGES_SNAPSHOT, the messages the client had folded from the events and the snapshot's.
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
 
 const [url, token, threadId, message, mode = "auto"] = process.argv.slice(2);
@@ -15,8 +16,32 @@ const agent = new HttpAgent({
 });
 agent.addMessage({ id: `user-${Date.now()}`, role: "user", content: message });
 
-const seen = { text: "", toolCalls: {}, results: {}, outcomes: [], errors: [], steps: 0 };
+// A message as the tests compare them: no id (events mint their own, a snapshot has the stored rows').
+const parsed = (text) => {
+  try {
+    return JSON.parse(text || "{}");
+  } catch {
+    return text; // arguments that are not JSON (e.g. sent twice) are compared as they are
+  }
+};
+const comparable = (m) => ({
+  role: m.role,
+  content: m.content || null,
+  toolCalls: (m.toolCalls ?? []).map((c) => [c.id, c.function.name, parsed(c.function.arguments)]),
+  toolCallId: m.toolCallId ?? null,
+  metadata: m.metadata ?? null,
+});
+
+const seen = { text: "", toolCalls: {}, results: {}, metadata: {}, outcomes: [], errors: [], steps: 0, snapshots: [] };
+let runs = 0;
 const subscriber = {
+  onRunStartedEvent() {
+    runs += 1;
+  },
+  // what the client had folded from the events when a snapshot came, and what the snapshot says
+  onMessagesSnapshotEvent({ event, messages }) {
+    seen.snapshots.push({ run: runs, folded: messages.map(comparable), snapshot: event.messages.map(comparable) });
+  },
   onTextMessageContentEvent({ event }) {
     seen.text += event.delta;
   },
@@ -25,6 +50,7 @@ const subscriber = {
   },
   onToolCallResultEvent({ event }) {
     seen.results[event.toolCallId] = event.content;
+    if (event.metadata) seen.metadata[event.toolCallId] = event.metadata;
   },
   onStepStartedEvent() {
     seen.steps += 1;
@@ -49,4 +75,5 @@ for (let rounds = 0; agent.pendingInterrupts.length && rounds < 10; rounds++) {
   await agent.runAgent({ resume: buildResumeArray(agent.pendingInterrupts, answers) }, subscriber);
 }
 seen.messages = agent.messages.map((m) => ({ role: m.role, content: m.content ?? null, toolCalls: m.toolCalls ?? null }));
+seen.conversation = agent.messages.map(comparable);
 process.stdout.write(JSON.stringify(seen));
