@@ -236,7 +236,9 @@ def folds_to_its_snapshots(
     for i in (at[0], at[-1]):
         folded = fold(events[start:i], folded)
         assert conversation(folded) == conversation(events[i]["messages"]), (
-            f"event {i}: the client's messages differ from the snapshot"
+            f"event {i}: the client's messages differ from the snapshot",
+            conversation(folded),
+            conversation(events[i]["messages"]),
         )
         folded, start = fold([events[i]], folded), i + 1
     return fold(events[start:], folded)

@@ -599,6 +599,7 @@ async def test_step_mode_edit_and_approvals_store_what_the_page_stores(
     _, events = await run_events(
         client, run_input("thread-same", QUESTION, mode="step")
     )
+    folded = folds_to_its_snapshots(events)
     payload: dict[str, Any] | None = {"action": "edit", "input": edited}
     while outcome(events)["type"] == "interrupt":
         resume = [
@@ -607,6 +608,7 @@ async def test_step_mode_edit_and_approvals_store_what_the_page_stores(
         ]
         payload = None
         _, events = await run_events(client, run_input("thread-same", resume=resume))
+        folded = folds_to_its_snapshots(events, folded)
     agui = await Task.objects.aget(agui_thread="thread-same")
 
     page = await database_sync_to_async(make_notebook)(user, mode="step")
@@ -981,3 +983,40 @@ async def test_a_user_messages_images_are_in_the_snapshot_as_the_model_received_
     }
     sent = server.requests[0].image_urls
     assert sent == [f"data:image/png;base64,{image['source']['value']}"]
+
+
+@override_settings(AGENTUI_TOOL_OUTPUT_MODEL_CHARS=2000)
+async def test_a_fork_states_the_cut_of_an_earlier_turns_result_too(
+    scripted_server: Any,
+) -> None:
+    """A fork's conversation holds the earlier turns as stored; their cut tool results say so
+    as the source's do, with the fork's own copy of the whole output."""
+    server = scripted_server(Script(rules=log_script(5000).rules + analyst_rules()))
+    user, client = await logged_in()
+    with llm_at(server):
+        await run_events(
+            client,
+            run_input("thread-forked", "Read the server log", agent="function_calling"),
+        )
+        await run_events(client, run_input("thread-forked", QUESTION))
+        await service.wait_idle()
+        source = await Task.objects.aget(agui_thread="thread-forked")
+        last = await Step.objects.filter(task=source).order_by("-pk").afirst()
+        assert last is not None
+        fork = await database_sync_to_async(service.fork_notebook)(
+            source.pk, last.step_id
+        )
+        _, here = await run_events(client, run_input("thread-forked"))
+        _, there = await run_events(client, run_input(str(fork.pk)))
+    (source_tool,) = [m for m in snapshots(here)[0] if m.get("toolCallId") == "c_log"]
+    (fork_tool,) = [m for m in snapshots(there)[0] if m.get("toolCallId") == "c_log"]
+    assert fork_tool["content"] == source_tool["content"]
+    stated, forked = (
+        source_tool["metadata"]["agentui"],
+        fork_tool["metadata"]["agentui"],
+    )
+    assert forked["modelChars"] == stated["modelChars"] == 2000
+    assert forked["outputChars"] == stated["outputChars"]
+    assert forked["outputUrl"].startswith(f"/api/v1/notebooks/{fork.pk}/events/")
+    got = await client.get(forked["outputUrl"])
+    assert got.status_code == 200 and len(got.content.decode()) == forked["outputChars"]

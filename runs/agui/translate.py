@@ -227,6 +227,19 @@ class RunTranslator:
                 self._fellows([c.id for c in m.tool_calls])
         return [MessagesSnapshotEvent(messages=self.shown, timestamp=_ms(None))]
 
+    def edited_input(self, conversation: list[Any]) -> list[BaseEvent]:
+        """MESSAGES_SNAPSHOT after a step's input was edited, if that changed a user message
+        the client has (the message of a turn whose first step waits) and nothing else: the
+        conversation is read when the edit's event is translated, and may already hold what
+        later events will bring, which a snapshot must not send ahead of them."""
+        new = [_message(m, self.task_pk) for m in conversation]
+        if self.added or len(new) != len(self.shown) or new == self.shown:
+            return []
+        for now, was in zip(new, self.shown):
+            if now.role != was.role or (now.role != "user" and now != was):
+                return []
+        return self.messages(conversation)
+
     def close(self) -> list[BaseEvent]:
         """End what is still open (a run that stops while a step streams or runs)."""
         out: list[BaseEvent] = self._release()

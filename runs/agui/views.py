@@ -423,6 +423,8 @@ class AgentRun:
             if item.kind == "event":
                 payload = await self._whole(item)
                 out += self.translator.stored(payload, item.seq)
+                if payload.get("type") == "step_input_edited":
+                    out += self.translator.edited_input(await self._conversation())
             elif item.kind == "delta":
                 out += self.translator.streamed(item.payload, item.offset)
         return out
@@ -442,12 +444,14 @@ class AgentRun:
         )
         return payload if whole is None else whole
 
-    async def _messages(self) -> list[BaseEvent]:
-        """MESSAGES_SNAPSHOT at the end: the conversation as the model reads it now."""
-        conversation = await database_sync_to_async(service.conversation_messages)(
+    async def _conversation(self) -> list[service.ConversationMessage]:
+        return await database_sync_to_async(service.conversation_messages)(
             self.thread.task_pk
         )
-        return self.translator.messages(conversation)
+
+    async def _messages(self) -> list[BaseEvent]:
+        """MESSAGES_SNAPSHOT at the end: the conversation as the model reads it now."""
+        return self.translator.messages(await self._conversation())
 
     async def _shared_state(self) -> dict[str, Any] | None:
         return await shared_state(self.thread.task_pk)

@@ -8,7 +8,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from runs.models import Task
+from runs.models import Task, Turn, TurnStatus
 from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
 from runs.service.budgets import base_budget
@@ -65,7 +65,29 @@ class ConversationMessage:
 
 
 def conversation_messages(task_pk: int) -> list[ConversationMessage]:
-    """The notebook's conversation now, oldest first, without system prompts."""
+    """The notebook's conversation now, oldest first, without system prompts; a turn whose
+    first step has not run yet (waiting for approval, or undone) ends it with its message as
+    that step will send it (after a person's edit)."""
+    messages = _stored_messages(task_pk)
+    waiting = _waiting_message(task_pk)
+    return messages if waiting is None else [*messages, waiting]
+
+
+def _waiting_message(task_pk: int) -> ConversationMessage | None:
+    turn = (
+        Turn.objects.filter(
+            task_id=task_pk, status=TurnStatus.ACTIVE, deleted_clock__isnull=True
+        )
+        .order_by("-index")
+        .first()
+    )
+    if turn is None or conversation(task_pk).filter(turn=turn).exists():
+        return None
+    first = turn.steps.order_by("pk").values_list("input", flat=True).first()
+    return ConversationMessage(f"turn-{turn.pk}", "user", first or turn.input, [], None)
+
+
+def _stored_messages(task_pk: int) -> list[ConversationMessage]:
     rows = (
         conversation(task_pk)
         .filter(role__in=("user", "assistant", "tool"))
