@@ -119,6 +119,23 @@ def test_the_official_client_resumes_tool_call_interrupts(
 
 
 @pytest.mark.browser
+def test_the_official_client_keeps_its_message_while_the_first_step_waits(
+    live_app: LiveApp, scripted_model: ScriptedServer, require_service: Any
+) -> None:
+    """Step mode: each run ends waiting for an approval; the client's message (the model has
+    read nothing yet after the first run) stays in every snapshot."""
+    node = node_client(require_service)
+    scripted_model.load(analyst_script(), reset_log=True)
+    token = api_token(live_app)
+    seen = run_node(node, f"{live_app.url}/agui/", token, "node-step", QUESTION, "step")
+    assert seen["errors"] == [] and seen["outcomes"][-1] == "success"
+    assert seen["outcomes"][0] == "interrupt"
+    first_end = [s for s in seen["snapshots"] if s["run"] == 1][-1]["snapshot"]
+    assert [(m["role"], m["content"]) for m in first_end] == [("user", QUESTION)]
+    folded_as_stated(seen)
+
+
+@pytest.mark.browser
 def test_the_official_client_is_given_a_cut_result_as_the_model_read_it(
     live_app: LiveApp, scripted_model: ScriptedServer, require_service: Any
 ) -> None:
