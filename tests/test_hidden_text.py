@@ -22,6 +22,10 @@ from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
 )
 
+# the page test revokes through async_to_sync, whose ORM thread has its own connection (closed
+# after every test of the module by close_db_connections)
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
 RLO = "\u202e"
 HIDDEN_JS = Path(__file__).resolve().parent.parent / "static" / "js" / "hidden.js"
 # every code point the page's revealText shows as [U+…], printed as a JSON list
@@ -83,10 +87,6 @@ def test_the_server_and_the_page_hide_the_same_characters(require_service: Any) 
     assert not newer, sorted(map(hex, newer))[:20]
 
 
-# revokes through async_to_sync, whose ORM thread has its own connection (closed after every
-# test of the module by close_db_connections)
-@pytest.mark.db
-@pytest.mark.django_db(transaction=True)
 def test_the_policies_page_and_its_question_name_a_hidden_character() -> None:
     """A rule set from the card of a call whose tool name hides a character (the button said
     `sql_query[U+202E]`) reads the same on the Policies page and when revoking it."""
