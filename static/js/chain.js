@@ -5,7 +5,7 @@
 // says `yN`, then fills in with the value once the call that computes it finishes.
 
 import { h } from "./dom.js";
-import { revealJson } from "./hidden.js";
+import { proseNodes, revealJson } from "./hidden.js";
 import { formatNumber, numberIn } from "./format.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 
@@ -111,10 +111,10 @@ export function renderChain(el, text, calls) {
   const parts = [];
   let last = 0;
   for (const match of text.matchAll(PLACEHOLDER)) {
-    if (match.index > last) parts.push(text.slice(last, match.index));
+    if (match.index > last) parts.push(...proseNodes(text.slice(last, match.index)));
     parts.push(chip(match[0], match[1], match[3], calls.get(match[3])));
     last = match.index + match[0].length;
   }
-  if (last < text.length) parts.push(text.slice(last));
+  if (last < text.length) parts.push(...proseNodes(text.slice(last)));
   el.replaceChildren(...parts);
 }

@@ -6,7 +6,7 @@
 
 import { formatUsd } from "./cost.js";
 import { formatDuration, h } from "./dom.js";
-import { revealText } from "./hidden.js";
+import { proseNodes, revealText } from "./hidden.js";
 
 const root = document.getElementById("compare");
 const $ = (selector) => root.querySelector(selector);
@@ -23,7 +23,7 @@ const TOTALS = [
 ];
 
 function field(name, label, text, differs) {
-  return h("div", { class: `compare-field${differs ? " is-different" : ""}`, "data-field": name }, h("span", { class: "field-label" }, label), h("pre", { class: "compare-text" }, text || "—"));
+  return h("div", { class: `compare-field${differs ? " is-different" : ""}`, "data-field": name }, h("span", { class: "field-label" }, label), h("pre", { class: "compare-text", dir: "auto" }, proseNodes(text || "—")));
 }
 
 function callList(calls) {

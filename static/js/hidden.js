@@ -94,6 +94,21 @@ export function hiddenIn(value) {
 
 const MAX_NAMED = 4;
 
+/** "Hidden characters: 2 × right-to-left override (U+202E), …" for hiddenIn's `found`. */
+function described(found) {
+  const named = found.slice(0, MAX_NAMED).map((e) => `${e.count > 1 ? `${e.count} × ` : ""}${e.name} (U+${hex(e.first).toUpperCase()}${e.count > 1 && e.name.endsWith("character") ? "…" : ""})`);
+  const more = found.length - MAX_NAMED;
+  if (more > 0) named.push(`${more} more kind${more > 1 ? "s" : ""}`);
+  return `Hidden characters: ${named.join(", ")}.`;
+}
+
+function noteElement() {
+  const note = document.createElement("p");
+  note.className = "hidden-chars";
+  note.setAttribute("role", "note");
+  return note;
+}
+
 /**
  * A note naming the hidden characters of a call (its tool name and arguments), or null if it
  * has none: the reviewer sees that what they read is not all there is.
@@ -101,11 +116,128 @@ const MAX_NAMED = 4;
 export function hiddenNote(toolName, args) {
   const found = hiddenIn([toolName, args]);
   if (!found.length) return null;
-  const named = found.slice(0, MAX_NAMED).map((e) => `${e.count > 1 ? `${e.count} × ` : ""}${e.name} (U+${hex(e.first).toUpperCase()}${e.count > 1 && e.name.endsWith("character") ? "…" : ""})`);
-  if (found.length > MAX_NAMED) named.push(`${found.length - MAX_NAMED} more kinds`);
-  const note = document.createElement("p");
-  note.className = "hidden-chars";
-  note.setAttribute("role", "note");
-  note.textContent = `Hidden characters: ${named.join(", ")}. Shown as \\u escapes or [U+…]; the call runs with them.`;
+  const note = noteElement();
+  note.textContent = `${described(found)} Shown as \\u escapes or [U+…]; the call runs with them.`;
+  return note;
+}
+
+// --- Prose -----------------------------------------------------------------------------------
+// In the model's prose (its Markdown answers) only what changes how the text reads is shown:
+// bidirectional controls and marks, which reorder what follows them, and tag characters, which
+// carry invisible ASCII. Zero-width joiners and non-joiners, soft hyphens and the like are
+// ordinary in prose (emoji, Persian and Indic scripts) and right-to-left letters are text: those
+// are drawn as they are. A control becomes a marker ([U+202E], named in its title); a run of tag
+// characters becomes one marker showing the ASCII it spells. Markers replace the characters in
+// the page only: what is stored, sent and exported is the text as the model wrote it.
+
+const PROSE_HIDDEN = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]|[\u{e0000}-\u{e007f}]+/gu;
+// (not global: test() keeps no state, which matchAll would start from)
+const HAS_PROSE_HIDDEN = new RegExp(PROSE_HIDDEN.source, "u");
+const TAG_BASE = 0xe0000;
+
+/** Whether `text` has a character prose shows as a marker. */
+export function hasProseHidden(text) {
+  return HAS_PROSE_HIDDEN.test(text);
+}
+
+/** What a run of tag characters spells: their ASCII, any other tag as [U+XXXXX]. */
+function tagText(run) {
+  return Array.from(run, (char) => {
+    const ascii = char.codePointAt(0) - TAG_BASE;
+    return ascii >= 0x20 && ascii < 0x7f ? String.fromCharCode(ascii) : `[U+${hex(char.codePointAt(0)).toUpperCase()}]`;
+  }).join("");
+}
+
+function marker(match) {
+  const span = document.createElement("span");
+  span.dir = "ltr";
+  const point = match.codePointAt(0);
+  if (point >= TAG_BASE) {
+    span.className = "hidden-char hidden-tags";
+    span.title = "tag characters: text a page does not show, here as the ASCII it spells";
+    span.textContent = tagText(match);
+  } else {
+    span.className = "hidden-char";
+    span.title = `${NAMES.get(point)}: a control that reorders the text after it, shown instead of applied`;
+    span.textContent = `[U+${hex(point).toUpperCase()}]`;
+  }
+  return span;
+}
+
+/** `text` as nodes: its text, with a marker in place of each control and run of tag characters. */
+export function proseNodes(text) {
+  const nodes = [];
+  let from = 0;
+  for (const match of String(text ?? "").matchAll(PROSE_HIDDEN)) {
+    if (match.index > from) nodes.push(document.createTextNode(text.slice(from, match.index)));
+    nodes.push(marker(match[0]));
+    from = match.index + match[0].length;
+  }
+  if (from < text.length || !nodes.length) nodes.push(document.createTextNode(text.slice(from)));
+  return nodes;
+}
+
+const isTagMarker = (node) => node?.nodeType === Node.ELEMENT_NODE && node.classList.contains("hidden-tags");
+
+/**
+ * Append `piece` (nodes from proseNodes or a fragment from revealProseIn) to `parent`: a run of
+ * tag characters that arrives in several pieces of a stream stays one marker.
+ */
+export function appendProse(parent, piece) {
+  const first = piece.firstChild;
+  if (isTagMarker(first) && isTagMarker(parent.lastChild)) {
+    parent.lastChild.textContent += first.textContent;
+    first.remove();
+  }
+  parent.append(piece);
+}
+
+/** `text` as a string with each control and run of tag characters as its marker's text. */
+export function revealProse(text) {
+  return String(text ?? "").replace(PROSE_HIDDEN, (match) => (match.codePointAt(0) >= TAG_BASE ? `[tags: ${tagText(match)}]` : `[U+${hex(match.codePointAt(0)).toUpperCase()}]`));
+}
+
+/** Replace, under `root` (an element or fragment), the hidden characters of prose by markers. */
+export function revealProseIn(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const found = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) if (hasProseHidden(node.data)) found.push(node);
+  for (const node of found) node.replaceWith(...proseNodes(node.data));
+  for (const el of root.querySelectorAll?.("[title]") ?? []) el.title = revealProse(el.title);
+  return root;
+}
+
+/**
+ * The prose-hidden characters of a text that grows: `add(piece)` counts those of the text
+ * appended, `note` is the text of the note naming them (null while there are none).
+ */
+export class ProseTally {
+  #found = new Map();
+
+  add(piece) {
+    if (!hasProseHidden(piece)) return;
+    for (const char of piece) {
+      if (!hasProseHidden(char)) continue;
+      const point = char.codePointAt(0);
+      const name = nameOf(point);
+      const entry = this.#found.get(name) || { name, first: point, count: 0 };
+      entry.count += 1;
+      this.#found.set(name, entry);
+    }
+  }
+
+  reset() {
+    this.#found.clear();
+  }
+
+  get note() {
+    return this.#found.size ? `${described([...this.#found.values()])} Shown as markers; the text is kept as the model wrote it.` : null;
+  }
+}
+
+/** A note for prose (hidden while `text` is null). */
+export function proseNote(note = noteElement(), text = null) {
+  note.hidden = text == null;
+  note.textContent = text ?? "";
   return note;
 }

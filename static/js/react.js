@@ -3,6 +3,7 @@
 // reply is complete, so the page reads the same keywords from the text as it grows.
 
 import { h } from "./dom.js";
+import { proseNodes } from "./hidden.js";
 
 const KEYWORD_SOURCE = "^[ \\t]*(Thought|Action Input|Action|Answer|Observation)[ \\t]*:";
 const HAS_KEYWORD = new RegExp(KEYWORD_SOURCE, "im"); // not global: test() keeps no state
@@ -36,7 +37,7 @@ export function reactBlocks(parts) {
       "div",
       { class: `react-part react-${part.kind}${part.isError ? " is-error" : ""}`, "data-part": part.kind },
       h("span", { class: "react-label" }, LABELS[part.kind] || part.kind),
-      h(part.kind === "action-input" ? "pre" : "div", { class: "react-text" }, part.text),
+      h(part.kind === "action-input" ? "pre" : "div", { class: "react-text", dir: "auto" }, proseNodes(part.text)),
     ),
   );
 }

@@ -11,6 +11,7 @@
 //     'unsafe-eval'; vega-embed's injected <style> is off (its rules are in render.css).
 
 import { h } from "../dom.js";
+import { revealProse } from "../hidden.js";
 
 const SCRIPTS = ["vega/vega.min.js", "vega-lite/vega-lite.min.js", "vega-embed/vega-embed.min.js"];
 const INTERPRETER = "vega-interpreter/vega-interpreter.js";
@@ -119,6 +120,18 @@ function clean(value, inRows, parentKey = null) {
   return out;
 }
 
+/** A chart's title (text, lines, or {text, subtitle, …}) with its controls and tag characters shown (hidden.js). */
+function revealedTitle(title) {
+  if (typeof title === "string") return revealProse(title);
+  if (Array.isArray(title)) return title.map(revealedTitle);
+  if (!title || typeof title !== "object") return title;
+  const out = { ...title };
+  for (const key of ["text", "subtitle"]) {
+    if (typeof out[key] === "string" || Array.isArray(out[key])) out[key] = revealedTitle(out[key]);
+  }
+  return out;
+}
+
 /**
  * The spec as the page draws it: option-bearing fields dropped (at any depth outside the data
  * rows), `$schema` gone (the page says it is Vega-Lite), config only styling. Throws when a
@@ -128,6 +141,7 @@ export function safeSpec(spec) {
   const { $schema, config, ...rest } = clean(spec, false); // eslint-disable-line no-unused-vars
   const out = { ...rest };
   if (typeof out.background !== "string") delete out.background; // not an expression: see scrubbing()
+  if (out.title != null) out.title = revealedTitle(out.title);
   if (config && typeof config === "object") {
     out.config = Object.fromEntries(Object.entries(config).filter(([key]) => CONFIG_KEY.test(key)));
   }

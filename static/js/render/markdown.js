@@ -1,10 +1,12 @@
 // Markdown for assistant text: CommonMark + GitHub tables and strikethrough, by markdown-it.
 // Raw HTML in the text is shown as text (`html: false`), images are not loaded, long tables and
-// code blocks are cut, and every fragment passes the sanitiser before it reaches the page.
+// code blocks are cut, and every fragment passes the sanitiser before it reaches the page, then
+// shows the bidirectional controls and tag characters in it as markers (hidden.js).
 // markdown_stream.js draws a growing text with it; text.js builds the page's text blocks.
 
 import MarkdownIt from "../../vendor/markdown-it/markdown-it.esm.min.mjs";
-import { sanitize } from "./sanitize.js";
+import { revealProseIn } from "../hidden.js";
+import { sanitize, sanitizePart } from "./sanitize.js";
 
 /** Table rows and code lines drawn per block; the rest is counted (the raw view has it all). */
 export const MAX_TABLE_ROWS = 200;
@@ -81,9 +83,17 @@ export function tokensHtml(tokens, env) {
   return md.renderer.render(capTokens(tokens), md.options, env);
 }
 
+/**
+ * Markdown-it's `html` as a sanitised DocumentFragment whose hidden characters show as markers;
+ * `part`: a piece added inside an element (its leading and trailing space count).
+ */
+export function proseFragment(html, { part = false } = {}) {
+  return revealProseIn(part ? sanitizePart(html) : sanitize(html));
+}
+
 /** Parsed tokens as a sanitised DocumentFragment. */
 export function renderTokens(tokens, env) {
-  return sanitize(tokensHtml(tokens, env));
+  return proseFragment(tokensHtml(tokens, env));
 }
 
 /** Markdown `text` as a sanitised DocumentFragment (no streaming state). */

@@ -14,8 +14,8 @@
 // paragraph, table or quote, and a heading's or rule's line end, make the block final at once.
 // Text that does not continue what was shown (an undo, a new run) starts over.
 
-import { MAX_TABLE_ROWS, md, renderTokens, tokensHtml } from "./markdown.js";
-import { sanitize, sanitizePart } from "./sanitize.js";
+import { appendProse, hasProseHidden, ProseTally, proseNodes } from "../hidden.js";
+import { MAX_TABLE_ROWS, md, proseFragment, renderTokens, tokensHtml } from "./markdown.js";
 
 // A still-open block larger than this is parsed again only when it grew by half (or a blank
 // line arrived): a 10,000-row table streamed token by token must not cost a parse per token.
@@ -61,7 +61,7 @@ function plainRow(line, aligns) {
   cells.forEach((cell, i) => {
     const td = document.createElement("td");
     if (aligns[i]) td.className = aligns[i];
-    td.textContent = cell.trim();
+    td.append(...proseNodes(cell.trim()));
     row.append(td);
   });
   return row;
@@ -124,12 +124,19 @@ function extension(shown, html) {
  * the source as typed. The element keeps `data-frozen` (blocks drawn for good) for tests.
  */
 export class MarkdownView {
-  /** `onEmpty(empty)` (optional) is called when the text becomes empty or stops being empty. */
-  constructor(el, { onEmpty = null } = {}) {
+  /**
+   * `onEmpty(empty)` (optional) is called when the text becomes empty or stops being empty;
+   * `onHidden(note)` when the text's controls and tag characters change (hidden.js ProseTally).
+   */
+  constructor(el, { onEmpty = null, onHidden = null } = {}) {
     this.el = el;
     this.el.classList.add("md");
+    // an unclosed override or embedding cannot reach past the text (they are markers anyway)
+    this.el.dir = "auto";
     this.rawEl = null;
     this.onEmpty = onEmpty;
+    this.onHidden = onHidden;
+    this.tally = new ProseTally();
     this.#reset();
   }
 
@@ -147,7 +154,11 @@ export class MarkdownView {
     if (!this.text !== !text) this.onEmpty?.(!text);
     const delta = text.slice(this.text.length);
     this.text = text;
-    if (this.rawEl && !this.rawEl.hidden) this.rawEl.textContent = text;
+    if (hasProseHidden(delta)) {
+      this.tally.add(delta);
+      this.onHidden?.(this.tally.note);
+    }
+    if (this.rawEl && !this.rawEl.hidden) this.rawEl.replaceChildren(...proseNodes(text));
     if (!final && this.#grow(delta)) return;
     if (this.boundary === text.length) return; // all of it is drawn for good
     const tailLength = text.length - this.boundary;
@@ -157,6 +168,8 @@ export class MarkdownView {
   }
 
   #reset() {
+    if (this.tally.note) this.onHidden?.(null);
+    this.tally.reset();
     this.live = this.#newLive();
     this.el.replaceChildren(this.live);
     this.text = "";
@@ -178,7 +191,8 @@ export class MarkdownView {
   /** Add `delta` to the open block without parsing it; false if it cannot. */
   #grow(delta) {
     const open = this.open;
-    if (!open) return false;
+    // (text with a control or tag character is drawn through the parser, which marks them)
+    if (!open || hasProseHidden(delta)) return false;
     // (once the fence's opening line is complete: before that, text may be its info string;
     // and not on a line that could become the closing fence)
     const lastLine = open.source.slice(open.source.lastIndexOf("\n") + 1);
@@ -306,7 +320,7 @@ export class MarkdownView {
   #drawLive(source, tokens, env) {
     if (this.open && source === this.open.source) return;
     const html = tokensHtml(tokens, env);
-    if (!this.#extendLive(html)) this.live.replaceChildren(sanitize(html));
+    if (!this.#extendLive(html)) this.live.replaceChildren(proseFragment(html));
     const kind = tokens[0]?.type ?? null;
     const open = { source, kind, html, code: null, closed: false, tbody: null, head: "", aligns: [], partial: false, inline: null };
     this.open = open;
@@ -353,7 +367,7 @@ export class MarkdownView {
     let parent = this.live;
     for (let i = 0; i < grown.depth; i += 1) parent = parent?.lastElementChild;
     if (!parent || parent.tagName !== grown.parent || NO_PIECES_INTO.has(parent.tagName)) return false;
-    parent.append(sanitizePart(grown.added));
+    appendProse(parent, proseFragment(grown.added, { part: true }));
     return true;
   }
 
@@ -362,10 +376,11 @@ export class MarkdownView {
     if (on && !this.rawEl) {
       this.rawEl = document.createElement("pre");
       this.rawEl.className = "md-raw";
+      this.rawEl.dir = "auto";
       this.el.after(this.rawEl);
     }
     if (this.rawEl) {
-      this.rawEl.textContent = this.text;
+      this.rawEl.replaceChildren(...proseNodes(this.text));
       this.rawEl.hidden = !on;
     }
     this.el.hidden = on;

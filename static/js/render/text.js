@@ -1,5 +1,6 @@
 // The model's text in the page: Markdown with a Raw/Rendered toggle, or plain text for plans.
 
+import { proseNodes, proseNote } from "../hidden.js";
 import { whenNear } from "./lazy.js";
 import { MarkdownView } from "./markdown_stream.js";
 
@@ -14,7 +15,8 @@ export function markdownBlock(className = "") {
   // (hidden until there is text; set from here, as a CSS :has() rule made every node drawn
   // inside the block cost a style check)
   toggle.hidden = true;
-  const view = new MarkdownView(body, { onEmpty: (empty) => (toggle.hidden = empty) });
+  const note = proseNote();
+  const view = new MarkdownView(body, { onEmpty: (empty) => (toggle.hidden = empty), onHidden: (text) => proseNote(note, text) });
   toggle.type = "button";
   toggle.className = "md-toggle button-link";
   toggle.textContent = "Raw";
@@ -27,7 +29,7 @@ export function markdownBlock(className = "") {
   });
   const root = document.createElement("div");
   root.className = "md-block";
-  root.append(toggle, body);
+  root.append(toggle, note, body);
   return { root, view };
 }
 
@@ -36,10 +38,15 @@ class PlainView {
   constructor(el) {
     this.el = el;
     this.el.classList.add("cell-text");
+    this.el.dir = "auto";
+    this.text = null;
   }
 
   update(text) {
-    if (this.el.textContent !== text) this.el.textContent = text ?? "";
+    text ??= "";
+    if (this.text === text) return;
+    this.text = text;
+    this.el.replaceChildren(...proseNodes(text));
   }
 }
 
@@ -73,7 +80,7 @@ function drawnWhenNear({ root, view }) {
     if (near) view.update(text, options);
     else {
       latest = [text, options];
-      view.live.textContent = text ?? "";
+      view.live.replaceChildren(...proseNodes(text ?? ""));
     }
   };
   return { root, view: { el: view.el, update } };
