@@ -30,6 +30,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 )
 from test_browser_hostile import Watch
 
+from runs.demo.hidden_text import PROSE_PROMPT, PROSE_SMUGGLED, hidden_prose_rules
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer, Timing
 
 pytestmark = pytest.mark.browser
@@ -152,3 +153,22 @@ def test_hidden_characters_in_the_models_prose_are_shown_as_markers(
 
     watch.check(page)
     assert errors == []
+
+
+def test_the_demo_answer_shows_its_reversed_figures(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Any,
+    artifacts_dir: Path,
+) -> None:
+    """The offline demo's example (runs/demo/hidden_text.py), as an analyst sees it."""
+    scripted_model.load(Script(rules=hidden_prose_rules()), reset_log=True)
+    page = new_context().new_page()
+    start_notebook(page, live_app, PROSE_PROMPT, agent="function_calling", mode="auto")
+    body = page.locator(".cell-answer .md-body")
+    body.locator("a").wait_for()
+    assert body.locator("strong").inner_text() == "[U+202E]00.081,2[U+202C] EUR"
+    assert body.locator(".hidden-tags").inner_text() == PROSE_SMUGGLED
+    assert "«فاتورة المورد»" in body.locator("p").first.inner_text()
+    page.locator(".cell-answer").scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "hidden-prose-demo")

@@ -21,7 +21,12 @@ from runs.demo.charts import (
     CITY_REVENUE_SQL,
     PLAIN_COLOUR,
 )
-from runs.demo.hidden_text import HIDDEN_PROMPT, HIDDEN_SQL
+from runs.demo.hidden_text import (
+    HIDDEN_PROMPT,
+    HIDDEN_SQL,
+    PROSE_ANSWER,
+    PROSE_PROMPT,
+)
 from runs.demo.server import stop_demo_server
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, Task
@@ -202,6 +207,18 @@ async def test_demo_hidden_characters_reach_the_tool_as_the_model_wrote_them(
     total = json.loads(result["tool_output"]["content"])["rows"][0][0]
     answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
     assert f"Lisbon's 2024 revenue is **{total:,.2f}**" in answer, answer
+
+
+async def test_demo_answer_with_hidden_characters_is_stored_as_the_model_wrote_it(
+    tmp_path: Any,
+) -> None:
+    """The offline demo's answer whose figures are written backwards behind right-to-left
+    overrides (the page shows them as markers: tests/test_browser_hidden_prose.py) is stored
+    with every character as written."""
+    _, _, stored = await _demo_turn(tmp_path, PROSE_PROMPT)
+    answer = [e for e in stored if e["type"] == "task_completed"][0]["response"]
+    assert answer == PROSE_ANSWER
+    assert "\u202e00.081,2\u202c" in answer and chr(0xE0061) in answer
 
 
 async def test_csv_download_has_every_row_of_the_query_and_only_for_the_owner(

@@ -24,7 +24,12 @@ from runs.demo.charts import (
     chart_rules,
 )
 from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
-from runs.demo.hidden_text import HIDDEN_PROMPT, hidden_text_rules
+from runs.demo.hidden_text import (
+    HIDDEN_PROMPT,
+    PROSE_PROMPT,
+    hidden_prose_rules,
+    hidden_text_rules,
+)
 from runs.demo.logs import LOG_PROMPT, log_rules
 from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
@@ -73,6 +78,11 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-db": ("function_calling", db_source_rules, DB_PROMPT),
     "function_calling-hidden": ("function_calling", hidden_text_rules, HIDDEN_PROMPT),
     "function_calling-slow": ("function_calling", slow_rules, SLOW_PROMPT),
+    "function_calling-hidden-prose": (
+        "function_calling",
+        hidden_prose_rules,
+        PROSE_PROMPT,
+    ),
 }
 # examples that work only for someone who has something (DemoExample.needs)
 NEEDS = {"function_calling-db": "db_source"}
