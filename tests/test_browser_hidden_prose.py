@@ -151,6 +151,20 @@ def test_hidden_characters_in_the_models_prose_are_shown_as_markers(
     check_answer(page.locator(".cell-answer .md-body"))
     check_note(page.locator(".cell-answer"))
 
+    # The compare page (the notebook beside itself) and the traces list draw it the same way.
+    page.goto(f"{live_app.url}/traces/compare/?a={pk}&b={pk}")
+    page.wait_for_selector("#compare[data-ready='true']")
+    drawn = page.locator(".compare-answer .compare-text")
+    assert drawn.count() == 2
+    for i in range(2):
+        text = drawn.nth(i).evaluate("(el) => el.textContent")
+        assert "[U+202E]00.015[U+202C]" in text and SMUGGLED in text and ARABIC in text
+        assert not any(c in text for c in HIDDEN)
+    page.goto(f"{live_app.url}/traces/")
+    line = page.locator(".trace-answer").first
+    assert line.inner_text().startswith("Total due: [U+202E]00.015[U+202C] EUR")
+    assert not any(c in (line.get_attribute("title") or "") for c in HIDDEN)
+
     watch.check(page)
     assert errors == []
 

@@ -4,6 +4,7 @@
 import { formatDuration, h } from "./dom.js";
 import { timeElement } from "./format.js";
 import { formatUsd } from "./cost.js";
+import { proseNodes, revealProse } from "./hidden.js";
 import { plainLine } from "./render/plain.js";
 
 const form = document.getElementById("trace-filters");
@@ -130,7 +131,7 @@ function row(task) {
       h("a", { href: traceUrl(id) }, title),
       h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
       forkNote(task.forked_from),
-      task.answer ? h("span", { class: "trace-answer", title: task.answer }, plainLine(task.answer)) : null,
+      task.answer ? h("span", { class: "trace-answer", dir: "auto", title: revealProse(task.answer) }, proseNodes(plainLine(task.answer))) : null,
     ),
     h("td", { class: "trace-agent" }, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
     h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
