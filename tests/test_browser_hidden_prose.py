@@ -21,6 +21,7 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    call_rule,
     live_app,
     new_context,
     record_stream_texts,
@@ -186,3 +187,38 @@ def test_the_demo_answer_shows_its_reversed_figures(
     assert "«فاتورة المورد»" in body.locator("p").first.inner_text()
     page.locator(".cell-answer").scroll_into_view_if_needed()
     shots_at_both_sizes(page, artifacts_dir, "hidden-prose-demo")
+
+
+def test_a_charts_title_shows_its_hidden_characters(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Any,
+) -> None:
+    """A chart's title is text the person reads: drawn with the same markers, in the chart."""
+    spec = {
+        "title": f"Revenue {RLO}0021{PDF}",
+        "data": {"values": [{"city": "Lisbon", "revenue": 1200}]},
+        "mark": "bar",
+        "encoding": {
+            "x": {"field": "city", "type": "nominal"},
+            "y": {"field": "revenue", "type": "quantitative"},
+        },
+    }
+    scripted_model.load(
+        Script(
+            rules=[
+                call_rule(0, "chart", "c1", {"spec": spec}, text="Charted."),
+                Rule(name="answer", reply=Reply(text="Done.")),
+            ]
+        ),
+        reset_log=True,
+    )
+    page = new_context().new_page()
+    start_notebook(page, live_app, "Chart it", agent="function_calling", mode="auto")
+    chart = page.locator(
+        ".tool-card[data-tool-id='c1'] .result-chart[data-state=drawn]"
+    )
+    chart.wait_for(timeout=30_000)
+    title = chart.locator("svg .role-title-text").text_content() or ""
+    assert title == "Revenue [U+202E]0021[U+202C]", title
+    assert chart.locator(".chart-status").text_content() == title

@@ -158,7 +158,7 @@ function marker(match) {
     span.textContent = tagText(match);
   } else {
     span.className = "hidden-char";
-    span.title = `${NAMES.get(point)}: a control that reorders the text after it, shown instead of applied`;
+    span.title = `${NAMES.get(point)}: a control that changes the order the text is drawn in, shown instead of applied`;
     span.textContent = `[U+${hex(point).toUpperCase()}]`;
   }
   return span;
@@ -166,9 +166,10 @@ function marker(match) {
 
 /** `text` as nodes: its text, with a marker in place of each control and run of tag characters. */
 export function proseNodes(text) {
+  text = String(text ?? "");
   const nodes = [];
   let from = 0;
-  for (const match of String(text ?? "").matchAll(PROSE_HIDDEN)) {
+  for (const match of text.matchAll(PROSE_HIDDEN)) {
     if (match.index > from) nodes.push(document.createTextNode(text.slice(from, match.index)));
     nodes.push(marker(match[0]));
     from = match.index + match[0].length;
