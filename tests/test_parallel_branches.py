@@ -14,13 +14,13 @@ from runs.demo.research import RESEARCH_PROMPT, SUBQUESTIONS, research_rules
 from runs.engine.testing import Script
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service import Origin
+from tests.audit_support import stored_events
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
     make_notebook,
     make_user,
 )
-from tests.test_stop_branches import stored
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -43,10 +43,10 @@ async def test_branches_are_approved_in_any_order_while_others_run(
             user, agent="parallel_research", mode="step"
         )
         await service.send_message(task.pk, RESEARCH_PROMPT, ana)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         await service.approve(task.pk, of(events, "step_waiting")[-1]["step_id"], ana)
         await service.wait_run(task.pk)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         first, second, third = (e["step_id"] for e in of(events, "step_waiting")[-3:])
 
         # the third first; while it runs, edit the first, then approve the first and the
@@ -66,7 +66,7 @@ async def test_branches_are_approved_in_any_order_while_others_run(
         assert isinstance(outcomes[2], ProtocolError)
         assert outcomes[2].code is ErrorCode.ALREADY_RUNNING
         await service.wait_run(task.pk)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         ends = [e["step_id"] for e in of(events, "step_completed")]
         starts = [e["step_id"] for e in of(events, "step_started")]
         # all three ran side by side: the first two started before the third had ended
@@ -91,11 +91,11 @@ async def test_branches_are_approved_in_any_order_while_others_run(
         await service.undo(task.pk, second, ana)
         await service.approve(task.pk, second, ana)
         await service.wait_run(task.pk)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         synthesis = of(events, "step_waiting")[-1]["step_id"]
         await service.approve(task.pk, synthesis, ana)
         await service.wait_run(task.pk)
-    events = await database_sync_to_async(stored)(task.pk)
+    events = await database_sync_to_async(stored_events)(task.pk)
     assert of(events, "task_completed")
     assert (
         len(model.requests) == 1 + 3 + 1 + 1
@@ -120,10 +120,10 @@ async def test_the_synthesis_cannot_be_approved_while_branches_wait(
             user, agent="parallel_research", mode="step"
         )
         await service.send_message(task.pk, RESEARCH_PROMPT, ana)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         await service.approve(task.pk, of(events, "step_waiting")[-1]["step_id"], ana)
         await service.wait_run(task.pk)
-        events = await database_sync_to_async(stored)(task.pk)
+        events = await database_sync_to_async(stored_events)(task.pk)
         waiting = {e["step_id"] for e in of(events, "step_waiting")}
         synthesis = next(
             e["step_id"]
@@ -134,6 +134,6 @@ async def test_the_synthesis_cannot_be_approved_while_branches_wait(
             await service.approve(task.pk, synthesis, ana)
         assert refused.value.code is ErrorCode.NOT_ALLOWED
         await service.wait_idle()
-        after = await database_sync_to_async(stored)(task.pk)
+        after = await database_sync_to_async(stored_events)(task.pk)
     assert [e for e in of(after, "human_action") if e["step_id"] == synthesis] == []
     assert of(after, "step_started") == of(events, "step_started")

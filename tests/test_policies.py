@@ -18,6 +18,7 @@ from runs.engine.testing import Script, ScriptedServer
 from runs.models import ToolPolicy
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service import Origin
+from tests.audit_support import stored_events
 from tests.live_support import (
     QUESTION,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
@@ -26,7 +27,6 @@ from tests.live_support import (
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
-from tests.test_stop_branches import stored
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 ANA = Origin(by="ana")
@@ -41,7 +41,7 @@ def of(events: list[dict[str, Any]], kind: str, **fields: Any) -> list[dict[str,
 
 
 async def events(pk: int) -> list[dict[str, Any]]:
-    return await database_sync_to_async(stored)(pk)
+    return await database_sync_to_async(stored_events)(pk)
 
 
 async def notebook(mode: str, agent: str = "function_calling") -> tuple[Any, int]:

@@ -14,6 +14,7 @@ from runs import service
 from runs.demo.team import TEAM_PROMPT, team_rules
 from runs.engine.testing import Script
 from runs.service import Origin
+from tests.audit_support import stored_events
 from tests.live_support import (
     QUESTION,
     analyst_script,
@@ -22,7 +23,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
-from tests.test_stop_branches import spans_of, stored
+from tests.test_stop_branches import spans_of
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +33,7 @@ def kind(span: Any) -> str:
 
 
 async def _waiting(pk: int) -> str:
-    events = await database_sync_to_async(stored)(pk)
+    events = await database_sync_to_async(stored_events)(pk)
     return str([e for e in events if e["type"] == "step_waiting"][-1]["step_id"])
 
 
@@ -51,12 +52,12 @@ async def test_an_undo_is_a_human_action_in_the_trail_the_export_and_on_the_undo
         assert await _waiting(task.pk) == first
         await service.approve(task.pk, first, ana)
         await service.wait_idle()
-        while (await database_sync_to_async(stored)(task.pk))[-1][
+        while (await database_sync_to_async(stored_events)(task.pk))[-1][
             "type"
         ] == "step_waiting":
             await service.approve(task.pk, await _waiting(task.pk), ana)
             await service.wait_idle()
-    events = await database_sync_to_async(stored)(task.pk)
+    events = await database_sync_to_async(stored_events)(task.pk)
     actions = [
         (e["action"], e["by"], e["step_id"])
         for e in events
@@ -116,7 +117,7 @@ async def test_a_team_question_answered_is_one_tool_span_not_an_error(
         await service.edit_input(task.pk, waiting, "Europe please")
         await service.approve(task.pk, waiting)
         await service.wait_idle()
-    events = await database_sync_to_async(stored)(task.pk)
+    events = await database_sync_to_async(stored_events)(task.pk)
     assert [e for e in events if e["type"] == "task_completed"]
     spans = spans_of(events)
     asked = [s for s in spans if kind(s) == "TOOL" and s.name == "ask_person"]
