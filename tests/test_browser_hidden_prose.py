@@ -187,6 +187,12 @@ def test_the_demo_answer_shows_its_reversed_figures(
     assert "«فاتورة المورد»" in body.locator("p").first.inner_text()
     page.locator(".cell-answer").scroll_into_view_if_needed()
     shots_at_both_sizes(page, artifacts_dir, "hidden-prose-demo")
+    # its link names a site in its reversed text; a click says where it really leads
+    body.locator("a").click()
+    dialog = page.get_by_role("dialog", name="Open a link from the model's answer?")
+    assert dialog.locator(".link-host").inner_text() == "pay.evil.example"
+    dialog.get_by_role("button", name="Cancel").click()
+    assert page.context.pages == [page]
 
 
 def test_a_charts_title_shows_its_hidden_characters(
