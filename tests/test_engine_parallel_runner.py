@@ -82,7 +82,9 @@ async def test_four_ready_steps_run_at_once_then_the_synthesis_joins_them() -> N
             await agent.arun_step(task.task_id, step=synthesis.step_id)
         outputs = await agent.arun_steps_in_queue(task.task_id)
         assert [o.task_step.step_id for o in outputs] == branches
-        answer_requests = server.requests[1:5]
+        # the answers were read; the server notes each one's end just after writing it
+        log = await asyncio.to_thread(server.wait_for_requests, 5, finished=True)
+        answer_requests = log[1:5]
         # all four requests were in flight together: each arrived before any was answered
         assert max(r.t_received for r in answer_requests) < min(
             r.t_done or 0 for r in answer_requests

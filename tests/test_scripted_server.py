@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -172,14 +171,7 @@ def settled(
     srv: ScriptedServer, count: int, timeout_s: float = 2.0
 ) -> list[RecordedRequest]:
     """The log once `count` requests exist and all of them have finished server-side."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        log = srv.requests
-        if len(log) >= count and all(r.t_done is not None for r in log):
-            return log
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"requests not settled: {log}")
-        time.sleep(0.005)
+    return srv.wait_for_requests(count, timeout_s, finished=True)
 
 
 @cache

@@ -104,17 +104,22 @@ class ScriptedServer:
             self._log = []
 
     def wait_for_requests(
-        self, count: int, timeout_s: float = 5.0
+        self, count: int, timeout_s: float = 5.0, *, finished: bool = False
     ) -> list[RecordedRequest]:
-        """Block until at least `count` requests were received; raises TimeoutError otherwise."""
+        """Block until at least `count` requests were received (and, with `finished`, every one
+        received has its answer written: a client may read the answer before the server notes
+        `t_done`); raises TimeoutError otherwise."""
         deadline = time.monotonic() + timeout_s
         while True:
             log = self.requests
-            if len(log) >= count:
+            if len(log) >= count and (
+                not finished or all(r.t_done is not None for r in log)
+            ):
                 return log
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     f"{len(log)} of {count} requests after {timeout_s} s"
+                    + (" (or not all finished)" if finished else "")
                 )
             time.sleep(0.005)
 
