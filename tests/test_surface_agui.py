@@ -68,27 +68,35 @@ def approve(interrupt: dict[str, Any]) -> dict[str, Any]:
     return {"action": "approve"}
 
 
-def streamed_runs(events: list[dict[str, Any]]) -> list[audit.Ran]:
-    """The tool calls one AG-UI stream shows run: each TOOL_CALL_RESULT with the arguments its
-    TOOL_CALL_ARGS gave in the same stream."""
-    names: dict[str, str] = {}
-    arguments: dict[str, str] = {}
+def streamed_runs(streams: list[list[dict[str, Any]]]) -> list[audit.Ran]:
+    """The tool calls the AG-UI streams show run: each TOOL_CALL_RESULT with the call's name
+    and arguments as a client of that thread has them then. A client keeps a call across its
+    thread's runs (a resume does not start it again), takes its arguments from TOOL_CALL_ARGS,
+    and takes them anew from a MESSAGES_SNAPSHOT (how an edited call is told)."""
+    calls: dict[
+        str, dict[str, tuple[str, str]]
+    ] = {}  # thread -> call id -> (name, args)
     runs = []
-    for e in events:
-        if e["type"] == "TOOL_CALL_START":
-            names[e["toolCallId"]], arguments[e["toolCallId"]] = e["toolCallName"], ""
-        elif e["type"] == "TOOL_CALL_ARGS":
-            arguments[e["toolCallId"]] += e["delta"]
-        elif e["type"] == "TOOL_CALL_RESULT":
-            tool_id = e["toolCallId"]
-            runs.append(
-                audit.Ran(
-                    tool_id,
-                    names[tool_id],
-                    audit.canonical(arguments[tool_id]),
-                    e["content"],
+    for stream in streams:
+        thread = next(e["threadId"] for e in stream if e["type"] == "RUN_STARTED")
+        known = calls.setdefault(thread, {})
+        for e in stream:
+            if e["type"] == "MESSAGES_SNAPSHOT":
+                for m in e["messages"]:
+                    for c in m.get("toolCalls") or []:
+                        function = c["function"]
+                        known[c["id"]] = (function["name"], function["arguments"])
+            elif e["type"] == "TOOL_CALL_START" and e["toolCallId"] not in known:
+                known[e["toolCallId"]] = (e["toolCallName"], "")
+            elif e["type"] == "TOOL_CALL_ARGS":
+                name, arguments = known[e["toolCallId"]]
+                known[e["toolCallId"]] = (name, arguments + e["delta"])
+            elif e["type"] == "TOOL_CALL_RESULT":
+                tool_id = e["toolCallId"]
+                name, arguments = known[tool_id]
+                runs.append(
+                    audit.Ran(tool_id, name, audit.canonical(arguments), e["content"])
                 )
-            )
     return runs
 
 
@@ -155,7 +163,7 @@ def test_what_agui_streams_is_what_ran_and_what_is_stored(
 
     # every call AG-UI showed run is one the tools ran, as stored, and none is missing
     audited = set(audit.results_in(own))
-    streamed = [run for stream in agui.streams for run in streamed_runs(stream)]
+    streamed = streamed_runs(agui.streams)
     assert len(streamed) == len(audited) and set(streamed) == audited
     # the conversation a client rebuilds from MESSAGES_SNAPSHOT shows the calls as they ran
     for stream in agui.streams:
