@@ -10,7 +10,6 @@ Screenshots: test-artifacts/stop-sync-*-1280x800.png and -1920x1080.png.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,18 @@ from tests.gated_tools import GATE_VARIABLE
 
 pytestmark = pytest.mark.browser
 
-GATE = Path(tempfile.mkdtemp(prefix="agentui-slow-gate-"))
 MAY_HAVE = "its effect may have happened"
 
 
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the gated tool waits on (tests/gated_tools.py), one per module's app."""
+    return tmp_path_factory.mktemp("slow-gate")
+
+
 @pytest.fixture
-def app_env() -> dict[str, str]:
-    return {"DJANGO_SETTINGS_MODULE": "gated_settings", GATE_VARIABLE: str(GATE)}
+def app_env(gate: Path) -> dict[str, str]:
+    return {"DJANGO_SETTINGS_MODULE": "gated_settings", GATE_VARIABLE: str(gate)}
 
 
 def _events(app: LiveApp, pk: int) -> list[dict[str, Any]]:
@@ -56,16 +60,20 @@ def _events(app: LiveApp, pk: int) -> list[dict[str, Any]]:
 
 
 def test_stop_during_a_plain_function_tool_says_it_may_have_run_and_records_its_late_outcome(
-    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    page: Any,
+    artifacts_dir: Path,
+    gate: Path,
 ) -> None:
     for name in ("started", "finish"):
-        (GATE / name).unlink(missing_ok=True)
+        (gate / name).unlink(missing_ok=True)
     scripted_model.load(Script(rules=slow_rules(seconds=60)), reset_log=True)
     pk = start_notebook(
         page, live_app, SLOW_PROMPT, agent="function_calling", mode="auto"
     )
     # the tool's thread has begun (it wrote the gate's `started`)
-    wait_until((GATE / "started").exists, timeout=30, message="the tool to start")
+    wait_until((gate / "started").exists, timeout=30, message="the tool to start")
     card = page.locator(".tool-card").filter(has_text="archive_report")
     card.wait_for()
 
@@ -94,7 +102,7 @@ def test_stop_during_a_plain_function_tool_says_it_may_have_run_and_records_its_
     assert MAY_HAVE in note.inner_text()
 
     # the tool ends after Stop: its outcome is recorded, only for the audit
-    (GATE / "finish").write_text("")
+    (gate / "finish").write_text("")
     late = card.locator(".tool-late")
     late.wait_for(timeout=30_000)
     text = late.text_content()
