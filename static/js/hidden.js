@@ -67,6 +67,14 @@ function nameOf(point) {
   return "invisible character";
 }
 
+/** Count one more of code point `point` in `found` (name -> {name, first, count}). */
+function countIn(found, point) {
+  const name = nameOf(point);
+  const entry = found.get(name) || { name, first: point, count: 0 };
+  entry.count += 1;
+  found.set(name, entry);
+}
+
 /** The hidden characters in `value`'s strings (keys too), with how often each occurs, by name. */
 export function hiddenIn(value) {
   const found = new Map();
@@ -74,11 +82,7 @@ export function hiddenIn(value) {
     if (typeof item === "string") {
       for (const match of item.matchAll(HIDDEN)) {
         if (PLAIN_WHITESPACE.has(match[0]) || isEmojiPart(item, match[0], match.index)) continue;
-        const point = match[0].codePointAt(0);
-        const name = nameOf(point);
-        const entry = found.get(name) || { name, first: point, count: 0 };
-        entry.count += 1;
-        found.set(name, entry);
+        countIn(found, match[0].codePointAt(0));
       }
     } else if (Array.isArray(item)) item.forEach(visit);
     else if (item && typeof item === "object") {
@@ -219,11 +223,7 @@ export class ProseTally {
     if (!hasProseHidden(piece)) return;
     for (const char of piece) {
       if (!hasProseHidden(char)) continue;
-      const point = char.codePointAt(0);
-      const name = nameOf(point);
-      const entry = this.#found.get(name) || { name, first: point, count: 0 };
-      entry.count += 1;
-      this.#found.set(name, entry);
+      countIn(this.#found, char.codePointAt(0));
     }
   }
 
