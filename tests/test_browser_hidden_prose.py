@@ -74,7 +74,7 @@ def check_answer(body: Any) -> None:
     assert body.locator("td").nth(1).inner_text() == "[U+202E]00.051[U+202C]"
     link = body.locator("a")
     assert link.inner_text() == "[U+202E]moc.elpmaxe.sknab[U+202C]"
-    assert link.get_attribute("href") == "https://evil.example/"
+    assert link.get_attribute("data-href") == "https://evil.example/"
     assert "[U+2067]isolated[U+2069]" in body.locator("p").nth(1).inner_text()
     assert "[U+202E]enod[U+202C]" in body.locator("pre code").inner_text()
     # right-to-left letters and an emoji's joiner are text: drawn as they are, unmarked

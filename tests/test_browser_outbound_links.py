@@ -3,8 +3,9 @@
 A hostile document can make the model write a link whose text names one place and whose address
 leads to another, carrying the person's figures in its query. A click, a middle click or Enter
 on such a link shows the site and the whole address first; Cancel opens nothing, and only "Open
-link" opens it (in a new tab, no opener). Every request of the browser is recorded: none may
-leave the origin.
+link" opens it (in a new tab, no opener). The address is not in the link's href, so the
+browser's own context menu and dragging have nothing to open. Every request of the browser is
+recorded: none may leave the origin.
 
 Screenshots: test-artifacts/outbound-link-*.png.
 """
@@ -75,6 +76,16 @@ def test_a_model_link_names_where_it_leads_and_opens_only_when_the_person_says_s
     links.nth(4).wait_for()
     spoof = links.filter(has_text="https://bank.example/login")
     dialog = page.get_by_role("dialog", name="Open a link from the model's answer?")
+
+    # No href: the browser's "Open link in new tab" and a drag to the tab bar have nothing to open;
+    # the link is still a link to the keyboard and to assistive technology.
+    assert spoof.get_attribute("href") is None
+    assert spoof.get_attribute("data-href") == SPOOF
+    assert spoof.evaluate("(el) => el.draggable") is False
+    shown = page.locator(".cell-answer")
+    assert shown.get_by_role("link", name="https://bank.example/login").count() == 1
+    assert spoof.get_attribute("title") == "evil.example (asks before it opens)"
+    assert links.filter(has_text="the notes").get_attribute("href") == "#notes"
 
     # A click: the dialog names the real site and shows the address with the figures it carries.
     spoof.click()

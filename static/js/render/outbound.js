@@ -3,6 +3,9 @@
 // the person is working on out to that site (`?q=<the figures>`). So a click on one (a middle
 // click or Enter too) asks first, naming the site and showing the whole address; only a yes
 // opens it, in a new tab with no opener and no referrer. Links within the page (#…) are not asked.
+// The address is held in data-href, not href: with no href the browser's own ways round a click
+// handler (its context menu's "Open link in new tab", dragging the link to the tab bar) have
+// nothing to open.
 
 import { confirmAction } from "../confirm.js";
 import { h } from "../dom.js";
@@ -36,17 +39,41 @@ function describe(url) {
   ];
 }
 
+function parsed(address) {
+  try {
+    return new URL(address, document.baseURI);
+  } catch {
+    return null; // the sanitiser keeps only http(s) and mailto addresses: nothing else to open
+  }
+}
+
+/**
+ * Called by the sanitiser on each link it keeps: an address outside the page moves from href to
+ * data-href (the link stays a link to keyboards and screen readers); a link within it is left.
+ */
+export function holdAddress(link) {
+  link.classList.add(MODEL_LINK);
+  const address = link.getAttribute("href");
+  if (address === null || address.startsWith("#")) return;
+  link.removeAttribute("href");
+  link.dataset.href = address;
+  link.setAttribute("role", "link");
+  link.setAttribute("tabindex", "0");
+  const url = parsed(address);
+  if (url && !link.hasAttribute("title")) {
+    const where = url.protocol === "mailto:" ? "an e-mail" : url.host;
+    link.title = `${where} (asks before it opens)`;
+  }
+}
+
 async function ask(event) {
   if (event.type === "auxclick" && event.button !== 1) return;
-  const link = event.target instanceof Element ? event.target.closest(`a.${MODEL_LINK}`) : null;
-  if (!link || (link.getAttribute("href") || "").startsWith("#")) return;
+  if (event.type === "keydown" && event.key !== "Enter") return;
+  const link = event.target instanceof Element ? event.target.closest(`a.${MODEL_LINK}[data-href]`) : null;
+  if (!link) return;
   event.preventDefault();
-  let url;
-  try {
-    url = new URL(link.href);
-  } catch {
-    return; // the sanitiser keeps only http(s) and mailto addresses: nothing else to open
-  }
+  const url = parsed(link.dataset.href);
+  if (!url) return;
   const yes = await confirmAction({
     title: "Open a link from the model's answer?",
     text: describe(url),
@@ -63,4 +90,5 @@ export function guardModelLinks() {
   guarded = true;
   document.addEventListener("click", ask);
   document.addEventListener("auxclick", ask);
+  document.addEventListener("keydown", ask); // an href-less link gets no click from Enter
 }

@@ -4,7 +4,7 @@
 // each asking before it opens (outbound.js).
 
 import DOMPurify from "../../vendor/dompurify/purify.es.mjs";
-import { MODEL_LINK, guardModelLinks } from "./outbound.js";
+import { guardModelLinks, holdAddress } from "./outbound.js";
 
 const TAGS = [
   "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li",
@@ -27,8 +27,7 @@ purify.addHook("uponSanitizeAttribute", (node, data) => {
 purify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
     node.setAttribute("rel", "noopener noreferrer");
-    node.setAttribute("target", "_blank");
-    node.classList.add(MODEL_LINK); // a click asks first (outbound.js)
+    holdAddress(node); // a click asks first; the address is out of the browser's reach (outbound.js)
   }
 });
 guardModelLinks();
