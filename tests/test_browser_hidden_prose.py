@@ -195,19 +195,28 @@ def test_the_demo_answer_shows_its_reversed_figures(
     assert page.context.pages == [page]
 
 
-def test_a_charts_title_shows_its_hidden_characters(
+def test_a_charts_text_shows_its_hidden_characters(
     live_app: LiveApp,
     scripted_model: ScriptedServer,
     new_context: Any,
+    artifacts_dir: Path,
 ) -> None:
-    """A chart's title is text the person reads: drawn with the same markers, in the chart."""
+    """A chart's text is read like prose: its title, axis and legend labels and tooltips are
+    drawn with the same markers, while the spec the model sent keeps them as written."""
     spec = {
         "title": f"Revenue {RLO}0021{PDF}",
-        "data": {"values": [{"city": "Lisbon", "revenue": 1200}]},
+        "data": {
+            "values": [
+                {"city": f"Lis{RLO}nob{PDF}", "revenue": 1200, "note": f"ok{TAGS}"},
+                {"city": "Porto", "revenue": 980, "note": "ok"},
+            ]
+        },
         "mark": "bar",
         "encoding": {
             "x": {"field": "city", "type": "nominal"},
             "y": {"field": "revenue", "type": "quantitative"},
+            "color": {"field": "note", "type": "nominal"},
+            "tooltip": [{"field": "city"}, {"field": "revenue"}],
         },
     }
     scripted_model.load(
@@ -228,3 +237,17 @@ def test_a_charts_title_shows_its_hidden_characters(
     title = chart.locator("svg .role-title-text").text_content() or ""
     assert title == "Revenue [U+202E]0021[U+202C]", title
     assert chart.locator(".chart-status").text_content() == title
+    svg_text = chart.locator("svg").text_content() or ""
+    assert not any(c in svg_text for c in HIDDEN), (
+        "a hidden character is drawn as itself"
+    )
+    labels = chart.locator("svg .role-axis-label text").all_text_contents()
+    assert "Lis[U+202E]nob[U+202C]" in labels, labels
+    legend = chart.locator("svg .role-legend-label text").all_text_contents()
+    assert f"ok[tags: {SMUGGLED}]" in legend, legend
+    # the bar's tooltip, as text
+    chart.locator("svg .role-mark path").first.hover()
+    tooltip = page.locator(".chart-tooltip")
+    tooltip.wait_for()
+    assert "city: Lis[U+202E]nob[U+202C]" in tooltip.inner_text()
+    shots_at_both_sizes(page, artifacts_dir, "hidden-prose-chart")

@@ -40,10 +40,18 @@ export function loadVega() {
 // attribute, where `url(…)` would fetch.
 const TEXT_CHANNELS = new Set(["text", "tooltip", "description", "ariaRoleDescription"]);
 
+/** Drawn text (a line, or lines) with its controls and tag characters as markers (hidden.js). */
+function revealedText(text) {
+  if (typeof text === "string") return revealProse(text);
+  return Array.isArray(text) ? text.map(revealedText) : text;
+}
+
 /**
  * The interpreter, with every mark's encoded values checked as they are set: a string built by an
  * expression or taken from the data (`'u' + 'rl(…)'`, a colour field with no scale) that would
  * fetch is dropped, so no static check has to foresee it (the CSP's img-src is the last line).
+ * Text as it is drawn (text marks, axis and legend labels, titles: all set through `text`) shows
+ * its hidden characters as markers, while the data and the spec keep them as written.
  */
 function scrubbing(interpreter) {
   return {
@@ -51,11 +59,13 @@ function scrubbing(interpreter) {
     encode(ctx, encode) {
       const set = interpreter.encode(ctx, encode);
       const names = Object.keys(encode.channels).filter((name) => !TEXT_CHANNELS.has(name));
+      const drawsText = "text" in encode.channels;
       return (item, _) => {
         const changed = set(item, _);
         for (const name of names) {
           if (typeof item[name] === "string" && loadsResource(item[name])) item[name] = undefined;
         }
+        if (drawsText) item.text = revealedText(item.text);
         return changed;
       };
     },
@@ -122,8 +132,7 @@ function clean(value, inRows, parentKey = null) {
 
 /** A chart's title (text, lines, or {text, subtitle, …}) with its controls and tag characters shown (hidden.js). */
 function revealedTitle(title) {
-  if (typeof title === "string") return revealProse(title);
-  if (Array.isArray(title)) return title.map(revealedTitle);
+  if (typeof title === "string" || Array.isArray(title)) return revealedText(title);
   if (!title || typeof title !== "object") return title;
   const out = { ...title };
   for (const key of ["text", "subtitle"]) {
@@ -168,7 +177,7 @@ function plainTooltip(handler, event, item, value) {
     tooltipEl.hidden = true;
     return;
   }
-  tooltipEl.textContent = text;
+  tooltipEl.textContent = revealProse(text);
   tooltipEl.hidden = false;
   const x = Math.min(event.clientX + 12, window.innerWidth - tooltipEl.offsetWidth - 4);
   const y = Math.min(event.clientY + 12, window.innerHeight - tooltipEl.offsetHeight - 4);
