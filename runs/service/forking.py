@@ -8,8 +8,7 @@ from django.db import transaction
 from runs.models import Task
 from runs.service import quotas
 from runs.service.status import tell_inbox
-from runs.store.fork import fork_notebook as store_fork
-from runs.store.fork import fork_point
+from runs.store.fork import fork_at, locked_fork_point
 
 
 def fork_notebook(source_pk: int, step_id: str) -> Task:
@@ -18,12 +17,12 @@ def fork_notebook(source_pk: int, step_id: str) -> Task:
     ProtocolError `quota_exceeded` when the owner keeps as many forks as they may, or
     `rate_limited` when they forked as many as they may this minute: then nothing is copied."""
     with transaction.atomic():
-        source = Task.objects.get(pk=source_pk)
-        quotas.hold_fork(
-            source.owner_id
-        )  # locks the owner's row until the fork is stored
-        fork_point(source, step_id)  # a bad step is refused before it is counted
-        quotas.take_fork(source.owner_id)
-        fork = store_fork(source_pk, step_id)
+        owner_id = Task.objects.values_list("owner_id", flat=True).get(pk=source_pk)
+        quotas.hold_fork(owner_id)  # locks the owner's row until the fork is stored
+        # The point is found once, with the source locked: it cannot change before the copy,
+        # and a bad step is refused before it is counted.
+        source, point = locked_fork_point(source_pk, step_id)
+        quotas.take_fork(owner_id)
+        fork = fork_at(source, point)
     tell_inbox(fork.pk)
     return fork

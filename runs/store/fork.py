@@ -297,42 +297,51 @@ def fork_notebook(source_pk: int, step_id: str) -> Task:
     Raises ForkError (having created nothing) when the step is not a completed step there.
     """
     with transaction.atomic():
-        # The source's row lock orders the fork after any write in flight there.
-        source = Task.objects.select_for_update().get(pk=source_pk)
-        point = fork_point(source, step_id)
-        state = turn_state(point.turn)
-        for (
-            queued
-        ) in state.step_queue:  # nothing runs in a fork until the person says so
-            if state.step_status.get(queued.step_id) is StepStatus.RUNNING:
-                state.step_status.pop(queued.step_id)
-        rewind_to(state, step_id)
-        if state.status is TaskStatus.ABANDONED:
-            state.status = TaskStatus.ACTIVE
-        goes_on = state.status is TaskStatus.ACTIVE
-        fork = Task.objects.create(
-            owner_id=source.owner_id,
-            title=f"{source}, forked at {_where(point)}"[:200],
-            agent=source.agent,
-            mcp_tools=source.mcp_tools,
-            model=source.model,
-            tools=source.tools,
-            data_tables=source.data_tables,
-            mode=ApprovalMode.STEP if goes_on else source.mode,
-            forked_from=source,
-            fork_step_id=step_id,
-            fork_turn_index=point.turn.index,
-            fork_step_number=point.number,
-        )
-        renamer = _Renamer()
-        for turn in source.turns.filter(index__lt=point.turn.index).order_by("index"):
-            _store_turn(fork.pk, turn, turn_state(turn), renamer)
-        _store_turn_point(fork.pk, point, state, renamer)
-        last_seq = _copy_events(fork, _event_rows(source, point, state), renamer)
-        Task.objects.filter(pk=fork.pk).update(last_seq=last_seq)
-        refresh_status(fork.pk)
-        fork.refresh_from_db()
-        return fork
+        return fork_at(*locked_fork_point(source_pk, step_id))
+
+
+def locked_fork_point(source_pk: int, step_id: str) -> tuple[Task, ForkPoint]:
+    """Within a transaction: the source notebook, its row locked (which orders the fork after
+    any write in flight there and keeps the point as found until the transaction ends), and
+    its fork point; ForkError when the step cannot be forked at."""
+    source = Task.objects.select_for_update().get(pk=source_pk)
+    return source, fork_point(source, step_id)
+
+
+def fork_at(source: Task, point: ForkPoint) -> Task:
+    """The fork itself, within the transaction that found `point` by locked_fork_point."""
+    step_id = point.step.step_id
+    state = turn_state(point.turn)
+    for queued in state.step_queue:  # nothing runs in a fork until the person says so
+        if state.step_status.get(queued.step_id) is StepStatus.RUNNING:
+            state.step_status.pop(queued.step_id)
+    rewind_to(state, step_id)
+    if state.status is TaskStatus.ABANDONED:
+        state.status = TaskStatus.ACTIVE
+    goes_on = state.status is TaskStatus.ACTIVE
+    fork = Task.objects.create(
+        owner_id=source.owner_id,
+        title=f"{source}, forked at {_where(point)}"[:200],
+        agent=source.agent,
+        mcp_tools=source.mcp_tools,
+        model=source.model,
+        tools=source.tools,
+        data_tables=source.data_tables,
+        mode=ApprovalMode.STEP if goes_on else source.mode,
+        forked_from=source,
+        fork_step_id=step_id,
+        fork_turn_index=point.turn.index,
+        fork_step_number=point.number,
+    )
+    renamer = _Renamer()
+    for turn in source.turns.filter(index__lt=point.turn.index).order_by("index"):
+        _store_turn(fork.pk, turn, turn_state(turn), renamer)
+    _store_turn_point(fork.pk, point, state, renamer)
+    last_seq = _copy_events(fork, _event_rows(source, point, state), renamer)
+    Task.objects.filter(pk=fork.pk).update(last_seq=last_seq)
+    refresh_status(fork.pk)
+    fork.refresh_from_db()
+    return fork
 
 
 def _store_turn_point(
