@@ -251,3 +251,71 @@ def test_a_charts_text_shows_its_hidden_characters(
     tooltip.wait_for()
     assert "city: Lis[U+202E]nob[U+202C]" in tooltip.inner_text()
     shots_at_both_sizes(page, artifacts_dir, "hidden-prose-chart")
+
+
+def test_hidden_characters_the_person_pastes_are_named_before_they_are_sent(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Any,
+    artifacts_dir: Path,
+) -> None:
+    """Text copied from a page can carry tag characters spelling an instruction for the model.
+    The message box names them while they are there and can take them out; sent anyway, they
+    reach the model exactly as written, and the message's cell shows them as markers."""
+    scripted_model.load(
+        Script(rules=[Rule(name="answer", reply=Reply(text="Done."))]), reset_log=True
+    )
+    pasted = f"Total Lisbon's revenue{TAGS} for {RLO}4202{PDF}"
+    page = new_context().new_page()
+    page.goto(f"{live_app.url}/new/")
+    box = page.get_by_label("Message")
+    warning = page.locator("#new-text-hidden")
+    box.fill(pasted)
+    warning.wait_for()
+    said = warning.inner_text()
+    assert "right-to-left override (U+202E)" in said, said
+    assert f"{len(TAGS)} × tag character" in said, said
+    shots_at_both_sizes(page, artifacts_dir, "hidden-input-new")
+    # "Remove them" leaves the visible text
+    warning.get_by_role("button", name="Remove them").click()
+    warning.wait_for(state="hidden")
+    assert box.input_value() == "Total Lisbon's revenue for 4202"
+
+    # Sent as pasted: the model gets every character; the cell shows markers and says so.
+    box.fill(pasted)
+    warning.wait_for()
+    page.get_by_label("Agent").select_option("function_calling")
+    page.get_by_label("Approval").select_option("auto")
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/tasks/*/")
+    scripted_model.wait_for_requests(1)
+    assert scripted_model.requests[0].last_user_text == pasted
+    cell = page.locator(".cell-message")
+    cell.locator(".hidden-tags").wait_for()
+    assert cell.locator(".hidden-tags").inner_text() == SMUGGLED
+    text = cell.locator(".message-text")
+    assert (
+        text.inner_text()
+        == f"Total Lisbon's revenue{SMUGGLED} for [U+202E]4202[U+202C]"
+    )
+    assert text.get_attribute("dir") == "auto"
+    note = cell.locator(".hidden-chars").inner_text()
+    assert "kept as you wrote it" in note and "tag character" in note, note
+    # the notebook's title (its first message) and the DAG's message node read the same
+    shown = f"Total Lisbon's revenue[tags: {SMUGGLED}] for [U+202E]4202[U+202C]"
+    heading = page.locator("#notebook-title")
+    assert heading.locator(".hidden-tags").inner_text() == SMUGGLED
+    assert heading.get_attribute("title") == shown
+    titles = page.evaluate(
+        "() => window.agentui.dag.cy.nodes('.kind-message').map((n) => n.data('title'))"
+    )
+    assert titles == [f"Message 1: {shown}"], titles
+
+    # The follow-up box warns too.
+    page.locator(".cell-answer").wait_for()
+    follow = page.locator("#composer-text")
+    follow.fill(f"And Porto{TAGS}?")
+    page.locator("#composer-text-hidden").wait_for()
+    shots_at_both_sizes(page, artifacts_dir, "hidden-input-composer")
+    follow.fill("And Porto?")
+    page.locator("#composer-text-hidden").wait_for(state="hidden")

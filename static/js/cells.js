@@ -12,7 +12,7 @@ import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { cutNotice, modelCutNotice } from "./cut.js";
-import { hiddenNote, revealText } from "./hidden.js";
+import { ProseTally, hiddenNote, proseNote, revealText } from "./hidden.js";
 import { stoppedCallNote } from "./stopped_call.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
@@ -85,17 +85,18 @@ export class CellsView {
     let view = this.turnViews.get(turn.id);
     if (view) return view;
     const message = h("div", { class: "foldable" });
+    const note = proseNote(); // hidden characters in the message (pasted from a page, say)
     const images = h("div", { class: "message-images", hidden: true });
     const root = h(
       "section",
       { class: "turn", id: domId("turn", turn.id), "aria-label": `Turn ${turn.index}`, tabindex: "-1" },
-      h("article", { class: "cell cell-message" }, h("header", { class: "cell-head" }, h("h2", { class: "cell-title" }, "You")), message, images),
+      h("article", { class: "cell cell-message" }, h("header", { class: "cell-head" }, h("h2", { class: "cell-title" }, "You")), note, message, images),
     );
     const steps = h("div", { class: "turn-steps" });
     const answer = h("div", { class: "turn-end" });
     root.append(steps, answer);
     this.container.append(root);
-    view = { root, steps, answer, message, images };
+    view = { root, steps, answer, message, note, images };
     this.turnViews.set(turn.id, view);
     return view;
   }
@@ -103,7 +104,13 @@ export class CellsView {
   #patchTurn(model, turn) {
     if (!turn) return;
     const view = this.#turnView(model, turn);
-    setFoldableText(view.message, turn.input, "message-text");
+    if (view.input !== turn.input) {
+      view.input = turn.input;
+      setFoldableText(view.message, turn.input, "message-text", { prose: true });
+      const tally = new ProseTally("you");
+      tally.add(turn.input || "");
+      proseNote(view.note, tally.note);
+    }
     const imageSig = (turn.images || []).map((i) => i.id).join(",");
     if (view.images.dataset.sig !== imageSig) {
       view.images.dataset.sig = imageSig;

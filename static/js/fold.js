@@ -2,6 +2,7 @@
 // again). Nothing is cut: the whole text is in the page, only its height is limited.
 
 import { h } from "./dom.js";
+import { proseNodes } from "./hidden.js";
 
 const FOLD_CHARS = 1200;
 const FOLD_LINES = 16;
@@ -32,11 +33,16 @@ export function foldToggle(body, text) {
   return toggle;
 }
 
-/** Put `text` into `box` as a .cell-text (with `textClass` too), folded when it is long. */
-export function setFoldableText(box, text, textClass = "") {
+/**
+ * Put `text` into `box` as a .cell-text (with `textClass` too), folded when it is long. `prose`:
+ * its bidirectional controls and tag characters drawn as markers (hidden.js), isolated (dir=auto).
+ */
+export function setFoldableText(box, text, textClass = "", { prose = false } = {}) {
   if (shown.get(box) === text) return;
   shown.set(box, text);
-  const body = h("div", { class: `cell-text ${textClass}` }, text);
+  const body = prose
+    ? h("div", { class: `cell-text ${textClass}`, dir: "auto" }, ...proseNodes(text))
+    : h("div", { class: `cell-text ${textClass}` }, text);
   const toggle = foldToggle(body, text);
   box.replaceChildren(...(toggle ? [body, toggle] : [body]));
 }

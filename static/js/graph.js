@@ -11,7 +11,7 @@
 import { dependencyName, pendingDependencies, resultName } from "./chain.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 import { agentClass, stepAgent } from "./team.js";
-import { revealText } from "./hidden.js";
+import { revealProse, revealText } from "./hidden.js";
 
 export const NODE_SIZE = {
   message: { w: 156, h: 34 },
@@ -54,10 +54,10 @@ export function buildGraph(model, { domId }) {
       id: messageId,
       kind: "message",
       label: `Message ${turn.index}`,
-      sub: turn.input,
+      sub: revealProse(turn.input), // painted on a canvas: an override would reorder it there too
       status: turn.status === "abandoned" ? "undone" : null,
       target: domId("turn", turn.id),
-      title: `Message ${turn.index}: ${turn.input}`,
+      title: `Message ${turn.index}: ${revealProse(turn.input)}`,
     });
     if (previousTurnEnd) edges.push({ from: previousTurnEnd, to: messageId, kind: "turn" });
     let lastSinks = [messageId];

@@ -197,6 +197,11 @@ export function appendProse(parent, piece) {
   parent.append(piece);
 }
 
+/** `text` without the characters prose shows as markers (what "Remove them" leaves). */
+export function withoutProseHidden(text) {
+  return String(text ?? "").replace(PROSE_HIDDEN, "");
+}
+
 /** `text` as a string with each control and run of tag characters as its marker's text. */
 export function revealProse(text) {
   return String(text ?? "").replace(PROSE_HIDDEN, (match) => (match.codePointAt(0) >= TAG_BASE ? `[tags: ${tagText(match)}]` : `[U+${hex(match.codePointAt(0)).toUpperCase()}]`));
@@ -219,6 +224,11 @@ export function revealProseIn(root) {
 export class ProseTally {
   #found = new Map();
 
+  /** @param {string} writer  who wrote the text, for the note ("the model", "you") */
+  constructor(writer = "the model") {
+    this.writer = writer;
+  }
+
   add(piece) {
     if (!hasProseHidden(piece)) return;
     for (const char of piece) {
@@ -231,8 +241,13 @@ export class ProseTally {
     this.#found.clear();
   }
 
+  /** "Hidden characters: …" naming what was counted, or null while there is nothing. */
+  get found() {
+    return this.#found.size ? described([...this.#found.values()]) : null;
+  }
+
   get note() {
-    return this.#found.size ? `${described([...this.#found.values()])} Shown as markers; the text is kept as the model wrote it.` : null;
+    return this.#found.size ? `${this.found} Shown as markers; the text is kept as ${this.writer} wrote it.` : null;
   }
 }
 

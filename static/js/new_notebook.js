@@ -1,5 +1,6 @@
 import { setUpCompose } from "./compose.js";
 import { ImagePicker } from "./image_picker.js";
+import { watchHiddenInput } from "./hidden_input.js";
 import { watchLength } from "./length_limit.js";
 
 // The new-notebook form: Ctrl+Enter submits, example prompts fill it in, the preset's
@@ -13,6 +14,7 @@ const help = document.getElementById("agent-help");
 const images = document.getElementById("new-images");
 const picker = new ImagePicker(form.querySelector("[data-image-picker]"), form);
 const length = watchLength(text, document.getElementById("new-count"));
+watchHiddenInput(text, document.getElementById("new-count"));
 
 function pickerFollowsAgent() {
   picker.setEnabled(agent.selectedOptions[0]?.dataset.images === "true");

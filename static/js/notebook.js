@@ -11,6 +11,7 @@ import { CellsView } from "./cells.js";
 import { ActionBus } from "./actions.js";
 import { StepControls } from "./controls.js";
 import { DagView } from "./dag.js";
+import { proseNodes, revealProse } from "./hidden.js";
 import { liveSteps, permissions, runningStep } from "./selectors.js";
 import { applyMessage, clearDirty, createModel } from "./store.js";
 import { TaskSocket, socketUrl } from "./socket.js";
@@ -173,8 +174,11 @@ function renderStatus(perms) {
   detail.hidden = !detailText;
   if (model.task?.title) {
     const heading = $("#notebook-title");
-    heading.textContent = model.task.title;
-    heading.title = model.task.title; // a long title is cut to one line; its tooltip has it all
+    if (heading.dataset.title !== model.task.title) {
+      heading.dataset.title = model.task.title;
+      heading.replaceChildren(...proseNodes(model.task.title)); // the first message's words, as its cell shows them
+      heading.title = revealProse(model.task.title); // a long title is cut to one line; its tooltip has it all
+    }
   }
   // One short sentence for screen readers; changes only when the run's state does.
   const sentence = statusSentence(perms);

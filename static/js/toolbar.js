@@ -3,6 +3,7 @@
 
 import { isCtrlEnter } from "./actions.js";
 import { confirmAction } from "./confirm.js";
+import { watchHiddenInput } from "./hidden_input.js";
 import { watchLength } from "./length_limit.js";
 
 /** The notebook's toolbar (mode, stop) and composer (send a message), from the template. */
@@ -41,6 +42,7 @@ export class NotebookControls {
     });
     els.text.addEventListener("input", () => bus.setError("send", null));
     this.length = watchLength(els.text, els.count);
+    watchHiddenInput(els.text, els.count);
   }
 
   async #send() {
