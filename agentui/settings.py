@@ -378,7 +378,7 @@ CONTENT_SECURITY_POLICY = {
         "media-src": [NONE],
         "object-src": [NONE],
         "frame-src": [NONE],
-        "worker-src": [NONE],
+        "worker-src": [SELF],  # a chart's trial run (static/js/render/chart_worker.js)
         "frame-ancestors": [NONE],
         "base-uri": [NONE],
         "form-action": [SELF],

@@ -167,6 +167,31 @@ HOSTILE_SPECS: list[tuple[str, dict[str, Any], str]] = [
         "background: the background must be a colour name or code",
     ),
     (
+        "an axis asking for 10^8 ticks (it froze the page, then crashed its tab)",
+        {
+            **BAR,
+            "encoding": {
+                **BAR["encoding"],
+                "y": {
+                    "field": "revenue",
+                    "type": "quantitative",
+                    "axis": {"tickCount": 1e8},
+                },
+            },
+        },
+        "encoding.y.axis.tickCount: 100000000.0 is more than a chart may ask for (at most 500)",
+    ),
+    (
+        "a width whose default ticks are 10^7",
+        {**BAR, "width": 400_000_000},
+        "width: 400000000 is more than a chart may ask for (at most 10000)",
+    ),
+    (
+        "ticks beyond counting, in the styling config",
+        {**BAR, "config": {"axis": {"tickCount": 10_000}}},
+        "config.axis.tickCount: 10000 is more than",
+    ),
+    (
         "an unknown top-level property",
         {**BAR, "datasets": {"d": VALUES}},
         "datasets: 'datasets' is not allowed in a chart here",
@@ -207,8 +232,12 @@ def test_the_safe_subset_keeps_what_analysts_draw() -> None:
                 },
             },
         ],
-        "config": {"axis": {"labelFontSize": 12}, "bar": {"cornerRadius": 2}},
+        "config": {
+            "axis": {"labelFontSize": 12, "tickCount": 8},
+            "bar": {"cornerRadius": 2},
+        },
         "width": "container",
+        "height": 300,
     }
     checked = checked_spec(spec)
     assert checked["layer"] == spec["layer"] and checked["config"] == spec["config"]

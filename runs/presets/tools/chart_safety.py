@@ -13,7 +13,10 @@ spec on its next step):
 - `background` a colour string (not an expression); `config` only the styling groups (axes, legends, marks, titles, view, scales, fonts, formats);
 - a parameter's input stays inside its chart (no `bind.element`, a selector into the page);
 - no key `url`, `href`, `usermeta`, `embedOptions` or `loader` at any depth outside the data rows;
-- no string anywhere (keys and data too) holding a CSS resource function such as `url(…)`.
+- no string anywhere (keys and data too) holding a CSS resource function such as `url(…)`;
+- no count or size beyond what a page can draw (`tickCount`, `maxbins`, a density's `steps`,
+  `width`, `height` and the like, outside the data rows: COUNT_LIMITS), since a chart drawn in
+  the page's thread that asks for 10⁸ ticks freezes the notebook and crashes its tab.
 
 The page (static/js/render/chart.js) strips option-bearing fields again before drawing; this is
 the first line, the page and the Content-Security-Policy are the second and third.
@@ -134,6 +137,21 @@ DATA_KEYS = frozenset({"values", "name"})
 # Keys that load, link or carry embed options, wherever they are (outside the data rows).
 FORBIDDEN_KEYS = frozenset({"url", "href", "usermeta", "embedOptions", "loader"})
 VIEW_LISTS = ("layer", "hconcat", "vconcat", "concat")
+# Numbers that set how many things a chart makes, and their caps (the page holds the same list:
+# static/js/render/chart_limits.js).
+COUNT_LIMITS = {
+    "tickCount": 500,
+    "maxbins": 500,
+    "steps": 1000,
+    "minsteps": 1000,
+    "maxsteps": 1000,
+    "width": 10000,
+    "height": 10000,
+    "continuousWidth": 10000,
+    "continuousHeight": 10000,
+    "discreteWidth": 10000,
+    "discreteHeight": 10000,
+}
 
 # CSS functions that fetch a resource. CSS escapes (`u\72l(`, `u\rl(`) and comments are undone
 # before looking, as the browser would.
@@ -274,6 +292,17 @@ class _Check:
                     continue
                 if loads_a_resource(key_text):
                     self.fail(path, f"the name {key_text[:60]!r} loads a resource")
+                cap = None if in_rows else COUNT_LIMITS.get(key_text)
+                if (
+                    cap is not None
+                    and isinstance(inner, int | float)
+                    and not isinstance(inner, bool)
+                    and inner > cap
+                ):
+                    self.fail(
+                        path + (key_text,),
+                        f"{inner} is more than a chart may ask for (at most {cap})",
+                    )
                 rows = in_rows or (
                     key_text == "values" and len(path) > 0 and path[-1] == "data"
                 )

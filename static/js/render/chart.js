@@ -8,10 +8,13 @@
 //   - no actions menu (our own SVG and PNG buttons), tooltips as plain text, and a loader that
 //     refuses every request;
 //   - expressions run through vega-interpreter (no eval), so the page's CSP needs no
-//     'unsafe-eval'; vega-embed's injected <style> is off (its rules are in render.css).
+//     'unsafe-eval'; vega-embed's injected <style> is off (its rules are in render.css);
+//   - nothing in it may make the page do unbounded work: counts and sizes are capped, and it is
+//     first run off the page, within a time budget (chart_limits.js, chart_worker.js).
 
 import { h } from "../dom.js";
 import { revealProse } from "../hidden.js";
+import { DRAW_BUDGET_MS, boundExpressions, overLimit, refusingLoader } from "./chart_limits.js";
 
 const SCRIPTS = ["vega/vega.min.js", "vega-lite/vega-lite.min.js", "vega-embed/vega-embed.min.js"];
 const INTERPRETER = "vega-interpreter/vega-interpreter.js";
@@ -32,8 +35,58 @@ function loadScript(src) {
 export function loadVega() {
   loading ??= SCRIPTS.reduce((chain, src) => chain.then(() => loadScript(src)), Promise.resolve())
     .then(() => import(new URL(INTERPRETER, VENDOR).href))
-    .then((interpreter) => ({ embed: window.vegaEmbed, expr: scrubbing(interpreter.expressionInterpreter) }));
+    .then((interpreter) => {
+      boundExpressions(window.vega);
+      return { embed: window.vegaEmbed, expr: scrubbing(interpreter.expressionInterpreter) };
+    });
   return loading;
+}
+
+// --- the trial run off the page ----------------------------------------------------------------
+
+const LOAD_BUDGET_MS = 30000;
+let trialWorker = null;
+let trials = Promise.resolve(); // one at a time: each one's budget is its own
+
+function runTrial(spec) {
+  return new Promise((resolve) => {
+    trialWorker ??= new Worker(new URL("./chart_worker.js", import.meta.url), { type: "module" });
+    const worker = trialWorker;
+    let timer = null;
+    const stop = (why) => {
+      worker.terminate(); // whatever it was doing stops here; the next chart gets a new worker
+      if (trialWorker === worker) trialWorker = null;
+      end(why);
+    };
+    const end = (outcome) => {
+      clearTimeout(timer);
+      worker.onmessage = worker.onerror = null;
+      resolve(outcome);
+    };
+    // loading Vega into a new worker is not counted against the chart, but is bounded too
+    timer = setTimeout(() => stop("the check that runs it first did not start"), LOAD_BUDGET_MS);
+    worker.onmessage = ({ data }) => {
+      if (data.started) {
+        clearTimeout(timer);
+        timer = setTimeout(() => stop(`drawing it took more than ${DRAW_BUDGET_MS / 1000} s, as a chart built to freeze the page would`), DRAW_BUDGET_MS);
+      } else if (data.ended) end(data.error ? { error: data.error } : null);
+    };
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      stop(`the check that runs it first could not run (${event.message || "the worker failed"})`);
+    };
+    worker.postMessage({ spec });
+  });
+}
+
+/**
+ * Null when `spec` ran to its end off the page within the budget; why it is not drawn when it
+ * did not (a string), or `{error}` when it ended with an error of its own.
+ */
+function trial(spec) {
+  const outcome = trials.then(() => runTrial(spec));
+  trials = outcome;
+  return outcome;
 }
 
 // Channels whose strings are shown as text; every other string an encoder sets becomes an SVG
@@ -70,16 +123,6 @@ function scrubbing(interpreter) {
       };
     },
   };
-}
-
-function refusingLoader() {
-  const loader = window.vega.loader();
-  const refuse = () => Promise.reject(new Error("charts load nothing from outside the page"));
-  loader.load = refuse;
-  loader.sanitize = refuse;
-  loader.http = refuse;
-  loader.file = refuse;
-  return loader;
 }
 
 // --- what the page keeps of a spec -----------------------------------------------------------
@@ -120,6 +163,8 @@ function clean(value, inRows, parentKey = null) {
   for (const [key, inner] of Object.entries(value)) {
     if (loadsResource(key)) throw new UnsafeChart(`a name would load a resource (${key.slice(0, 60)})`);
     if (!inRows && OPTION_KEYS.has(key)) continue;
+    const tooMany = inRows ? null : overLimit(key, inner);
+    if (tooMany) throw new UnsafeChart(tooMany);
     if (!inRows && key === "bind" && inner && typeof inner === "object") {
       const { element, ...rest } = inner; // eslint-disable-line no-unused-vars
       out.bind = clean(rest, false);
@@ -204,13 +249,16 @@ export function chartView(spec, { name = "chart" } = {}) {
   const root = h("div", { class: "result-chart", "data-state": "loading" }, h("div", { class: "rt-bar" }, status, h("span", { class: "rt-actions" }, svgButton, pngButton)), target);
   const draw = async () => {
     const drawn = safeSpec(spec);
+    const refused = await trial(drawn);
+    if (typeof refused === "string") throw new UnsafeChart(refused);
+    if (refused) throw new Error(refused.error); // the chart's own error, as its trial run met it
     const { embed, expr } = await loadVega();
     const result = await embed(target, drawn, {
       mode: "vega-lite",
       actions: false,
       defaultStyle: false,
       renderer: "svg",
-      loader: refusingLoader(),
+      loader: refusingLoader(window.vega),
       tooltip: plainTooltip,
       ast: true,
       expr,
