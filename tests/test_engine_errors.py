@@ -90,6 +90,18 @@ def _one_call(name: str, arguments: object) -> list[Rule]:
         ),
         ("echo", '{"text": "unterminated', "not valid JSON"),
         ("echo", "[1, 2]", "must be a JSON object"),
+        # deeper than the JSON decoder recurses: said to the model like any malformed JSON
+        (
+            "echo",
+            '{"text": ' + "[" * 50_000 + "]" * 50_000 + "}",
+            "nested more than 100 levels deep",
+        ),
+        # readable, but deeper than storing and showing it can go
+        (
+            "echo",
+            '{"text": ' + "[" * 500 + "]" * 500 + "}",
+            "nested more than 100 levels deep",
+        ),
         ("echo", {"text": 5, "extra": 1}, "do not fit its schema"),
         ("echo", {}, "text: Field required"),
     ],

@@ -446,3 +446,8 @@ def test_parser_reads_actions_answers_and_implicit_answers() -> None:
     ):
         with pytest.raises(ReActParseError):
             parser.parse(bad)
+    # nested past the decoder's recursion, or past what may be stored: the model is told
+    for depth in (50_000, 500):
+        nested = '{"a": ' + "[" * depth + "]" * depth + "}"
+        with pytest.raises(ReActParseError, match="nested more than 100 levels deep"):
+            parser.parse(f"Thought: t\nAction: add\nAction Input: {nested}")

@@ -23,6 +23,7 @@ import orjson
 
 from ..errors import LLMError
 from ..messages import ChatMessage, MessageRole, TokenUsage, ToolSelection
+from ..model_json import deeper_than, too_deep_error
 from ..tools import BaseTool
 from .base import LLM, ChatResponse, LLMMetadata, ToolChoice
 from .per_loop import PerLoop
@@ -103,6 +104,10 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
             {},
             f"the arguments are not valid JSON ({exc.msg} at char {exc.pos}): {raw[:200]}",
         )
+    except RecursionError:  # see runs.engine.model_json
+        return {}, f"the arguments are {too_deep_error(raw)}"
+    if deeper_than(value):
+        return {}, f"the arguments are {too_deep_error(raw)}"
     if not isinstance(value, dict):
         return (
             {},

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from ...model_json import deeper_than, too_deep_error
 from ...reasoning import ActionReasoningStep, BaseReasoningStep, ResponseReasoningStep
 
 _KEYWORD = re.compile(
@@ -54,6 +55,10 @@ def extract_json_object(text: str) -> dict[str, Any]:
         raise ReActParseError(
             f"the Action Input is not valid JSON ({exc.msg} at char {exc.pos}): {text[:200]!r}"
         ) from None
+    except RecursionError:  # see runs.engine.model_json
+        raise ReActParseError(f"the Action Input is {too_deep_error(text)}") from None
+    if deeper_than(value):
+        raise ReActParseError(f"the Action Input is {too_deep_error(text)}")
     if not isinstance(value, dict):
         raise ReActParseError(
             f"the Action Input must be a JSON object, got: {text[:200]!r}"
