@@ -111,6 +111,7 @@ def test_dollar_amounts_inside_text_are_not_references() -> None:
         ("1. search(query='a', query='b')\n2. join()", "given twice"),
         ("1. totally not a call\n2. join()", "expected tool(arguments)"),
         ('1. search("never closed"\n', "not closed"),
+        ("1. search(" + "[" * 150 + "]" * 150 + ")\n2. join()", "more than 100 levels"),
     ],
 )
 def test_bad_calls_carry_an_error_and_do_not_raise(text: str, fragment: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ...model_json import deeper_than, too_deep_error
 from ...tools import ToolOutput
 from .refs import find_references, shift_references
 
@@ -205,6 +206,10 @@ def parse_arguments(
         if keyword.arg in kwargs:
             raise PlanSyntaxError(f"the argument {keyword.arg!r} is given twice")
         kwargs[keyword.arg] = _literal(keyword.value, reference)
+    if deeper_than(
+        kwargs
+    ):  # as for function calling's arguments (runs.engine.model_json)
+        raise PlanSyntaxError(f"the arguments are {too_deep_error(args_text)}")
     return kwargs
 
 
