@@ -28,8 +28,12 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     new_context,
     scripted_model,
     shots_at_both_sizes,
+    start_notebook,
 )
 from test_browser_hostile import BAR, chart_cards, csp_reports, seeded, watched
+
+from runs.demo.charts import TRAP_CHART_PROMPT, trap_chart_rules
+from runs.engine.testing import Script, ScriptedServer
 
 pytestmark = pytest.mark.browser
 
@@ -119,3 +123,23 @@ def test_a_chart_built_to_freeze_the_page_is_not_drawn(
     assert chart.locator("svg .mark-rect path").count() == len(BAR["data"]["values"])
     assert page.console == []  # type: ignore[attr-defined]
     assert csp_reports(live_app) == []
+
+
+def test_the_demo_trap_chart_is_stopped_and_says_why(
+    live_app: LiveApp,
+    scripted_model: ScriptedServer,
+    new_context: Callable[..., Any],
+) -> None:
+    """The offline demo's example (runs/demo/charts.py): the tool accepts the chart (a pattern
+    is not something it can judge), the page does not draw it."""
+    scripted_model.load(Script(rules=trap_chart_rules()), reset_log=True)
+    page, watch = watched(new_context, live_app)
+    start_notebook(
+        page, live_app, TRAP_CHART_PROMPT, agent="function_calling", mode="auto"
+    )
+    page.locator(".cell-answer").wait_for()
+    chart = page.locator(".tool-card .result-chart").first
+    chart.locator("xpath=self::*[@data-state='failed']").wait_for(timeout=30_000)
+    assert "drawing it took more than 4 s" in chart.inner_text()
+    assert responsive(page) < 1.0
+    watch.check(page)

@@ -20,8 +20,10 @@ from runs.demo.analyst import (
 from runs.demo.charts import (
     BRAND_CHART_PROMPT,
     CHART_PROMPT,
+    TRAP_CHART_PROMPT,
     brand_chart_rules,
     chart_rules,
+    trap_chart_rules,
 )
 from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.demo.hidden_text import (
@@ -71,6 +73,11 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
         "function_calling",
         brand_chart_rules,
         BRAND_CHART_PROMPT,
+    ),
+    "function_calling-trap-chart": (
+        "function_calling",
+        trap_chart_rules,
+        TRAP_CHART_PROMPT,
     ),
     "function_calling-log": ("function_calling", log_rules, LOG_PROMPT),
     "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),

@@ -5,6 +5,10 @@ a `chart` of that call's result (by its call id), and an answer with a Markdown 
 cities. The second example (BRAND_CHART_PROMPT) shows the chart tool refusing what a chart may not
 do: its first chart takes a colour from a web page (`url(https://…)`, as a model that read a
 hostile document might), the tool says why not, and the model draws it again in a plain colour.
+The third (TRAP_CHART_PROMPT) is a chart built to freeze the page: a filter whose regular
+expression, taken from a supplier's note, backtracks for minutes on the note's own text. The
+tool cannot see that; the page runs every chart off the page first and does not draw one that
+takes more than 4 s (static/js/render/chart_limits.js), and its card says why.
 """
 
 from __future__ import annotations
@@ -151,4 +155,45 @@ def brand_chart_rules() -> list[Rule]:
             ("demo-brand-redraw", _plain_chart),
             ("demo-brand-answer", _answer),
         ],
+    )
+
+
+TRAP_CHART_PROMPT = "Chart how many supplier notes match the pattern the supplier sent."
+# the supplier's pattern: nested repetition, which backtracks exponentially on "aaa…a!"
+TRAP_PATTERN = "^(a+)+$"
+TRAP_NOTES = ["a" * 40 + "!", "invoice 118", "aaaa"]
+TRAP_SPEC: dict[str, Any] = {
+    "title": "Supplier notes matching the supplier's pattern",
+    "data": {"values": [{"note": note} for note in TRAP_NOTES]},
+    "transform": [
+        {
+            "calculate": f"test(regexp('{TRAP_PATTERN}'), datum.note) ? 'matches' : 'does not match'",
+            "as": "result",
+        }
+    ],
+    "mark": "bar",
+    "encoding": {
+        "x": {"field": "result", "type": "nominal", "title": "Note"},
+        "y": {"aggregate": "count", "type": "quantitative", "title": "Notes"},
+    },
+}
+
+
+def trap_chart_rules() -> list[Rule]:
+    """TRAP_CHART_PROMPT: a chart the tool accepts and the page refuses to draw."""
+    draw = Reply(
+        text=f"The supplier's note gives the pattern {TRAP_PATTERN}; I chart which notes match it.",
+        tool_calls=[ToolCallSpec(name="chart", arguments={"spec": TRAP_SPEC})],
+    )
+    answer = Reply(
+        text=scripted(
+            "I drew the chart of the notes against the supplier's pattern. That pattern "
+            f"(`{TRAP_PATTERN}`) repeats inside a repetition, which makes a regular expression "
+            "engine try exponentially many ways on a long run of one letter: a chart built on "
+            "it keeps a browser busy for minutes, so the page ran it aside first and did not "
+            "draw it."
+        )
+    )
+    return staged_rules(
+        TRAP_CHART_PROMPT, [("demo-trap-draw", draw), ("demo-trap-answer", answer)]
     )
