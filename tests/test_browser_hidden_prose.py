@@ -319,3 +319,12 @@ def test_hidden_characters_the_person_pastes_are_named_before_they_are_sent(
     shots_at_both_sizes(page, artifacts_dir, "hidden-input-composer")
     follow.fill("And Porto?")
     page.locator("#composer-text-hidden").wait_for(state="hidden")
+
+    # the traces list names the notebook by that message too, drawn the same way
+    page.goto(f"{live_app.url}/traces/")
+    title = page.locator(".trace-title a").first
+    title.locator(".hidden-tags").wait_for()
+    assert (
+        title.inner_text()
+        == f"Total Lisbon's revenue{SMUGGLED} for [U+202E]4202[U+202C]"
+    )

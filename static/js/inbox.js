@@ -6,7 +6,7 @@ import { plannedAs } from "./chain.js";
 import { parseArgs } from "./controls.js";
 import { countdown } from "./deadline.js";
 import { h, prettyJson, replaceChildren } from "./dom.js";
-import { hiddenNote, revealText } from "./hidden.js";
+import { hiddenNote, proseNodes, revealText } from "./hidden.js";
 import { timeElement } from "./format.js";
 import { notificationsOn, setNotifications } from "./inbox_badge.js";
 import { inboxFeed } from "./inbox_feed.js";
@@ -112,9 +112,11 @@ function render(step) {
   const item = { step, root: null };
   // a group member's notebook (you review their group): decided here, never opened (it stays theirs)
   const theirs = step.owner !== ME;
+  // the notebook's title is its first message: shown as its cell shows it (hidden.js prose)
+  const named = h("span", { dir: "auto" }, proseNodes(step.title));
   const title = theirs
-    ? h("span", { class: "inbox-title" }, step.title, " ", h("span", { class: "badge inbox-owner" }, `${step.owner_name}'s`))
-    : h("a", { href: `/tasks/${step.notebook}/`, class: "inbox-title", dataset: { open: "" } }, step.title);
+    ? h("span", { class: "inbox-title" }, named, " ", h("span", { class: "badge inbox-owner" }, `${step.owner_name}'s`))
+    : h("a", { href: `/tasks/${step.notebook}/`, class: "inbox-title", dataset: { open: "" } }, named);
   const meta = h(
     "p",
     { class: "inbox-meta muted" },

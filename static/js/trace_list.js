@@ -128,7 +128,7 @@ function row(task) {
     h(
       "td",
       { class: "trace-title" },
-      h("a", { href: traceUrl(id) }, title),
+      h("a", { href: traceUrl(id), dir: "auto" }, proseNodes(title)), // the person's first message
       h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
       forkNote(task.forked_from),
       task.answer ? h("span", { class: "trace-answer", dir: "auto", title: revealProse(task.answer) }, proseNodes(plainLine(task.answer))) : null,
