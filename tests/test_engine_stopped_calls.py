@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
-from engine_helpers import make_agent, serving
+from engine_helpers import Recorder, make_agent, serving
 
 from runs.engine import FunctionTool, ToolCallLateOutcome, ToolCallStopped
 from runs.engine.testing import Match, Reply, Rule, ToolCallSpec
@@ -112,25 +113,31 @@ async def test_an_async_tool_stopped_is_cancelled_and_has_no_late_outcome() -> N
         assert not recorder.of("tool_call_late_outcome")
 
 
-async def test_a_call_stopped_before_its_tool_began_says_it_did_not_run() -> None:
-    gate = Gate()
+async def _stop_while_announced(agent: Any, recorder: Recorder) -> str:
+    """Start a task and stop its step while its first call is being announced (not yet run)."""
     announced = asyncio.Event()
 
     async def on_event(event: object) -> None:
-        recorder(event)  # type: ignore[operator]
-        if getattr(event, "type", "") == "tool_call":
+        recorder(event)  # type: ignore[arg-type]
+        if getattr(event, "type", "") == "tool_call" and not announced.is_set():
             announced.set()
             await asyncio.Event().wait()  # Stop comes while the call is being announced
 
+    agent.on_event = on_event
+    task = await agent.acreate_task("archive it")
+    running = asyncio.ensure_future(agent.arun_step(task.task_id))
+    await asyncio.wait_for(announced.wait(), 10)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    return str(task.task_id)
+
+
+async def test_a_call_stopped_before_its_tool_began_says_it_did_not_run() -> None:
+    gate = Gate()
     with serving(_calls("a.txt")) as server:
         agent, recorder = make_agent(server, tools=[gate.sync_tool()])
-        agent.on_event = on_event
-        task = await agent.acreate_task("archive it")
-        running = asyncio.ensure_future(agent.arun_step(task.task_id))
-        await asyncio.wait_for(announced.wait(), 10)
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        await _stop_while_announced(agent, recorder)
         (stopped,) = recorder.of("tool_call_stopped")
         assert stopped.state == "not_started"
         assert gate.runs == 0 and not gate.began.is_set()

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from .messages import ChatMessage, TokenUsage, ToolSelection
 from .reasoning import ReasoningStep
 from .tools import ToolOutput
-from .types import PendingToolCall, StepKind, ToolCallDecision
+from .types import BegunCall, PendingToolCall, StepKind, ToolCallDecision
 
 
 class BaseEvent(BaseModel):
@@ -129,6 +129,16 @@ class ToolCallLateOutcome(BaseEvent):
     started_at: float
     stopped_at: float
     ended_at: float
+
+
+class StoppedCallsNote(BaseEvent):
+    """The model was told, at the end of this step's request, of the calls an earlier run of the
+    step had begun before Stop cut it off (they may have taken effect); ``text`` is exactly the
+    note it was sent. Emitted just before the request's AgentInput, once per run of the step."""
+
+    type: Literal["stopped_calls_note"] = "stopped_calls_note"
+    text: str
+    calls: list[BegunCall]
 
 
 class ToolCallDecided(BaseEvent):
@@ -270,6 +280,7 @@ AgentEvent = Annotated[
     | ToolCallResult
     | ToolCallStopped
     | ToolCallLateOutcome
+    | StoppedCallsNote
     | ToolCallDecided
     | InputRequiredEvent
     | HumanResponseEvent

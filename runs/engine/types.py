@@ -6,7 +6,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -75,6 +75,19 @@ class PendingToolCall(BaseModel):
             tool_kwargs=dict(selection.tool_kwargs),
             arguments_error=selection.arguments_error,
         )
+
+
+class BegunCall(BaseModel):
+    """A tool call Stop cut off after its tool began: its effect may have happened.
+
+    ``left_running``: a plain function's thread, which runs on; ``cancelled``: an ``async`` tool
+    cancelled where it awaited, part way through.
+    """
+
+    tool_id: str
+    tool_name: str
+    tool_kwargs: dict[str, Any] = Field(default_factory=dict)
+    state: Literal["left_running", "cancelled"]
 
 
 class TaskStep(BaseModel):

@@ -9,6 +9,7 @@ from ..errors import LLMError
 from ..events import AgentInput, AgentOutput, AgentStream
 from ..llms.base import LLM, ChatResponse, ToolChoice
 from ..messages import ChatMessage, ToolSelection
+from ..stopped_note import take_note, with_note
 from ..tools import BaseTool
 from ..types import Task, TaskStep, new_id
 
@@ -80,6 +81,19 @@ async def _finish(task: Task, ids: dict[str, Any], final: ChatResponse | None) -
     )
 
 
+async def _ask(
+    task: Task, step: TaskStep, ids: dict[str, Any], messages: Sequence[ChatMessage]
+) -> list[ChatMessage]:
+    """What the model is sent, announced: the step's first request after a Stop that cut off
+    calls it had begun also tells it of them (runs.engine.stopped_note)."""
+    note = take_note(task, step)
+    if note is not None:
+        await task.emit(note)
+    sent = with_note(messages, note)
+    await task.emit(AgentInput(**ids, input=sent))
+    return sent
+
+
 async def iter_turn(
     llm: LLM,
     task: Task,
@@ -99,7 +113,7 @@ async def iter_turn(
     AgentOutput is emitted once the caller has consumed it.
     """
     ids = _ids(task, step, agent_name, phase)
-    await task.emit(AgentInput(**ids, input=list(messages)))
+    messages = await _ask(task, step, ids, messages)
     distinct = _DistinctCallIds(task, messages)
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(
@@ -135,7 +149,7 @@ async def stream_turn(
     ``iter_turn`` without handing the chunks on: the same events, one generator fewer per chunk.
     """
     ids = _ids(task, step, agent_name, phase)
-    await task.emit(AgentInput(**ids, input=list(messages)))
+    messages = await _ask(task, step, ids, messages)
     distinct = _DistinctCallIds(task, messages)
     final: ChatResponse | None = None
     async for chunk in llm.astream_chat(

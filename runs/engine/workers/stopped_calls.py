@@ -3,8 +3,9 @@
 A cancelled step rolls the task back, but a plain ``def`` tool runs in a worker thread that no
 cancellation reaches: the function runs on, and whatever it does still happens. So a stopped
 call gets a ToolCallStopped saying how far its tool had got, and a call left running gets a
-ToolCallLateOutcome when its thread ends: the audit's record of what the tool finally did. It is
-only recorded: the model is not given it, and nothing runs again.
+ToolCallLateOutcome when its thread ends: the audit's record of what the tool finally did (only
+recorded: the model is not given it, and nothing runs again). A call whose tool had begun is also
+kept for the step's retry, whose model is told of it (runs.engine.stopped_note).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..events import ToolCallLateOutcome, ToolCallStopped
+from ..stopped_note import remember
 from ..tools import failure_output, returned_output
 from ..types import PendingToolCall, Task, TaskStep
 
@@ -58,6 +60,7 @@ async def report_stopped(
 ) -> None:
     """Record how far the cancelled call got; a thread left running reports its end later."""
     stopped = time.time()
+    remember(task, step, call, progress.state)  # the step's retry tells the model of it
     event = ToolCallStopped(
         task_id=task.task_id,
         step_id=step.step_id,
