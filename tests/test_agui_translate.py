@@ -154,6 +154,33 @@ def test_a_call_stop_left_running_is_told_as_a_custom_event() -> None:
     assert_valid_agui(events, max_warnings=0)
 
 
+def test_the_note_a_retry_gave_the_model_is_told_as_a_custom_event() -> None:
+    run = RunTranslator("t", "r")
+    note = {
+        "type": "stopped_calls_note",
+        "step_id": "s1",
+        "text": "Note from the application: ...",
+        "calls": [
+            {
+                "tool_id": "c1",
+                "tool_name": "archive_report",
+                "tool_kwargs": {"title": "Q3"},
+                "state": "left_running",
+            }
+        ],
+    }
+    out = run.run_started()
+    out += run.stored({"type": "step_started", "step_id": "s1"})
+    out += run.stored(note)
+    out += run.finished()
+    events = wire(out)
+    (custom,) = [e for e in events if e["type"] == "CUSTOM"]
+    assert custom["name"] == "agentui.stopped_calls_note"
+    assert custom["value"]["text"] == note["text"]
+    assert custom["value"]["calls"] == note["calls"]
+    assert_valid_agui(events, max_warnings=0)
+
+
 def test_results_go_out_in_their_calls_order_whatever_order_they_finish_in() -> None:
     """The model reads a reply's results in its calls' order; a client puts each result after
     those it has, so one that finishes first (a rejection) waits for the ones before it."""

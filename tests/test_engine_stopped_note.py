@@ -29,11 +29,12 @@ from runs.engine import (
     StoppedCallsNote,
     TaskState,
 )
+from runs.engine.stopped_note import NOTE_START
 from runs.engine.testing import Match, Reply, Rule, ScriptedServer
 
 # a model that heeds the note (the scripted server reads it like any system message)
 HEEDS = Rule(
-    match=Match(system_contains="stopped by the person"),
+    match=Match(system_contains=NOTE_START),
     reply=Reply(text="It may be archived already; I will not archive it again."),
 )
 

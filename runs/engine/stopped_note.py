@@ -1,12 +1,13 @@
-"""What the model is told when a step Stop cut off runs again: the tool calls it had begun.
+"""What the model is told after a Stop cut off tool calls that had begun.
 
-Stop rolls the step back and its retry asks the model exactly as before, yet a call whose tool
-had begun (a plain function's thread runs on; an ``async`` tool was cut off part way) may have
-taken effect: asked the same, the model would make it again. So such calls are kept in the
-task's ``extra_state`` under the step's id (stored with the task, and checkpointed and undone
-with it), and the step's next model request ends with a system note naming them. The note is
-the application's, not the person's; a StoppedCallsNote event records exactly its text, so every
-surface shows what the model was told.
+Stop rolls the step back, and the next request (the step run again, or the notebook's next turn
+when Stop ended the turn) asks the model as if nothing had happened, yet a call whose tool had
+begun (a plain function's thread runs on; an ``async`` tool was cut off part way) may have taken
+effect: asked the same, the model would make it again. So such calls are kept in the task's
+``extra_state`` (stored with the task, checkpointed and undone with it; a service hands them on
+to the next turn with ``left_untold``), and the next model request ends with a system note
+naming them. The note is the application's, not the person's; a StoppedCallsNote event records
+exactly its text, so every surface shows what the model was told.
 """
 
 from __future__ import annotations
@@ -19,18 +20,19 @@ from .events import StoppedCallsNote
 from .messages import ChatMessage
 from .types import BegunCall, PendingToolCall, Task, TaskStep
 
-_KEY = "stopped_calls:"  # + the step's id: the calls its stopped runs had begun
+# how the note begins (a scripted model, like the demo's, recognises it by this)
+NOTE_START = (
+    "Note from the application (not from the person): the person pressed Stop while an "
+    "earlier run was making these tool calls."
+)
+_KEY = "stopped_calls"  # the calls stopped runs had begun that the model was not yet told of
 _STATES = {
     "left_running": "it was still running when stopped, and runs on",
     "cancelled": "it was cancelled part way",
 }
 
 
-def _key(step_id: str) -> str:
-    return f"{_KEY}{step_id}"
-
-
-def remember(task: Task, step: TaskStep, call: PendingToolCall, state: str) -> None:
+def remember(task: Task, call: PendingToolCall, state: str) -> None:
     """In the stopped run: keep ``call`` if its tool had begun (``state`` from CallProgress)."""
     if state not in _STATES:
         return  # not_started: nothing happened
@@ -40,20 +42,23 @@ def remember(task: Task, step: TaskStep, call: PendingToolCall, state: str) -> N
         tool_kwargs=call.tool_kwargs,
         state=state,  # type: ignore[arg-type]
     )
-    task.extra_state.setdefault(_key(step.step_id), []).append(
-        begun.model_dump(mode="json")
-    )
+    task.extra_state.setdefault(_KEY, []).append(begun.model_dump(mode="json"))
 
 
-def carry_over(stopped: dict[str, Any], restored: dict[str, Any], step_id: str) -> None:
+def carry_over(stopped: dict[str, Any], restored: dict[str, Any]) -> None:
     """After a rollback to ``restored``: keep the calls the stopped run noted in ``stopped``.
 
     Added to those of earlier stopped runs (a retry stopped again still owes the first note).
     """
-    key = _key(step_id)
-    new = [c for c in stopped.get(key, []) if c not in restored.get(key, [])]
+    new = [c for c in stopped.get(_KEY, []) if c not in restored.get(_KEY, [])]
     if new:
-        restored[key] = [*restored.get(key, []), *new]
+        restored[_KEY] = [*restored.get(_KEY, []), *new]
+
+
+def left_untold(extra_state: dict[str, Any]) -> dict[str, Any]:
+    """What a task's successor takes over from it when Stop ended it: the calls its model was
+    not told of yet ({} if none)."""
+    return {_KEY: extra_state[_KEY]} if extra_state.get(_KEY) else {}
 
 
 def note_text(calls: Sequence[BegunCall]) -> str:
@@ -64,9 +69,8 @@ def note_text(calls: Sequence[BegunCall]) -> str:
     ]
     return "\n".join(
         [
-            "Note from the application (not from the person): an earlier attempt at this step "
-            "was stopped by the person after these tool calls had begun. Their effect may "
-            "already have happened (or may still happen):",
+            f"{NOTE_START} That run was taken back, but these calls had begun, so their "
+            "effect may already have happened (or may still happen):",
             *lines,
             "Do not call them again unless the person asks you to.",
         ]
@@ -74,9 +78,9 @@ def note_text(calls: Sequence[BegunCall]) -> str:
 
 
 def take_note(task: Task, step: TaskStep) -> StoppedCallsNote | None:
-    """The note for the step's request, if a stopped run of it had begun calls; taken once per run
-    (the run's checkpoint keeps it, so an undo or another Stop gives it to the next run)."""
-    kept = task.extra_state.pop(_key(step.step_id), None)
+    """The note for ``step``'s request, if stopped runs had begun calls; taken once (the step's
+    checkpoint keeps it, so an undo of the step or another Stop gives it to the next run)."""
+    kept = task.extra_state.pop(_KEY, None)
     if not kept:
         return None
     calls = [BegunCall.model_validate(c) for c in kept]

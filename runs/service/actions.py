@@ -24,6 +24,7 @@ from runs.engine import (
     ToolArgumentsError,
     UnknownTaskError,
 )
+from runs.engine.stopped_note import left_untold
 from runs.models import (
     ApprovalMode,
     Attachment,
@@ -319,6 +320,10 @@ async def send_message(
             await _check(quotas.take_run, task_pk)
             await _check(set_title, task_pk, text)
             extra_state = await _carried(runtime, view)
+            # calls a Stop cut off in the turn before, that may have taken effect: the new turn's
+            # model is told of them (runs.engine.stopped_note)
+            stopped = await database_sync_to_async(queries.stopped_turn_state)(task_pk)
+            extra_state.update(left_untold(stopped))
             if accepts_images:
                 # the seed's image_docs, as data URLs: the model server cannot fetch this server's URLs
                 extra_state["image_docs"] = [data_url(a) for a in attachments]

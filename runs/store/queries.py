@@ -264,6 +264,19 @@ def mode_of(task_pk: int) -> str:
     return Task.objects.values_list("mode", flat=True).get(pk=task_pk)
 
 
+def stopped_turn_state(task_pk: int) -> dict[str, Any]:
+    """The worker state of the notebook's newest turn if Stop ended it (abandoned), else {}."""
+    newest = (
+        Turn.objects.filter(task_id=task_pk)
+        .order_by("-index")
+        .values_list("status", "extra_state")
+        .first()
+    )
+    if newest is None or newest[0] != TurnStatus.ABANDONED:
+        return {}
+    return dict(newest[1] or {})
+
+
 def abandon_requested(task_pk: int) -> bool:
     return bool(Task.objects.filter(pk=task_pk, abandon_requested=True).exists())
 

@@ -13,7 +13,7 @@ import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
 import { cutNotice, modelCutNotice } from "./cut.js";
 import { ProseTally, hiddenNote, proseNote, revealText } from "./hidden.js";
-import { stoppedCallNote } from "./stopped_call.js";
+import { stoppedCallNote, toldOfStoppedCalls } from "./stopped_call.js";
 import { isReAct, reactBlocks, reactParts } from "./react.js";
 import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
 import { costLine } from "./cost.js";
@@ -283,6 +283,8 @@ class StepView {
       body.push(h("div", { class: "step-input" }, h("span", { class: "field-label" }, "Input"), h("div", { class: "cell-text" }, step.input)));
     }
     if (live) {
+      const told = toldOfStoppedCalls(live);
+      if (told) body.push(told);
       for (const stream of live.streams) {
         const { root, view } = textBlock(stream.phase, "stream-text");
         const label = stream.phase || (stream.agent !== "agent" ? stream.agent : null);
@@ -450,6 +452,7 @@ function earlierRuns(step, attempts) {
         "div",
         { class: `attempt attempt-${attempt.status}` },
         h("span", { class: `badge status status-${attempt.status}` }, attempt.status),
+        toldOfStoppedCalls(attempt),
         attempt.streams.map((s) => assistantText(s.text, "attempt-text", s.phase)),
         attempt.calls.size ? h("div", { class: "tool-cards" }, [...attempt.calls.values()].map((c) => callCard(step, c, false))) : null,
         attempt.error ? h("div", { class: "step-error" }, attempt.error) : null,

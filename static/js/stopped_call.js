@@ -2,7 +2,9 @@
 //
 // A plain-function tool runs in a worker thread that Stop cannot stop: the card says its effect
 // may have happened, and, if the thread ended while the server ran, what it returned and when.
-// That late outcome is only recorded: the model was not given it and nothing ran again.
+// That late outcome is only recorded: the model was not given it and nothing ran again. When the
+// step runs again, its model is told of the calls that had begun (runs/engine/stopped_note.py):
+// the run shows that note, word for word.
 
 import { formatDuration, h } from "./dom.js";
 import { cutNotice } from "./cut.js";
@@ -41,5 +43,16 @@ function lateOutcome(late) {
     h("pre", { class: "tool-pre tool-late-output" }, late.content),
     late.cut ? cutNotice(late.cut) : null,
     h("p", { class: "tool-late-note" }, NOT_FOR_MODEL),
+  );
+}
+
+/** What a run's model was told of calls an earlier, stopped run had begun; null if nothing. */
+export function toldOfStoppedCalls(attempt) {
+  if (!attempt.toldOfStopped) return null;
+  return h(
+    "div",
+    { class: "told-of-stopped", role: "note" },
+    h("span", { class: "field-label" }, "The model was told:"),
+    h("pre", { class: "tool-pre told-of-stopped-text" }, attempt.toldOfStopped),
   );
 }

@@ -79,7 +79,7 @@ export function createModel() {
 // --- records ---------------------------------------------------------------------------------
 
 function newAttempt(at) {
-  return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), reasoning: [], output: "", usage: null, error: null, errorType: null };
+  return { status: "running", startedAt: at ?? null, endedAt: null, streams: [], calls: new Map(), reasoning: [], output: "", usage: null, error: null, errorType: null, toldOfStopped: null };
 }
 
 function newStream(phase, agent, announced = true) {
@@ -292,6 +292,10 @@ const STEP_EVENTS = {
     // Stop reached the call before it returned: left_running (a thread that runs on), cancelled, not_started
     const call = ensureCall(currentAttempt(step, event.at), event);
     Object.assign(call, { status: "interrupted", stopped: event.state, stoppedAt: event.stopped_at, endedAt: event.stopped_at });
+  },
+  stopped_calls_note(model, step, event) {
+    // this run's model was told of calls an earlier, stopped run had begun: exactly this text
+    currentAttempt(step, event.at).toldOfStopped = event.text;
   },
   tool_call_late_outcome(model, step, event) {
     // what a thread left running by Stop returned at last: for the audit, never for the model

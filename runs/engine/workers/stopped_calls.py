@@ -5,7 +5,7 @@ cancellation reaches: the function runs on, and whatever it does still happens. 
 call gets a ToolCallStopped saying how far its tool had got, and a call left running gets a
 ToolCallLateOutcome when its thread ends: the audit's record of what the tool finally did (only
 recorded: the model is not given it, and nothing runs again). A call whose tool had begun is also
-kept for the step's retry, whose model is told of it (runs.engine.stopped_note).
+kept: the model's next request tells it of the call (runs.engine.stopped_note).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ async def report_stopped(
 ) -> None:
     """Record how far the cancelled call got; a thread left running reports its end later."""
     stopped = time.time()
-    remember(task, step, call, progress.state)  # the step's retry tells the model of it
+    remember(task, call, progress.state)  # the next request tells the model of it
     event = ToolCallStopped(
         task_id=task.task_id,
         step_id=step.step_id,
