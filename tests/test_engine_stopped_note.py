@@ -26,6 +26,7 @@ from runs.engine import (
     FunctionTool,
     InMemoryStateStore,
     ParallelAgentRunner,
+    ReActAgentWorker,
     StoppedCallsNote,
     TaskState,
 )
@@ -52,9 +53,11 @@ def _agent(
     tool: FunctionTool,
     parallel: bool = False,
     store: InMemoryStateStore | None = None,
+    react: bool = False,
 ) -> tuple[AgentRunner, Recorder]:
     recorder = Recorder()
-    worker = FunctionCallingAgentWorker.from_tools([tool], llm=llm_for(server))
+    kind = ReActAgentWorker if react else FunctionCallingAgentWorker
+    worker = kind.from_tools([tool], llm=llm_for(server))
     runner = ParallelAgentRunner if parallel else AgentRunner
     return runner(worker, on_event=recorder, state_store=store), recorder  # type: ignore[arg-type]
 
@@ -153,3 +156,25 @@ async def test_a_call_stopped_before_its_tool_began_gives_no_note(gate: Gate) ->
         assert (
             gate.runs == 1
         )  # asked as before, the model calls it: it runs for the first time
+
+
+async def test_a_react_agent_is_told_too(gate: Gate) -> None:
+    """Every worker asks through llm_turn, so the note reaches a ReAct prompt the same way."""
+    archive = Rule(
+        match=Match(last_user_contains="archive"),
+        reply=Reply(
+            text='Thought: archive it\nAction: archive\nAction Input: {"name": "a.txt"}'
+        ),
+    )
+    heeds = Rule(
+        match=Match(system_contains=NOTE_START),
+        reply=Reply(text="Thought: it may be done already\nAnswer: Not again."),
+    )
+    with serving(heeds, archive) as server:
+        agent, recorder = _agent(server, gate.sync_tool(), react=True)
+        task_id = await _stop_while_running(agent, gate)
+        output = await asyncio.wait_for(agent.arun_step(task_id), 10)
+        note = _note(recorder)
+        assert _last_sent(server) == {"role": "system", "content": note.text}
+        assert output.output.response == "Not again."
+        assert gate.runs == 1
