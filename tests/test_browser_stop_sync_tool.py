@@ -182,7 +182,10 @@ def test_sending_again_after_stop_tells_the_model_the_call_had_begun_and_shows_i
     told.wait_for()
     shown = told.locator(".told-of-stopped-text").inner_text()
     assert told.text_content().startswith("The model was told:")
-    assert 'archive_report({"title": "Quarterly sales", "seconds": 60})' in shown
+    assert (
+        '"archive_report" with arguments {"title": "Quarterly sales", "seconds": 60}'
+        in shown
+    )
     assert "Do not call them again unless the person asks you to." in shown
     expect(retry.locator(".badge.status").first).to_have_text("completed")
     assert "I won't archive it again" in page.locator("#cells").inner_text()
