@@ -121,7 +121,10 @@ class InPlace(StepRun):
     def roll_back(self, status: StepStatus | None) -> None:
         state, checkpoint = self.state, self.checkpoint
         state.task.memory.truncate(checkpoint.memory_length)
-        carry_over(state.task.extra_state, checkpoint.extra_state)
+        if (
+            status is StepStatus.INTERRUPTED
+        ):  # stopped: what its calls began is owed a note
+            carry_over(state.task.extra_state, checkpoint.extra_state)
         state.task.extra_state = checkpoint.extra_state
         del state.completed_steps[self.done_before :]
         del state.checkpoints[self.done_before :]
@@ -206,7 +209,8 @@ class Branch(StepRun):
         async with self.runner._lock(self.task_id):
             state = await self.runner._load(self.task_id)
             if any(s.step_id == step_id for s in state.step_queue):
-                carry_over(self._work.extra_state, state.task.extra_state)
+                if status is StepStatus.INTERRUPTED:
+                    carry_over(self._work.extra_state, state.task.extra_state)
                 if status is None:
                     state.step_status.pop(step_id, None)
                 else:

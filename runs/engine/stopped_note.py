@@ -46,7 +46,9 @@ def remember(task: Task, call: PendingToolCall, state: str) -> None:
 
 
 def carry_over(stopped: dict[str, Any], restored: dict[str, Any]) -> None:
-    """After a rollback to ``restored``: keep the calls the stopped run noted in ``stopped``.
+    """After a Stop's rollback to ``restored``: keep the calls the stopped run noted in
+    ``stopped`` (a step that failed instead leaves the task as it was: its note would say the
+    person pressed Stop, which they did not).
 
     Added to those of earlier stopped runs (a retry stopped again still owes the first note).
     """
