@@ -305,7 +305,8 @@ def test_a_plans_edited_call_is_what_the_page_the_model_and_the_tool_saw(
     assert "$" not in shown["expression"], shown
     planned = evaluation.locator(".tool-planned")
     assert "$1" in planned.inner_text() and "$2" in planned.inner_text()
-    evaluation.scroll_into_view_if_needed()
+    # the card may be drawn again as the run's events arrive: scroll whichever is there now
+    evaluation.evaluate("(card) => card.scrollIntoView({ block: 'center' })")
     shots_at_both_sizes(page, artifacts_dir, "surface-page-6-plan-call-with-values")
     # the joiner then answers by itself in tools mode
     page.locator("article.cell-step[data-status='pending']").get_by_role(
