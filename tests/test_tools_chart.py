@@ -263,3 +263,19 @@ def test_tables_are_recognised_in_both_shapes() -> None:
         and as_table([1, 2]) is None
         and as_table([]) is None
     )
+
+
+def test_the_page_caps_the_same_counts_as_the_tool() -> None:
+    """One list in two languages (static/js/render/chart_limits.js): a cap changed on one side
+    only would draw on the page what the tool refuses, or the other way round."""
+    import re
+    from pathlib import Path
+
+    from runs.presets.tools.chart_safety import COUNT_LIMITS
+
+    source = (
+        Path(__file__).resolve().parent.parent / "static/js/render/chart_limits.js"
+    ).read_text()
+    table = source[source.index("COUNT_LIMITS") : source.index("]);")]
+    page = {name: int(cap) for name, cap in re.findall(r'\["(\w+)", (\d+)\]', table)}
+    assert page == COUNT_LIMITS
