@@ -11,8 +11,11 @@ members directly instead of starting a task per member.
 Every streamed token is one message per socket, so the per-message work is cut further:
 
 - Channels builds a new `asyncio.Queue` on every `send()` and `receive()` (the default argument
-  of `setdefault` is built whether or not the channel has one); here one is built only for a
-  channel that has none.
+  of `setdefault` is built whether or not the channel has one), and drops a channel's queue
+  whenever a `receive()` empties it: a socket reads every message as it comes, so each one cost
+  a new queue (and its first wait, a lock to bind it to the loop). Here a queue is built only
+  for a channel that has none, and an empty one is dropped by the sweep, once nobody is
+  receiving on it (a closed socket's channel), not after every message.
 - Channels deep-copies every message it queues, so that no receiver can change what another one
   (or the sender) holds. A message whose values are all immutable scalars (str, int, float,
   bool, None, bytes: a `delta`'s type and text, a catch-up nudge) gets a shallow copy instead,
@@ -56,6 +59,8 @@ class InMemoryLayer(InMemoryChannelLayer):
         super().__init__(*args, **kwargs)
         self._swept_at = 0.0
         self.drops = DropCounter(self.capacity)
+        # channel -> how many receive() calls wait on it (their queue is kept while any does)
+        self._receivers: dict[str, int] = {}
 
     @property
     def dropped(self) -> int:
@@ -68,6 +73,9 @@ class InMemoryLayer(InMemoryChannelLayer):
             return
         self._swept_at = now
         super()._clean_expired()  # type: ignore[misc]  # not in the stubs
+        for channel, queue in list(self.channels.items()):
+            if queue.empty() and channel not in self._receivers:
+                del self.channels[channel]  # an idle channel holds no queue
 
     def _queue(self, channel: str) -> asyncio.Queue[tuple[float, dict[str, Any]]]:
         queue = self.channels.get(channel)
@@ -95,11 +103,13 @@ class InMemoryLayer(InMemoryChannelLayer):
         self.require_valid_channel_name(channel)
         self._clean_expired()
         queue = self._queue(channel)
+        self._receivers[channel] = self._receivers.get(channel, 0) + 1
         try:
             _, message = await queue.get()
         finally:
-            if queue.empty():  # as Channels does: an idle channel holds no queue
-                self.channels.pop(channel, None)
+            left = self._receivers.pop(channel) - 1
+            if left:
+                self._receivers[channel] = left
         return message
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:

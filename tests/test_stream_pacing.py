@@ -89,7 +89,8 @@ async def received(channel: str) -> list[dict[str, Any]]:
     for _ in range(100):  # let the sender finish (it never waits here unless gathering)
         await asyncio.sleep(0)
     out = []
-    while channel in layer.channels:
+    queue = layer.channels.get(channel)
+    while queue is not None and not queue.empty():
         out.append(await layer.receive(channel))
     return out
 
