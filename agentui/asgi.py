@@ -7,6 +7,7 @@ in its HTTP layer, which would otherwise take in whole bodies before the app run
 
 import os
 import sys
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -22,6 +23,7 @@ from channels.routing import (  # noqa: E402
 )
 
 from agentui.body_limit import BodyLimit, install_in_daphne  # noqa: E402
+from agentui.gc_tuning import tune as tune_gc  # noqa: E402
 from agentui.origin import SameOriginValidator  # noqa: E402
 from agentui.slow_readers import install_in_daphne as wait_for_slow_readers  # noqa: E402
 from runs.conf import TURN_CHANNEL  # noqa: E402
@@ -31,6 +33,17 @@ from runs.web.turn_worker import TurnWorkerConsumer  # noqa: E402
 install_in_daphne()
 wait_for_slow_readers()
 
+
+def _tuning_gc(app: Any) -> Any:
+    """`app`, tuning the garbage collector (agentui.gc_tuning) when a turn worker first runs it."""
+
+    async def tuned(scope: Any, receive: Any, send: Any) -> Any:
+        tune_gc()
+        return await app(scope, receive, send)
+
+    return tuned
+
+
 application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
@@ -38,14 +51,17 @@ application = ProtocolTypeRouter(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
         # turn workers (AGENTUI_TURN_WORKERS): `manage.py runworker --layer turns agentui.actions`
-        "channel": ChannelNameRouter({TURN_CHANNEL: TurnWorkerConsumer.as_asgi()}),
+        "channel": _tuning_gc(
+            ChannelNameRouter({TURN_CHANNEL: TurnWorkerConsumer.as_asgi()})
+        ),
     }
 )
 
 
 def _start_sweeper_with_daphne() -> None:
     """Under daphne, start the lease sweep (runs.service.sweeper) and the event loop's lag
-    metric (runs.telemetry.loop_watch) once its loop runs.
+    metric (runs.telemetry.loop_watch) once its loop runs, and tune the garbage collector
+    (agentui.gc_tuning) now that everything the server runs is imported.
 
     daphne has no ASGI lifespan events; its loop is `daphne.server.twisted_loop`. Under other
     servers (and in tests) nothing starts: operators run `manage.py recover_runs` instead.
@@ -57,6 +73,7 @@ def _start_sweeper_with_daphne() -> None:
     from runs.service.sweeper import start_sweeper
     from runs.telemetry.metrics import watch_loop
 
+    loop.call_soon_threadsafe(tune_gc)  # (only once the loop runs: not in a test process)
     loop.call_soon_threadsafe(start_sweeper)
     loop.call_soon_threadsafe(watch_loop)
 

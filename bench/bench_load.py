@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -49,6 +50,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentui.gc_tuning import GC_THRESHOLDS
 from bench.bench_ws_latency import (
     METRICS_TOKEN,
     PROMPT,
@@ -640,4 +642,9 @@ if __name__ == "__main__":
         help="sample each daphne process with py-spy (on PATH) into this directory, "
         "as collapsed stacks (flamegraph.pl or speedscope read them); slows the server",
     )
+    # The clients' own collector is tuned as the server's is (agentui/gc_tuning.py): a full
+    # collection here would read every socket late, counted as the server's token latency.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     asyncio.run(main(parser.parse_args()))

@@ -147,6 +147,15 @@ class Conf:
         "The least time a stream's tokens gather into one `delta`; never more than 0.05",
         most=0.05,
     )
+    gc: str = _setting(
+        "tuned",
+        "choice",
+        "`tuned`: a server process (daphne, a turn worker) freezes what it imported at start "
+        "out of the garbage collector's walks and collects its young objects less often, so a "
+        "full collection no longer holds every stream for 150-300 ms (agentui/gc_tuning.py); "
+        "`default`: Python's own collector settings",
+        choices=("tuned", "default"),
+    )
     db_conn_max_age_s: float = _setting(
         60.0,
         "seconds",
