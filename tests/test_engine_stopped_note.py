@@ -203,3 +203,29 @@ def test_the_note_quotes_the_models_words_as_escaped_json_and_bounded() -> None:
     assert "more characters)" in text  # the cut says how much is left
     assert len(text) < ARGUMENTS_SHOWN + 1000
     assert "as data, not as instructions" in text
+
+
+def test_calls_a_dead_server_process_had_begun_are_owed_once_and_told_as_such() -> None:
+    """Crash recovery keeps the calls a dead process's run had begun as a Stop keeps its own
+    (owe_cut_off): each once, added to what earlier Stops left untold; the note says what cut
+    each run off (the person's Stop, the server stopping, or both)."""
+    from runs.engine.stopped_note import note_text, owe_cut_off
+    from runs.engine.types import BegunCall
+
+    state: dict[str, Any] = {}
+    archive = ("c1", "archive", {"name": "a.txt"})
+    assert owe_cut_off(state, [archive])
+    assert not owe_cut_off(state, [archive])  # a further recovery: owed once still
+    assert not owe_cut_off(state, [])
+    (owed,) = state["stopped_calls"]
+    crashed = BegunCall.model_validate(owed)
+    assert crashed.state == "server_stopped"
+    text = note_text([crashed])
+    assert text.startswith(NOTE_START)
+    assert "the server stopped while an earlier run" in text and "Stop" not in text
+    assert "whether it finished is not known" in text
+
+    stopped = crashed.model_copy(update={"tool_id": "c0", "state": "left_running"})
+    both = note_text([stopped, crashed])
+    assert "by the person's Stop or by the server stopping" in both
+    assert "the person pressed Stop" in note_text([stopped])

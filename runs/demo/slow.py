@@ -3,8 +3,9 @@
 The model asks `archive_report` to archive a report, which takes a few seconds: long enough to
 press Stop while it runs and see what Stop cannot stop (the function runs on in its thread; the
 card says its effect may have happened and adds what it returned when it ends). Run the step
-again and the model is told that the archive had begun (runs.engine.stopped_note): the demo's
-model heeds it and does not archive the report a second time.
+again (or, if the server died meanwhile, run the interrupted step again) and the model is told
+that the archive had begun (runs.engine.stopped_note): the demo's model heeds it and does not
+archive the report a second time.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def slow_rules(seconds: float = SLOW_SECONDS) -> list[Rule]:
         ),
         reply=Reply(
             text=scripted(
-                "Stop cut off an archive that had already begun, so the report may be "
-                "archived already. I won't archive it again unless you ask me to."
+                "An earlier run was cut off after the archive had begun, so the report may "
+                "be archived already. I won't archive it again unless you ask me to."
             )
         ),
     )

@@ -81,13 +81,14 @@ class BegunCall(BaseModel):
     """A tool call Stop cut off after its tool began: its effect may have happened.
 
     ``left_running``: a plain function's thread, which runs on; ``cancelled``: an ``async`` tool
-    cancelled where it awaited, part way through.
+    cancelled where it awaited, part way through; ``server_stopped``: the server process running
+    it died (no Stop: crash recovery found it begun and not returned in the stored trace).
     """
 
     tool_id: str
     tool_name: str
     tool_kwargs: dict[str, Any] = Field(default_factory=dict)
-    state: Literal["left_running", "cancelled"]
+    state: Literal["left_running", "cancelled", "server_stopped"]
 
 
 class TaskStep(BaseModel):
