@@ -102,8 +102,9 @@ async def test_a_step_the_person_approves_one_by_one_waits_interrupted(
     assert (await Task.objects.aget(pk=task.pk)).lease_owner == ""
 
 
-@pytest.mark.parametrize("finished", ["tool_call_result", "agent_output"])
-async def test_a_step_whose_call_finished_is_not_run_again(
+# a finished model call, a tool call that returned, or one that began (it may have taken effect)
+@pytest.mark.parametrize("finished", ["tool_call_result", "agent_output", "tool_call"])
+async def test_a_step_whose_call_finished_or_began_is_not_run_again(
     scripted_server: Any, finished: str
 ) -> None:
     server = scripted_server(analyst_script())
@@ -111,7 +112,7 @@ async def test_a_step_whose_call_finished_is_not_run_again(
         task, first = await first_step_run(server)
         calls = await waiting_step(task)  # the tool-calls step, waiting
         turn_pk = (await Step.objects.aget(step_id=calls)).turn_id
-        # its run had started, and a call of it had finished, when the server died
+        # its run had started, and a call of it had finished (or begun), when the server died
         for kind in ("step_started", finished):
             payload = {"type": kind, "step_id": calls, "at": time.time()}
             await database_sync_to_async(store_event)(task.pk, payload, turn_pk)

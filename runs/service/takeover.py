@@ -10,10 +10,12 @@ repeats nothing that had finished:
 - the step would have run by itself in the notebook's mode (`auto`; in `tools` mode a step
   that calls no tools): a step the person approves one by one waits, interrupted, for them
   to run it again;
-- the step belongs to the active turn and no call of its cut-off run finished: no model
-  reply and no tool result of it is stored (a model call cut off mid-stream never completed,
-  so calling it again makes nothing twice; a call that finished would be made again, so such
-  a step waits for the person instead).
+- the step belongs to the active turn and its cut-off run made no call that running it again
+  would repeat: no model reply of it is stored and no tool call of it began (a model call cut
+  off mid-stream never completed, so calling it again makes nothing twice; a finished model
+  call would be made again, and a tool call that began may have taken effect, so such a step
+  waits for the person instead, and the model is told of the calls that had begun:
+  runs.service.recovery).
 
 The lease is the only claim: of two processes that find the same orphan at once one takes the
 lease, and every write of its run is fenced by it (runs.store.fence). Runs in server processes
@@ -75,7 +77,7 @@ def resumable(task_pk: int, found: list[tuple[str, str]]) -> tuple[str, str] | N
             step is not None
             and step.status in queries.RUNNABLE
             and runs_by_itself(mode, step.kind)
-            and not queries.calls_finished_in_last_run(task_pk, step.step_id)
+            and not queries.calls_made_in_last_run(task_pk, step.step_id)
         ):
             return turn_id, step.step_id
     return None

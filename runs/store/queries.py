@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q, Subquery
+from django.db.models import Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Length
 
@@ -245,10 +245,8 @@ def running_streams(task_pk: int) -> list[tuple[str, str, str]]:
     return [(r.step_id, r.stream_phase, r.stream_text) for r in rows]
 
 
-def calls_finished_in_last_run(task_pk: int, step_id: str) -> bool:
-    """Whether a model call or a tool call of the step's last run (since its last
-    `step_started`) finished: its reply or result is stored, and running the step again
-    would make that call twice."""
+def _last_run(task_pk: int, step_id: str) -> QuerySet[Event]:
+    """The events of the step's last run: since its last `step_started`."""
     events = Event.objects.filter(task_id=task_pk, step_id=step_id)
     started = (
         events.filter(type="step_started")
@@ -256,8 +254,15 @@ def calls_finished_in_last_run(task_pk: int, step_id: str) -> bool:
         .values_list("seq", flat=True)
         .first()
     )
-    finished = events.filter(type__in=("agent_output", "tool_call_result"))
-    return finished.filter(seq__gt=started or 0).exists()
+    return events.filter(seq__gt=started or 0)
+
+
+def calls_made_in_last_run(task_pk: int, step_id: str) -> bool:
+    """Whether a model call of the step's last run finished (its reply is stored) or a tool
+    call of it began (its `tool_call` is stored before the tool runs): running the step again
+    would make that call twice."""
+    made = ("agent_output", "tool_call", "tool_call_result")
+    return _last_run(task_pk, step_id).filter(type__in=made).exists()
 
 
 def mode_of(task_pk: int) -> str:
