@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from runs.engine.testing import Match, Reply, Rule, Script, Timing
-from runs.models import Step
+from runs.engine.stopped_note import NOTE_START
+from runs.engine.testing import Match, Reply, Rule, Script, Timing, ToolCallSpec
+from runs.models import Event, Step
 from tests.live_support import ANSWER, QUESTION, analyst_rules
 
 # longer than pytest.ini's default: a dozen Django processes per test (140 s each under load)
@@ -112,40 +113,62 @@ def only_turn(state: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
+def query(database_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of `sql` (with %s placeholders) read straight from the test's database."""
+    if database_url.startswith("sqlite:///"):
+        with closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
+            return db.execute(sql.replace("%s", "?"), params).fetchall()
+    import psycopg
+
+    with psycopg.connect(database_url) as db:
+        return db.execute(sql, params).fetchall()
+
+
 def stored_stream_text(database_url: str, pk: str) -> str:
     """What the database holds of the notebook's running step's streamed text ("" if none)."""
     table = Step._meta.db_table
     text, task, status = (
         Step._meta.get_field(name).column for name in ("stream_text", "task", "status")
     )
-    query = f"SELECT {text} FROM {table} WHERE {task} = %s AND {status} = 'running'"
-    if database_url.startswith("sqlite:///"):
-        with closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
-            rows = db.execute(query.replace("%s", "?"), (int(pk),)).fetchall()
-    else:
-        import psycopg
-
-        with psycopg.connect(database_url) as db:
-            rows = db.execute(query, (int(pk),)).fetchall()
-    return "".join(row[0] or "" for row in rows)
+    sql = f"SELECT {text} FROM {table} WHERE {task} = %s AND {status} = 'running'"
+    return "".join(row[0] or "" for row in query(database_url, sql, int(pk)))
 
 
-def crash_mid_step(child: dict[str, str], pk: str) -> None:
-    """Send SLOW in a process of its own and kill -9 it while the step streams, once some of
-    the stream is stored."""
+def stored_payloads(database_url: str, pk: str, kind: str) -> list[dict[str, Any]]:
+    """The payloads of the notebook's stored events of type `kind`, oldest first."""
+    table = Event._meta.db_table
+    payload, task, type_, seq = (
+        Event._meta.get_field(name).column
+        for name in ("payload", "task", "type", "seq")
+    )
+    sql = f"SELECT {payload} FROM {table} WHERE {task} = %s AND {type_} = %s ORDER BY {seq}"
+    rows = query(database_url, sql, int(pk), kind)
+    return [json.loads(p) if isinstance(p, str) else p for (p,) in rows]
+
+
+def crash_mid_step(
+    child: dict[str, str],
+    pk: str,
+    text: str = SLOW,
+    until: Callable[[], object] | None = None,
+    what: str = "the slow step's stream was never stored",
+) -> None:
+    """Send `text` in a process of its own and kill -9 it mid-step, once `until()` holds (by
+    default: some of SLOW's stream is stored)."""
+    url = child["DATABASE_URL"]
+    if until is None:
+        until = lambda: stored_stream_text(url, pk).startswith("once once")  # noqa: E731
     crashing = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "notebook", "send", pk, SLOW],
+        [sys.executable, str(ROOT / "manage.py"), "notebook", "send", pk, text],
         env=child,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not stored_stream_text(child["DATABASE_URL"], pk).startswith("once once"):
-            assert time.monotonic() < deadline, (
-                "the slow step's stream was never stored"
-            )
+        deadline = time.monotonic() + 60
+        while not until():
+            assert time.monotonic() < deadline, what
             assert crashing.poll() is None
             time.sleep(0.02)
         os.kill(crashing.pid, signal.SIGKILL)
@@ -288,3 +311,77 @@ def test_a_server_takes_over_a_dead_process_turn_with_no_browser(env: Any) -> No
     assert types[-1] == "task_completed"
     # the cut-off call, then the one that answered
     assert [r.rule_name for r in server.requests] == ["slow", "fast"]
+
+
+ARCHIVE = "Archive the quarterly report"
+HEEDED = "The archive may have happened already; I will not archive it again."
+
+
+def test_a_crash_mid_tool_call_is_told_to_the_model_when_the_step_runs_again(
+    env: Any,
+) -> None:
+    """kill -9 while a plain-function tool runs (the demo's slow archive): after recovery the
+    step, run again, asks its model afresh, and that request ends with the note naming the
+    call that had begun; the stored `stopped_calls_note` is exactly what the model got."""
+    server, child = env
+    told = Rule(
+        name="told", match=Match(system_contains=NOTE_START), reply=Reply(text=HEEDED)
+    )
+    archive = Rule(
+        name="archive",
+        match=Match(last_user_contains=ARCHIVE, tool_results_since_user=0),
+        reply=Reply(
+            text="Archiving it.",
+            tool_calls=[
+                ToolCallSpec(
+                    name="archive_report",
+                    arguments={"title": "Q3", "seconds": 60},
+                    id="call_archive",
+                )
+            ],
+        ),
+    )
+    server.load(Script(rules=[told, archive]), reset_log=True)
+    pk = manage(child, "notebook", "create", "bob").strip()
+    url = child["DATABASE_URL"]
+    # killed while the tool sleeps in its thread: its call was stored before it began
+    crash_mid_step(
+        child,
+        pk,
+        ARCHIVE,
+        lambda: stored_payloads(url, pk, "tool_call"),
+        "the archive call never began",
+    )
+    assert [r.rule_name for r in server.requests] == ["archive"]
+    assert not stored_payloads(url, pk, "tool_call_result")
+
+    assert "1 interrupted" in manage(child, "recover_runs", "--force")
+    turn = only_turn(show(child, pk))
+    (step_id,) = turn["step_status"]
+    assert turn["step_status"] == {step_id: "interrupted"}
+    (owed,) = turn["task"]["extra_state"]["stopped_calls"]
+    assert owed["tool_name"] == "archive_report" and owed["state"] == "server_stopped"
+    manage(child, "recover_runs", "--force")  # a further restart: owed once still
+    assert only_turn(show(child, pk))["task"]["extra_state"]["stopped_calls"] == [owed]
+
+    manage(child, "notebook", "approve", pk, step_id)  # the person runs it again
+    assert [r.rule_name for r in server.requests] == ["archive", "told"]
+    sent = server.requests[-1].messages
+    (note,) = stored_payloads(url, pk, "stopped_calls_note")
+    assert sent[-1] == {"role": "system", "content": note["text"]}
+    assert sent[:-1] == server.requests[0].messages  # asked afresh, then told
+    assert note["text"].startswith(NOTE_START)
+    assert (
+        "the server stopped while an earlier run was making these tool calls"
+        in (note["text"])
+    )
+    assert (
+        '- "archive_report" with arguments {"title": "Q3", "seconds": 60}:'
+        in (note["text"])
+    )
+    assert [c["tool_id"] for c in note["calls"]] == ["call_archive"]
+    final = only_turn(show(child, pk))
+    assert final["response"] == HEEDED
+    assert "stopped_calls" not in final["task"]["extra_state"]  # given once
+    types = [e[1] for e in show(child, pk)["events"]]
+    assert types[types.index("stopped_calls_note") + 1] == "agent_input"

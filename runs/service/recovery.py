@@ -2,9 +2,11 @@
 
 A run holds its notebook's lease and renews it; a step still `running` while nobody holds a
 live lease was left behind by a server that stopped or died. Recovery takes the lease, marks
-such steps interrupted (nothing else changes: the engine saved the task before the step began,
-and completed steps are untouched), and publishes `step_interrupted`; the person can approve
-the step again. `manage.py recover_runs` runs it before a server starts; a server process
+such steps interrupted (the engine saved the task before the step began, and completed steps
+are untouched), and publishes `step_interrupted`; the person can approve the step again. The
+tool calls the cut-off run had begun (their `tool_call` stored, their result not) may have taken
+effect: they are kept in the turn's state as a Stop keeps its own (runs.engine.stopped_note), so
+the next model request, the step's or the next turn's, is told of them once. `manage.py recover_runs` runs it before a server starts; a server process
 goes further and runs the turn on (runs.service.takeover).
 """
 
@@ -17,12 +19,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.engine import StepStatus
-from runs.models import Step, Task
+from runs.engine import StepStatus, ToolCallDecision
+from runs.engine.stopped_note import owe_cut_off
+from runs.models import Step, Task, Turn
 from runs.protocol import StepInterrupted
 from runs.realtime.publisher import publisher_for
 from runs.service.lease import Lease, lease_is_dead
 from runs.service.status import refresh
+from runs.store import queries
 from runs.store.messages import tick
 
 logger = logging.getLogger(__name__)
@@ -50,20 +54,50 @@ def candidates(among: list[int] | None = None) -> list[int]:
 
 
 def mark_interrupted(task_pk: int) -> list[tuple[str, str]]:
-    """Mark the notebook's running steps interrupted; (turn engine id, step id) of each."""
-    rows = list(
-        Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn")
-    )
-    if not rows:
+    """Mark the notebook's running steps interrupted, owing their model a note of the calls
+    they had begun; (turn engine id, step id) of each."""
+    if not Step.objects.filter(task_id=task_pk, status=_RUNNING).exists():
         return []
     with transaction.atomic():
         tick(
             task_pk
-        )  # a state write: what runs.store.cache knew of these steps is stale
-        Step.objects.filter(pk__in=[r.pk for r in rows], status=_RUNNING).update(
+        )  # a state write: what runs.store.cache knew of these steps and turns is stale
+        rows = list(
+            Step.objects.filter(task_id=task_pk, status=_RUNNING).select_related("turn")
+        )
+        Step.objects.filter(pk__in=[r.pk for r in rows]).update(
             status=StepStatus.INTERRUPTED.value, ended_at=timezone.now()
         )
+        owe_begun_calls(task_pk, rows)
     return [(r.turn.engine_id, r.step_id) for r in rows]
+
+
+def owe_begun_calls(task_pk: int, rows: list[Step]) -> None:
+    """Keep in each turn's state the tool calls its cut-off steps (`rows`) had begun.
+
+    Once each: a step is marked interrupted (and found here) only once, in the same
+    transaction, and a call the turn owes a note of already is not added again."""
+    turns: dict[int, Turn] = {}
+    owing: set[int] = set()
+    for row in rows:
+        turn = turns.setdefault(row.turn_id, row.turn)
+        turn.extra_state = turn.extra_state or {}
+        # a rejected call, or one whose arguments did not parse, is answered without its tool
+        never_ran = {
+            call.get("tool_id")
+            for call in row.tool_calls or []
+            if call.get("decision") == ToolCallDecision.REJECTED.value
+            or call.get("arguments_error")
+        }
+        begun = [
+            call
+            for call in queries.calls_begun_in_last_run(task_pk, row.step_id)
+            if call[0] not in never_ran
+        ]
+        if owe_cut_off(turn.extra_state, begun):
+            owing.add(turn.pk)
+    for pk in owing:
+        Turn.objects.filter(pk=pk).update(extra_state=turns[pk].extra_state)
 
 
 async def interrupt_orphans(task_pk: int) -> list[tuple[str, str]]:

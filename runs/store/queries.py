@@ -265,6 +265,41 @@ def calls_made_in_last_run(task_pk: int, step_id: str) -> bool:
     return _last_run(task_pk, step_id).filter(type__in=made).exists()
 
 
+def calls_begun_in_last_run(
+    task_pk: int, step_id: str
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(tool id, name, arguments) of each tool call the step's last run began and whose
+    result is not stored, in the order they began: what a run cut off mid-call (its server
+    died) may have done. A call's `tool_call` event is stored before its tool is invoked
+    (runs.engine.workers.tool_calls), so a call not found here had not begun."""
+    rows = (
+        _last_run(task_pk, step_id)
+        .filter(type__in=("tool_call", "tool_call_result"))
+        .order_by("seq")
+        .values_list("type", "payload")
+    )
+    open_calls: list[dict[str, Any]] = []
+    for kind, payload in rows:
+        if kind == "tool_call":
+            open_calls.append(payload)
+            continue
+        # a result closes the earliest open call of its id (ids may repeat)
+        closed = next(
+            (c for c in open_calls if c.get("tool_id") == payload.get("tool_id")), None
+        )
+        if closed is not None:
+            open_calls.remove(closed)
+    return [
+        (str(c.get("tool_id", "")), str(c.get("tool_name", "")), _kwargs(c))
+        for c in open_calls
+    ]
+
+
+def _kwargs(payload: dict[str, Any]) -> dict[str, Any]:
+    kwargs = payload.get("tool_kwargs")
+    return dict(kwargs) if isinstance(kwargs, dict) else {}
+
+
 def mode_of(task_pk: int) -> str:
     return Task.objects.values_list("mode", flat=True).get(pk=task_pk)
 
