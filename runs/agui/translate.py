@@ -63,7 +63,7 @@ CUSTOM_TYPES = frozenset(
         "input_required",
         "tool_call_stopped",  # Stop cut a call off; `state` says whether its tool ran on
         "tool_call_late_outcome",
-        "stopped_calls_note",  # the retry's model was told of calls a Stop had cut off: `text`
+        "stopped_calls_note",  # the model was told of begun calls a Stop or crash cut off: `text`
     }
 )
 
