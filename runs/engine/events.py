@@ -132,9 +132,10 @@ class ToolCallLateOutcome(BaseEvent):
 
 
 class StoppedCallsNote(BaseEvent):
-    """The model was told, at the end of this step's request, of the calls an earlier run of the
-    step had begun before Stop cut it off (they may have taken effect); ``text`` is exactly the
-    note it was sent. Emitted just before the request's AgentInput, once per run of the step."""
+    """The model was told, at the end of this step's request, of the calls an earlier run had
+    begun before Stop, or the death of its server process, cut it off (they may have taken
+    effect); ``text`` is exactly the note it was sent. Emitted just before the request's
+    AgentInput, once per run of the step."""
 
     type: Literal["stopped_calls_note"] = "stopped_calls_note"
     text: str
