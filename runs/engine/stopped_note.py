@@ -1,4 +1,5 @@
-"""What the model is told after a Stop, or its server process dying, cut off tool calls that had begun.
+"""What the model is told after a Stop, or a dead server process, cut off tool calls that had
+begun.
 
 Stop rolls the step back, and the next request (the step run again, or the notebook's next turn
 when Stop ended the turn) asks the model as if nothing had happened, yet a call whose tool had
@@ -27,12 +28,12 @@ from .types import BegunCall, PendingToolCall, Task, TaskStep
 # how the note begins (a scripted model, like the demo's, recognises it by this)
 NOTE_START = "Note from the application (not from the person):"
 _KEY = "stopped_calls"  # the calls stopped runs had begun that the model was not yet told of
+SERVER_STOPPED = "server_stopped"  # the state of a call whose server process died
 _STATES = {
     "left_running": "it was still running when stopped, and runs on",
     "cancelled": "it was cancelled part way",
-    "server_stopped": "the server stopped while it ran; whether it finished is not known",
+    SERVER_STOPPED: "the server stopped while it ran; whether it finished is not known",
 }
-SERVER_STOPPED = "server_stopped"  # the state of a call whose server process died
 
 
 def _owe(extra_state: dict[str, Any], calls: Iterable[dict[str, Any]]) -> None:

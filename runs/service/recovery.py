@@ -6,8 +6,9 @@ such steps interrupted (the engine saved the task before the step began, and com
 are untouched), and publishes `step_interrupted`; the person can approve the step again. The
 tool calls the cut-off run had begun (their `tool_call` stored, their result not) may have taken
 effect: they are kept in the turn's state as a Stop keeps its own (runs.engine.stopped_note), so
-the next model request, the step's or the next turn's, is told of them once. `manage.py recover_runs` runs it before a server starts; a server process
-goes further and runs the turn on (runs.service.takeover).
+the next model request, the step's or the next turn's, is told of them once.
+`manage.py recover_runs` runs it before a server starts; a server process goes further and
+runs the turn on (runs.service.takeover).
 """
 
 from __future__ import annotations
