@@ -401,6 +401,12 @@ def live_message(live: bool) -> dict[str, Any]:
     return {"type": "live", "live": live}
 
 
+def deleted_message(deleted: dict[str, Any]) -> dict[str, Any]:
+    """The notebook was deleted (`deleted`: notebook, title, deleted_by, deleted_at); the
+    socket closes next, with CLOSE_DELETED."""
+    return {"type": "deleted", **deleted}
+
+
 def replay_done_message(last_seq: int) -> dict[str, Any]:
     return {"type": "replay_done", "last_seq": last_seq}
 

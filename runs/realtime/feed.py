@@ -32,7 +32,7 @@ JOIN_TIMEOUT_S = 5.0
 class Item:
     """One thing from the notebook: a stored event, a token delta, or an error for this feed."""
 
-    kind: str  # "event" | "delta" | "error"
+    kind: str  # "event" | "delta" | "error" | "deleted" (the notebook was deleted)
     payload: dict[str, Any]
     offset: int | None = None  # a delta's place in its model call's text
     seq: int | None = None  # a stored event's seq
@@ -116,6 +116,8 @@ class NotebookFeed:
         if kind == "notebook.delta":
             delta = json.loads(message["text"])
             return [Item("delta", delta.get("event") or {}, delta.get("offset"))]
+        if kind == "notebook.deleted":  # runs.service.deletion: nothing more will come
+            return [Item("deleted", message.get("deleted") or {})]
         if kind == "notebook.reply":
             reply = message.get("message") or {}
             return [Item("error", reply)] if reply.get("type") == "error" else []

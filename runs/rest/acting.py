@@ -235,3 +235,14 @@ async def reject_all_calls(
 async def approve_branches(request: HttpRequest, pk: int) -> Status[Any]:
     """Approve every waiting branch of a parallel agent's turn at once (409 if none waits)."""
     return await _act(request, pk, "approve_branches")
+
+
+@router.delete("/notebooks/{int:pk}", tags=["act"], response={204: None, **NOT_FOUND})
+async def delete_notebook(request: HttpRequest, pk: int) -> Status[None]:
+    """Delete the notebook for good: a turn going on is stopped first (as by Stop), then every
+    row of it goes (turns, steps, messages, events, images). Its forks stay. The deletion is on
+    record (who, when, which notebook, its title) and every open page is told. 404 for a
+    notebook that is not yours (a group reviewer's included) or no longer exists."""
+    await sync_to_async(own_notebook)(request, pk)
+    await service.delete_notebook(request.auth, pk)  # type: ignore[attr-defined]
+    return Status(204, None)

@@ -45,6 +45,8 @@ STREAM_DOC = """Server-Sent Events, one per line group:
   what follows is live;
 * `event: delta`, `data: {"offset", "event"}`: a streamed token (no id), `event` being
   the `agent_stream` event (`step_id`, `delta`) and `offset` its place in the model call's text;
+* `event: deleted`, `data: {"notebook", "title", "deleted_by", "deleted_at"}`: the notebook
+  was deleted; the stream ends;
 * `: keepalive` comments while nothing happens.
 
 Resume with the `Last-Event-ID` header (or `?after=`): the events after that seq follow.
@@ -134,6 +136,9 @@ async def _follow(feed: service.NotebookFeed, after: int) -> AsyncIterator[str]:
                     yield _message(
                         "delta", {"offset": item.offset, "event": item.payload}
                     )
+                elif item.kind == "deleted":  # the notebook is gone: the stream ends
+                    yield _message("deleted", item.payload)
+                    return
     finally:
         await feed.close()
 

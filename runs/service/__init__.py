@@ -67,6 +67,12 @@ from runs.service.data import (
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
+from runs.service.deletion import (
+    DELETED_MESSAGE,
+    delete_notebook,
+    deleted_json,
+    deletion_of,
+)
 from runs.service.dispatch import perform, take_forwarded
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
@@ -141,6 +147,10 @@ from runs.telemetry.config import TelemetryConfig
 from runs.telemetry.spans import trace_id_of
 
 __all__ = [
+    "DELETED_MESSAGE",
+    "delete_notebook",
+    "deleted_json",
+    "deletion_of",
     "budget_of",
     "budget_wait",
     "set_budget",

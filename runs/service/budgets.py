@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from runs.conf import conf
-from runs.models import Event, Task
+from runs.models import DeletedNotebook, Event, Task
 from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
 from runs.service.llm import llm_settings
 from runs.store.cost import cost_decimal, model_of, price_of
@@ -137,10 +137,12 @@ def base_budget(task: Task) -> dict[str, Any]:
     }
 
 
-def _spent(events: Any, task: Task) -> Spent:
-    """What these model calls used, costed per notebook model (a composed notebook calls its
-    own); with no calls, nothing, in dollars when `task`'s model has a price."""
-    used: dict[str, list[int]] = {}
+def usage_of(
+    events: Any, used: dict[str, list[int]] | None = None
+) -> dict[str, list[int]]:
+    """What these events' model calls used, per notebook model: {model: [prompt, completion]}
+    (added to `used`, when given)."""
+    used = {} if used is None else used
     for model, p, c in events.filter(type="agent_output").values_list(
         "task__model",
         "payload__usage__prompt_tokens",
@@ -149,6 +151,21 @@ def _spent(events: Any, task: Task) -> Spent:
         tokens = used.setdefault(model or "", [0, 0])
         tokens[0] += int(p or 0)
         tokens[1] += int(c or 0)
+    return used
+
+
+def _spent(
+    events: Any, task: Task, also: list[dict[str, list[int]]] | None = None
+) -> Spent:
+    """What these model calls used (and the usages `also`: of notebooks deleted today), costed
+    per notebook model (a composed notebook calls its own); with no calls, nothing, in dollars
+    when `task`'s model has a price."""
+    used = usage_of(events)
+    for usage in also or []:
+        for model, pair in usage.items():
+            tokens = used.setdefault(model, [0, 0])
+            tokens[0] += int(pair[0])
+            tokens[1] += int(pair[1])
     default = _default_model()
     usd: Decimal | None = None
     for model, (prompt, completion) in (used or {task.model: [0, 0]}).items():
@@ -169,10 +186,23 @@ def day_start(now: dt.datetime | None = None) -> float:
 
 
 def day_spent(task: Task) -> Spent:
-    """What the notebook's owner's model calls used since midnight (UTC), across notebooks."""
+    """What the notebook's owner's model calls used since midnight (UTC), across notebooks,
+    those they deleted today included (deleting a notebook gives no budget back)."""
+    start = day_start()
+    deleted = DeletedNotebook.objects.filter(
+        owner_id=task.owner_id, day_start=start
+    ).values_list("day_usage", flat=True)
     return _spent(
-        Event.objects.filter(task__owner_id=task.owner_id, at__gte=day_start()), task
+        Event.objects.filter(task__owner_id=task.owner_id, at__gte=start),
+        task,
+        list(deleted),
     )
+
+
+def day_usage(task_pk: int) -> tuple[float, dict[str, list[int]]]:
+    """Today's start and what the notebook's model calls used since (kept when it is deleted)."""
+    start = day_start()
+    return start, usage_of(Event.objects.filter(task_id=task_pk, at__gte=start))
 
 
 def _raises(turn_id: str) -> dict[tuple[str, str], Decimal | int]:

@@ -43,7 +43,7 @@ from runs.service.runtime import NotebookRuntime
 from runs.service.status import refresh
 from runs.service.waiting import deadline_for
 from runs.store import queries
-from runs.store.fence import LeaseLost
+from runs.store.fence import LeaseLost, NotebookGone
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,9 @@ async def drive(
             await _run_steps(runtime, turn_id, step_ids, origin)
     except asyncio.CancelledError:
         raise
+    except NotebookGone:
+        # deleted while it ran (runs.service.deletion): its pages were told; nothing to report
+        logger.info("notebook %s was deleted; its run stopped", runtime.task_pk)
     except LeaseLost:
         logger.error(
             "notebook %s: another server took the run over; this one stopped",

@@ -185,9 +185,14 @@ class Lease:
                 )
                 continue
             if not still_ours:
-                logger.error(
-                    "lost the lease on notebook %s; stopping its run", self.task_pk
-                )
+                if await Task.objects.filter(pk=self.task_pk).aexists():
+                    logger.error(
+                        "lost the lease on notebook %s; stopping its run", self.task_pk
+                    )
+                else:  # deleted (runs.service.deletion): its pages were told
+                    logger.info(
+                        "notebook %s was deleted; stopping its run", self.task_pk
+                    )
                 owner.cancel()
                 return
 

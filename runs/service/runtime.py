@@ -289,6 +289,12 @@ def running_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in _tasks if not t.done()]
 
 
+def forget(task_pk: int) -> None:
+    """Drop what this process cached of one notebook (it was deleted)."""
+    _runtimes.pop(task_pk, None)
+    cache.drop(task_pk)
+
+
 def forget_all() -> None:
     """Drop every cached runner, publisher and turn (tests switch LLM settings and loops)."""
     _runtimes.clear()

@@ -28,7 +28,12 @@ INBOX_MESSAGE = "inbox.changed"
 
 async def refresh(task_pk: int, running: bool = False) -> None:
     """Recompute the notebook's status; tell its owner's inbox when it changed."""
-    status, changed = await database_sync_to_async(update_status)(task_pk, running)
+    try:
+        status, changed = await database_sync_to_async(update_status)(task_pk, running)
+    except (
+        Task.DoesNotExist
+    ):  # deleted meanwhile (runs.service.deletion): nobody to tell
+        return
     if not changed:
         return
     owner = await database_sync_to_async(_owner)(task_pk)

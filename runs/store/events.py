@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runs.models import Event, Task
 from runs.store.columns import column, pk_column, table
-from runs.store.fence import check
+from runs.store.fence import check, gone
 
 # (turn pk, step id, type, payload, at) of one event
 EventRow = tuple[int | None, str | None, str, dict[str, Any], float]
@@ -56,7 +56,7 @@ def insert_at_once(task_pk: int, rows: list[EventRow], token: str | None) -> int
     """Store `rows` with the notebook's next seqs in one statement; the first seq.
 
     Fenced like `runs.store.fence.check` (`token`: the lease the events are written under):
-    LeaseLost if it was taken over, Task.DoesNotExist if the notebook is gone; nothing is
+    LeaseLost if it was taken over, `fence.gone`'s error if the notebook is gone; nothing is
     stored then.
     """
     payload = Event._meta.get_field("payload")
@@ -77,6 +77,6 @@ def insert_at_once(task_pk: int, rows: list[EventRow], token: str | None) -> int
         Task.objects.filter(pk=task_pk).values_list("lease_owner", flat=True).first()
     )
     if owner is None:
-        raise Task.DoesNotExist(f"notebook {task_pk} does not exist")
+        raise gone(task_pk, token)
     check(task_pk, owner, token)
     raise RuntimeError(f"notebook {task_pk}: {len(seqs)} of {len(rows)} events stored")

@@ -27,6 +27,20 @@ class LeaseLost(Exception):
     """This context's lease on the notebook was taken over: the write was refused."""
 
 
+class NotebookGone(LeaseLost):
+    """The notebook a lease holder writes to was deleted (runs.service.deletion) meanwhile: the
+    write was refused, as for a lease taken over. Its run stops quietly; nothing is written."""
+
+
+def gone(task_pk: int, token: str | None = None) -> Exception:
+    """What a write finding no notebook row raises: NotebookGone for a lease holder (its run
+    ends without noise), Task.DoesNotExist for code holding no lease."""
+    token = fence_token.get() if token is None else token
+    if token is not None:
+        return NotebookGone(f"notebook {task_pk} was deleted; its write was refused")
+    return Task.DoesNotExist(f"notebook {task_pk} does not exist")
+
+
 @contextmanager
 def fenced(token: str) -> Iterator[None]:
     """Fence every state write made in this context (and tasks started from it) with `token`."""
@@ -57,7 +71,7 @@ def advance(
     in one statement that also takes the row's lock until the transaction ends (the caller's
     `transaction.atomic()`); `touch` stamps `updated_at` too. Fenced like `check`: a write for
     a lease that was taken over raises LeaseLost (and the caller's transaction rolls back).
-    Raises Task.DoesNotExist if the notebook is gone.
+    If the notebook is gone: NotebookGone for a lease holder, else Task.DoesNotExist.
     """
     counted = column(Task, counter)
     sets = [f"{counted} = {counted} + %s"]
@@ -74,7 +88,7 @@ def advance(
         cursor.execute(sql, [*params, task_pk])
         row = cursor.fetchone()
     if row is None:
-        raise Task.DoesNotExist(f"notebook {task_pk} does not exist")
+        raise gone(task_pk, token)
     value, lease_owner = row
     check(task_pk, lease_owner, token)
     return int(value)

@@ -231,6 +231,16 @@ def watch_loop() -> None:
     loop_watch.watch(event_loop_lag.labels(PROCESS).observe)
 
 
+notebooks_deleted = _counter(
+    "agentui_notebooks_deleted",
+    "Notebooks their owners deleted (each is on record: runs.models.DeletedNotebook)",
+)
+
+
+def notebook_deleted() -> None:
+    notebooks_deleted.labels(PROCESS).inc()
+
+
 def socket_opened() -> None:
     watch_loop()
     open_sockets.labels(PROCESS).inc()

@@ -24,6 +24,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import ObjectDoesNotExist
 
 from runs import service
 from runs.models import group_name
@@ -32,6 +33,7 @@ from runs.protocol import (
     ProtocolError,
     Resume,
     ack_message,
+    deleted_message,
     error_message,
     event_message,
     hello_message,
@@ -47,6 +49,9 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_DELETED = (
+    4410  # the notebook was deleted (a `deleted` message said by whom, when)
+)
 REPLAY_BATCH = 500
 CATCH_UP_EVERY_S = 1.0
 
@@ -87,9 +92,13 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
         self.layer_ok = await self._join()
         await service.ensure_recovered()
         await service.take_over(self.task_pk)
-        task, last_seq = await database_sync_to_async(service.hello_summary)(
-            self.task_pk
-        )
+        try:
+            task, last_seq = await database_sync_to_async(service.hello_summary)(
+                self.task_pk
+            )
+        except ObjectDoesNotExist:  # deleted a moment ago
+            await self._deleted()
+            return
         self.sent_seq = last_seq
         await self._send(hello_message(task, last_seq))
         if not self.layer_ok:
@@ -102,7 +111,13 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
         self.task_pk = int(self.scope["url_route"]["kwargs"]["task_id"])
         owner = await database_sync_to_async(service.owner_of)(self.task_pk)
         if owner is None:
-            return CLOSE_NOT_FOUND
+            record = await database_sync_to_async(service.deletion_of)(
+                self.task_pk, user.pk
+            )
+            if record is None:
+                return CLOSE_NOT_FOUND
+            await self._send(deleted_message(service.deleted_json(record)))
+            return CLOSE_DELETED
         if owner != user.pk:
             return CLOSE_FORBIDDEN
         if not self.hold_socket(user.pk):
@@ -170,7 +185,9 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
     # --- replay -------------------------------------------------------------------------------
 
     async def _resume(self, message: Resume) -> None:
-        current = await database_sync_to_async(service.last_seq)(self.task_pk)
+        current = await self._last_seq()
+        if current is None:
+            return
         if message.last_seq > current:
             error = ProtocolError(
                 ErrorCode.INVALID_INPUT,
@@ -248,7 +265,9 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
             return
         current = message.get("last_seq")
         if current is None:
-            current = await database_sync_to_async(service.last_seq)(self.task_pk)
+            current = await self._last_seq()
+            if current is None:
+                return
         if current > self.sent_seq:
             await self._send_stored(self.sent_seq, current)
             self.sent_seq = current
@@ -284,6 +303,37 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
     async def notebook_reply(self, message: dict[str, Any]) -> None:
         await self._send(message["message"])
 
+    async def notebook_deleted(self, message: dict[str, Any]) -> None:
+        """The notebook was deleted (runs.service.deletion): say so, and close for good."""
+        if not self.joined:
+            return
+        await self._send(deleted_message(message["deleted"]))
+        await self._close_deleted()
+
+    # --- the notebook deleted --------------------------------------------------------------------
+
+    async def _last_seq(self) -> int | None:
+        """The notebook's last seq; None (the socket told and closed) if it was deleted."""
+        try:
+            return await database_sync_to_async(service.last_seq)(self.task_pk)
+        except ObjectDoesNotExist:
+            await self._deleted()
+            return None
+
+    async def _deleted(self) -> None:
+        """Found gone from the database (the layer's message may not have come): tell, close."""
+        user = self.scope["user"]
+        record = await database_sync_to_async(service.deletion_of)(
+            self.task_pk, user.pk
+        )
+        if record is not None:
+            await self._send(deleted_message(service.deleted_json(record)))
+        await self._close_deleted()
+
+    async def _close_deleted(self) -> None:
+        await self.close(code=CLOSE_DELETED)
+        await self.disconnect(CLOSE_DELETED)
+
     async def _refuse(self, error: ProtocolError) -> None:
         """Tell the client its message was refused, and count it (errors by kind)."""
         service.metrics.error(f"refused:{error.code}")
@@ -297,6 +347,7 @@ _GROUP_HANDLERS = {
     "notebook.event": NotebookConsumer.notebook_event,
     "notebook.delta": NotebookConsumer.notebook_delta,
     "notebook.reply": NotebookConsumer.notebook_reply,
+    "notebook.deleted": NotebookConsumer.notebook_deleted,
     "notebook.live": NotebookConsumer.notebook_live,
     "notebook.catch_up": NotebookConsumer.notebook_catch_up,
 }

@@ -6,6 +6,7 @@ from runs.web import (
     budgets,
     compose,
     data,
+    deleting,
     event_values,
     fork,
     inbox,
@@ -20,6 +21,7 @@ urlpatterns = [
     path("presets/save", compose.save_preset, name="preset_save"),
     path("presets/<int:pk>/delete", compose.delete_preset, name="preset_delete"),
     path("tasks/<int:pk>/", pages.notebook, name="notebook"),
+    path("tasks/<int:pk>/delete", deleting.delete, name="notebook_delete"),
     path(
         "tasks/<int:pk>/deadline",
         inbox.notebook_deadline,

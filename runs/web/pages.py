@@ -33,6 +33,7 @@ from runs.service import (
 )
 from runs.traces.data_used import data_tables_used
 from runs.web.budgets import budget_context
+from runs.web.deleting import deleted_page
 from runs.web.fork import review_context
 from runs.web.inbox import deadline_context
 
@@ -104,6 +105,13 @@ def _own_task(request: HttpRequest, pk: int) -> Task:
     # Someone else's notebook is "not found", not "forbidden": its existence is private too.
     task: Task = get_object_or_404(Task, pk=pk, owner=request.user)
     return task
+
+
+def _deleted(request: HttpRequest, pk: int) -> HttpResponse | None:
+    """The page of a notebook the person deleted (None while it exists)."""
+    if Task.objects.filter(pk=pk).exists():
+        return None
+    return deleted_page(request, pk)
 
 
 @require_GET
@@ -186,7 +194,11 @@ def _compose_context(request: HttpRequest, sent: QueryDict) -> dict[str, object]
 
 @require_GET
 def notebook(request: HttpRequest, pk: int) -> HttpResponse:
-    """A live notebook: cells, step DAG and controls, fed by ws/tasks/<pk>/."""
+    """A live notebook: cells, step DAG and controls, fed by ws/tasks/<pk>/ (its owner
+    deleted it: a page saying so, 410)."""
+    gone = _deleted(request, pk)
+    if gone is not None:
+        return gone
     task = _own_task(request, pk)
     context = {
         "task": task,
@@ -196,6 +208,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         "ws_path": f"/ws/tasks/{task.pk}/",
         "max_text_chars": MAX_TEXT_CHARS,
         "export_url": _export_url(task),
+        "delete_url": reverse("runs:notebook_delete", args=[task.pk]),
         "accepts_images": bool(
             (preset := get_preset(task.agent)) and preset.accepts_images
         ),
@@ -227,6 +240,9 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def trace(request: HttpRequest, pk: int) -> HttpResponse:
     """One notebook's trace, read-only: totals, timeline, DAG and cells."""
+    gone = _deleted(request, pk)
+    if gone is not None:
+        return gone
     task = _own_task(request, pk)
     context = {
         "task": task,

@@ -14,13 +14,14 @@ import { DagView } from "./dag.js";
 import { proseNodes, revealProse } from "./hidden.js";
 import { liveSteps, permissions, runningStep } from "./selectors.js";
 import { applyMessage, clearDirty, createModel } from "./store.js";
-import { TaskSocket, socketUrl } from "./socket.js";
+import { DELETED_NOTE, TaskSocket, socketUrl } from "./socket.js";
 import { NotebookControls } from "./toolbar.js";
 import { TeamHeader } from "./team.js";
 import { Landing } from "./landing.js";
 import { splitPane } from "./split.js";
 import { StepKeys } from "./keys.js";
 import { renderBudget } from "./budget.js";
+import { confirmForms } from "./confirm.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -37,6 +38,7 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
   expectingMore: () => runningStep(model) != null,
   onState: (state, detail = "") => {
     connection = { state, detail };
+    if (state === "fatal" && detail === DELETED_NOTE) showDeleted();
     liveUpdates = true; // a new connection says so again if they are still interrupted
     resyncing = state === "open"; // socket.js sends `resume` on open; a drop ends any replay
     model.dirty.structure = true;
@@ -44,6 +46,10 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
     schedule();
   },
   onMessage: (message) => {
+    if (message.type === "deleted") {
+      showDeleted(message);
+      return;
+    }
     if (message.type === "event") metrics.events++;
     else if (message.type === "delta") metrics.deltas++;
     else if (message.type === "error") {
@@ -72,6 +78,29 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
 });
 
 const bus = new ActionBus((action, fields) => socket.send(action, fields));
+
+// Delete asks first, naming the notebook; the server deletes it and shows the list of notebooks.
+confirmForms("form[data-delete-notebook]", (form) => ({
+  title: `Delete “${form.dataset.deleteNotebook}”?`,
+  text: "Its whole trace (turns, steps, messages, events and images) is deleted for good; a turn going on is stopped first. Its forks stay. The deletion is on record.",
+  confirm: "Delete notebook",
+}));
+
+/** The notebook was deleted (here or in another tab): say so, by whom and when, and lock the
+ * page; the socket closes for good (4410). */
+function showDeleted({ title = "", deleted_by: by = "", deleted_at: at = "" } = {}) {
+  const banner = document.getElementById("notebook-deleted");
+  if (!banner || !banner.hidden) return;
+  const when = at ? new Date(at).toLocaleString() : "";
+  const name = title || root.querySelector("#notebook-title")?.textContent || "This notebook";
+  banner.querySelector("[data-deleted-text]").textContent =
+    `“${name}” was deleted${by ? ` by ${by}` : ""}${when ? ` on ${when}` : ""}. Nothing more can be done here.`;
+  banner.hidden = false;
+  root.inert = true;
+  root.classList.add("is-deleted");
+  document.title = `Deleted: ${name} · agentui`;
+  banner.querySelector("a")?.focus();
+}
 const stepControls = new StepControls(bus);
 const cells = new CellsView($("#cells"), { controls: stepControls });
 const dag = new DagView($("#dag"), { onSelect: (target, nodeId) => reveal(target, nodeId) });

@@ -9,11 +9,15 @@
  */
 const QUIET_RESYNC_MS = 8_000;
 
+/** What the connection says once the notebook was deleted (close code 4410). */
+export const DELETED_NOTE = "This notebook was deleted.";
+
 /** Close codes after which reconnecting cannot help. */
 const FATAL_CLOSE = new Map([
   [4401, "You are logged out. Log in again."],
   [4403, "This notebook belongs to someone else."],
   [4404, "This notebook does not exist (any more)."],
+  [4410, DELETED_NOTE],
 ]);
 /** The server's limit of open sockets per person (AGENTUI_SOCKETS_PER_USER): try again later. */
 const TOO_MANY_SOCKETS = 4429;
