@@ -38,6 +38,9 @@ class Api:
             headers=self.headers,
         )
 
+    async def delete(self, path: str) -> Any:
+        return await self.client.delete(API + path, headers=self.headers)
+
     async def wait(self, pk: int) -> dict[str, Any]:
         """The notebook once settled (its steps have run as far as they go).
 
