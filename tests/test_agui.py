@@ -32,6 +32,7 @@ from runs.engine.testing import (
 )
 from runs.models import Event, Step, Task
 from runs.presets.tools.sample_chart import sample_chart_png
+from runs.service.deletion import delete_rows
 from runs.service.tokens import create_token
 from tests.agui_support import (
     conversation,
@@ -523,6 +524,59 @@ async def test_a_run_stopped_by_the_person_ends_cancelled(
     assert "result" not in events[-1]
     stops = [e for e in events if e["type"] == "CUSTOM"]
     assert [e["value"]["action"] for e in stops] == ["stopped"]
+
+
+async def test_a_run_whose_notebook_is_deleted_ends_with_run_error(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    slow = Rule(reply=Reply(text="word " * 400), timing=Timing(token_delay_s=0.01))
+    srv = scripted_server(Script(rules=[slow]))
+    with llm_at(srv):
+        user, client = await logged_in()
+        running = asyncio.ensure_future(
+            run_events(client, run_input("thread-deleted", "Talk for a while"))
+        )
+        while not await Step.objects.filter(status="running").aexists():
+            await asyncio.sleep(0.05)
+        task = await Task.objects.aget(agui_thread="thread-deleted")
+        await service.delete_notebook(user, task.pk)
+        raw, events = await running
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "deleted")
+    # deleting stops the turn first (as Stop): the run ends cancelled, or, when the rows went
+    # before it read its end, with an error saying the notebook was deleted; never hangs or fails
+    last = events[-1]
+    if last["type"] == "RUN_ERROR":
+        assert last["code"] == "not_found" and "deleted" in last["message"], last
+    else:
+        assert outcome(events) == {"type": "cancelled"}, last
+    stops = [e for e in events if e["type"] == "CUSTOM"]
+    assert [e["value"]["action"] for e in stops] == ["stopped"]
+    assert not await Task.objects.filter(pk=task.pk).aexists()
+
+
+async def test_a_run_whose_rows_go_before_it_ends_says_the_notebook_was_deleted(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    """Deleted from another process whose Stop this run did not hear in time: the rows are
+    gone when the run reads its end, and it says so instead of failing."""
+    slow = Rule(reply=Reply(text="word " * 400), timing=Timing(token_delay_s=0.01))
+    srv = scripted_server(Script(rules=[slow]))
+    with llm_at(srv):
+        user, client = await logged_in()
+        running = asyncio.ensure_future(
+            run_events(client, run_input("thread-gone", "Talk for a while"))
+        )
+        while not await Step.objects.filter(status="running").aexists():
+            await asyncio.sleep(0.05)
+        task = await Task.objects.aget(agui_thread="thread-gone")
+        await database_sync_to_async(delete_rows)(task.pk, user.pk, user.username)
+        raw, events = await running
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "rows-gone")
+    assert events[-1]["type"] == "RUN_ERROR", events[-1]
+    assert events[-1]["code"] == "not_found"
+    assert "deleted" in events[-1]["message"]
 
 
 async def test_a_run_without_news_follows_a_step_running_elsewhere_to_its_end(

@@ -467,6 +467,11 @@ class AgentRun:
             return self.translator.error(
                 "the server failed to carry out the run", "internal"
             )
+        if not await Task.objects.filter(pk=self.thread.task_pk).aexists():
+            # deleted during the run (runs.service.deletion): nothing more can be read of it
+            return self.translator.error(
+                "this notebook was deleted", ErrorCode.NOT_FOUND.value
+            )
         if self.translator.abandoned:
             return self.translator.finished()
         if self.translator.failure is not None:
