@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 from django.utils.text import Truncator
 
 from runs.models import (
     DataSource,
+    DeletedNotebook,
     Event,
     McpServer,
     McpTransport,
@@ -36,6 +39,7 @@ from runs.presets.tools.dbsource import (
     test_connection,
     url_problem,
 )
+from runs.service import delete_as_operator
 from runs.service.policies.match import ConditionError, parse_condition
 
 
@@ -105,6 +109,42 @@ class TaskAdmin(admin.ModelAdmin):
     )
     inlines = [TurnInline]
     list_select_related = ("owner",)
+
+    # Deleting goes through the service, as the owner's Delete does: a turn going on is
+    # stopped, every row goes, open pages are told, and the deletion is on record. After the
+    # admin's own transaction: the service's steps each take and give back a connection.
+    def delete_model(self, request: HttpRequest, obj: Task) -> None:
+        _delete_after_commit(request, [obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        _delete_after_commit(request, list(queryset.values_list("pk", flat=True)))
+
+
+def _delete_after_commit(request: HttpRequest, pks: list[int]) -> None:
+    def delete() -> None:
+        for pk in pks:
+            async_to_sync(delete_as_operator)(request.user, pk)  # type: ignore[arg-type]
+
+    transaction.on_commit(delete)
+
+
+@admin.register(DeletedNotebook)
+class DeletedNotebookAdmin(ReadOnlyAdmin):
+    """The record of each deleted notebook: who deleted which, when (runs.service.deletion)."""
+
+    list_display = (
+        "notebook_id",
+        "title",
+        "owner_name",
+        "deleted_by",
+        "deleted_at",
+        "turns",
+        "events",
+        "stopped_turn",
+    )
+    list_filter = ("deleted_at", "agent")
+    search_fields = ("title", "owner_name", "deleted_by")
+    date_hierarchy = "deleted_at"
 
 
 class StepInline(ReadOnlyInline):

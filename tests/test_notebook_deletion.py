@@ -292,3 +292,23 @@ def json_of(output: dict[str, Any]) -> dict[str, Any]:
 
     assert output["type"] == "websocket.send", output
     return dict(json.loads(output["text"]))
+
+
+def test_an_operator_deleting_in_the_admin_goes_through_the_service() -> None:
+    from django.test import Client as PageClient
+
+    ana = make_user("ana")
+    task = make_notebook(ana)
+    Task.objects.filter(pk=task.pk).update(title="Old forks")
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    browser = PageClient()
+    browser.force_login(root)
+    answer = browser.post(f"/admin/runs/task/{task.pk}/delete/", {"post": "yes"})
+    assert answer.status_code == 302, answer.content[:500]
+    assert rows_of(task.pk) == NOTHING
+    record = DeletedNotebook.objects.get(notebook_id=task.pk)
+    assert (record.title, record.owner_name, record.deleted_by) == (
+        "Old forks",
+        "ana",
+        "root (operator)",
+    )

@@ -69,6 +69,7 @@ from runs.service.data import max_file_bytes as max_data_file_bytes
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
 from runs.service.deletion import (
     DELETED_MESSAGE,
+    delete_as_operator,
     delete_notebook,
     deleted_json,
     deletion_of,
@@ -149,6 +150,7 @@ from runs.telemetry.spans import trace_id_of
 __all__ = [
     "DELETED_MESSAGE",
     "delete_notebook",
+    "delete_as_operator",
     "deleted_json",
     "deletion_of",
     "budget_of",

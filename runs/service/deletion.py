@@ -3,6 +3,9 @@
 `delete_notebook` is the one way every surface (the page, REST) deletes. Only the notebook's
 owner may: anyone else (a group reviewer deciding its waiting steps from the inbox included) is
 told there is no such notebook, as for a notebook that does not exist, and nothing changes.
+The owner may delete a notebook whose step waits for a reviewer: it is theirs; the step leaves
+the reviewers' inboxes, and the record says it was waiting. An operator deleting notebooks in
+the Django admin goes through `delete_as_operator`: the same steps, the same record.
 
 In order:
 
@@ -86,8 +89,24 @@ def _going_on(task_pk: int) -> tuple[bool, bool]:
 async def delete_notebook(user: User, task_pk: int) -> DeletedNotebook:
     """Delete the person's notebook `task_pk` (see the module docstring); its record.
     ProtocolError `not_found` when it is not theirs (or no longer exists)."""
-    await database_sync_to_async(_own)(task_pk, user.pk)
-    by = user.get_username()
+    task = await database_sync_to_async(_own)(task_pk, user.pk)
+    return await _delete(task.pk, task.owner_id, user.get_username())
+
+
+async def delete_as_operator(operator: User, task_pk: int) -> DeletedNotebook:
+    """An operator's deletion from the Django admin (needs `runs.delete_task`): the same steps
+    and the same record, `deleted_by` naming the operator."""
+    if not await database_sync_to_async(operator.has_perm)("runs.delete_task"):
+        raise ProtocolError(ErrorCode.NOT_FOUND, NO_SUCH)
+    owner_pk = await (
+        Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).afirst()
+    )
+    if owner_pk is None:
+        raise ProtocolError(ErrorCode.NOT_FOUND, NO_SUCH)
+    return await _delete(task_pk, owner_pk, f"{operator.get_username()} (operator)")
+
+
+async def _delete(task_pk: int, owner_pk: int, by: str) -> DeletedNotebook:
     active, waiting = await database_sync_to_async(_going_on)(task_pk)
     if active:
         await _stop(task_pk, by)
@@ -96,11 +115,11 @@ async def delete_notebook(user: User, task_pk: int) -> DeletedNotebook:
         if lease is not None:
             with lease.fenced():
                 record = await database_sync_to_async(delete_rows)(
-                    task_pk, user.pk, by, active, waiting
+                    task_pk, owner_pk, by, active, waiting
                 )
         else:
             record = await database_sync_to_async(delete_rows)(
-                task_pk, user.pk, by, active, waiting
+                task_pk, owner_pk, by, active, waiting
             )
     finally:
         if lease is not None:
@@ -152,7 +171,7 @@ async def _settle(task_pk: int) -> Lease | None:
 
 
 def delete_rows(
-    task_pk: int, user_pk: int, by: str, stopped: bool = False, waiting: bool = False
+    task_pk: int, owner_pk: int, by: str, stopped: bool = False, waiting: bool = False
 ) -> DeletedNotebook:
     """In one transaction, with the notebook row locked: write the record, delete every row.
     ProtocolError `not_found` if it was deleted meanwhile."""
@@ -160,7 +179,7 @@ def delete_rows(
         task = (
             Task.objects.select_for_update()
             .select_related("owner")
-            .filter(pk=task_pk, owner_id=user_pk)
+            .filter(pk=task_pk, owner_id=owner_pk)
             .first()
         )
         if task is None:
@@ -172,7 +191,7 @@ def delete_rows(
             owner_name=task.owner.get_username(),
             title=str(task)[:200],
             agent=task.agent,
-            deleted_by=by,
+            deleted_by=by[:150],
             created_at=task.created_at,
             turns=Turn.objects.filter(task_id=task_pk).count(),
             steps=Step.objects.filter(task_id=task_pk).count(),
