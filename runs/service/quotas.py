@@ -16,8 +16,8 @@ are counted per person per minute the same way (`runs.models.ForkCount`, Redis k
 
 **Stored per person**: unsent images (`AGENTUI_MAX_PENDING_IMAGES`; unsent uploads older than
 `AGENTUI_PENDING_IMAGE_TTL_S` are discarded and do not count), active API tokens
-(`AGENTUI_MAX_API_TOKENS`) and forked notebooks (`AGENTUI_MAX_FORKS`: forks stay until an
-operator removes them). Each is checked with the person's user row locked, so requests
+(`AGENTUI_MAX_API_TOKENS`) and forked notebooks (`AGENTUI_MAX_FORKS`: deleting a fork makes
+room). Each is checked with the person's user row locked, so requests
 made at once cannot pass the limit together; over it: `quota_exceeded`.
 """
 
