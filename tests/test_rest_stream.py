@@ -186,3 +186,28 @@ def test_refusals_are_json_and_a_closed_stream_gives_its_place_back(
     wait_until(admitted, timeout=WAIT_S, message="a place after a stream closed")
     for stream in held:
         stream.__exit__(None, None, None)
+
+
+def test_a_follower_is_told_when_the_notebook_is_deleted_and_the_stream_ends(
+    app: LiveApp,
+) -> None:
+    http = client(app, token_of(app))
+    created = http.post(
+        "/notebooks/",
+        json={"text": QUESTION, "agent": "function_calling", "mode": "tools"},
+    )
+    assert created.status_code == 201, created.text
+    pk = created.json()["id"]
+    live = Follower(http, f"/notebooks/{pk}/stream")
+    live.until(is_event("step_waiting"))
+
+    assert http.delete(f"/notebooks/{pk}").status_code == 204
+    # the stop comes first (on record), then the notice, and the stream ends by itself
+    got = live.until(lambda m: m["event"] == "deleted")
+    stops = [m for m in got if is_event("human_action")(m)]
+    assert [m["data"]["event"]["action"] for m in stops] == ["stopped"]
+    assert got[-1]["data"]["notebook"] == pk
+    assert got[-1]["data"]["deleted_by"] == USERNAME
+    live.thread.join(timeout=WAIT_S)
+    assert not live.thread.is_alive()
+    assert http.get(f"/notebooks/{pk}").status_code == 404
