@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe_support import assert_accessible
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
@@ -58,6 +59,7 @@ def test_delete_with_confirmation_and_the_other_tab_is_told(
     assert dialog.get_by_role("heading").inner_text() == f"Delete “{title}”?"
     assert page.evaluate("document.activeElement.textContent") == "Cancel"
     shots_at_both_sizes(page, artifacts_dir, "delete-confirm")
+    assert_accessible(page, "the delete dialog")
     page.keyboard.press("Escape")
     assert dialog.count() == 0
     assert page.url.endswith(f"/tasks/{pk}/")
@@ -83,6 +85,7 @@ def test_delete_with_confirmation_and_the_other_tab_is_told(
         "Go to your notebooks"
     )
     shots_at_both_sizes(other, artifacts_dir, "delete-other-tab")
+    assert_accessible(other, "a tab told its notebook was deleted")
     assert other_errors == [] and page.console_errors == []
 
     # a reload (or a link) to it: a page saying it was deleted, not "not found"
@@ -91,5 +94,6 @@ def test_delete_with_confirmation_and_the_other_tab_is_told(
     assert "This notebook was deleted" in other.locator("h1").inner_text()
     assert title in other.locator("main").inner_text()
     shot(other, artifacts_dir, "delete-gone-page-1280x800")
+    assert_accessible(other, "the deleted notebook's page")
     other.get_by_role("link", name="Go to your notebooks").click()
     other.wait_for_url("**/traces/")
