@@ -97,3 +97,30 @@ def test_delete_with_confirmation_and_the_other_tab_is_told(
     assert_accessible(other, "the deleted notebook's page")
     other.get_by_role("link", name="Go to your notebooks").click()
     other.wait_for_url("**/traces/")
+
+
+def test_delete_from_the_list_of_notebooks(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(analyst_script(), reset_log=True)
+    pk = start_notebook(
+        page, live_app, QUESTION, agent="function_calling", mode="tools"
+    )
+    title = page.locator("#notebook-title").inner_text()
+    page.goto(f"{live_app.url}/traces/")
+    row = page.locator(f"tr[data-task-id='{pk}']")
+    button = row.get_by_role("button", name=f"Delete “{title}”")
+    button.focus()
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog")
+    assert dialog.get_by_role("heading").inner_text() == f"Delete “{title}”?"
+    shot(page, artifacts_dir, "delete-from-list-1280x800")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert row.count() == 1 and dialog.count() == 0
+    button.click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete notebook").click()
+    page.wait_for_url("**/traces/")
+    assert f"Notebook “{title}” deleted." in page.locator(".messages").inner_text()
+    page.locator("#trace-count").filter(has_text="notebooks").wait_for()
+    assert page.locator(f"tr[data-task-id='{pk}']").count() == 0
+    assert page.console_errors == []

@@ -22,6 +22,7 @@ import { splitPane } from "./split.js";
 import { StepKeys } from "./keys.js";
 import { renderBudget } from "./budget.js";
 import { confirmForms } from "./confirm.js";
+import { deleteQuestion } from "./delete_notebook.js";
 
 const root = document.getElementById("notebook");
 const $ = (selector) => root.querySelector(selector);
@@ -80,11 +81,7 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
 const bus = new ActionBus((action, fields) => socket.send(action, fields));
 
 // Delete asks first, naming the notebook; the server deletes it and shows the list of notebooks.
-confirmForms("form[data-delete-notebook]", (form) => ({
-  title: `Delete “${form.dataset.deleteNotebook}”?`,
-  text: "Its whole trace (turns, steps, messages, events and images) is deleted for good; a turn going on is stopped first. Its forks stay. The deletion is on record.",
-  confirm: "Delete notebook",
-}));
+confirmForms("form[data-delete-notebook]", (form) => deleteQuestion(form.dataset.deleteNotebook));
 
 /** The notebook was deleted (here or in another tab): say so, by whom and when, and lock the
  * page; the socket closes for good (4410). */

@@ -6,6 +6,7 @@ import { timeElement } from "./format.js";
 import { formatUsd } from "./cost.js";
 import { proseNodes, revealProse } from "./hidden.js";
 import { plainLine } from "./render/plain.js";
+import { askAndDelete } from "./delete_notebook.js";
 
 const form = document.getElementById("trace-filters");
 const rows = document.getElementById("trace-rows");
@@ -16,6 +17,7 @@ const prev = document.getElementById("page-prev");
 const next = document.getElementById("page-next");
 const FIELDS = ["q", "agent", "status", "created_after", "created_before"];
 const MODES = JSON.parse(form.dataset.modes || "{}");
+const deleteUrl = (id) => form.dataset.deleteUrl.replace(/0\/delete$/, `${id}/delete`);
 // Labels for the codes the API returns, from the filters' own options.
 const optionLabels = (name) => Object.fromEntries([...form.elements[name].options].filter((o) => o.value).map((o) => [o.value, o.textContent]));
 const AGENTS = optionLabels("agent");
@@ -129,7 +131,22 @@ function row(task) {
       "td",
       { class: "trace-title" },
       h("a", { href: traceUrl(id), dir: "auto" }, proseNodes(title)), // the person's first message
-      h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
+      h(
+        "span",
+        { class: "muted trace-row-actions" },
+        h("a", { href: task.url || `/tasks/${id}/`, class: "muted" }, "open notebook"),
+        " · ",
+        h(
+          "button",
+          {
+            type: "button",
+            class: "button-link danger trace-delete",
+            "aria-label": `Delete “${title}”`,
+            onclick: () => askAndDelete(deleteUrl(id), title),
+          },
+          "delete",
+        ),
+      ),
       forkNote(task.forked_from),
       task.answer ? h("span", { class: "trace-answer", dir: "auto", title: revealProse(task.answer) }, proseNodes(plainLine(task.answer))) : null,
     ),
