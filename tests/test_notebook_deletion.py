@@ -6,6 +6,7 @@ Runs on SQLite and, with DATABASE_URL set, on PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -312,3 +313,22 @@ def test_an_operator_deleting_in_the_admin_goes_through_the_service() -> None:
         "ana",
         "root (operator)",
     )
+
+
+async def test_two_deletions_at_once_delete_once() -> None:
+    ana = await database_sync_to_async(make_user)("ana")
+    task = await database_sync_to_async(make_notebook)(ana)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcomes = await asyncio.gather(
+        *(service.delete_notebook(ana, task.pk) for _ in range(3)),
+        return_exceptions=True,
+    )
+    records = [o for o in outcomes if isinstance(o, DeletedNotebook)]
+    refusals = [o for o in outcomes if isinstance(o, ProtocolError)]
+    assert len(records) == 1 and len(refusals) == 2, outcomes
+    assert {r.code for r in refusals} == {ErrorCode.NOT_FOUND}
+    assert (
+        loop.time() - started < deletion.SETTLE_S / 2
+    )  # refused at once, not timed out
+    assert await DeletedNotebook.objects.filter(notebook_id=task.pk).acount() == 1

@@ -21,6 +21,8 @@ In order:
    every row of the notebook goes (turns, steps, edges, messages, events, images, annotations,
    its own approval rules). Its forks are independent copies and stay (their origin reads "a
    notebook that no longer exists"); webhook deliveries about it stay in their owner's log.
+   Nothing of a notebook is on disk (images are rows; data tables are the person's, not the
+   notebook's, and stay).
 4. Every open socket and feed of the notebook hears `notebook.deleted` (a page says so and
    closes its socket; the REST stream and AG-UI end), the owner's inbox pages (their group
    reviewers' too) read the list again, and this process forgets its cached runner.
@@ -160,6 +162,8 @@ async def _settle(task_pk: int) -> Lease | None:
         lease = await Lease.acquire(task_pk)
         if lease is not None:
             return lease
+        if not await Task.objects.filter(pk=task_pk).aexists():
+            raise ProtocolError(ErrorCode.NOT_FOUND, NO_SUCH)  # deleted meanwhile
         if loop.time() >= deadline:
             logger.warning(
                 "notebook %s: its run did not end within %s s; deleting it regardless",
