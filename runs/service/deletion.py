@@ -114,15 +114,9 @@ async def _delete(task_pk: int, owner_pk: int, by: str) -> DeletedNotebook:
         await _stop(task_pk, by)
     lease = await _settle(task_pk)
     try:
-        if lease is not None:
-            with lease.fenced():
-                record = await database_sync_to_async(delete_rows)(
-                    task_pk, owner_pk, by, active, waiting
-                )
-        else:
-            record = await database_sync_to_async(delete_rows)(
-                task_pk, owner_pk, by, active, waiting
-            )
+        record = await database_sync_to_async(delete_rows)(
+            task_pk, owner_pk, by, active, waiting
+        )
     finally:
         if lease is not None:
             await lease.release()  # the row is gone: releasing changes nothing
@@ -181,7 +175,7 @@ def delete_rows(
     ProtocolError `not_found` if it was deleted meanwhile."""
     with transaction.atomic():
         task = (
-            Task.objects.select_for_update()
+            Task.objects.select_for_update(of=("self",))
             .select_related("owner")
             .filter(pk=task_pk, owner_id=owner_pk)
             .first()
@@ -209,7 +203,7 @@ def delete_rows(
             day_start=day_start,
             day_usage=day_usage,
         )
-        # leaves first, each one DELETE (no rows loaded), then what they hung off
+        # the leaves first (one DELETE each), then steps and turns (only their ids are read)
         Message.objects.filter(task_id=task_pk).delete()
         Event.objects.filter(task_id=task_pk).delete()
         StepEdge.objects.filter(from_step__task_id=task_pk).delete()
