@@ -332,3 +332,19 @@ async def test_two_deletions_at_once_delete_once() -> None:
         loop.time() - started < deletion.SETTLE_S / 2
     )  # refused at once, not timed out
     assert await DeletedNotebook.objects.filter(notebook_id=task.pk).acount() == 1
+
+
+async def test_a_socket_that_missed_the_notice_is_told_by_the_sweep() -> None:
+    """The notice was lost (a full queue drops it; the deleting process's layer failed): the
+    catch-up sweep finds the quiet socket's notebook gone, and the socket says so."""
+    ana = await database_sync_to_async(make_user)("ana")
+    task = await database_sync_to_async(make_notebook)(ana)
+    client = await Client.open(ana, task.pk)
+    await client.send("resume", last_seq=0)
+    await client.until(lambda m: m["type"] == "replay_done")
+    # the rows go with no notice sent (as delete_rows alone does)
+    await database_sync_to_async(deletion.delete_rows)(task.pk, ana.pk, "ana")
+    told = await client.until(lambda m: m["type"] == "deleted", timeout=10)
+    assert told["notebook"] == task.pk and told["deleted_by"] == "ana"
+    closed = await client.ws.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4410}

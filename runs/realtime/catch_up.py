@@ -13,7 +13,9 @@ missed from the Event table, in order, each once (runs.web.consumer).
 Nothing here depends on the layer telling us what it dropped (channels-redis cannot), and a
 socket that is busy is left alone: its queue still holds live copies in order, and a gap it
 meets is filled when the next event arrives. Cost: one query per process per sweep while
-sockets are open, one message to a socket only when it actually missed something.
+sockets are open, one message to a socket only when it actually missed something. A quiet
+socket whose notebook was deleted (its `deleted` notice lost with a dropped message) is nudged
+the same way, without a seq: it then finds the notebook gone and tells its page.
 """
 
 from __future__ import annotations
@@ -122,13 +124,18 @@ async def sweep_once(sweep: _Sweep) -> int:
         and sweep.heard.get(f) == f.heard
         and not _sending_here(f.task_pk)
     ]
+    # notebooks deleted meanwhile (runs.service.deletion) whose notice a socket missed: a
+    # catch-up without a seq makes it read the notebook, find it gone, and say so
+    gone = [f for f in quiet if f.task_pk not in last and sweep.heard.get(f) == f.heard]
     metrics.catch_up("sweep", len(behind))
     for follower in behind:
         await broadcast.channel_send(
             follower.channel_name,
             {"type": CATCH_UP_MESSAGE, "last_seq": last[follower.task_pk]},
         )
-    return len(behind)
+    for follower in gone:
+        await broadcast.channel_send(follower.channel_name, {"type": CATCH_UP_MESSAGE})
+    return len(behind) + len(gone)
 
 
 def _sending_here(task_pk: int) -> bool:
