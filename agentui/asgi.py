@@ -73,7 +73,9 @@ def _start_sweeper_with_daphne() -> None:
     from runs.service.sweeper import start_sweeper
     from runs.telemetry.metrics import watch_loop
 
-    loop.call_soon_threadsafe(tune_gc)  # (only once the loop runs: not in a test process)
+    loop.call_soon_threadsafe(
+        tune_gc
+    )  # (only once the loop runs: not in a test process)
     loop.call_soon_threadsafe(start_sweeper)
     loop.call_soon_threadsafe(watch_loop)
 
