@@ -133,15 +133,39 @@ export function hiddenNote(toolName, args) {
 // are drawn as they are. A control becomes a marker ([U+202E], named in its title); a run of tag
 // characters becomes one marker showing the ASCII it spells. Markers replace the characters in
 // the page only: what is stored, sent and exported is the text as the model wrote it.
+// The flags of England, Scotland and Wales are emoji made of tag characters (a black flag, the
+// tags "gbeng", "gbsct" or "gbwls", a cancel tag): those three are drawn as the flags they are.
+// Any other run of tags after a black flag is marked (it could spell anything).
 
-const PROSE_HIDDEN = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]|[\u{e0000}-\u{e007f}]+/gu;
+const BLACK_FLAG = "\u{1F3F4}";
+const SUBDIVISION_FLAGS = ["gbeng", "gbsct", "gbwls"].map((code) => BLACK_FLAG + Array.from(code, (c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("") + "\u{E007F}");
+// the longest beginning of one of them (UTF-16 units: all but the cancel tag)
+const FLAG_PART_MOST = SUBDIVISION_FLAGS[0].length - 2;
+// group 1: one of those flags (left as it is); otherwise a control, or a run of tag characters
+const PROSE_HIDDEN = new RegExp(`(${SUBDIVISION_FLAGS.join("|")})|[\\u202a-\\u202e\\u2066-\\u2069\\u200e\\u200f\\u061c]|[\\u{e0000}-\\u{e007f}]+`, "gu");
 // (not global: test() keeps no state, which matchAll would start from)
 const HAS_PROSE_HIDDEN = new RegExp(PROSE_HIDDEN.source, "u");
 const TAG_BASE = 0xe0000;
 
 /** Whether `text` has a character prose shows as a marker. */
 export function hasProseHidden(text) {
-  return HAS_PROSE_HIDDEN.test(text);
+  if (!HAS_PROSE_HIDDEN.test(text)) return false;
+  for (const match of text.matchAll(PROSE_HIDDEN)) if (!match[1]) return true;
+  return false; // only flags
+}
+
+/** Where `text` ends with the beginning of a flag that more text may complete (-1: it doesn't). */
+function flagBegunAt(text) {
+  const tail = text.slice(-FLAG_PART_MOST); // (a stream's text: never walk all of it)
+  const at = tail.lastIndexOf(BLACK_FLAG);
+  if (at < 0) return -1;
+  const rest = tail.slice(at);
+  return SUBDIVISION_FLAGS.some((flag) => flag.length > rest.length && flag.startsWith(rest)) ? text.length - tail.length + at : -1;
+}
+
+/** Whether `text` ends with a black flag and tags that more text may make one of the flags. */
+export function endsInFlagPart(text) {
+  return flagBegunAt(text) >= 0;
 }
 
 /** What a run of tag characters spells: their ASCII, any other tag as [U+XXXXX]. */
@@ -174,6 +198,7 @@ export function proseNodes(text) {
   const nodes = [];
   let from = 0;
   for (const match of text.matchAll(PROSE_HIDDEN)) {
+    if (match[1]) continue; // a flag: text
     if (match.index > from) nodes.push(document.createTextNode(text.slice(from, match.index)));
     nodes.push(marker(match[0]));
     from = match.index + match[0].length;
@@ -199,12 +224,12 @@ export function appendProse(parent, piece) {
 
 /** `text` without the characters prose shows as markers (what "Remove them" leaves). */
 export function withoutProseHidden(text) {
-  return String(text ?? "").replace(PROSE_HIDDEN, "");
+  return String(text ?? "").replace(PROSE_HIDDEN, (match, flag) => flag ?? "");
 }
 
 /** `text` as a string with each control and run of tag characters as its marker's text. */
 export function revealProse(text) {
-  return String(text ?? "").replace(PROSE_HIDDEN, (match) => (match.codePointAt(0) >= TAG_BASE ? `[tags: ${tagText(match)}]` : `[U+${hex(match.codePointAt(0)).toUpperCase()}]`));
+  return String(text ?? "").replace(PROSE_HIDDEN, (match, flag) => flag ?? (match.codePointAt(0) >= TAG_BASE ? `[tags: ${tagText(match)}]` : `[U+${hex(match.codePointAt(0)).toUpperCase()}]`));
 }
 
 /** Replace, under `root` (an element or fragment), the hidden characters of prose by markers. */
@@ -223,22 +248,36 @@ export function revealProseIn(root) {
  */
 export class ProseTally {
   #found = new Map();
+  // the end of the text so far while it may be a flag the next piece completes
+  #pending = "";
 
   /** @param {string} writer  who wrote the text, for the note ("the model", "you") */
   constructor(writer = "the model") {
     this.writer = writer;
   }
 
-  add(piece) {
-    if (!hasProseHidden(piece)) return;
-    for (const char of piece) {
-      if (!hasProseHidden(char)) continue;
-      countIn(this.#found, char.codePointAt(0));
+  /**
+   * Count the hidden characters of `piece`, appended to the text so far; `more`: more text may
+   * follow (a stream), so a flag begun at its end waits for the rest. Whether the count changed.
+   */
+  add(piece, { more = false } = {}) {
+    let text = this.#pending + piece;
+    this.#pending = "";
+    if (more) {
+      const at = flagBegunAt(text);
+      if (at >= 0) [text, this.#pending] = [text.slice(0, at), text.slice(at)];
     }
+    if (!hasProseHidden(text)) return false;
+    for (const match of text.matchAll(PROSE_HIDDEN)) {
+      if (match[1]) continue;
+      for (const char of match[0]) countIn(this.#found, char.codePointAt(0));
+    }
+    return true;
   }
 
   reset() {
     this.#found.clear();
+    this.#pending = "";
   }
 
   /** "Hidden characters: …" naming what was counted, or null while there is nothing. */

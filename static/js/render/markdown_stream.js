@@ -14,7 +14,7 @@
 // paragraph, table or quote, and a heading's or rule's line end, make the block final at once.
 // Text that does not continue what was shown (an undo, a new run) starts over.
 
-import { appendProse, hasProseHidden, ProseTally, proseNodes } from "../hidden.js";
+import { appendProse, endsInFlagPart, hasProseHidden, ProseTally, proseNodes } from "../hidden.js";
 import { MAX_TABLE_ROWS, md, proseFragment, renderTokens, tokensHtml } from "./markdown.js";
 
 // A still-open block larger than this is parsed again only when it grew by half (or a blank
@@ -154,10 +154,7 @@ export class MarkdownView {
     if (!this.text !== !text) this.onEmpty?.(!text);
     const delta = text.slice(this.text.length);
     this.text = text;
-    if (hasProseHidden(delta)) {
-      this.tally.add(delta);
-      this.onHidden?.(this.tally.note);
-    }
+    if (this.tally.add(delta, { more: !final })) this.onHidden?.(this.tally.note);
     if (this.rawEl && !this.rawEl.hidden) this.rawEl.replaceChildren(...proseNodes(text));
     if (!final && this.#grow(delta)) return;
     if (this.boundary === text.length) return; // all of it is drawn for good
@@ -361,7 +358,8 @@ export class MarkdownView {
   /** Draw `html` by appending to what `live` shows, if it only adds to it; false if not. */
   #extendLive(html) {
     const shown = this.open?.html;
-    const grown = shown != null && extension(shown, html);
+    // (a flag whose tags began in what is shown is drawn again whole: its pieces would be marked)
+    const grown = shown != null && !endsInFlagPart(this.open.source) && extension(shown, html);
     if (!grown) return false;
     if (!grown.added) return true; // the same HTML: nothing to draw
     let parent = this.live;
