@@ -81,6 +81,10 @@ def test_delete_with_confirmation_and_the_other_tab_is_told(
     assert "was deleted by" in banner.inner_text() and title in banner.inner_text()
     assert other.locator("#notebook").evaluate("el => el.inert")
     assert other.locator("#connection").get_attribute("data-state") == "fatal"
+    # said once in the toolbar, and nothing says it will reconnect
+    toolbar = other.locator(".nb-toolbar").inner_text()
+    assert toolbar.count("This notebook was deleted.") == 1, toolbar
+    assert "reconnecting" not in other.locator("#notebook").inner_text()
     assert other.evaluate("document.activeElement.textContent") == (
         "Go to your notebooks"
     )

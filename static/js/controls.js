@@ -270,7 +270,7 @@ export class StepControls {
 }
 
 function hintFor(step, perms, model) {
-  if (!perms.connected) return "Offline: reconnecting…";
+  if (!perms.connected) return perms.offline;
   if (perms.running && !perms.branches) return "Another step is running.";
   if (!perms.canApprove && step.status === "pending" && model.mode === "auto") return "Runs by itself in auto mode.";
   if (step.status === "failed") return "The step failed; run it again or undo the step before it.";

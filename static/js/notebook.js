@@ -151,7 +151,7 @@ function render() {
   }
   const t0 = performance.now();
   const follow = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
-  const perms = permissions(model, connection.state === "open" && !resyncing);
+  const perms = permissions(model, connection.state === "open" && !resyncing, connection.state === "fatal");
   cells.update(model, perms);
   syncReview(perms);
   if (model.dirty.structure) drawDagSoon();
@@ -197,7 +197,8 @@ function renderStatus(perms) {
   badge.title = detailText;
   const detail = $("#connection-detail");
   detail.textContent = detailText;
-  detail.hidden = !detailText;
+  // (a closed-for-good socket's reason is the status sentence below already: said once)
+  detail.hidden = !detailText || connection.state === "fatal";
   if (model.task?.title) {
     const heading = $("#notebook-title");
     if (heading.dataset.title !== model.task.title) {

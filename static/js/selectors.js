@@ -63,7 +63,7 @@ export function undoableStep(model) {
  * Which actions the page may offer right now. The ids say where a control belongs even while
  * it is disabled (offline, or a step is running); the booleans say whether it may be used.
  */
-export function permissions(model, connected) {
+export function permissions(model, connected, closedForGood = false) {
   const turn = activeTurn(model);
   const running = runningStep(model);
   const undoables = undoableSteps(model);
@@ -77,6 +77,8 @@ export function permissions(model, connected) {
   const blocked = Boolean(running) && !branches;
   return {
     connected,
+    // what the controls say while not connected: a socket closed for good does not reconnect
+    offline: closedForGood ? "Disconnected: this page will not reconnect." : "Offline: reconnecting…",
     running: Boolean(running),
     branches,
     nextStepId: runnable.length ? runnable[0].id : null,

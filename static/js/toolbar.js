@@ -80,7 +80,7 @@ export class NotebookControls {
     if (!send.hasAttribute("aria-busy")) send.disabled = !perms.send;
     text.setAttribute("aria-disabled", String(!perms.send));
     hint.textContent = !perms.connected
-      ? "Offline: reconnecting…"
+      ? perms.offline
       : perms.send
         ? "Ctrl+Enter sends."
         : "Finish or stop the current turn to send another message.";
