@@ -94,6 +94,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The most resident memory a process has used so far (its VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 # --- one notebook's client ---------------------------------------------------------------------
 
 
@@ -298,6 +306,7 @@ async def run(
                 client.failure = f"not done after {timeout:.0f} s"
         finished = time.time()
         cpu_after = [cpu_seconds(pid) for pid in pids]
+        peak_rss = [peak_rss_mb(pid) for pid in pids]
         lag = loop_lag_buckets(setup.ports) - lag_before
         client_cpu = time.process_time() - client_cpu_before
         expected = last_seqs(setup, ids)
@@ -314,6 +323,7 @@ async def run(
         "started": started,
         "wall_s": finished - started,
         "server_cpu_s": sum(cpu_after) - sum(cpu_before),
+        "server_peak_rss_mb": max(peak_rss),
         "loop_lag_p50_ms": bucket_quantile(lag, 0.50),
         "loop_lag_p99_ms": bucket_quantile(lag, 0.99),
         "client_cpu_s": client_cpu,
@@ -461,6 +471,7 @@ def analyse(
         "server_cpu_ms_per_turn": round(timing["server_cpu_s"] / turns * 1000, 1)
         if turns
         else None,
+        "server_peak_rss_mb": round(timing["server_peak_rss_mb"], 1),
         "client_cpu_s": round(timing["client_cpu_s"], 2),
         "wall_s": round(timing["wall_s"], 2),
         "lost_events": events.lost,
