@@ -35,6 +35,7 @@ from runs.presets.tools.sample_chart import sample_chart_png
 from runs.service.deletion import delete_rows
 from runs.service.tokens import create_token
 from tests.agui_support import (
+    URL,
     conversation,
     folds_to_its_snapshots,
     outcome,
@@ -577,6 +578,37 @@ async def test_a_run_whose_rows_go_before_it_ends_says_the_notebook_was_deleted(
     assert events[-1]["type"] == "RUN_ERROR", events[-1]
     assert events[-1]["code"] == "not_found"
     assert "deleted" in events[-1]["message"]
+
+
+async def test_a_run_whose_notebook_goes_before_its_stream_is_read_says_so(
+    scripted_server: Any, artifacts_dir: Path
+) -> None:
+    """The run was accepted (its message sent), then the notebook deleted before the response's
+    stream was read at all (a slow client, another process's deletion): the stream starts and
+    ends with an error saying so, never a server error."""
+    slow = Rule(reply=Reply(text="word " * 400), timing=Timing(token_delay_s=0.01))
+    srv = scripted_server(Script(rules=[slow]))
+    with llm_at(srv):
+        user, client = await logged_in()
+        response = await client.post(
+            URL,
+            data=json.dumps(run_input("thread-unread", "Talk for a while")),
+            content_type="application/json",
+        )
+        assert response.status_code == 200 and response.streaming
+        task = await Task.objects.aget(agui_thread="thread-unread")
+        await database_sync_to_async(delete_rows)(task.pk, user.pk, user.username)
+        chunks = [
+            c if isinstance(c, str) else c.decode()
+            async for c in response.streaming_content
+        ]
+        raw = "".join(chunks)
+        await service.wait_idle()
+    conforms(raw, artifacts_dir, "rows-gone-unread")
+    events = sse_events(raw)
+    assert types(events)[0] == "RUN_STARTED"
+    assert events[-1]["type"] == "RUN_ERROR", events[-1]
+    assert events[-1]["code"] == "not_found" and "deleted" in events[-1]["message"]
 
 
 async def test_a_run_without_news_follows_a_step_running_elsewhere_to_its_end(

@@ -363,34 +363,45 @@ class AgentRun:
         conductor = spawn(self._conduct(), name=f"agui-{self.thread.task_pk}")
         try:
             yield self._encode(self.translator.run_started(self.given))
-            # Every run starts with the thread as it stands, a reconnect (a run with no new
-            # message) too: the shared state (a Team's; {} for an agent without one, so a
-            # client never keeps a previous thread's) and the conversation.
-            state = await self._shared_state()
-            yield self._encode(self.translator.snapshot(state or {}))
-            yield self._encode(self.translator.messages(self.opening))
-            view = await database_sync_to_async(service.notebook_view)(
-                self.thread.task_pk
+            async for chunk in self._stream(feed, conductor):
+                yield chunk
+        except Task.DoesNotExist:
+            # deleted before the run read it, or while it streamed (runs.service.deletion)
+            yield self._encode(
+                self.translator.close()
+                + self.translator.error(
+                    "this notebook was deleted", ErrorCode.NOT_FOUND.value
+                )
             )
-            for (
-                step_id
-            ) in view.running:  # joined mid-step: its text comes with the reply
-                yield self._encode(
-                    self.translator.stored({"type": "step_started", "step_id": step_id})
-                )
-            async for items in self._follow(feed, conductor):
-                yield (
-                    self._encode(await self._translate(items))
-                    if items
-                    else ": keepalive\n\n"
-                )
-            if feed.receiving().done():
-                yield self._encode(await self._translate(await feed.take()))
-            yield self._encode(await self._translate(await feed.stored_until()))
-            yield self._encode(self.translator.close() + await self._messages())
-            yield self._encode(await self._end(conductor))
         finally:
             await feed.close()
+
+    async def _stream(
+        self, feed: NotebookFeed, conductor: asyncio.Task[None]
+    ) -> AsyncIterator[str]:
+        """The run's events after RUN_STARTED, to its end."""
+        # Every run starts with the thread as it stands, a reconnect (a run with no new
+        # message) too: the shared state (a Team's; {} for an agent without one, so a
+        # client never keeps a previous thread's) and the conversation.
+        state = await self._shared_state()
+        yield self._encode(self.translator.snapshot(state or {}))
+        yield self._encode(self.translator.messages(self.opening))
+        view = await database_sync_to_async(service.notebook_view)(self.thread.task_pk)
+        for step_id in view.running:  # joined mid-step: its text comes with the reply
+            yield self._encode(
+                self.translator.stored({"type": "step_started", "step_id": step_id})
+            )
+        async for items in self._follow(feed, conductor):
+            yield (
+                self._encode(await self._translate(items))
+                if items
+                else ": keepalive\n\n"
+            )
+        if feed.receiving().done():
+            yield self._encode(await self._translate(await feed.take()))
+        yield self._encode(await self._translate(await feed.stored_until()))
+        yield self._encode(self.translator.close() + await self._messages())
+        yield self._encode(await self._end(conductor))
 
     async def _follow(
         self, feed: NotebookFeed, conductor: asyncio.Task[None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -23,6 +24,8 @@ from .types import StepStatus, Task, TaskStep, TaskStepOutput, ToolCallDecision
 
 if TYPE_CHECKING:
     from .runner_core import RunnerCore
+
+logger = logging.getLogger(__name__)
 
 
 def approve_pending(step: TaskStep) -> None:
@@ -262,6 +265,13 @@ async def execute(run: StepRun, worker_kwargs: dict[str, Any]) -> TaskStepOutput
     return output
 
 
+def _log_unstored_end(reporting: asyncio.Future[None]) -> None:
+    if not reporting.cancelled() and reporting.exception() is not None:
+        logger.warning(
+            "the end of a stopped step was not stored: %r", reporting.exception()
+        )
+
+
 async def _failed(run: StepRun, exc: BaseException, started: bool) -> NoReturn:
     """Put the task back as before the step, keep the step queued, and report why.
 
@@ -297,7 +307,16 @@ async def _failed(run: StepRun, exc: BaseException, started: bool) -> NoReturn:
             await run.runner._emit(ended)
 
     # a cancelled step still stores its rollback: shielded, so a second cancel cannot cut it short
-    await asyncio.shield(report()) if interrupted else await report()
+    if interrupted:
+        reporting = asyncio.ensure_future(report())
+        try:
+            await asyncio.shield(reporting)
+        except asyncio.CancelledError:
+            # cancelled again meanwhile: nobody awaits it, so its failure is logged, not lost
+            reporting.add_done_callback(_log_unstored_end)
+            raise
+    else:
+        await report()
     if interrupted:
         raise exc
     raise StepFailedError(f"step failed: {message}") from exc
