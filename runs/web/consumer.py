@@ -49,9 +49,8 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
-CLOSE_DELETED = (
-    4410  # the notebook was deleted (a `deleted` message said by whom, when)
-)
+# the notebook was deleted (a `deleted` message said by whom, when)
+CLOSE_DELETED = 4410
 REPLAY_BATCH = 500
 CATCH_UP_EVERY_S = 1.0
 
