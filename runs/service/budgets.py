@@ -148,10 +148,16 @@ def usage_of(
         "payload__usage__prompt_tokens",
         "payload__usage__completion_tokens",
     ):
-        tokens = used.setdefault(model or "", [0, 0])
-        tokens[0] += int(p or 0)
-        tokens[1] += int(c or 0)
+        _add_usage(used, model or "", p, c)
     return used
+
+
+def _add_usage(
+    used: dict[str, list[int]], model: str, prompt: Any, completion: Any
+) -> None:
+    tokens = used.setdefault(model, [0, 0])
+    tokens[0] += int(prompt or 0)
+    tokens[1] += int(completion or 0)
 
 
 def _spent(
@@ -162,10 +168,8 @@ def _spent(
     when `task`'s model has a price."""
     used = usage_of(events)
     for usage in also or []:
-        for model, pair in usage.items():
-            tokens = used.setdefault(model, [0, 0])
-            tokens[0] += int(pair[0])
-            tokens[1] += int(pair[1])
+        for model, (prompt, completion) in usage.items():
+            _add_usage(used, model, prompt, completion)
     default = _default_model()
     usd: Decimal | None = None
     for model, (prompt, completion) in (used or {task.model: [0, 0]}).items():

@@ -30,10 +30,8 @@ async def refresh(task_pk: int, running: bool = False) -> None:
     """Recompute the notebook's status; tell its owner's inbox when it changed."""
     try:
         status, changed = await database_sync_to_async(update_status)(task_pk, running)
-    except (
-        Task.DoesNotExist
-    ):  # deleted meanwhile (runs.service.deletion): nobody to tell
-        return
+    except Task.DoesNotExist:
+        return  # deleted meanwhile (runs.service.deletion): nobody to tell
     if not changed:
         return
     owner = await database_sync_to_async(_owner)(task_pk)
