@@ -119,6 +119,15 @@ def test_delete_from_the_list_of_notebooks(
     dialog = page.get_by_role("dialog")
     assert dialog.get_by_role("heading").inner_text() == f"Delete “{title}”?"
     shot(page, artifacts_dir, "delete-from-list-1280x800")
+    # a title with a hidden control (pasted into the first message) is named with its marker
+    named = page.evaluate(
+        """async () => {
+            const { deleteQuestion } = await import("/static/js/delete_notebook.js");
+            const { title } = deleteQuestion("Q3 \u202e4202\u202c");
+            return title.map((n) => (typeof n === "string" ? n : n.textContent)).join("");
+        }"""
+    )
+    assert named == "Delete “Q3 [U+202E]4202[U+202C]”?", named
     dialog.get_by_role("button", name="Cancel").click()
     assert row.count() == 1 and dialog.count() == 0
     button.click()

@@ -3,11 +3,13 @@
 
 import { CONFIRMED, confirmAction } from "./confirm.js";
 import { h } from "./dom.js";
+import { proseNodes } from "./hidden.js";
 
 /** What the dialog asks before notebook `title` is deleted (confirmAction's options). */
 export function deleteQuestion(title) {
   return {
-    title: `Delete “${title}”?`,
+    // (the person's first message: pasted text may hide characters, shown as markers as on its cell)
+    title: ["Delete “", ...proseNodes(title), "”?"],
     text: "Its whole trace (turns, steps, messages, events and images) is deleted for good; a turn going on is stopped first. Its forks stay. The deletion is on record.",
     confirm: "Delete notebook",
   };
