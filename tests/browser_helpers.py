@@ -15,10 +15,13 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import os
+import queue
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +44,113 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class Seeder:
+    """The live app's seeding process (tests/live_seeder.py): Django booted once, then code and
+    management commands run in it on request, one at a time."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "live_seeder"],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put("")  # the process ended
+
+    def _reply(self, timeout: float) -> dict[str, Any]:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(
+                f"the seeder did not answer within {timeout} s"
+            ) from None
+        if not line:
+            raise RuntimeError(
+                "the seeder ended:\n"
+                + self.log_path.read_text(errors="replace")[-5000:]
+            )
+        return dict(json.loads(line))
+
+    def ready(self) -> Seeder:
+        if not self._ready:
+            self._reply(STARTUP_TIMEOUT_S)
+            self._ready = True
+        return self
+
+    def ask(self, request: dict[str, Any], timeout: float) -> str:
+        with self._lock:
+            self.ready()
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            reply = self._reply(timeout)
+        if reply["error"]:
+            raise RuntimeError(f"{request} failed:\n{reply['out']}\n{reply['error']}")
+        return str(reply["out"])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()  # its loop ends at the end of its input
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
+
+
+_templates: dict[str, Path] = {}
+_templates_dir: tempfile.TemporaryDirectory[str] | None = None
+
+
+def copy_migrated_database(env: dict[str, str], target: Path) -> None:
+    """Give a live app at `target` a database migrated and with the test user, as `make run`
+    leaves it: migrated once per settings module and test process, then copied (a migration
+    costs 5-10 s; a copy milliseconds)."""
+    global _templates_dir
+    settings_module = env.get("DJANGO_SETTINGS_MODULE", "agentui.settings")
+    template = _templates.get(settings_module)
+    if template is None:
+        if _templates_dir is None:
+            _templates_dir = tempfile.TemporaryDirectory(prefix="agentui-template-")
+        template = Path(_templates_dir.name) / f"{settings_module}.sqlite3"
+        made = {**env, "DATABASE_URL": f"sqlite:///{template}"}
+        for args in (
+            ["migrate", "--noinput", "-v", "0"],
+            ["ensure_user", "--username", USERNAME],
+        ):
+            subprocess.run(
+                [sys.executable, str(ROOT / "manage.py"), *args],
+                env=made,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                timeout=180,
+            )
+        _templates[settings_module] = template
+    # SQLite's backup API: a consistent copy whatever the write-ahead log still holds
+    with sqlite3.connect(template) as source, sqlite3.connect(target) as copy:
+        source.backup(copy)
+    source.close()
+    copy.close()
 
 
 class LiveApp:
@@ -69,9 +179,11 @@ class LiveApp:
         self.env.pop("REDIS_URL", None)
         self.log_path = workdir / "daphne.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self.seeder: Seeder | None = None
 
     def manage(self, *args: str, timeout: float = 60) -> str:
-        """Run `manage.py <args>` against this app's database; returns stdout."""
+        """Run `manage.py <args>` in a process of its own against this app's database; returns
+        stdout. (`call` runs a command in the seeder instead, without a Django boot.)"""
         result = subprocess.run(
             [sys.executable, str(ROOT / "manage.py"), *args],
             env=self.env,
@@ -86,13 +198,25 @@ class LiveApp:
             )
         return result.stdout
 
+    def call(self, *command: str, timeout: float = 60) -> str:
+        """A management command run in this app's seeder (as `manage.py <command>`); stdout."""
+        return self._seeder().ask({"command": list(command)}, timeout)
+
     def shell(self, code: str, timeout: float = 120) -> str:
-        """Run Python with Django set up (manage.py shell -c), e.g. to seed rows."""
-        return self.manage("shell", "-c", code, timeout=timeout)
+        """Run Python with Django set up (as `manage.py shell -c`), e.g. to seed rows."""
+        return self._seeder().ask({"code": code}, timeout)
+
+    def _seeder(self) -> Seeder:
+        if self.seeder is None:
+            self.seeder = Seeder(self.env, self.workdir / "seeder.log")
+        return self.seeder.ready()
 
     def start(self) -> LiveApp:
-        self.manage("migrate", "--noinput", "-v", "0")
-        self.manage("ensure_user", "--username", USERNAME, "--base-url", self.url)
+        database = self.workdir / "live.sqlite3"
+        if not database.exists():
+            copy_migrated_database(self.env, database)
+        if self.seeder is None:  # it boots Django while daphne does
+            self.seeder = Seeder(self.env, self.workdir / "seeder.log")
         daphne = Path(sys.executable).with_name("daphne")
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
@@ -133,6 +257,13 @@ class LiveApp:
                 self.process.wait(5)
         self.process = None
 
+    def close(self) -> None:
+        """Stop the server and the seeder (the end of the app; `stop` alone lets it restart)."""
+        self.stop()
+        if self.seeder is not None:
+            self.seeder.close()
+            self.seeder = None
+
     def crash(self) -> None:
         """kill -9, as a crash or the kernel's out-of-memory killer does (nothing cleaned up)."""
         if self.process is not None:
@@ -148,7 +279,7 @@ class LiveApp:
 
     def login_link(self) -> str:
         """A one-time link that logs the test user in."""
-        return self.manage("login_link", USERNAME, "--base-url", self.url).strip()
+        return self.call("login_link", USERNAME, "--base-url", self.url).strip()
 
     def session_cookie(self) -> str:
         """A `Cookie` header value of the test user logged in (for raw HTTP and socket clients)."""
@@ -193,7 +324,7 @@ def served_app(
         try:
             yield app.start()
         finally:
-            app.stop()
+            app.close()
             model.stop()
 
 
@@ -218,12 +349,15 @@ class _ModuleState:
             )
             artifacts.mkdir(parents=True, exist_ok=True)
             (artifacts / f"daphne-{self.name}.log").write_text(self.app.log())
+        # Playwright's sync API keeps its event loop marked running in this thread while it
+        # is started: stopped with the module, so other modules' asyncio tests and ORM calls
+        # see no loop
         if self.browser is not None:
             self.browser.close()
         if self.playwright is not None:
             self.playwright.stop()
         if self.app is not None:
-            self.app.stop()
+            self.app.close()
         if self.model is not None:
             self.model.stop()
         if self.tmp is not None:

@@ -503,9 +503,7 @@ def test_every_page_runs_under_the_policy_without_a_violation(
         "from django.contrib.auth import get_user_model; "
         "get_user_model().objects.get_or_create(username='walker')"
     )
-    page.goto(
-        live_app.manage("login_link", "walker", "--base-url", live_app.url).strip()
-    )
+    page.goto(live_app.call("login_link", "walker", "--base-url", live_app.url).strip())
     page.get_by_role("heading", name="Switch account?").wait_for()
     page.get_by_role("link", name=f"Stay signed in as {USERNAME}").click()
     page.wait_for_url(f"{live_app.url}/")

@@ -251,7 +251,7 @@ def test_a_group_reviewer_decides_a_members_step_from_their_own_inbox(
     reviewer = context.new_page()
     errors = watch_errors(reviewer)
     reviewer.goto(
-        live_app.manage("login_link", "rita", "--base-url", live_app.url).strip()
+        live_app.call("login_link", "rita", "--base-url", live_app.url).strip()
     )
     reviewer.goto(f"{live_app.url}/inbox/")
     reviewer.locator("#inbox-empty:not([hidden])").wait_for()

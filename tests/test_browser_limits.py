@@ -70,7 +70,7 @@ def _other_users_link(app: LiveApp, username: str) -> str:
         "from django.contrib.auth.models import User; "
         f"User.objects.get_or_create(username={username!r})"
     )
-    return app.manage("login_link", username, "--base-url", app.url).strip()
+    return app.call("login_link", username, "--base-url", app.url).strip()
 
 
 def _serve_elsewhere(context: Any, html: str) -> None:

@@ -53,7 +53,7 @@ def served(
             headers = {"Origin": app.url, "Cookie": cookie}
             yield app, headers, pk
         finally:
-            app.stop()
+            app.close()
             model.stop()
 
 
