@@ -154,6 +154,8 @@ def test_a_crash_mid_tool_call_is_told_to_the_model_and_shown_when_run_again(
         '"archive_report" with arguments {"title": "Quarterly sales", "seconds": 60}'
         in (shown)
     )
+    # the answer streams after the note is drawn: wait for it (a read at once raced it)
+    page.locator("#cells").get_by_text("I won't archive it again").first.wait_for()
     assert "I won't archive it again" in page.locator("#cells").inner_text()
     told.scroll_into_view_if_needed()
     shots_at_both_sizes(page, artifacts_dir, "crash-3-told")
