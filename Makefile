@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+# pytest-xdist workers per pass (a number, or auto: one per core); 0 runs in this process
+TEST_WORKERS ?= auto
 LINK_USER ?=
 # The services pass of `make test` (override to use other servers).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -27,6 +29,8 @@ AGUI_STAMP := $(AGUI_CLIENT)/node_modules/.installed-$(call req_hash,$(AGUI_CLIE
 # Tests never see a developer's own database, Redis, LLM or trace collector settings.
 CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTUI_MODEL \
   -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+# a module's tests stay on one worker when they share its live app or servers (tests/conftest.py)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
 .PHONY: help run test lint login-link clean vendor phoenix
@@ -111,7 +115,7 @@ test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	  echo "$$problems" | sed 's/^/    /'; \
 	fi; \
 	echo "== Pass 1: all tests, SQLite + in-memory channel layer"; \
-	$(CLEAN_ENV) $(PY) -m pytest --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(CLEAN_ENV) $(PY) -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi; \
 	if [ $$services_ok = 0 ]; then \
 	  if [ "$${AGENTUI_REQUIRE_SERVICES:-}" = 1 ]; then \
@@ -122,7 +126,7 @@ test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
 	  exit 0; \
 	fi; \
 	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
-	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest $(XDIST) -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
 
 # The page's libraries (Markdown, sanitiser, charts) from npm at the versions npm/package-lock.json

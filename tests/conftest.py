@@ -30,6 +30,8 @@ from django.conf import settings
 from runs.engine.llms import TRANSPORTS
 
 if TYPE_CHECKING:
+    from phoenix_process import PhoenixProcess
+
     from runs.engine.testing import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,6 +195,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.db)
         if item.get_closest_marker("redis") and not item.get_closest_marker("ws"):
             item.add_marker(pytest.mark.ws)
+        if _shares_module_fixtures(item) and not item.get_closest_marker("xdist_group"):
+            # under `-n --dist loadgroup`, one worker runs the module: its live app, Phoenix or
+            # server processes start once, not once per worker
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _shares_module_fixtures(item: pytest.Item) -> bool:
+    """Whether `item` uses a fixture kept for its module (or longer) other than pytest's own."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or getattr(item, "module", None) is None:
+        return False
+    return any(
+        definition.scope in ("module", "package", "class")
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+        if not definition.func.__module__.startswith(("_pytest", "pytest_"))
+    )
 
 
 class UnclosedPools(logging.Handler):
@@ -332,6 +351,22 @@ def llm_transport(request: pytest.FixtureRequest) -> str:
     gc.collect()  # garbage from earlier tests is theirs
     request.node.stash[_POOLS] = UnclosedPools().__enter__()
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
+    """Arize Phoenix for the test process, started on first use (skips, or fails under
+    AGENTUI_REQUIRE_SERVICES=1, without it). A module using it marks itself
+    `pytest.mark.xdist_group("phoenix")`, so that under `-n` one worker starts it."""
+    from phoenix_process import PHOENIX, PhoenixProcess
+
+    if not PHOENIX.exists():
+        require_service("phoenix", f"no {PHOENIX} (make phoenix installs it)")
+    server = PhoenixProcess(tmp_path_factory.mktemp("phoenix")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """A real Arize Phoenix server for the telemetry tests, and its spans read back over its REST API.
 
 Phoenix runs from `.venv-phoenix` (`make phoenix`, which `make test` runs), offline, on free
-ports, with its database in the test's own directory; it is stopped when the test module ends.
-A test module imports the fixture: ``from phoenix_process import phoenix  # noqa: F401``.
+ports, with its database in a temporary directory. One Phoenix serves the whole test process
+(conftest's `phoenix` fixture; it takes ~20 s to start): each module exports to a project of its
+own, and the modules that use it are one xdist group, so `-n` starts it once.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import ROOT, require_service
+from conftest import ROOT
 from redis_process import free_port
 
 PHOENIX = ROOT / ".venv-phoenix" / "bin" / "phoenix"
@@ -118,15 +117,3 @@ class PhoenixProcess:
             if len(spans) >= count or time.monotonic() > deadline:
                 return spans
             time.sleep(0.25)
-
-
-@pytest.fixture(scope="module")
-def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixProcess]:
-    """Phoenix for this test module (skips, or fails under AGENTUI_REQUIRE_SERVICES=1, without it)."""
-    if not PHOENIX.exists():
-        require_service("phoenix", f"no {PHOENIX} (make phoenix installs it)")
-    server = PhoenixProcess(tmp_path_factory.mktemp("phoenix")).start()
-    try:
-        yield server
-    finally:
-        server.stop()

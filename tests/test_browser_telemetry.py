@@ -24,12 +24,17 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 from live_support import ANSWER, QUESTION, analyst_rules
-from phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
+from phoenix_process import PhoenixProcess
 
 from runs.engine.testing import Script, ScriptedServer
 
 # longer than pytest.ini's default: Phoenix starts in the setup (~20 s alone)
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+# one Phoenix for the process (conftest's `phoenix`): one worker runs every module using it
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("phoenix"),
+]
 
 PROJECT = "agentui-browser"
 

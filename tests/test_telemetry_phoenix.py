@@ -1,7 +1,7 @@
 """Runs exported as OpenInference spans reach a real Arize Phoenix, nested and described right.
 
-Phoenix is started by this module from `.venv-phoenix` (`make phoenix`; `make test` does it) and
-read back over its REST API. A function-calling notebook goes through the live app (publisher
+Phoenix (conftest's `phoenix`: one per test process, from `.venv-phoenix`, which `make test`
+installs) is read back over its REST API. A function-calling notebook goes through the live app (publisher
 hook, approvals and an edit in step mode); an LLMCompiler notebook too, with a search tool slow
 enough that its parallel calls overlap, and the same run through the engine alone with
 `TraceRecorder` as its `on_event`. Then the collector down, and hanging.
@@ -40,10 +40,15 @@ from tests.live_support import (
     make_user,
     slow_search,
 )
-from tests.phoenix_process import PhoenixProcess, phoenix  # noqa: F401  (fixture)
+from tests.phoenix_process import PhoenixProcess
 
 # longer than pytest.ini's default: Phoenix starts in the first test's setup (~20 s alone)
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+# one Phoenix for the process (conftest's `phoenix`): one worker runs every module using it
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("phoenix"),
+]
 
 Span = dict[str, Any]
 
