@@ -12,7 +12,6 @@ and marks its tests `browser`; without Chromium they skip (or fail in CI) throug
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import os
 import queue
@@ -27,6 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,40 +117,63 @@ class Seeder:
         self._log.close()
 
 
-_templates: dict[str, Path] = {}
+# Run in a template database once it is migrated: the test user, as `make run`'s ensure_user
+# makes it, and a session of theirs, whose cookie every copy of the template accepts.
+_TEMPLATE_USER = f"""
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from live_support import session_cookie
+
+call_command("ensure_user", "--username", {USERNAME!r})
+print(session_cookie(get_user_model().objects.get(username={USERNAME!r})))
+"""
+
+
+@dataclass(frozen=True)
+class _Template:
+    database: Path
+    cookie: str  # `name=value` of a session of the test user
+
+
+_templates: dict[tuple[str, str], _Template] = {}
 _templates_dir: tempfile.TemporaryDirectory[str] | None = None
 
 
-def copy_migrated_database(env: dict[str, str], target: Path) -> None:
-    """Give a live app at `target` a database migrated and with the test user, as `make run`
-    leaves it: migrated once per settings module and test process, then copied (a migration
-    costs 5-10 s; a copy milliseconds)."""
+def copy_migrated_database(env: dict[str, str], target: Path) -> str:
+    """Give a live app at `target` a database as `make run` leaves it (migrated, with the test
+    user), and return the cookie of a session of that user in it.
+
+    Migrated once per settings module and test process, then copied: a migration costs 5-10 s
+    and every seed or login link a Django boot; a copy takes milliseconds."""
     global _templates_dir
-    settings_module = env.get("DJANGO_SETTINGS_MODULE", "agentui.settings")
-    template = _templates.get(settings_module)
+    key = (env.get("DJANGO_SETTINGS_MODULE", "agentui.settings"), env["SECRET_KEY"])
+    template = _templates.get(key)
     if template is None:
         if _templates_dir is None:
             _templates_dir = tempfile.TemporaryDirectory(prefix="agentui-template-")
-        template = Path(_templates_dir.name) / f"{settings_module}.sqlite3"
-        made = {**env, "DATABASE_URL": f"sqlite:///{template}"}
+        database = Path(_templates_dir.name) / f"{len(_templates)}.sqlite3"
+        made = {**env, "DATABASE_URL": f"sqlite:///{database}"}
+        out = ""
         for args in (
             ["migrate", "--noinput", "-v", "0"],
-            ["ensure_user", "--username", USERNAME],
+            ["shell", "-c", _TEMPLATE_USER],
         ):
-            subprocess.run(
+            out = subprocess.run(
                 [sys.executable, str(ROOT / "manage.py"), *args],
                 env=made,
                 cwd=ROOT,
                 check=True,
                 capture_output=True,
+                text=True,
                 timeout=180,
-            )
-        _templates[settings_module] = template
+            ).stdout
+        template = _templates[key] = _Template(database, out.strip().splitlines()[-1])
     # SQLite's backup API: a consistent copy whatever the write-ahead log still holds
-    with sqlite3.connect(template) as source, sqlite3.connect(target) as copy:
+    with sqlite3.connect(template.database) as source, sqlite3.connect(target) as copy:
         source.backup(copy)
     source.close()
     copy.close()
+    return template.cookie
 
 
 class LiveApp:
@@ -179,7 +202,10 @@ class LiveApp:
         self.env.pop("REDIS_URL", None)
         self.log_path = workdir / "daphne.log"
         self.process: subprocess.Popen[bytes] | None = None
-        self.seeder: Seeder | None = None
+        self.seeder: Seeder | None = None  # started by the first seed or command
+        self.cookie = (
+            ""  # `name=value`: the test user's session, made with the database
+        )
 
     def manage(self, *args: str, timeout: float = 60) -> str:
         """Run `manage.py <args>` in a process of its own against this app's database; returns
@@ -214,9 +240,7 @@ class LiveApp:
     def start(self) -> LiveApp:
         database = self.workdir / "live.sqlite3"
         if not database.exists():
-            copy_migrated_database(self.env, database)
-        if self.seeder is None:  # it boots Django while daphne does
-            self.seeder = Seeder(self.env, self.workdir / "seeder.log")
+            self.cookie = copy_migrated_database(self.env, database)
         daphne = Path(sys.executable).with_name("daphne")
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
@@ -282,11 +306,9 @@ class LiveApp:
         return self.call("login_link", USERNAME, "--base-url", self.url).strip()
 
     def session_cookie(self) -> str:
-        """A `Cookie` header value of the test user logged in (for raw HTTP and socket clients)."""
-        jar = http.cookiejar.CookieJar()
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        opener.open(self.login_link()).close()
-        return "; ".join(f"{c.name}={c.value}" for c in jar)
+        """A `Cookie` header value of the test user logged in (for raw HTTP and socket clients):
+        the session made with the database."""
+        return self.cookie
 
     def seed(self, function: str, *args: object, **kwargs: object) -> str:
         """Call a seed_* function of this module inside the app (its printed result is returned)."""
@@ -412,12 +434,21 @@ def new_context(
     contexts: list[Any] = []
 
     def make(**options: Any) -> Any:
-        if state.storage_state is None:
-            context = state.browser.new_context(viewport=VIEWPORT)
-            page = context.new_page()
-            page.goto(live_app.login_link())
-            state.storage_state = context.storage_state()
-            context.close()
+        if (
+            state.storage_state is None
+        ):  # the test user's session, made with the database
+            name, value = live_app.cookie.split("=", 1)
+            cookie = {
+                "name": name,
+                "value": value,
+                "domain": "127.0.0.1",
+                "path": "/",
+                "expires": -1,
+                "httpOnly": True,
+                "secure": False,
+                "sameSite": "Lax",
+            }
+            state.storage_state = {"cookies": [cookie], "origins": []}
         context = state.browser.new_context(
             viewport=VIEWPORT,
             storage_state=state.storage_state,
