@@ -195,10 +195,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.db)
         if item.get_closest_marker("redis") and not item.get_closest_marker("ws"):
             item.add_marker(pytest.mark.ws)
+        if not item.get_closest_marker("browser") and LIVE_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(pytest.mark.live)
         if _shares_module_fixtures(item) and not item.get_closest_marker("xdist_group"):
             # under `-n --dist loadgroup`, one worker runs the module: its live app, Phoenix or
             # server processes start once, not once per worker
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+# Fixtures that start processes: a server, Phoenix, manage.py or Redis (marks a test `live`)
+LIVE_FIXTURES = {"subprocess_env", "phoenix", "live_app"}
 
 
 def _shares_module_fixtures(item: pytest.Item) -> bool:
