@@ -27,13 +27,27 @@ PASS = re.compile(r"^== (Pass \d+)")
 SUMMARY = re.compile(r"^=+ (.*\d+ passed.*) in ([\d.]+)s")
 PHOENIX = {"test_telemetry_phoenix.py", "test_browser_telemetry.py"}
 GENERATED = {"test_rest_schemathesis.py", "test_rest_generated_client.py"}
-FAMILIES = ("browser", "Phoenix", "schemathesis + generated client", "live servers", "in-process")
+FAMILIES = (
+    "browser",
+    "Phoenix",
+    "schemathesis + generated client",
+    "live servers",
+    "in-process",
+)
 
 
 def live_tests() -> set[str]:
     """Node ids of the tests conftest marks `live` (without their xdist group suffix)."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "live and not browser"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "live and not browser",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -63,7 +77,9 @@ def tables(log: str, live: set[str]) -> str:
         if match := PASS.match(raw):
             current = match.group(1)
         elif match := SUMMARY.match(raw):
-            summaries[current] = f"{match.group(1)} in {float(match.group(2)):.0f} s wall"
+            summaries[current] = (
+                f"{match.group(1)} in {float(match.group(2)):.0f} s wall"
+            )
         elif match := LINE.match(raw):
             took, phase, node = float(match.group(1)), match.group(2), match.group(3)
             node = node.split("@", 1)[0]  # xdist's loadgroup suffix
