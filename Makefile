@@ -33,11 +33,12 @@ CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_U
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test lint login-link clean vendor phoenix
+.PHONY: help run test lint login-link clean vendor phoenix check-run
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
+	@echo "make check-run   make run from a venv of requirements.txt alone, in a copy of the tree: serves, logs in, stops"
 	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts), mypy"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
 	@echo "make clean       remove caches and test artifacts (keeps .venv, .venv-phoenix and db.sqlite3)"
@@ -87,6 +88,13 @@ run: $(RUN_STAMP)
 	@$(PY) manage.py recover_runs --force
 	@echo "Serving agentui on http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	@exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentui.asgi:application
+
+# What a fresh clone's `make run` does, checked end to end (CI runs it too): a copy of the
+# work tree under .local/check-run/, a new venv from requirements.txt alone, a free port,
+# /healthz, the printed login link to the start page, a clean stop. Your db.sqlite3 and
+# .venv are not touched.
+check-run:
+	@bash .ci/check_make_run
 
 # HOST/PORT given here win; else the address the last `make run` noted in .local/served.
 login-link: $(RUN_STAMP)

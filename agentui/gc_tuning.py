@@ -13,11 +13,17 @@ young generation is collected after 20,000 net allocations instead of 700, so fa
 objects of a turn in progress reach the old generation at all. Reference counting still frees
 at once everything that is not in a cycle; only cycles wait a little longer.
 
+At exit the frozen objects are handed back to the collector (`gc.unfreeze`, an atexit hook,
+which daphne's SIGTERM and Ctrl-C exits run too): frozen, they would never be freed, and
+DuckDB's bindings (nanobind) report every object of theirs still alive then as "leaked", some
+fifty lines at each stop of a server that had imported DuckDB, which read as a crash.
+
 AGENTUI_GC=default leaves the collector as Python sets it.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 
@@ -39,6 +45,7 @@ def tune() -> bool:
         return False
     gc.collect()
     gc.freeze()
+    atexit.register(gc.unfreeze)
     gc.set_threshold(*GC_THRESHOLDS)
     _tuned = True
     logger.info(

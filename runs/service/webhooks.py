@@ -40,7 +40,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -317,7 +317,7 @@ def _record(row: WebhookDelivery, code: int | None, error: str) -> None:
     row.save()
 
 
-async def _send(client: httpx.AsyncClient, row: WebhookDelivery) -> None:
+async def _send(client: httpx2.AsyncClient, row: WebhookDelivery) -> None:
     hook = row.webhook
     where = await asyncio.to_thread(pinned, hook.url)
     if isinstance(where, str):
@@ -339,7 +339,7 @@ async def _send(client: httpx.AsyncClient, row: WebhookDelivery) -> None:
         response = await client.post(
             target, content=body, headers=headers, extensions=extensions
         )
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         await database_sync_to_async(_record)(row, None, f"{type(exc).__name__}: {exc}")
         return
     error = "" if response.is_success else f"HTTP {response.status_code}"
@@ -352,6 +352,6 @@ async def deliver_due(now: dt.datetime | None = None) -> int:
     if not rows:
         return 0
     timeout = conf().webhook_timeout_s
-    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+    async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as client:
         await asyncio.gather(*(_send(client, row) for row in rows))
     return len(rows)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 
 from .config import TRACES_PATH
 
@@ -100,7 +100,7 @@ class ReviewSender:
         return True
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self.timeout_s) as client:
+        with httpx2.Client(timeout=self.timeout_s) as client:
             while True:
                 review = self.queue.get()
                 try:
@@ -108,12 +108,12 @@ class ReviewSender:
                 finally:
                     self.queue.task_done()
 
-    def _post(self, client: httpx.Client, review: Review) -> None:
+    def _post(self, client: httpx2.Client, review: Review) -> None:
         wait = FIRST_WAIT_S
         for attempt in range(TRIES):
             try:
                 response = client.post(self.url, json=review.body())
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 problem = repr(exc)
             else:
                 if response.is_success:
