@@ -33,11 +33,12 @@ CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_U
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test lint login-link clean vendor phoenix check-run
+.PHONY: help run test test-fast lint login-link clean vendor phoenix check-run
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
+	@echo "make test-fast   the in-process tests only (no Chromium, servers or Phoenix), on every core"
 	@echo "make check-run   make run from a venv of requirements.txt alone, in a copy of the tree: serves, logs in, stops"
 	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts), mypy"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
@@ -99,6 +100,11 @@ check-run:
 # HOST/PORT given here win; else the address the last `make run` noted in .local/served.
 login-link: $(RUN_STAMP)
 	@$(PY) manage.py login_link $(LINK_USER)
+
+# The inner loop: the tests that start no process of their own (no Chromium, daphne, manage.py,
+# Phoenix or Redis; tests/conftest.py marks those `browser` and `live`), SQLite, every core.
+test-fast: $(TEST_STAMP)
+	@$(CLEAN_ENV) $(PY) -m pytest $(XDIST) -m "not browser and not live" $(PYTEST_ARGS)
 
 # Pass 1: every test on SQLite and the in-memory channel layer.
 # Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer

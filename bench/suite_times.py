@@ -10,7 +10,8 @@ suite") keeps them with the command:
 A pass is a `== Pass N` section of the log. Families: browser (tests/test_browser_*), Phoenix
 (the two modules exporting to it), schemathesis and the generated client, live servers (tests
 conftest marks `live`: they start daphne, manage.py or Redis; asked of pytest itself with
-`--collect-only -m live`), and in-process (the rest). Under xdist the figures are summed over the
+`--collect-only -m live`), and in-process (the rest); a test marked `browser` outside
+tests/test_browser_* counts as browser. Under xdist the figures are summed over the
 workers: worker seconds, not wall seconds.
 """
 
@@ -36,8 +37,8 @@ FAMILIES = (
 )
 
 
-def live_tests() -> set[str]:
-    """Node ids of the tests conftest marks `live` (without their xdist group suffix)."""
+def collected(marks: str) -> set[str]:
+    """Node ids of the tests `-m marks` selects."""
     out = subprocess.run(
         [
             sys.executable,
@@ -46,7 +47,7 @@ def live_tests() -> set[str]:
             "--collect-only",
             "-q",
             "-m",
-            "live and not browser",
+            marks,
         ],
         capture_output=True,
         text=True,
@@ -55,18 +56,18 @@ def live_tests() -> set[str]:
     return {line.strip() for line in out.splitlines() if "::" in line}
 
 
-def family(node: str, live: set[str]) -> str:
+def family(node: str, marked: dict[str, set[str]]) -> str:
     module = node.split("::", 1)[0].rsplit("/", 1)[-1]
     if module in PHOENIX:
         return "Phoenix"
-    if module.startswith("test_browser_"):
+    if module.startswith("test_browser_") or node in marked["browser"]:
         return "browser"
     if module in GENERATED:
         return "schemathesis + generated client"
-    return "live servers" if node in live else "in-process"
+    return "live servers" if node in marked["live"] else "in-process"
 
 
-def tables(log: str, live: set[str]) -> str:
+def tables(log: str, marked: dict[str, set[str]]) -> str:
     seconds: dict[str, dict[str, dict[str, float]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(float))
     )
@@ -83,7 +84,7 @@ def tables(log: str, live: set[str]) -> str:
         elif match := LINE.match(raw):
             took, phase, node = float(match.group(1)), match.group(2), match.group(3)
             node = node.split("@", 1)[0]  # xdist's loadgroup suffix
-            kind = family(node, live)
+            kind = family(node, marked)
             seconds[current][kind][phase] += took
             tests[current][kind].add(node)
     out = []
@@ -110,10 +111,10 @@ def tables(log: str, live: set[str]) -> str:
 
 
 def main() -> None:
-    live = live_tests()
+    marked = {"browser": collected("browser"), "live": collected("live")}
     for path in sys.argv[1:]:
         print(f"### {path}\n")
-        print(tables(Path(path).read_text(errors="replace"), live))
+        print(tables(Path(path).read_text(errors="replace"), marked))
 
 
 if __name__ == "__main__":

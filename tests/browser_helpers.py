@@ -38,6 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 USERNAME = "analyst"
 VIEWPORT = {"width": 1280, "height": 800}
 STARTUP_TIMEOUT_S = 30.0
+# how long a page waits for an element by default: 15 s was short when `make test -n` runs two
+# Chromiums, two servers and their tests on two cores (a page load once took longer)
+CONTEXT_TIMEOUT_MS = 30_000
 
 
 def _free_port() -> int:
@@ -455,7 +458,7 @@ def new_context(
             accept_downloads=True,
             **options,
         )
-        context.set_default_timeout(15_000)
+        context.set_default_timeout(CONTEXT_TIMEOUT_MS)
         contexts.append(context)
         return context
 

@@ -195,10 +195,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.db)
         if item.get_closest_marker("redis") and not item.get_closest_marker("ws"):
             item.add_marker(pytest.mark.ws)
-        if not item.get_closest_marker("browser") and LIVE_FIXTURES & set(
-            getattr(item, "fixturenames", ())
-        ):
+        browser = item.get_closest_marker("browser") is not None
+        live = not browser and bool(
+            LIVE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        )
+        if live:
             item.add_marker(pytest.mark.live)
+        if not (browser or live or item.get_closest_marker("timeout")):
+            # pytest.ini's 300 s is for Chromium and server processes on a loaded machine; a
+            # test in this process took at most ~25 s under `-n`: a hang costs a minute
+            item.add_marker(pytest.mark.timeout(IN_PROCESS_TIMEOUT_S))
         if _shares_module_fixtures(item) and not item.get_closest_marker("xdist_group"):
             # under `-n --dist loadgroup`, one worker runs the module: its live app, Phoenix or
             # server processes start once, not once per worker
@@ -207,6 +213,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # Fixtures that start processes: a server, Phoenix, manage.py or Redis (marks a test `live`)
 LIVE_FIXTURES = {"subprocess_env", "phoenix", "live_app"}
+IN_PROCESS_TIMEOUT_S = 60
 
 
 def _shares_module_fixtures(item: pytest.Item) -> bool:

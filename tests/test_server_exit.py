@@ -67,7 +67,7 @@ def test_daphne_that_used_duckdb_stops_on_sigterm_without_leak_reports(
             process = app.process
             assert process is not None
         finally:
-            app.stop()
+            app.close()
             model.stop()
             log = app.log()
     assert "garbage collector tuned" in log, log  # the freeze this is about did happen
