@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
+    USERNAME,
     LiveApp,
     _browser_module,
     live_app,
@@ -197,7 +198,9 @@ def test_fork_refusals_are_clear(live_app: LiveApp, page: Any) -> None:
         headers={"Content-Type": "application/json", "X-CSRFToken": _csrf(page)},
     )
     assert answer.status == 404
-    page.goto(f"{live_app.url}/traces/compare/?a=1")
+    # a notebook of its own as `a` (notebook 1 exists only when an earlier test made it)
+    own = live_app.seed("seed_long_trace", USERNAME, 2)
+    page.goto(f"{live_app.url}/traces/compare/?a={own}")
     assert "give two notebooks to compare" in page.locator(".notice").inner_text()
 
 
