@@ -145,6 +145,11 @@ def test_markdown_answer_renders_table_and_code_while_streaming(
     )
     answer = page.locator(".cell-answer .md-body")
     answer.wait_for()
+    page.locator("article.cell-step[data-status='completed']").first.wait_for()
+    # ...and kept when the step ends: the text the person watched is not drawn again
+    assert page.evaluate("() => window.__heading.isConnected"), (
+        "the streamed heading was drawn again when its step ended"
+    )
     assert answer.locator("h2").inner_text() == "Revenue by region"
     assert answer.locator("table thead th").all_inner_texts() == [
         "region",

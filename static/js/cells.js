@@ -5,7 +5,7 @@
 // dirty, and streamed text only rewrites one text node per stream. Controls for a pending step
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
-import { domId, formatDuration, h, prettyJson, replaceChildren } from "./dom.js";
+import { domId, formatDuration, h, keepChildren, prettyJson, replaceChildren } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, pendingResultName, plannedAs, renderChain, resultName } from "./chain.js";
 import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
@@ -221,6 +221,8 @@ class StepView {
     this.root.setAttribute("aria-labelledby", (this.title.id = domId("step-title", step.id)));
     /** @type {{el: HTMLElement, stream: object}[]} */
     this.streamEls = [];
+    /** @type {WeakMap<object, {wrapper: HTMLElement, el: HTMLElement, view: object, stream: object}>} */
+    this.streamBlocks = new WeakMap();
     this.index = 0;
     this.bodySig = null;
     this.startedAt = null;
@@ -286,10 +288,9 @@ class StepView {
       const told = toldOfStoppedCalls(live);
       if (told) body.push(told);
       for (const stream of live.streams) {
-        const { root, view } = textBlock(stream.phase, "stream-text");
-        const label = stream.phase || (stream.agent !== "agent" ? stream.agent : null);
-        body.push(h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, root));
-        this.streamEls.push({ el: view.el, view, stream });
+        const block = this.#streamBlock(stream);
+        body.push(block.wrapper);
+        this.streamEls.push(block);
       }
       const react = live.reasoning.length > 0 || live.streams.some((s) => isReAct(s.text));
       const resultLabel = react ? "Observation" : "Result";
@@ -319,8 +320,24 @@ class StepView {
     const human = humanActionsBlock(model, step);
     if (human) body.push(human);
     if (earlier.length) body.push(earlierRuns(step, earlier));
-    replaceChildren(this.body, body);
+    keepChildren(this.body, body);
     this.patchStreams(step, model);
+  }
+
+  /**
+   * The drawn text of `stream`, made once and kept while the step is redrawn (its status, a
+   * call, its end): what was streamed stays the nodes the person watched, never drawn again.
+   */
+  #streamBlock(stream) {
+    let block = this.streamBlocks.get(stream);
+    if (!block) {
+      const { root, view } = textBlock(stream.phase, "stream-text");
+      const label = stream.phase || (stream.agent !== "agent" ? stream.agent : null);
+      const wrapper = h("div", { class: "stream", "data-phase": stream.phase || "" }, label ? h("span", { class: "field-label" }, label) : null, root);
+      block = { wrapper, el: view.el, view, stream };
+      this.streamBlocks.set(stream, block);
+    }
+    return block;
   }
 
   #controlsOwnCalls() {

@@ -73,6 +73,30 @@ export function replaceChildren(el, ...children) {
   append(el, children);
 }
 
+/**
+ * Make `el`'s children `children` (as `h` takes them), leaving in place every node that is
+ * already there and stays: a kept node never leaves the page, so a selection, focus or scroll
+ * inside it survives the redraw.
+ */
+export function keepChildren(el, ...children) {
+  const wanted = [];
+  const collect = (items) => {
+    for (const child of items) {
+      if (child == null || child === false) continue;
+      if (Array.isArray(child)) collect(child);
+      else wanted.push(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+  };
+  collect(children);
+  const kept = new Set(wanted);
+  for (const child of [...el.childNodes]) if (!kept.has(child)) child.remove();
+  let cursor = el.firstChild;
+  for (const node of wanted) {
+    if (node === cursor) cursor = cursor.nextSibling;
+    else el.insertBefore(node, cursor);
+  }
+}
+
 /** POST `body` as JSON with the page's CSRF token: the answer's JSON, or `{error}` saying why not. */
 export async function postJson(url, body) {
   const csrf = document.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";
