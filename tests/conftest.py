@@ -397,7 +397,7 @@ def app_env() -> dict[str, str]:
     return {}
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def subprocess_env() -> Callable[..., dict[str, str]]:
     """Factory `env(**overrides)`: an environment to run python/manage.py in a child process.
 

@@ -35,16 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SLOW = "Tell me a long story"
 
 
-@pytest.fixture
-def database_url(tmp_path: Path) -> Iterator[str]:
-    """An empty database of the kind the suite runs on, dropped afterwards."""
-    if connection.vendor != "postgresql":
-        yield f"sqlite:///{tmp_path / 'restart.sqlite3'}"
-        return
-    import psycopg
-
+def _admin_params() -> dict[str, Any]:
+    """How to reach the test PostgreSQL server's `postgres` database (to create databases)."""
     db = connection.settings_dict
-    name = f"agentui_restart_{uuid.uuid4().hex[:10]}"
     params = {
         "host": db["HOST"] or "127.0.0.1",
         "port": db["PORT"] or 5432,
@@ -53,11 +46,65 @@ def database_url(tmp_path: Path) -> Iterator[str]:
     }
     if db.get("PASSWORD"):
         params["password"] = db["PASSWORD"]
+    return params
+
+
+def _postgres_url(params: dict[str, Any], name: str) -> str:
+    auth = params["user"] + (f":{params['password']}" if "password" in params else "")
+    return f"postgres://{auth}@{params['host']}:{params['port']}/{name}"
+
+
+@pytest.fixture(scope="module")
+def migrated_template(
+    tmp_path_factory: pytest.TempPathFactory,
+    subprocess_env: Callable[..., dict[str, str]],
+) -> Iterator[str]:
+    """A database of the suite's kind, migrated once for the module and holding the user bob:
+    each test starts from a copy (migrations themselves are tested in test_migrations.py)."""
+    if connection.vendor != "postgresql":
+        url = f"sqlite:///{tmp_path_factory.mktemp('restart') / 'template.sqlite3'}"
+        _migrate(subprocess_env(DATABASE_URL=url))
+        yield url
+        return
+    import psycopg
+
+    params = _admin_params()
+    name = f"agentui_restart_template_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(**params, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
     try:
-        yield f"postgres://{auth}@{params['host']}:{params['port']}/{name}"
+        _migrate(subprocess_env(DATABASE_URL=_postgres_url(params, name)))
+        yield name
+    finally:
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _migrate(env: dict[str, str]) -> None:
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "ensure_user", "--username", "bob")
+
+
+@pytest.fixture
+def database_url(migrated_template: str, tmp_path: Path) -> Iterator[str]:
+    """A migrated database of the suite's kind with the user bob, dropped afterwards."""
+    if connection.vendor != "postgresql":
+        template = migrated_template.removeprefix("sqlite:///")
+        target = tmp_path / "restart.sqlite3"
+        # SQLite's backup API: a consistent copy whatever the write-ahead log still holds
+        with closing(sqlite3.connect(template)) as source:
+            with closing(sqlite3.connect(target)) as copy:
+                source.backup(copy)
+        yield f"sqlite:///{target}"
+        return
+    import psycopg
+
+    params = _admin_params()
+    name = f"agentui_restart_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template}"')
+    try:
+        yield _postgres_url(params, name)
     finally:
         with psycopg.connect(**params, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -84,8 +131,6 @@ def env(
         OPENAI_API_KEY="sk-test",
         AGENTUI_MODEL="scripted",
     )
-    manage(child_env, "migrate", "--noinput", "-v", "0")
-    manage(child_env, "ensure_user", "--username", "bob")
     return server, child_env
 
 
