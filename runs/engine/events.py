@@ -18,6 +18,11 @@ from .types import BegunCall, PendingToolCall, StepKind, ToolCallDecision
 
 
 class BaseEvent(BaseModel):
+    """What every event carries: the task (and step) it belongs to and when it happened (epoch seconds).
+
+    Extra keys are refused, so a misspelt field fails where the event is built, not on the page.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
@@ -29,6 +34,8 @@ class BaseEvent(BaseModel):
 
 
 class AgentInput(BaseEvent):
+    """The messages one model request is sent (``phase`` names a planner's or joiner's request)."""
+
     type: Literal["agent_input"] = "agent_input"
     input: list[ChatMessage]
     current_agent_name: str = "agent"
@@ -38,6 +45,8 @@ class AgentInput(BaseEvent):
 
 
 class AgentStream(BaseEvent):
+    """One streamed piece of a model's reply: ``delta`` is new, ``response`` is the text so far."""
+
     type: Literal["agent_stream"] = "agent_stream"
     delta: str
     response: str
@@ -48,6 +57,8 @@ class AgentStream(BaseEvent):
 
 
 class AgentOutput(BaseEvent):
+    """A model's complete reply to one request: its message, the tool calls it chose, its usage."""
+
     type: Literal["agent_output"] = "agent_output"
     response: ChatMessage
     tool_calls: list[ToolSelection] = Field(default_factory=list)
@@ -55,6 +66,10 @@ class AgentOutput(BaseEvent):
     raw: dict[str, Any] | None = None
     current_agent_name: str = "agent"
     phase: str | None = None
+
+    def __str__(self) -> str:
+        """The reply's text, as LlamaIndex's ``AgentOutput`` prints."""
+        return self.response.text
 
 
 class AgentReasoning(BaseEvent):
@@ -86,6 +101,8 @@ class ToolCall(BaseEvent):
 
 
 class ToolCallResult(BaseEvent):
+    """What a tool call returned (or the error it raised, as ``tool_output.is_error``), with its timing."""
+
     type: Literal["tool_call_result"] = "tool_call_result"
     tool_name: str
     tool_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -195,6 +212,8 @@ class AgentHandoff(BaseEvent):
 
 
 class StateChange(BaseModel):
+    """One key of the shared state, before and after a step (None: absent)."""
+
     before: Any = None
     after: Any = None
 
@@ -211,6 +230,8 @@ class StateChanged(BaseEvent):
 
 
 class StepCreated(BaseEvent):
+    """A step was queued: its input, kind, the steps it follows and, for an approval step, its calls."""
+
     type: Literal["step_created"] = "step_created"
     input: str | None = None
     kind: StepKind = StepKind.LLM
@@ -219,11 +240,15 @@ class StepCreated(BaseEvent):
 
 
 class StepStarted(BaseEvent):
+    """A step began to run, with the input it runs on."""
+
     type: Literal["step_started"] = "step_started"
     input: str | None = None
 
 
 class StepCompleted(BaseEvent):
+    """A step ended and is stored: its response text, whether it was the task's last, what it queued."""
+
     type: Literal["step_completed"] = "step_completed"
     output: str = ""
     is_last: bool = False
@@ -232,6 +257,8 @@ class StepCompleted(BaseEvent):
 
 
 class StepFailed(BaseEvent):
+    """A step raised; the task is as before it and the step stays queued (status ``failed``)."""
+
     type: Literal["step_failed"] = "step_failed"
     error: str
     error_type: str
@@ -247,28 +274,38 @@ class StepInterrupted(BaseEvent):
 
 
 class StepUndone(BaseEvent):
+    """A completed step was taken back; it is queued again, and ``dropped_steps`` are the steps it had queued."""
+
     type: Literal["step_undone"] = "step_undone"
     dropped_steps: list[str] = Field(default_factory=list)
 
 
 class StepInputEdited(BaseEvent):
+    """A person changed a queued step's input, or its pending tool calls, before it ran."""
+
     type: Literal["step_input_edited"] = "step_input_edited"
     input: str | None = None
     tool_calls: list[PendingToolCall] | None = None
 
 
 class TaskCreated(BaseEvent):
+    """A task was created for ``input``; its first step follows as a StepCreated."""
+
     type: Literal["task_created"] = "task_created"
     input: str
     approve_tool_calls: bool = False
 
 
 class TaskCompleted(BaseEvent):
+    """The task was finalized with this response; its conversation joined the agent's memory."""
+
     type: Literal["task_completed"] = "task_completed"
     response: str
 
 
 class TaskDeleted(BaseEvent):
+    """The task was abandoned; the agent's memory is as it was before it."""
+
     type: Literal["task_deleted"] = "task_deleted"
 
 
