@@ -5,13 +5,39 @@ Each test names one difference that was closed; docs/engine.md's Differences tab
 
 from __future__ import annotations
 
+import asyncio
 import typing
 from typing import Any
 
-from engine_helpers import SEED_QUESTION, make_agent, seed_rules, serving
+import pytest
+from engine_helpers import (
+    SEED_QUESTION,
+    Recorder,
+    llm_for,
+    make_agent,
+    seed_rules,
+    serving,
+)
 
-from runs.engine import AgentOutput, BaseCallbackHandler, CallbackManager, ChatMessage
+from runs.engine import (
+    LLM,
+    AgentChatResponse,
+    AgentOutput,
+    AgentRunner,
+    AgentStream,
+    BaseAgentWorker,
+    BaseCallbackHandler,
+    CallbackManager,
+    ChatMessage,
+    ChatResponseMode,
+    ParallelAgentRunner,
+    StreamingAgentChatResponse,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+)
 from runs.engine.events import AgentEvent, BaseEvent, StateChange
+from runs.engine.testing import Match, Reply, Rule
 
 
 class Ends(BaseCallbackHandler):
@@ -67,3 +93,80 @@ def test_create_task_forwards_its_callback_manager_to_that_task_alone() -> None:
         task.task_id,
         other.task_id,
     }
+
+
+class PortedWorker(BaseAgentWorker):
+    """A worker written for LlamaIndex: its astream_step returns a stream it feeds itself."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.runs: list[str] = []
+
+    def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
+        return TaskStep(task_id=task.task_id, input=task.input)
+
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
+        self.runs.append("arun_step")
+        reply = await self.llm.achat([ChatMessage.user(step.input or "")])
+        response = AgentChatResponse(response=reply.message.text)
+        return TaskStepOutput(output=response, task_step=step, is_last=True)
+
+    async def astream_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
+        self.runs.append("astream_step")
+        stream = StreamingAgentChatResponse()
+
+        async def feed() -> None:
+            text = ""
+            async for chunk in self.llm.astream_chat(
+                [ChatMessage.user(step.input or "")]
+            ):
+                text += chunk.delta
+                if chunk.delta:
+                    stream.put_delta(chunk.delta)
+            stream.finish(AgentChatResponse(response=text))
+
+        stream.attach(asyncio.ensure_future(feed()))
+        return TaskStepOutput(output=stream, task_step=step, is_last=True)
+
+
+ANSWER = Rule(match=Match(), reply=Reply(text="the answer is four hundred and five"))
+
+
+async def test_a_streaming_caller_runs_the_workers_own_astream_step() -> None:
+    with serving(ANSWER) as server:
+        worker = PortedWorker(llm_for(server))
+        recorder = Recorder()
+        agent = AgentRunner(worker, on_event=recorder)
+        streamed = await agent.astream_chat(SEED_QUESTION)
+        text = "".join([delta async for delta in streamed.async_response_gen()])
+        task = await agent.acreate_task(SEED_QUESTION)
+        waited = await agent.arun_step(task.task_id)
+    assert worker.runs == ["astream_step", "arun_step"]
+    assert text == ANSWER.reply.text == waited.output.response  # type: ignore[union-attr]
+    deltas = [e for e in recorder.events if isinstance(e, AgentStream)]
+    assert len(deltas) > 1 and deltas[-1].response == text
+    completed = recorder.of("step_completed")[0]
+    assert completed.output == text  # type: ignore[union-attr]
+    states = await agent.alist_task_states()
+    stored = states[0].completed_steps[0].output
+    assert type(stored) is AgentChatResponse and stored.response == text
+
+
+def test_run_steps_in_queue_streams_when_the_mode_says_so() -> None:
+    with serving(ANSWER) as server:
+        worker = PortedWorker(llm_for(server))
+        agent = ParallelAgentRunner(worker)
+        streamed = agent.create_task(SEED_QUESTION)
+        [output] = agent.run_steps_in_queue(
+            streamed.task_id, mode=ChatResponseMode.STREAM
+        )
+        waited = agent.create_task(SEED_QUESTION)
+        agent.run_steps_in_queue(waited.task_id, mode="wait")
+        with pytest.raises(ValueError, match="mode must be one of 'wait', 'stream'"):
+            agent.run_steps_in_queue(agent.create_task("x").task_id, mode="fast")
+    assert worker.runs == ["astream_step", "arun_step"]
+    assert output.output.response == ANSWER.reply.text

@@ -40,6 +40,13 @@ class StepKind(StrEnum):
     HUMAN_INPUT = "human_input"  # tool calls waiting for a person's answer to a question (its input)
 
 
+class ChatResponseMode(StrEnum):
+    """How the runner runs a step (LlamaIndex's name): the worker's ``arun_step``, or its ``astream_step``."""
+
+    WAIT = "wait"
+    STREAM = "stream"
+
+
 class ToolCallDecision(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
