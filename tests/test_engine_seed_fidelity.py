@@ -35,6 +35,7 @@ from runs.engine import (
     Task,
     TaskStep,
     TaskStepOutput,
+    ToolOutput,
 )
 from runs.engine.events import AgentEvent, BaseEvent, StateChange
 from runs.engine.testing import Match, Reply, Rule
@@ -170,3 +171,29 @@ def test_run_steps_in_queue_streams_when_the_mode_says_so() -> None:
             agent.run_steps_in_queue(agent.create_task("x").task_id, mode="fast")
     assert worker.runs == ["astream_step", "arun_step"]
     assert output.output.response == ANSWER.reply.text
+
+
+class SourceKeepingWorker(PortedWorker):
+    """Keeps its sources in ``task.extra_state["sources"]``, as LlamaIndex's workers do."""
+
+    async def arun_step(
+        self, step: TaskStep, task: Task, **kwargs: Any
+    ) -> TaskStepOutput:
+        output = await super().arun_step(step, task, **kwargs)
+        looked_up = ToolOutput(content="405", tool_name="lookup")
+        task.extra_state.setdefault("sources", []).append(looked_up.model_dump())
+        return output
+
+
+def test_finalize_response_returns_the_given_output_with_the_tasks_kept_sources() -> (
+    None
+):
+    with serving(ANSWER) as server:
+        agent = AgentRunner(SourceKeepingWorker(llm_for(server)))
+        task = agent.create_task(SEED_QUESTION)
+        last = agent.run_step(task.task_id)
+        response = agent.finalize_response(task.task_id, step_output=last)
+        again = agent.finalize_response(task.task_id)
+    assert response is last.output
+    assert [(s.tool_name, s.content) for s in response.sources] == [("lookup", "405")]
+    assert again is not response and again.sources == response.sources

@@ -23,6 +23,7 @@ from .runner_steering import RunnerSteering
 from .state import TaskState, TaskStatus
 from .step_run import Branch, InPlace, StepRun, execute
 from .streaming import StreamingAgentChatResponse
+from .tools import ToolOutput
 from .types import (
     AgentChatResponse,
     ChatResponseMode,
@@ -181,9 +182,12 @@ class RunnerSteps(RunnerSteering):
     ) -> AgentChatResponse:
         """Finish a task whose last step ran: its conversation is added to the agent's memory.
 
-        ``step_output`` (the last step's output, as ``run_step`` or ``stream_step`` returned it)
-        is the response returned, with every step's sources and the task's total usage; a
-        streamed step's response is the same StreamingAgentChatResponse, once its step ended.
+        ``step_output.output`` (the last step's, as ``run_step`` or ``stream_step`` returned it)
+        is the response returned, as in LlamaIndex the same object, given the task's sources and
+        total usage; a streamed step's is its StreamingAgentChatResponse, once its step ended.
+        The sources are ``task.extra_state["sources"]`` where a worker keeps them there (as
+        LlamaIndex's workers do), else every step's. Without ``step_output``: a copy of the
+        stored last step's response (the record keeps its own sources).
         """
         if step_output is not None and not step_output.is_last:
             raise TaskNotDoneError(
@@ -195,20 +199,13 @@ class RunnerSteps(RunnerSteering):
                 raise TaskNotDoneError(
                     f"task {task_id!r} is not done: its last step has not run yet"
                 )
-            response = (
-                step_output.output
-                if step_output is not None
-                else state.completed_steps[-1].output
-            )
+            if step_output is not None:
+                response = step_output.output
+            else:
+                response = state.completed_steps[-1].output.model_copy(deep=True)
             if isinstance(response, StreamingAgentChatResponse):
                 await response.aget_response()
-            else:
-                response = AgentChatResponse(response=response.response)
-            response.sources = [
-                source
-                for done in state.completed_steps
-                for source in done.output.sources
-            ]
+            response.sources = _task_sources(state)
             response.usage = _total_usage(state.completed_steps)
             if state.status is TaskStatus.COMPLETED:
                 return response
@@ -318,3 +315,11 @@ class RunnerSteps(RunnerSteering):
 
         streaming.attach(asyncio.ensure_future(drive()))
         return streaming
+
+
+def _task_sources(state: TaskState) -> list[ToolOutput]:
+    """The task's sources: those its worker kept in ``extra_state["sources"]``, else every step's."""
+    kept = state.task.extra_state.get("sources")
+    if isinstance(kept, list):
+        return [ToolOutput.model_validate(source) for source in kept]
+    return [source for done in state.completed_steps for source in done.output.sources]
