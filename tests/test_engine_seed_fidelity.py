@@ -6,6 +6,7 @@ Each test names one difference that was closed; docs/engine.md's Differences tab
 from __future__ import annotations
 
 import asyncio
+import inspect
 import typing
 from typing import Any
 
@@ -30,6 +31,7 @@ from runs.engine import (
     CallbackManager,
     ChatMessage,
     ChatResponseMode,
+    MultimodalReActAgentWorker,
     ParallelAgentRunner,
     StreamingAgentChatResponse,
     Task,
@@ -197,3 +199,19 @@ def test_finalize_response_returns_the_given_output_with_the_tasks_kept_sources(
     assert response is last.output
     assert [(s.tool_name, s.content) for s in response.sources] == [("lookup", "405")]
     assert again is not response and again.sources == response.sources
+
+
+def test_the_multimodal_worker_takes_the_seeds_parameters_no_app_setting_among_them() -> (
+    None
+):
+    parameters = list(inspect.signature(MultimodalReActAgentWorker).parameters)
+    assert parameters == [
+        "tools",
+        "multi_modal_llm",
+        "max_iterations",
+        "react_chat_formatter",
+        "output_parser",
+        "callback_manager",
+        "verbose",
+        "tool_retriever",
+    ]
