@@ -14,6 +14,7 @@ import pytest
 from engine_helpers import (
     SEED_QUESTION,
     Recorder,
+    arithmetic_tools,
     llm_for,
     make_agent,
     seed_rules,
@@ -31,6 +32,7 @@ from runs.engine import (
     CallbackManager,
     ChatMessage,
     ChatResponseMode,
+    LLMCompilerAgentWorker,
     MultimodalReActAgentWorker,
     ParallelAgentRunner,
     StreamingAgentChatResponse,
@@ -41,6 +43,8 @@ from runs.engine import (
 )
 from runs.engine.events import AgentEvent, BaseEvent, StateChange
 from runs.engine.testing import Match, Reply, Rule
+from runs.engine.workers.llm_compiler import parse_plan
+from runs.engine.workers.llm_compiler.worker import tool_params
 
 
 class Ends(BaseCallbackHandler):
@@ -215,3 +219,57 @@ def test_the_multimodal_worker_takes_the_seeds_parameters_no_app_setting_among_t
         "verbose",
         "tool_retriever",
     ]
+
+
+PLAN = "1. multiply(121, 3)\n2. join()"
+REPLAN = "3. add(363, 42)\n4. join()"
+COMPILER_RULES = [
+    # the replanner's prompt also asks for parallelizability: its rule comes first
+    Rule(
+        match=Match(system_contains="new round of an earlier plan"),
+        reply=Reply(text=REPLAN),
+    ),
+    Rule(
+        match=Match(system_contains="utmost parallelizability"), reply=Reply(text=PLAN)
+    ),
+    Rule(
+        match=Match(last_user_contains=["Solve a question answering task", "363"]),
+        reply=Reply(text="Thought: 42 is still to add\nAction: Replan(add 42 to 363)"),
+    ),
+]
+
+
+async def test_llm_compiler_has_the_seeds_arun_llm_and_ajoin() -> None:
+    worker_class = LLMCompilerAgentWorker
+    assert list(inspect.signature(worker_class.arun_llm).parameters) == [
+        "self",
+        "input",
+        "previous_context",
+        "is_replan",
+    ]
+    assert list(inspect.signature(worker_class.ajoin).parameters) == [
+        "self",
+        "input",
+        "tasks",
+        "is_final",
+    ]
+    tools = arithmetic_tools()
+    with serving(*COMPILER_RULES) as server:
+        worker = LLMCompilerAgentWorker.from_tools(tools, llm=llm_for(server))
+        planned = await worker.arun_llm(SEED_QUESTION)
+        with pytest.raises(ValueError, match="previous_context"):
+            await worker.arun_llm(SEED_QUESTION, is_replan=True)
+        replanned = await worker.arun_llm(
+            SEED_QUESTION, previous_context="multiply(121, 3) gave 363", is_replan=True
+        )
+        [call] = parse_plan(planned.message.text, tool_params(tools)).calls
+        call.output = ToolOutput(content="363", tool_name="multiply")
+        decision = await worker.ajoin(SEED_QUESTION, {call.index: call})
+        final = await worker.ajoin(SEED_QUESTION, {call.index: call}, is_final=True)
+        sent = [request.messages[-1]["content"] for request in server.requests]
+    assert (planned.message.text, replanned.message.text) == (PLAN, REPLAN)
+    assert "multiply(121, 3) gave 363" in sent[1]
+    assert decision.is_replan and decision.reason == "add 42 to 363"
+    # no replan is left: the joiner's own words become the answer
+    assert not final.is_replan and final.answer == "add 42 to 363"
+    assert "last round" in sent[-1]

@@ -101,15 +101,17 @@ def planner_system_prompt(
 
 
 def planner_user_message(
-    question: str, context: str | None, next_index: int, note: str | None
+    question: str, context: str | None, next_index: int | None, note: str | None
 ) -> str:
-    """The planner's user message: the question and, when replanning, what earlier rounds found."""
+    """The planner's user message: the question and, when replanning, what earlier rounds found
+    (and, when known, the number the new plan starts from)."""
     parts = [f"Question: {question}"]
     if context:
         parts.append(
             f"Earlier rounds (these calls already ran; do not repeat them):\n{context}"
         )
-        parts.append(f"Number the first call of the new plan {next_index}.")
+        if next_index is not None:
+            parts.append(f"Number the first call of the new plan {next_index}.")
     if note:
         parts.append(f"Note from the user: {note}")
     return "\n\n".join(parts)
