@@ -57,7 +57,10 @@ class RunSession:
         self.workflow = workflow
         self.store = _SessionStore()
         self.runner = AgentRunner(
-            workflow.worker, state_store=self.store, on_event=self._on_event
+            workflow.worker,
+            verbose=workflow.verbose,
+            state_store=self.store,
+            on_event=self._on_event,
         )
         self.carry = workflow.fresh_run_state()
         self.task_id: str | None = None

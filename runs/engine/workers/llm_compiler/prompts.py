@@ -7,8 +7,8 @@ Both can be replaced: ``planner_example_prompt_str`` swaps the planner's worked 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
+from ...templates import PromptTemplateLike
 from ...tools import BaseTool
 from .plan import END_OF_PLAN
 
@@ -63,12 +63,6 @@ LAST_ROUND_NOTE = (
     "This is the last round: no new plan can be made, so answer with Action: Finish(...) using "
     "what the results show, and say what could not be found."
 )
-
-
-class PromptTemplateLike(Protocol):
-    """Anything with ``format(**kwargs) -> str``, e.g. LlamaIndex's PromptTemplate."""
-
-    def format(self, **kwargs: str) -> str: ...
 
 
 def tool_listing(tools: Sequence[BaseTool]) -> str:

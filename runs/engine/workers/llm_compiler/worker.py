@@ -16,6 +16,7 @@ from ...errors import AgentError, LLMError
 from ...llms.base import LLM, ChatResponse
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
+from ...templates import PromptTemplateLike
 from ...tools import (
     BaseTool,
     ToolOutput,
@@ -39,7 +40,6 @@ from .prompts import (
     DEFAULT_JOINER_PROMPT,
     DEFAULT_PLANNER_EXAMPLE,
     LAST_ROUND_NOTE,
-    PromptTemplateLike,
     planner_system_prompt,
     planner_user_message,
     render_joiner_prompt,
