@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from engine_helpers import serving
-from workflow_helpers import collect, team, team_rules
+from engine_helpers import llm_for, serving
+from workflow_helpers import call, collect, team, team_rules
 
-from runs.engine import AgentOutput, WorkflowConfigError
+from runs.engine import (
+    AgentOutput,
+    AgentRunner,
+    AgentWorkflow,
+    Context,
+    FunctionAgent,
+    StateChanged,
+    StepFailedError,
+    WorkflowConfigError,
+)
+from runs.engine.testing import Match, Reply, Rule
 
 
 class Template:
@@ -82,3 +93,80 @@ def test_workflow_kwargs_it_cannot_honour_are_refused_by_name() -> None:
             team(server, service_manager=object())
         with pytest.raises(WorkflowConfigError, match="num_concurrent_runs"):
             team(server, num_concurrent_runs=0)
+
+
+# --- ctx.get gives the kept value itself, as LlamaIndex's context does -----------------------------
+
+
+async def note_in_place(ctx: Context, text: str) -> str:
+    """Note a text in the shared state and in a list of the tool's own, editing both in place."""
+    state = await ctx.get("state")
+    state["notes"].append(text)  # no ctx.set: the edit is kept
+    seen = await ctx.get("seen", default=None)
+    if seen is None:
+        seen = []
+        await ctx.set("seen", seen)
+    seen.append(len(text))  # after ctx.set, the same list is what is kept
+    return "noted"
+
+
+async def note_a_set(ctx: Context, text: str) -> str:
+    """Put something into the shared state that JSON cannot hold."""
+    state = await ctx.get("state")
+    state["letters"] = set(text)
+    return "noted"
+
+
+def noting(tool: str, text: str) -> list[Rule]:
+    return [
+        Rule(match=Match(tool_results_since_user=0), reply=call(tool, text=text)),
+        Rule(match=Match(tool_results_since_user=1), reply=Reply(text="done")),
+    ]
+
+
+def notebook(server: Any, tool: Any) -> AgentWorkflow:
+    agent = FunctionAgent(name="noter", tools=[tool], llm=llm_for(server))
+    return AgentWorkflow([agent], initial_state={"notes": []})
+
+
+async def test_edits_in_place_to_what_ctx_get_returns_are_kept() -> None:
+    with serving(*noting("note_in_place", "Lagos")) as server:
+        workflow = notebook(server, note_in_place)
+        handler = workflow.run(user_msg="note Lagos")
+        events, _ = await collect(handler)
+        ctx = handler.ctx
+        assert await ctx.get("state") == {"notes": ["Lagos"]}
+        assert await ctx.get("seen") == [5]
+        [changed] = [e for e in events if isinstance(e, StateChanged)]
+        assert changed.changes["notes"].after == ["Lagos"]
+        # between runs the caller's edits in place are kept too, and the next run starts from them
+        (await ctx.get("state"))["notes"].append("by hand")
+        await collect(workflow.run(user_msg="note Lagos", ctx=ctx))
+        assert await ctx.get("state") == {"notes": ["Lagos", "by hand", "Lagos"]}
+        assert await ctx.get("seen") == [5, 5]
+        assert "by hand" in server.requests[2].messages[-1]["content"]
+
+
+async def test_an_edit_in_place_is_undone_with_its_step() -> None:
+    with serving(*noting("note_in_place", "Lagos")) as server:
+        workflow = notebook(server, note_in_place)
+        agent = AgentRunner(workflow.worker)
+        task = await agent.acreate_task("note Lagos")
+        await agent.arun_step(task.task_id)
+        kept = (await agent.aget_task_state(task.task_id)).task.extra_state
+        assert kept["workflow"]["state"] == {"notes": ["Lagos"]}
+        await agent.aundo_step(task.task_id)
+        kept = (await agent.aget_task_state(task.task_id)).task.extra_state
+        assert kept["workflow"]["state"] == {"notes": []}
+
+
+async def test_an_edit_in_place_that_is_not_json_fails_its_step_by_name() -> None:
+    with serving(*noting("note_a_set", "abc")) as server:
+        agent = AgentRunner(notebook(server, note_a_set).worker)
+        task = await agent.acreate_task("note abc")
+        with pytest.raises(
+            StepFailedError, match="state under 'letters' is no longer JSON"
+        ):
+            await agent.arun_step(task.task_id)
+        kept = (await agent.aget_task_state(task.task_id)).task.extra_state
+        assert kept["workflow"]["state"] == {"notes": []}
