@@ -41,7 +41,7 @@ from runs.engine import (
     TaskStepOutput,
     ToolOutput,
 )
-from runs.engine.events import AgentEvent, BaseEvent, StateChange
+from runs.engine.events import AgentEvent, BaseEvent, StateChange, parse_event
 from runs.engine.testing import Match, Reply, Rule
 from runs.engine.workers.llm_compiler import parse_plan
 from runs.engine.workers.llm_compiler.worker import tool_params
@@ -68,6 +68,23 @@ def test_agent_output_prints_as_its_reply_text() -> None:
     said = AgentOutput(task_id="t", response=ChatMessage.assistant("405"))
     silent = AgentOutput(task_id="t", response=ChatMessage.assistant(None))
     assert (str(said), f"{said}", str(silent)) == ("405", "405", "")
+
+
+class ProviderChunk:
+    """Something a provider's SDK hands back, which JSON cannot hold."""
+
+    def __str__(self) -> str:
+        return "chunk 7"
+
+
+def test_raw_takes_anything_and_travels_as_json_or_text() -> None:
+    as_dict = AgentStream(task_id="t", delta="4", response="4", raw={"id": "c1"})
+    as_object = AgentOutput(
+        task_id="t", response=ChatMessage.assistant("405"), raw=ProviderChunk()
+    )
+    assert isinstance(as_object.raw, ProviderChunk)
+    assert parse_event(as_dict.model_dump_json()) == as_dict
+    assert parse_event(as_object.model_dump_json()).raw == "chunk 7"  # type: ignore[union-attr]
 
 
 def test_every_event_class_says_what_it_means() -> None:

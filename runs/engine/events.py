@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
 
 from .messages import ChatMessage, TokenUsage, ToolSelection
 from .reasoning import ReasoningStep
-from .tools import ToolOutput
+from .tools import ToolOutput, json_or_text
 from .types import BegunCall, PendingToolCall, StepKind, ToolCallDecision
 
 
@@ -51,9 +51,14 @@ class AgentStream(BaseEvent):
     delta: str
     response: str
     tool_calls: list[ToolSelection] = Field(default_factory=list)
-    raw: dict[str, Any] | None = None
+    # whatever the caller keeps of the provider's chunk (the seed's ``raw: Any``)
+    raw: Any = None
     current_agent_name: str = "agent"
     phase: str | None = None
+
+    @field_serializer("raw", when_used="json")
+    def _raw_as_json(self, value: Any) -> Any:
+        return json_or_text(value)
 
 
 class AgentOutput(BaseEvent):
@@ -63,9 +68,14 @@ class AgentOutput(BaseEvent):
     response: ChatMessage
     tool_calls: list[ToolSelection] = Field(default_factory=list)
     usage: TokenUsage | None = None
-    raw: dict[str, Any] | None = None
+    # whatever the caller keeps of the provider's reply (the seed's ``raw: Any``)
+    raw: Any = None
     current_agent_name: str = "agent"
     phase: str | None = None
+
+    @field_serializer("raw", when_used="json")
+    def _raw_as_json(self, value: Any) -> Any:
+        return json_or_text(value)
 
     def __str__(self) -> str:
         """The reply's text, as LlamaIndex's ``AgentOutput`` prints."""
