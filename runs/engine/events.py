@@ -1,4 +1,4 @@
-"""The typed events every worker emits: the contract between engine, database, websocket and page.
+"""The typed events every worker emits: the contract between engine, store, socket, page and telemetry.
 
 Each event carries ``task_id`` and ``step_id`` and a literal ``type`` tag; ``AgentEvent`` is their
 discriminated union, so ``parse_event(event.model_dump_json())`` gives back an equal event.
