@@ -69,6 +69,7 @@ from .streaming import StreamingAgentChatResponse
 from .tools import BaseTool, FunctionTool, ToolMetadata, ToolOutput
 from .types import (
     AgentChatResponse,
+    ChatResponseMode,
     PendingToolCall,
     StepKind,
     StepStatus,
@@ -116,6 +117,7 @@ __all__ = [
     "ReasoningStep",
     "ResponseReasoningStep",
     "AgentChatResponse",
+    "ChatResponseMode",
     "AgentError",
     "AgentEvent",
     "AgentInput",

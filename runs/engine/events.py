@@ -1,4 +1,4 @@
-"""The typed events every worker emits: the contract between engine, database, websocket and page.
+"""The typed events every worker emits: the contract between engine, store, socket, page and telemetry.
 
 Each event carries ``task_id`` and ``step_id`` and a literal ``type`` tag; ``AgentEvent`` is their
 discriminated union, so ``parse_event(event.model_dump_json())`` gives back an equal event.
@@ -9,15 +9,20 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
 
 from .messages import ChatMessage, TokenUsage, ToolSelection
 from .reasoning import ReasoningStep
-from .tools import ToolOutput
+from .tools import ToolOutput, json_or_text
 from .types import BegunCall, PendingToolCall, StepKind, ToolCallDecision
 
 
 class BaseEvent(BaseModel):
+    """What every event carries: the task (and step) it belongs to and when it happened (epoch seconds).
+
+    Extra keys are refused, so a misspelt field fails where the event is built, not on the page.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
@@ -29,6 +34,8 @@ class BaseEvent(BaseModel):
 
 
 class AgentInput(BaseEvent):
+    """The messages one model request is sent (``phase`` names a planner's or joiner's request)."""
+
     type: Literal["agent_input"] = "agent_input"
     input: list[ChatMessage]
     current_agent_name: str = "agent"
@@ -38,23 +45,41 @@ class AgentInput(BaseEvent):
 
 
 class AgentStream(BaseEvent):
+    """One streamed piece of a model's reply: ``delta`` is new, ``response`` is the text so far."""
+
     type: Literal["agent_stream"] = "agent_stream"
     delta: str
     response: str
     tool_calls: list[ToolSelection] = Field(default_factory=list)
-    raw: dict[str, Any] | None = None
+    # whatever the caller keeps of the provider's chunk (the seed's ``raw: Any``)
+    raw: Any = None
     current_agent_name: str = "agent"
     phase: str | None = None
 
+    @field_serializer("raw", when_used="json")
+    def _raw_as_json(self, value: Any) -> Any:
+        return json_or_text(value)
+
 
 class AgentOutput(BaseEvent):
+    """A model's complete reply to one request: its message, the tool calls it chose, its usage."""
+
     type: Literal["agent_output"] = "agent_output"
     response: ChatMessage
     tool_calls: list[ToolSelection] = Field(default_factory=list)
     usage: TokenUsage | None = None
-    raw: dict[str, Any] | None = None
+    # whatever the caller keeps of the provider's reply (the seed's ``raw: Any``)
+    raw: Any = None
     current_agent_name: str = "agent"
     phase: str | None = None
+
+    @field_serializer("raw", when_used="json")
+    def _raw_as_json(self, value: Any) -> Any:
+        return json_or_text(value)
+
+    def __str__(self) -> str:
+        """The reply's text, as LlamaIndex's ``AgentOutput`` prints."""
+        return self.response.text
 
 
 class AgentReasoning(BaseEvent):
@@ -86,6 +111,8 @@ class ToolCall(BaseEvent):
 
 
 class ToolCallResult(BaseEvent):
+    """What a tool call returned (or the error it raised, as ``tool_output.is_error``), with its timing."""
+
     type: Literal["tool_call_result"] = "tool_call_result"
     tool_name: str
     tool_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -195,6 +222,8 @@ class AgentHandoff(BaseEvent):
 
 
 class StateChange(BaseModel):
+    """One key of the shared state, before and after a step (None: absent)."""
+
     before: Any = None
     after: Any = None
 
@@ -211,6 +240,8 @@ class StateChanged(BaseEvent):
 
 
 class StepCreated(BaseEvent):
+    """A step was queued: its input, kind, the steps it follows and, for an approval step, its calls."""
+
     type: Literal["step_created"] = "step_created"
     input: str | None = None
     kind: StepKind = StepKind.LLM
@@ -219,11 +250,15 @@ class StepCreated(BaseEvent):
 
 
 class StepStarted(BaseEvent):
+    """A step began to run, with the input it runs on."""
+
     type: Literal["step_started"] = "step_started"
     input: str | None = None
 
 
 class StepCompleted(BaseEvent):
+    """A step ended and is stored: its response text, whether it was the task's last, what it queued."""
+
     type: Literal["step_completed"] = "step_completed"
     output: str = ""
     is_last: bool = False
@@ -232,6 +267,8 @@ class StepCompleted(BaseEvent):
 
 
 class StepFailed(BaseEvent):
+    """A step raised; the task is as before it and the step stays queued (status ``failed``)."""
+
     type: Literal["step_failed"] = "step_failed"
     error: str
     error_type: str
@@ -247,28 +284,38 @@ class StepInterrupted(BaseEvent):
 
 
 class StepUndone(BaseEvent):
+    """A completed step was taken back; it is queued again, and ``dropped_steps`` are the steps it had queued."""
+
     type: Literal["step_undone"] = "step_undone"
     dropped_steps: list[str] = Field(default_factory=list)
 
 
 class StepInputEdited(BaseEvent):
+    """A person changed a queued step's input, or its pending tool calls, before it ran."""
+
     type: Literal["step_input_edited"] = "step_input_edited"
     input: str | None = None
     tool_calls: list[PendingToolCall] | None = None
 
 
 class TaskCreated(BaseEvent):
+    """A task was created for ``input``; its first step follows as a StepCreated."""
+
     type: Literal["task_created"] = "task_created"
     input: str
     approve_tool_calls: bool = False
 
 
 class TaskCompleted(BaseEvent):
+    """The task was finalized with this response; its conversation joined the agent's memory."""
+
     type: Literal["task_completed"] = "task_completed"
     response: str
 
 
 class TaskDeleted(BaseEvent):
+    """The task was abandoned; the agent's memory is as it was before it."""
+
     type: Literal["task_deleted"] = "task_deleted"
 
 

@@ -29,6 +29,7 @@ from .runner import AgentRunner
 from .runner_core import TaskRef, _task_id
 from .state import TaskState, TaskStatus
 from .types import (
+    ChatResponseMode,
     StepStatus,
     TaskStep,
     TaskStepOutput,
@@ -92,20 +93,28 @@ class ParallelAgentRunner(AgentRunner):
         return step
 
     async def arun_steps_in_queue(
-        self, task_id: TaskRef, mode: str = "wait", **kwargs: Any
+        self,
+        task_id: TaskRef,
+        mode: ChatResponseMode | str = ChatResponseMode.WAIT,
+        **kwargs: Any,
     ) -> list[TaskStepOutput]:
         """Run every ready step of the task at once; their outputs, in queue order.
 
-        A step that fails does not stop the others: all of them end (and are recorded) before
-        the first error is raised.
+        ``mode`` ``"stream"`` runs each through the worker's ``astream_step`` (``"wait"``: its
+        ``arun_step``). A step that fails does not stop the others: all of them end (and are
+        recorded) before the first error is raised.
         """
+        stream = _mode(mode) is ChatResponseMode.STREAM
         key = _task_id(task_id)
         state = await self._load(key)
         if state.status is not TaskStatus.ACTIVE or state.is_done:
             raise TaskFinishedError(f"task {key!r} is finished; it has no step to run")
         ready = ready_steps(state)
         results = await asyncio.gather(
-            *(self._arun_step(key, step.step_id, None, **kwargs) for step in ready),
+            *(
+                self._arun_step(key, step.step_id, None, stream=stream, **kwargs)
+                for step in ready
+            ),
             return_exceptions=True,
         )
         for result in results:
@@ -114,7 +123,10 @@ class ParallelAgentRunner(AgentRunner):
         return [r for r in results if isinstance(r, TaskStepOutput)]
 
     def run_steps_in_queue(
-        self, task_id: TaskRef, mode: str = "wait", **kwargs: Any
+        self,
+        task_id: TaskRef,
+        mode: ChatResponseMode | str = ChatResponseMode.WAIT,
+        **kwargs: Any,
     ) -> list[TaskStepOutput]:
         return run_sync(self.arun_steps_in_queue(task_id, mode=mode, **kwargs))
 
@@ -124,11 +136,23 @@ class ParallelAgentRunner(AgentRunner):
 
     # --- whole conversations -------------------------------------------------------------------
 
-    async def _advance(self, task_id: str, tool_choice: ToolChoice) -> bool:
+    async def _advance(
+        self, task_id: str, tool_choice: ToolChoice, mode: ChatResponseMode
+    ) -> bool:
         """Run a chat's ready steps at once; whether one of them was the last."""
-        outputs = await self.arun_steps_in_queue(task_id, tool_choice=tool_choice)
+        outputs = await self.arun_steps_in_queue(
+            task_id, mode=mode, tool_choice=tool_choice
+        )
         if not outputs:
             raise StepNotReadyError(
                 f"task {task_id!r} stopped: no step is ready and none was the last"
             )
         return any(output.is_last for output in outputs)
+
+
+def _mode(mode: ChatResponseMode | str) -> ChatResponseMode:
+    try:
+        return ChatResponseMode(mode)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in ChatResponseMode)
+        raise ValueError(f"mode must be one of {choices}, not {mode!r}") from None

@@ -86,6 +86,8 @@ class RunnerCore:
             )
         self.callback_manager = callback_manager
         self._callbacks = CallbackBridge(callback_manager)
+        # managers given to create_task(callback_manager=…), by task: they hear that task's events
+        self._task_callbacks: dict[str, CallbackBridge] = {}
         self.init_task_state_kwargs = dict(init_task_state_kwargs or {})
         self.delete_task_on_finish = delete_task_on_finish
         self.default_tool_choice = default_tool_choice
@@ -117,6 +119,11 @@ class RunnerCore:
                 listener(event)
         if getattr(self.callback_manager, "handlers", True):
             self._callbacks.deliver(event)
+        own = self._task_callbacks.get(event.task_id)
+        if own is not None:
+            own.deliver(event)
+            if isinstance(event, TaskDeleted):
+                del self._task_callbacks[event.task_id]
         worker = self.agent_worker
         details = worker.verbose_events and getattr(worker, "verbose", False)
         if self.verbose or details:
@@ -149,6 +156,10 @@ class RunnerCore:
         """Give a task loaded or made here its event sink and its tool output limit."""
         task.set_event_sink(self._emit)
         task.set_tool_output_chars(self.tool_output_chars)
+        own = self._task_callbacks.get(task.task_id)
+        task.set_callback_manager(
+            own.manager if own is not None else self.callback_manager
+        )
 
     async def _agent_memory(self) -> ChatMemoryBuffer:
         stored = await self.state_store.load_memory()
@@ -162,10 +173,12 @@ class RunnerCore:
     async def acreate_task(
         self, input: str, approve_tool_calls: bool | None = None, **kwargs: Any
     ) -> Task:
-        """Create a task for ``input`` with its first step queued (nothing runs yet)."""
-        kwargs.pop(
-            "callback_manager", None
-        )  # the runner's own manager hears every task
+        """Create a task for ``input`` with its first step queued (nothing runs yet).
+
+        A ``callback_manager`` given here hears this task's events, besides the runner's own
+        manager (which hears every task's); ``task.callback_manager`` is the one the task uses.
+        """
+        callback_manager = kwargs.pop("callback_manager", None)
         if self.init_task_state_kwargs:
             if "extra_state" in kwargs:
                 raise ValueError(
@@ -182,6 +195,11 @@ class RunnerCore:
             history_length=len(agent_memory),
             **kwargs,
         )
+        if (
+            callback_manager is not None
+            and callback_manager is not self.callback_manager
+        ):
+            self._task_callbacks[task.task_id] = CallbackBridge(callback_manager)
         self._attach(task)
         first = self.agent_worker.initialize_step(task)
         state = TaskState(task=task, step_queue=[first])

@@ -23,8 +23,10 @@ from .runner_steering import RunnerSteering
 from .state import TaskState, TaskStatus
 from .step_run import Branch, InPlace, StepRun, execute
 from .streaming import StreamingAgentChatResponse
+from .tools import ToolOutput
 from .types import (
     AgentChatResponse,
+    ChatResponseMode,
     Task,
     TaskStep,
     TaskStepOutput,
@@ -69,6 +71,7 @@ class RunnerSteps(RunnerSteering):
         step_id: str | None,
         input: str | None,
         on_pick: Callable[[TaskStep], None] | None = None,
+        stream: bool = False,
         **worker_kwargs: Any,
     ) -> TaskStepOutput:
         task_id = _task_id(task)
@@ -81,11 +84,10 @@ class RunnerSteps(RunnerSteering):
                 self._set_input(state, step, input)
             run = self._step_run(state, step)
             if not self.runs_branches:
-                return await execute(
-                    run, worker_kwargs
-                )  # alone: under the lock throughout
+                # alone: under the lock throughout
+                return await execute(run, worker_kwargs, stream)
             await run.claim()  # a branch is claimed under the lock and runs outside it
-        return await execute(run, worker_kwargs)
+        return await execute(run, worker_kwargs, stream)
 
     async def arun_step(
         self,
@@ -113,8 +115,9 @@ class RunnerSteps(RunnerSteering):
         Returns as soon as the worker says the step is writing its final answer
         (``BaseAgentWorker.streams_answer``): ``is_last`` is then True and the answer's tokens
         keep arriving on ``output.async_response_gen()``. Otherwise it returns when the step ends,
-        its output a stream that is already complete. The step itself runs and is recorded exactly
-        as with ``arun_step``; ``finalize_response`` waits for it to end.
+        its output a stream that is already complete. The worker's ``astream_step`` runs the
+        step (the engine's workers: the same run as ``arun_step``), and it is recorded exactly as
+        with ``arun_step``; ``finalize_response`` waits for it to end.
         """
         streaming = StreamingAgentChatResponse()
         early: asyncio.Future[TaskStep] = asyncio.get_running_loop().create_future()
@@ -136,7 +139,12 @@ class RunnerSteps(RunnerSteering):
             try:
                 step_id = step.step_id if isinstance(step, TaskStep) else step
                 output = await self._arun_step(
-                    task_id, step_id, input, on_pick=picked.append, **kwargs
+                    task_id,
+                    step_id,
+                    input,
+                    on_pick=picked.append,
+                    stream=True,
+                    **kwargs,
                 )
             except BaseException as exc:
                 streaming.fail(exc)
@@ -174,9 +182,12 @@ class RunnerSteps(RunnerSteering):
     ) -> AgentChatResponse:
         """Finish a task whose last step ran: its conversation is added to the agent's memory.
 
-        ``step_output`` (the last step's output, as ``run_step`` or ``stream_step`` returned it)
-        is the response returned, with every step's sources and the task's total usage; a
-        streamed step's response is the same StreamingAgentChatResponse, once its step ended.
+        ``step_output.output`` (the last step's, as ``run_step`` or ``stream_step`` returned it)
+        is the response returned, as in LlamaIndex the same object, given the task's sources and
+        total usage; a streamed step's is its StreamingAgentChatResponse, once its step ended.
+        The sources are ``task.extra_state["sources"]`` where a worker keeps them there (as
+        LlamaIndex's workers do), else every step's. Without ``step_output``: a copy of the
+        stored last step's response (the record keeps its own sources).
         """
         if step_output is not None and not step_output.is_last:
             raise TaskNotDoneError(
@@ -188,20 +199,13 @@ class RunnerSteps(RunnerSteering):
                 raise TaskNotDoneError(
                     f"task {task_id!r} is not done: its last step has not run yet"
                 )
-            response = (
-                step_output.output
-                if step_output is not None
-                else state.completed_steps[-1].output
-            )
+            if step_output is not None:
+                response = step_output.output
+            else:
+                response = state.completed_steps[-1].output.model_copy(deep=True)
             if isinstance(response, StreamingAgentChatResponse):
                 await response.aget_response()
-            else:
-                response = AgentChatResponse(response=response.response)
-            response.sources = [
-                source
-                for done in state.completed_steps
-                for source in done.output.sources
-            ]
+            response.sources = _task_sources(state)
             response.usage = _total_usage(state.completed_steps)
             if state.status is TaskStatus.COMPLETED:
                 return response
@@ -223,8 +227,9 @@ class RunnerSteps(RunnerSteering):
         chat_history: list[ChatMessage] | None,
         tool_choice: ToolChoice | None,
         on_created: Callable[[Task], None] | None = None,
+        mode: ChatResponseMode = ChatResponseMode.WAIT,
     ) -> AgentChatResponse:
-        """Create a task for ``message``, run its steps to the end and finalize it."""
+        """Create a task for ``message``, run its steps to the end (each as ``mode`` says) and finalize it."""
         if chat_history is not None:
             self.memory.set(chat_history)
             await self.state_store.save_memory(self.memory.get_all())
@@ -235,13 +240,21 @@ class RunnerSteps(RunnerSteering):
         choice: ToolChoice = (
             self.default_tool_choice if tool_choice is None else tool_choice
         )
-        while not await self._advance(task.task_id, choice):
+        while not await self._advance(task.task_id, choice, mode):
             choice = "auto"  # forcing a tool beyond the first step would loop for ever
         return await self.afinalize_response(task.task_id)
 
-    async def _advance(self, task_id: str, tool_choice: ToolChoice) -> bool:
+    async def _advance(
+        self, task_id: str, tool_choice: ToolChoice, mode: ChatResponseMode
+    ) -> bool:
         """Run a chat's next step; whether it was the last."""
-        output = await self.arun_step(task_id, tool_choice=tool_choice)
+        output = await self._arun_step(
+            task_id,
+            None,
+            None,
+            stream=mode is ChatResponseMode.STREAM,
+            tool_choice=tool_choice,
+        )
         return output.is_last
 
     async def achat(
@@ -282,7 +295,11 @@ class RunnerSteps(RunnerSteering):
         async def drive() -> None:
             try:
                 response = await self._arun_task(
-                    message, chat_history, tool_choice, on_created=created
+                    message,
+                    chat_history,
+                    tool_choice,
+                    on_created=created,
+                    mode=ChatResponseMode.STREAM,
                 )
                 if not streaming.deltas_sent:
                     streaming.put_delta(
@@ -298,3 +315,11 @@ class RunnerSteps(RunnerSteering):
 
         streaming.attach(asyncio.ensure_future(drive()))
         return streaming
+
+
+def _task_sources(state: TaskState) -> list[ToolOutput]:
+    """The task's sources: those its worker kept in ``extra_state["sources"]``, else every step's."""
+    kept = state.task.extra_state.get("sources")
+    if isinstance(kept, list):
+        return [ToolOutput.model_validate(source) for source in kept]
+    return [source for done in state.completed_steps for source in done.output.sources]

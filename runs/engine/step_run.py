@@ -17,10 +17,18 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import StepFailedError
-from .events import StepCompleted, StepFailed, StepInterrupted, StepStarted
+from .events import AgentStream, StepCompleted, StepFailed, StepInterrupted, StepStarted
 from .state import Checkpoint, TaskState
 from .stopped_note import carry_over
-from .types import StepStatus, Task, TaskStep, TaskStepOutput, ToolCallDecision
+from .streaming import StreamingAgentChatResponse
+from .types import (
+    AgentChatResponse,
+    StepStatus,
+    Task,
+    TaskStep,
+    TaskStepOutput,
+    ToolCallDecision,
+)
 
 if TYPE_CHECKING:
     from .runner_core import RunnerCore
@@ -233,9 +241,33 @@ def _task_copy(task: Task) -> Task:
     )
 
 
-async def execute(run: StepRun, worker_kwargs: dict[str, Any]) -> TaskStepOutput:
-    """Run the step, record its output, and announce it; on any error or cancellation take it back."""
+async def _drained(
+    run: StepRun, step: TaskStep, stream: StreamingAgentChatResponse
+) -> AgentChatResponse:
+    """The response of a stream a worker's ``astream_step`` returned, once it ended; each of its
+    deltas is sent on as an AgentStream, as the engine's own workers send theirs."""
+    text = ""
+    async for delta in stream.async_response_gen():
+        text += delta
+        await run.runner._emit(
+            AgentStream(
+                task_id=run.task_id, step_id=step.step_id, delta=delta, response=text
+            )
+        )
+    return await stream.aget_response()
+
+
+async def execute(
+    run: StepRun, worker_kwargs: dict[str, Any], stream: bool = False
+) -> TaskStepOutput:
+    """Run the step, record its output, and announce it; on any error or cancellation take it back.
+
+    ``stream``: the caller streams, so the worker's ``astream_step`` runs the step (its
+    ``arun_step`` otherwise). A StreamingAgentChatResponse it returns is read to its end here:
+    its deltas are sent as events and the step records the plain response.
+    """
     runner, task_id, step = run.runner, run.task_id, run.running
+    worker = runner.agent_worker
     started = False
     try:
         if not run.claimed:
@@ -244,7 +276,12 @@ async def execute(run: StepRun, worker_kwargs: dict[str, Any]) -> TaskStepOutput
             StepStarted(task_id=task_id, step_id=step.step_id, input=step.input)
         )
         started = True
-        output = await runner.agent_worker.arun_step(step, run.work, **worker_kwargs)
+        if stream:
+            output = await worker.astream_step(step, run.work, **worker_kwargs)
+        else:
+            output = await worker.arun_step(step, run.work, **worker_kwargs)
+        if isinstance(output.output, StreamingAgentChatResponse):
+            output.output = await _drained(run, step, output.output)
         for next_step in output.next_steps:
             step.link_step(next_step)
         output.task_step = step

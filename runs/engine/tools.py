@@ -55,6 +55,21 @@ def _left_behind(future: Future[Any]) -> None:
         watch(None if never_began else future)
 
 
+def json_or_text(value: Any) -> Any:
+    """``value`` as JSON data, or as its text where JSON cannot hold it.
+
+    For fields typed ``Any`` that events carry over the wire (a tool's raw output, a model
+    reply's ``raw``): whatever a caller put there can be stored and sent.
+    """
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
+
+
 class ToolOutput(BaseModel):
     """What a tool call produced; ``is_error`` marks an error observation (the step goes on)."""
 
@@ -66,12 +81,7 @@ class ToolOutput(BaseModel):
 
     @field_serializer("raw_output", when_used="json")
     def _raw_output_as_json(self, value: Any) -> Any:
-        # events carry tool outputs over the wire; a value JSON cannot hold travels as its text
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            return str(value)
-        return value
+        return json_or_text(value)
 
     def __str__(self) -> str:
         return self.content

@@ -40,6 +40,13 @@ class StepKind(StrEnum):
     HUMAN_INPUT = "human_input"  # tool calls waiting for a person's answer to a question (its input)
 
 
+class ChatResponseMode(StrEnum):
+    """How the runner runs a step (LlamaIndex's name): the worker's ``arun_step``, or its ``astream_step``."""
+
+    WAIT = "wait"
+    STREAM = "stream"
+
+
 class ToolCallDecision(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
@@ -181,6 +188,8 @@ class Task(BaseModel):
     _sink: EventSink | None = PrivateAttr(default=None)
     # the most characters of one tool output the model is given (None: all); set by the runner
     _tool_output_chars: int | None = PrivateAttr(default=None)
+    # set by the runner: its own manager, or the one given to create_task for this task
+    _callback_manager: Any = PrivateAttr(default=None)
 
     async def emit(self, event: AgentEvent) -> None:
         """Send an event to whoever watches this task (the runner sets the sink)."""
@@ -201,3 +210,11 @@ class Task(BaseModel):
 
     def set_tool_output_chars(self, limit: int | None) -> None:
         self._tool_output_chars = limit
+
+    @property
+    def callback_manager(self) -> Any:
+        """The callback manager that hears this task's events (the seed's ``Task.callback_manager``)."""
+        return self._callback_manager
+
+    def set_callback_manager(self, manager: Any) -> None:
+        self._callback_manager = manager

@@ -198,17 +198,23 @@ def _react(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
     )
 
 
+class _VisionReActWorker(MultimodalReActAgentWorker):
+    """The vision preset's worker: a refusal of images names the setting an analyst can change."""
+
+    refusal_advice = (
+        "Set AGENTUI_MODEL to a model that accepts image input (a vision model)."
+    )
+
+
 def _vision_react(tools: list[BaseTool], llm: LLM) -> BaseAgentWorker:
     formatter = ReActChatFormatter.from_defaults(
         system_header=REACT_MM_CHAT_SYSTEM_HEADER, context=ANALYST_SYSTEM_PROMPT
     )
-    # a refusal names the setting an analyst can change: the model the app talks to
-    return MultimodalReActAgentWorker.from_tools(
+    return _VisionReActWorker.from_tools(
         tools,
         multi_modal_llm=llm,
         react_chat_formatter=formatter,
         max_iterations=12,
-        image_setting="AGENTUI_MODEL",
     )
 
 

@@ -28,6 +28,8 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
 class ImageOut(Schema):
+    """An uploaded image, to give in a message's `images`."""
+
     id: int = Field(description="give it in a message's `images`")
     name: str
     mime: str
@@ -98,6 +100,8 @@ def discard_image(request: HttpRequest, image_id: ImageId) -> Status[None]:
 
 
 class McpToolOut(Schema):
+    """A tool of an MCP server you may add to a notebook."""
+
     name: str = Field(
         description="as the model sees it, `server__tool`: give it in mcp_tools"
     )
@@ -114,6 +118,8 @@ def list_mcp_tools(request: HttpRequest) -> list[Any]:
 
 
 class InboxSettingsOut(Schema):
+    """Whether you are emailed when one of your steps starts waiting, and where."""
+
     email_on_wait: bool = Field(
         description="an email when one of your steps starts waiting"
     )
@@ -121,6 +127,8 @@ class InboxSettingsOut(Schema):
 
 
 class InboxSettingsIn(Schema):
+    """Turn the "waiting for you" emails on or off, and say where they go."""
+
     email_on_wait: bool
     email: str = Field("", max_length=254, description="where it goes ('' for none)")
 

@@ -21,6 +21,8 @@ from runs.rest.schemas import ErrorOut
 
 
 class BudgetIn(Schema):
+    """A notebook's own budget per run; null fields keep the server's default."""
+
     run_usd: float | None = Field(
         None,
         ge=0,
@@ -36,6 +38,8 @@ class BudgetIn(Schema):
 
 
 class SpentOut(Schema):
+    """What the notebook's latest run and you today have spent, in tokens and US dollars."""
+
     run_tokens: int
     run_usd: str | None = Field(description="null: the model's price is unknown")
     day_tokens: int
@@ -43,6 +47,9 @@ class SpentOut(Schema):
 
 
 class BudgetOut(Schema):
+    """The budgets in force for a notebook (its own or the server's), and what was spent against
+    them."""
+
     run_usd: str | None = Field(description="in force (a decimal string); null: none")
     run_tokens: int | None
     day_usd: str | None = Field(description="per person and UTC day (the server's)")

@@ -41,27 +41,38 @@ REFUSED: dict[int | tuple[int, ...], Any] = {
 
 
 class ColumnOut(Schema):
+    """One column of a table: its name and SQL type."""
+
     name: str
     type: str
 
 
 class DataTableOut(Schema):
+    """One of your data tables: its name, number of rows and columns."""
+
     name: str
     rows: int
     columns: list[ColumnOut]
 
 
 class DataPreviewOut(DataTableOut):
+    """One of your data tables with its first rows."""
+
     preview: list[list[Any]]
 
 
 class UploadIn(Schema):
+    """A large file to upload in parts: its name, its size in bytes, and the table's name
+    (empty: from the file name)."""
+
     filename: str = Field(min_length=1, max_length=255)
     size: int = Field(ge=1)
     name: str = Field("", max_length=63)
 
 
 class UploadOut(Schema):
+    """An upload begun: its id, the largest part to send, and how many of its bytes have arrived."""
+
     id: str
     part_bytes: int
     size: int
@@ -69,6 +80,8 @@ class UploadOut(Schema):
 
 
 class PartOut(Schema):
+    """How many bytes of the upload have arrived: where the next part starts."""
+
     received: int
 
 
@@ -237,6 +250,9 @@ SOURCE_REFUSED: dict[int | tuple[int, ...], Any] = {
 
 
 class DbSourceOut(Schema):
+    """A database source you may query: its name, what it holds, its query timeout and SQL
+    dialect (never its URL)."""
+
     name: str
     description: str
     timeout_s: float
@@ -246,11 +262,15 @@ class DbSourceOut(Schema):
 
 
 class DbTableOut(Schema):
+    """One table of a database source, with its columns."""
+
     name: str
     columns: list[ColumnOut]
 
 
 class DbPreviewOut(DbTableOut):
+    """One table of a database source with its first rows (the columns of the rows as returned)."""
+
     preview_columns: list[str]
     preview: list[list[Any]]
 

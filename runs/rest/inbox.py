@@ -22,6 +22,8 @@ from runs.rest.schemas import Accepted, ErrorOut
 
 
 class WaitingCallOut(Schema):
+    """A tool call waiting for a person's decision, with its arguments."""
+
     tool_id: str
     tool_name: str
     arguments: Any = Field(description="as the model wrote them (or as last edited)")
@@ -34,6 +36,9 @@ class WaitingCallOut(Schema):
 
 
 class WaitingStepOut(Schema):
+    """A step that waits for a person (an approval, an edit, an answer): whose notebook it is,
+    what it would run, since when, and its deadline."""
+
     notebook: int
     title: str
     agent: str
@@ -62,11 +67,16 @@ class WaitingStepOut(Schema):
 
 
 class InboxOut(Schema):
+    """Every step that waits for you, or for the groups you review, oldest first."""
+
     items: list[WaitingStepOut]
     count: int
 
 
 class DeadlineIn(Schema):
+    """How long a notebook's steps may wait for a person, and what happens when that passes;
+    null or empty: the server's default."""
+
     seconds: int | None = Field(
         None,
         ge=0,
@@ -79,6 +89,8 @@ class DeadlineIn(Schema):
 
 
 class DeadlineOut(Schema):
+    """The deadline in force for a notebook's waiting steps, and what passing it does."""
+
     notebook: int
     seconds: int = Field(description="in force: 0 means no deadline")
     action: str
@@ -116,6 +128,9 @@ async def set_deadline(
 
 
 class DecisionIn(Schema):
+    """A decision on a waiting step from the inbox: approve it (perhaps edited), reject it, or
+    answer its question."""
+
     notebook: int = Field(ge=1)
     step_id: str = Field(min_length=1, max_length=64)
     verdict: Literal["approve", "reject", "answer"]

@@ -25,6 +25,9 @@ Decision = Literal["ask", "ask_once", "allow", "refuse"]
 
 
 class PolicyIn(Schema):
+    """A rule for calls of one tool: ask each time, ask once per notebook, allow, or refuse; for
+    one notebook or all of yours, when its condition holds."""
+
     tool: str = Field(min_length=1, max_length=128, examples=["sql_query"])
     decision: Decision = Field(
         description="ask: always ask; ask_once: ask once per notebook; allow: never ask; "
@@ -43,6 +46,8 @@ class PolicyIn(Schema):
 
 
 class PolicyOut(Schema):
+    """A tool-call policy in force (or revoked): what it decides, where and when, who set it."""
+
     id: int
     tool: str
     decision: Decision

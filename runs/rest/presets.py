@@ -27,6 +27,8 @@ NOT_FOUND: dict[int | tuple[int, ...], Any] = {404: ErrorOut}
 
 
 class UserPresetIn(Schema):
+    """One of your own presets: a name and what notebooks made with it are made of."""
+
     name: str = Field(
         min_length=1, max_length=MAX_PRESET_NAME_CHARS, examples=["Quick sums"]
     )

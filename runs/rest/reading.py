@@ -15,6 +15,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Schema
+from pydantic import ConfigDict
 
 from runs import service
 from runs.models import Event, ModelPrice, NotebookStatus, Step, Task, TurnStatus
@@ -54,7 +55,15 @@ WAIT_POLL_S = 0.1
 NOT_FOUND: dict[int | tuple[int, ...], Any] = {404: ErrorOut}
 
 
+PAGE_DESCRIPTION = "One page of a list, with how many items and pages there are in all."
+
+
 class Page(Schema, Generic[T]):
+    """One page of a list, with how many items and pages there are in all."""
+
+    # a parametrized page (Page[StepOut]) is a class of its own, without this docstring
+    model_config = ConfigDict(json_schema_extra={"description": PAGE_DESCRIPTION})
+
     items: list[T]
     count: int
     page: int
@@ -63,6 +72,8 @@ class Page(Schema, Generic[T]):
 
 
 class Paging(Schema):
+    """Which page of a list to return, and how many items a page holds."""
+
     page: int = Field(
         1, ge=1, le=MAX_PAGE, description="from 1; past the end: no items"
     )
@@ -117,6 +128,8 @@ def _with_summaries(tasks: list[Task]) -> list[dict[str, Any]]:
 
 
 class NotebookFilters(Schema):
+    """Which notebooks to list: by words, agent, status, mode and creation time; empty: any."""
+
     q: str = Field("", description="words in the title, a message or a note")
     agent: str = ""
     status: Literal["", "idle", "running", "waiting", "failed", "interrupted"] = ""
@@ -248,6 +261,8 @@ def list_turns(request: HttpRequest, pk: int, paging: Query[Paging]) -> dict[str
 
 
 class StepFilters(Schema):
+    """Which steps to list: one turn's, by status or kind; empty: any."""
+
     turn: str = Field("", description="a turn's id: only its steps")
     status: Literal[
         "", "pending", "running", "completed", "failed", "undone", "interrupted"
@@ -310,6 +325,8 @@ def get_step(request: HttpRequest, pk: int, step_id: str) -> dict[str, Any]:
 
 
 class EventFilters(Schema):
+    """Which events to list: after a seq, of a type, of a step or of a turn; empty: any."""
+
     after: int = Field(0, ge=0, le=MAX_SEQ, description="only events with a larger seq")
     type: str = Field("", description="e.g. human_action, tool_call_result")
     step_id: str = ""

@@ -39,6 +39,9 @@ from runs.traces.results import (
 
 
 class ForkIn(Schema):
+    """Where to fork a notebook: a completed step, the new notebook being the old one right
+    after it."""
+
     step_id: str = Field(
         min_length=1,
         max_length=64,
@@ -67,6 +70,8 @@ def fork_notebook_at(request: HttpRequest, pk: int, body: ForkIn) -> Status[Any]
 
 
 class AnnotationOut(Schema):
+    """A person's rating and comment on a step, a tool call or an answer."""
+
     id: int
     target: Literal["step", "call", "answer"]
     turn_id: str | None
@@ -79,6 +84,8 @@ class AnnotationOut(Schema):
 
 
 class AnnotationIn(Schema):
+    """Rate or comment on a step, a tool call or a turn's answer."""
+
     target: Literal["step", "call", "answer"]
     step_id: str = Field("", max_length=64, description="for a step or a call")
     tool_id: str = Field("", max_length=128, description="for a call")
@@ -162,6 +169,9 @@ async def tool_call_csv(
 
 
 class CompareCall(Schema):
+    """One tool call on one side of a comparison, with whether the other side's call at its
+    place differs."""
+
     name: str
     args: str = Field(description="the arguments as JSON, keys sorted")
     result: str = Field(description="what the call returned ('' if it has not run)")
@@ -170,6 +180,8 @@ class CompareCall(Schema):
 
 
 class CompareStep(Schema):
+    """One step on one side of a comparison: its kind, status, input, calls, output and tokens."""
+
     kind: str
     status: str
     input: str
@@ -179,10 +191,15 @@ class CompareStep(Schema):
 
 
 class CompareText(Schema):
+    """A turn's message or answer on one side of a comparison."""
+
     text: str
 
 
 class CompareRow(Schema):
+    """One aligned place of two notebooks (a turn's message, one of its steps, or its answer),
+    both sides and what differs."""
+
     kind: Literal["turn", "step", "answer"] = Field(
         description="a turn's message, one of its steps, or its answer"
     )
@@ -199,6 +216,8 @@ class CompareRow(Schema):
 
 
 class CompareTotals(Schema):
+    """One side's totals: steps, tool calls, tokens, cost and wall time."""
+
     steps: int
     tool_calls: int
     tokens: int
@@ -207,6 +226,8 @@ class CompareTotals(Schema):
 
 
 class CompareSide(Schema):
+    """One of the two notebooks compared, where it was forked from, and its totals."""
+
     id: int
     title: str
     agent: str
@@ -218,11 +239,16 @@ class CompareSide(Schema):
 
 
 class CompareFirst(Schema):
+    """Where two notebooks first differ: the turn and step, from 1."""
+
     turn: int
     step: int
 
 
 class CompareSummary(Schema):
+    """How much of two notebooks lines up and differs, in numbers and in the sentence the page
+    shows."""
+
     steps: int = Field(description="aligned steps")
     differing: int
     first: CompareFirst | None = Field(
@@ -232,12 +258,16 @@ class CompareSummary(Schema):
 
 
 class CompareOut(Schema):
+    """Two notebooks side by side, step by step (a fork and its original, say)."""
+
     sides: list[CompareSide]
     rows: list[CompareRow]
     summary: CompareSummary
 
 
 class CompareQuery(Schema):
+    """The two notebooks to compare."""
+
     a: int = Field(ge=1, le=MAX_ID, description="one of your notebooks")
     b: int = Field(
         ge=1, le=MAX_ID, description="another (or the same) notebook of yours"

@@ -25,6 +25,8 @@ class ErrorOut(Schema):
 
 
 class Usage(Schema):
+    """Tokens that model calls used (a turn's or a step's), and what they cost."""
+
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
@@ -35,6 +37,9 @@ class Usage(Schema):
 
 
 class NotebookOut(Schema):
+    """A notebook as lists show it: its agent and mode, its status, how its last turn ended, and
+    totals over its turns."""
+
     id: int
     title: str
     agent: str
@@ -68,6 +73,9 @@ class NotebookOut(Schema):
 
 
 class WaitingStep(Schema):
+    """A queued step of the active turn, the first one next: what it would run, and the budget
+    it waits on, if one."""
+
     step_id: str
     kind: str
     status: str
@@ -81,6 +89,10 @@ class WaitingStep(Schema):
 
 
 class NotebookDetail(NotebookOut):
+    """One notebook in full: the list's fields, what the next action needs (newest seq, whether
+    it is settled, the waiting steps), its answer and its picks (model, tools, data tables, MCP
+    tools, budgets)."""
+
     last_seq: int = Field(description="seq of the newest stored event")
     settled: bool = Field(
         description="nothing runs or is being changed: the next action can be sent"
@@ -108,6 +120,9 @@ class NotebookDetail(NotebookOut):
 
 
 class TurnOut(Schema):
+    """One turn of a notebook: the message that started it, its answer or how it ended, and what
+    its steps used."""
+
     id: str = Field(description="the engine's task id")
     index: int
     input: str
@@ -120,6 +135,10 @@ class TurnOut(Schema):
 
 
 class StepOut(Schema):
+    """One step of a turn as stored: its input as created and as it runs (after edits), its tool
+    calls, output, sources, its edges in the turn's DAG, usage, how many times it was started,
+    and its times."""
+
     step_id: str
     turn: str
     kind: str
@@ -142,6 +161,9 @@ class StepOut(Schema):
 
 
 class EventOut(Schema):
+    """One stored event of a notebook, in order of `seq`; `event` is the engine's typed event as
+    the socket carries it."""
+
     seq: int
     type: str
     step_id: str | None
@@ -151,6 +173,8 @@ class EventOut(Schema):
 
 
 class PresetOut(Schema):
+    """An agent a notebook can be made with: a built-in preset or one of your own."""
+
     name: str = Field(
         description="a built-in preset's name (`agent` of POST /notebooks/), or yours"
     )
@@ -182,6 +206,9 @@ Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 
 
 class NotebookIn(Schema):
+    """A new notebook: its first message and the agent (a built-in preset, or one of yours) with
+    its mode and picks."""
+
     text: Text = Field(description="the first message")
     agent: str = Field(
         "",
@@ -224,11 +251,15 @@ class NotebookIn(Schema):
 
 
 class MessageIn(Schema):
+    """A message that starts the notebook's next turn, with images to show the model."""
+
     text: Text
     images: list[ImageId] = Field(default=[], max_length=MAX_IMAGES)
 
 
 class EditIn(Schema):
+    """A queued step's new input, before it runs."""
+
     input: str = Field(
         max_length=MAX_TEXT_CHARS,
         description="the step's new input; for a tool-call step, its calls as JSON",
@@ -236,14 +267,20 @@ class EditIn(Schema):
 
 
 class AnswerIn(Schema):
+    """The answer to the question a step waits on (a tool asked the person)."""
+
     answer: Text = Field(description="your answer to the question the step waits on")
 
 
 class RejectIn(Schema):
+    """Why a tool call is rejected; the model is told."""
+
     reason: str = Field("", max_length=MAX_REASON_CHARS)
 
 
 class UndoIn(Schema):
+    """Which step to undo: the newest completed one; naming it makes a repeated request harmless."""
+
     step_id: str | None = Field(
         None,
         min_length=1,
@@ -253,6 +290,9 @@ class UndoIn(Schema):
 
 
 class ModeIn(Schema):
+    """How the notebook runs its steps from now on: auto, one step at a time, or stopping before
+    tool calls."""
+
     mode: Mode
 
 

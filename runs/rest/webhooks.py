@@ -19,6 +19,9 @@ EventName = Literal["step.waiting", "turn.finished", "turn.failed", "turn.stoppe
 
 
 class WebhookIn(Schema):
+    """A URL to be told of your notebooks' events (a step waiting, a turn finished, failed or
+    stopped)."""
+
     url: str = Field(
         min_length=1, max_length=500, examples=["https://hooks.example/agentui"]
     )
@@ -26,6 +29,8 @@ class WebhookIn(Schema):
 
 
 class WebhookOut(Schema):
+    """A registered webhook; its signing secret only in the answer that creates it."""
+
     id: int
     url: str
     events: list[str]
@@ -37,6 +42,8 @@ class WebhookOut(Schema):
 
 
 class DeliveryOut(Schema):
+    """One delivery of an event to a webhook: its status, attempts, last answer and times."""
+
     id: int
     event: str
     notebook: int | None

@@ -126,6 +126,11 @@ class BaseAgentWorker(ABC):
     async def astream_step(
         self, step: TaskStep, task: Task, **kwargs: Any
     ) -> TaskStepOutput:
+        """Run one step for a caller that streams (``stream_step``, ``stream_chat``); here, ``arun_step``.
+
+        An override may return a StreamingAgentChatResponse it feeds: the runner reads it to its
+        end, sending each delta as an AgentStream event, and records the plain response.
+        """
         return await self.arun_step(step, task, **kwargs)
 
     def run_step(self, step: TaskStep, task: Task, **kwargs: Any) -> TaskStepOutput:

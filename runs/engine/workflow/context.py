@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,9 +43,9 @@ class StepScope:
     waits: int = 0
 
 
-def _json_ready(key: str, value: Any) -> Any:
+def _check_json(key: str, value: Any) -> None:
     try:
-        return json.loads(json.dumps(value))
+        json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise WorkflowConfigError(
             f"ctx.set({key!r}, …): the value must be JSON data so the run can be saved ({exc})"
@@ -104,33 +103,47 @@ class Context(ToolContext):
     # --- state -----------------------------------------------------------------------------------
 
     async def get(self, key: str, default: Any = _MISSING) -> Any:
-        """``"state"`` is the shared state, ``"current_agent_name"`` the agent in charge; other keys are the tools' own."""
-        run = self._run_state()
-        if key == "state":
-            return copy.deepcopy(run.state)
+        """``"state"`` is the shared state, ``"current_agent_name"`` the agent in charge; other keys are the tools' own.
+
+        As in LlamaIndex, the value itself is returned, not a copy: an edit in place
+        (``state = await ctx.get("state"); state["x"] = 1``) is kept without ``ctx.set``, and
+        undone with its step. It must leave JSON data: a step that ends with anything else kept
+        fails, naming the key.
+        """
         if key == "current_agent_name":
-            return run.current_agent
-        if key in run.store:
-            return copy.deepcopy(run.store[key])
+            return self._run_state().current_agent
+        state, store = self._values()
+        if key == "state":
+            return state
+        if key in store:
+            return store[key]
         if default is _MISSING:
             raise KeyError(f"the context has no value for {key!r}")
         return default
 
     async def set(self, key: str, value: Any) -> None:
-        """Keep ``value`` (JSON data) under ``key``; ``"state"`` replaces the shared state."""
-        run = self._run_state()
+        """Keep ``value`` (JSON data) itself under ``key``; ``"state"`` replaces the shared state."""
         if key == "current_agent_name":
             raise WorkflowConfigError(
                 "the current agent changes only through a handoff"
             )
-        if key == "state":
-            if not isinstance(value, dict):
-                raise WorkflowConfigError("the state must be a dict")
-            run.state = _json_ready(key, value)
+        if key == "state" and not isinstance(value, dict):
+            raise WorkflowConfigError("the state must be a dict")
+        _check_json(key, value)
+        if self._scope is not None:
+            run = self._scope.run
+            if key == "state":
+                run.state = value
+            else:
+                run.store[key] = value
         else:
-            run.store[key] = _json_ready(key, value)
-        if self._scope is None:
-            self._session.save_run_state(run)
+            self._session.set_shared(key, value)
+
+    def _values(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The shared state and the tools' values, as kept (not copies)."""
+        if self._scope is not None:
+            return self._scope.run.state, self._scope.run.store
+        return self._session.shared()
 
     # --- questions to the person -----------------------------------------------------------------
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Coroutine, Generator
 from typing import Any
 
 from ..errors import WorkflowCancelledError, WorkflowTimeoutError
 from ..events import AgentEvent, AgentOutput
 from .context import Context
+from .options import RunSlots
 
 _END = None
 
@@ -19,19 +20,27 @@ class WorkflowHandler:
     ``handler.ctx`` answers questions (``send_event``) and saves the run (``to_dict``).
     """
 
-    def __init__(self, ctx: Context, start: Any, timeout: float | None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        start: Coroutine[Any, Any, None],
+        timeout: float | None,
+        slots: RunSlots | None = None,
+    ) -> None:
         self.ctx = ctx
         self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         self._timeout = timeout
+        self._slots = slots or RunSlots(None)
         self._future: asyncio.Task[AgentOutput] = asyncio.ensure_future(
             self._main(start)
         )
 
-    async def _main(self, start: Any) -> AgentOutput:
+    async def _main(self, start: Coroutine[Any, Any, None]) -> AgentOutput:
         session = self.ctx._session
         session.listeners.append(self._queue.put_nowait)
         try:
-            async with asyncio.timeout(self._timeout):
+            # a run waiting for a slot (num_concurrent_runs) has not begun: its timeout starts after
+            async with self._slots.taken(), asyncio.timeout(self._timeout):
                 await start
                 return await session.drive()
         except TimeoutError:
@@ -45,6 +54,7 @@ class WorkflowHandler:
                 "the run was cancelled; its context can be saved and resumed"
             ) from None
         finally:
+            start.close()  # a no-op once awaited; a run cancelled while it waited never starts
             session.listeners.remove(self._queue.put_nowait)
             self._queue.put_nowait(_END)
 

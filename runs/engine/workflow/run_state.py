@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..errors import WorkflowConfigError
 from ..events import InputRequiredEvent
 from ..types import Task
 
@@ -52,7 +54,8 @@ class WorkflowRunState(BaseModel):
 
     @classmethod
     def of(cls, task: Task) -> WorkflowRunState:
-        return cls.model_validate(task.extra_state[KEY])
+        """A copy of the run state kept on ``task``: a step edits its own, saved when it ends."""
+        return cls.model_validate(copy.deepcopy(task.extra_state[KEY]))
 
     def save(self, task: Task) -> None:
         task.extra_state[KEY] = self.model_dump(mode="json")
@@ -64,3 +67,20 @@ class WorkflowRunState(BaseModel):
             state=copy.deepcopy(self.state),
             store=copy.deepcopy(self.store),
         )
+
+    def check_saveable(self) -> None:
+        """Refuse, naming the key, shared state or a tool's value that is no longer JSON data.
+
+        What ``ctx.get`` returns is the value itself, so code may have edited it in place into
+        something a saved run cannot hold.
+        """
+        for where, values in (("state", self.state), ("value", self.store)):
+            for key, value in values.items():
+                try:
+                    json.dumps(value)
+                except (TypeError, ValueError) as exc:
+                    raise WorkflowConfigError(
+                        f"the workflow's {where} under {key!r} is no longer JSON data ({exc}): "
+                        "what ctx.get returns is kept as it is edited in place, and must stay "
+                        "JSON so the run can be saved"
+                    ) from None

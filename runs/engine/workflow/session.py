@@ -57,7 +57,10 @@ class RunSession:
         self.workflow = workflow
         self.store = _SessionStore()
         self.runner = AgentRunner(
-            workflow.worker, state_store=self.store, on_event=self._on_event
+            workflow.worker,
+            verbose=workflow.verbose,
+            state_store=self.store,
+            on_event=self._on_event,
         )
         self.carry = workflow.fresh_run_state()
         self.task_id: str | None = None
@@ -107,12 +110,26 @@ class RunSession:
         state = self._state()
         return WorkflowRunState.of(state.task) if state is not None else self.carry
 
-    def save_run_state(self, run: WorkflowRunState) -> None:
+    def shared(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The shared state and the tools' values between steps, as kept (edits in place stay)."""
         state = self._state()
-        if state is not None:
-            run.save(state.task)
+        if state is None:
+            return self.carry.state, self.carry.store
+        kept = state.task.extra_state[KEY]
+        return kept.setdefault("state", {}), kept.setdefault("store", {})
+
+    def set_shared(self, key: str, value: Any) -> None:
+        """Keep ``value`` itself under ``key`` between steps (``"state"``: the shared state)."""
+        state = self._state()
+        if state is None:
+            if key == "state":
+                self.carry.state = value
+            else:
+                self.carry.store[key] = value
+        elif key == "state":
+            state.task.extra_state[KEY]["state"] = value
         else:
-            self.carry = run
+            self.shared()[1][key] = value
 
     # --- answers and approvals -------------------------------------------------------------------
 

@@ -101,6 +101,7 @@ class AgentWorkflowWorker(BaseAgentWorker):
             )
         else:
             output = await self._turn(step, task, run, ctx)
+        run.check_saveable()
         if run.state != state_before:
             changes = {
                 k: StateChange(before=state_before.get(k), after=run.state.get(k))

@@ -16,7 +16,8 @@ from .agents import BaseWorkflowAgent, FunctionAgent
 from .context import Context
 from .handler import WorkflowHandler
 from .handoff import handoff_tool
-from .prompts import checked_handoff_prompt, checked_state_prompt
+from .options import RunSlots, WorkflowOptions
+from .prompts import Prompt, checked_handoff_prompt, checked_state_prompt
 from .react_agent import ReActAgent
 from .run_state import WorkflowRunState
 from .worker import AgentWorkflowWorker
@@ -34,10 +35,16 @@ class AgentWorkflow:
         agents: Sequence[BaseWorkflowAgent],
         initial_state: dict[str, Any] | None = None,
         root_agent: str | None = None,
-        handoff_prompt: str | None = None,
-        state_prompt: str | None = None,
+        handoff_prompt: Prompt | None = None,
+        state_prompt: Prompt | None = None,
         timeout: float | None = None,
+        **workflow_kwargs: Any,
     ) -> None:
+        """``workflow_kwargs`` are LlamaIndex's ``Workflow`` options: ``verbose`` (each run's
+        runner prints its steps), ``num_concurrent_runs`` (how many runs of this workflow go on at
+        once; others wait their turn) and ``disable_validation`` (accepted: there is no graph of
+        steps to validate here). Any other is refused, naming it."""
+        options = WorkflowOptions.of(workflow_kwargs)
         if not agents:
             raise WorkflowConfigError("At least one agent must be provided")
         self.agents: dict[str, BaseWorkflowAgent] = {}
@@ -77,6 +84,10 @@ class AgentWorkflow:
                 "timeout must be a positive number of seconds (or None)"
             )
         self.timeout = timeout
+        self.verbose = options.verbose
+        self.num_concurrent_runs = options.num_concurrent_runs
+        self.disable_validation = options.disable_validation
+        self._run_slots = RunSlots(options.num_concurrent_runs)
         self.worker = AgentWorkflowWorker(self)
         self._handoff_tools = {
             name: handoff_tool(self, agent) for name, agent in self.agents.items()
@@ -88,7 +99,7 @@ class AgentWorkflow:
         tools_or_functions: Sequence[BaseTool | Callable[..., Any]],
         llm: LLM | None = None,
         system_prompt: str | None = None,
-        state_prompt: str | None = None,
+        state_prompt: Prompt | None = None,
         initial_state: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> AgentWorkflow:
@@ -145,4 +156,4 @@ class AgentWorkflow:
         """Start a run (call inside an event loop). Without user_msg/chat_history, ``ctx``'s unfinished run resumes."""
         ctx = ctx if ctx is not None else Context(self)
         start = ctx._session.start(user_msg, chat_history, memory, approve_tool_calls)
-        return WorkflowHandler(ctx, start, self.timeout)
+        return WorkflowHandler(ctx, start, self.timeout, self._run_slots)

@@ -34,6 +34,11 @@ class JoinerDecision(BaseModel):
         True  # False when the reply named no Action and was taken as the answer
     )
 
+    @property
+    def is_replan(self) -> bool:
+        """``replan`` by the name LlamaIndex's ``JoinerOutput`` gives it."""
+        return self.replan
+
 
 def _strip_action_label(text: str) -> str:
     return re.sub(r"\s*Action\s*:\s*$", "", text, flags=re.IGNORECASE).strip()

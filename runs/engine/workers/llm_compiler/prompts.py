@@ -7,8 +7,8 @@ Both can be replaced: ``planner_example_prompt_str`` swaps the planner's worked 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
+from ...templates import PromptTemplateLike
 from ...tools import BaseTool
 from .plan import END_OF_PLAN
 
@@ -65,12 +65,6 @@ LAST_ROUND_NOTE = (
 )
 
 
-class PromptTemplateLike(Protocol):
-    """Anything with ``format(**kwargs) -> str``, e.g. LlamaIndex's PromptTemplate."""
-
-    def format(self, **kwargs: str) -> str: ...
-
-
 def tool_listing(tools: Sequence[BaseTool]) -> str:
     """The tools as numbered Python-style signatures with their descriptions, then join()."""
     lines = []
@@ -101,15 +95,17 @@ def planner_system_prompt(
 
 
 def planner_user_message(
-    question: str, context: str | None, next_index: int, note: str | None
+    question: str, context: str | None, next_index: int | None, note: str | None
 ) -> str:
-    """The planner's user message: the question and, when replanning, what earlier rounds found."""
+    """The planner's user message: the question and, when replanning, what earlier rounds found
+    (and, when known, the number the new plan starts from)."""
     parts = [f"Question: {question}"]
     if context:
         parts.append(
             f"Earlier rounds (these calls already ran; do not repeat them):\n{context}"
         )
-        parts.append(f"Number the first call of the new plan {next_index}.")
+        if next_index is not None:
+            parts.append(f"Number the first call of the new plan {next_index}.")
     if note:
         parts.append(f"Note from the user: {note}")
     return "\n\n".join(parts)

@@ -13,9 +13,10 @@ from contextlib import aclosing
 from typing import Any
 
 from ...errors import AgentError, LLMError
-from ...llms.base import LLM
+from ...llms.base import LLM, ChatResponse
 from ...memory import ChatMemoryBuffer
 from ...messages import ChatMessage, TokenUsage
+from ...templates import PromptTemplateLike
 from ...tools import (
     BaseTool,
     ToolOutput,
@@ -34,12 +35,11 @@ from ..base import BaseAgentWorker
 from ..llm_turn import iter_turn, stream_turn
 from .executor import PlanExecutor, call_tool_id, offered_call, ready_calls, run_wave
 from .joiner import JoinerDecision, parse_joiner_reply
-from .plan import END_OF_PLAN, PlanParser, call_line
+from .plan import END_OF_PLAN, PlannedCall, PlanParser, call_line
 from .prompts import (
     DEFAULT_JOINER_PROMPT,
     DEFAULT_PLANNER_EXAMPLE,
     LAST_ROUND_NOTE,
-    PromptTemplateLike,
     planner_system_prompt,
     planner_user_message,
     render_joiner_prompt,
@@ -125,6 +125,48 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
     def get_tools(self, input: str = "") -> list[BaseTool]:
         """The worker's tools, plus those the retriever picks for ``input`` when one is given."""
         return self._round_tools(input) if input else list(self.tools)
+
+    async def arun_llm(
+        self,
+        input: str,
+        previous_context: str | None = None,
+        is_replan: bool = False,
+    ) -> ChatResponse:
+        """Ask the planner for a plan for ``input`` (the seed's helper; a step's rounds stream theirs).
+
+        ``is_replan`` asks for a new round, ``previous_context`` saying what earlier rounds found.
+        The call emits no events: it belongs to no task.
+        """
+        if is_replan and previous_context is None:
+            raise ValueError(
+                "a replan needs previous_context: what the earlier rounds found"
+            )
+        system = self._planner_system(self._round_tools(input), is_replan)
+        context = previous_context if is_replan else None
+        user = planner_user_message(input, context, None, None)
+        messages = [ChatMessage.system(system), ChatMessage.user(user)]
+        return await self.llm.achat(messages, stop=self.stop)
+
+    async def ajoin(
+        self,
+        input: str,
+        tasks: dict[int, PlannedCall],
+        is_final: bool = False,
+    ) -> JoinerDecision:
+        """Ask the joiner to finish or replan from these calls and their results (the seed's helper).
+
+        ``tasks`` are a plan's calls by index, as ``PlanParser`` gives them with their outputs
+        filled in. With ``is_final`` no replan is allowed: a joiner asking for one gets its
+        answer forced from what is known. The call emits no events: it belongs to no task.
+        """
+        record = RoundRecord(round=1, calls=[tasks[index] for index in sorted(tasks)])
+        prompt = self._joiner_prompt(input, [record], is_final)
+        reply = await self.llm.achat([ChatMessage.user(prompt)])
+        decision = parse_joiner_reply(reply.message.text)
+        self._say_verdict(decision)
+        if decision.replan and is_final:
+            decision = self._forced_finish(decision, record)
+        return decision
 
     def initialize_step(self, task: Task, **kwargs: Any) -> TaskStep:
         CompilerState().save(task)
@@ -295,10 +337,9 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         last_round = (
             record.round > self.max_replans
         )  # round 1 is the plan, every later one a replan
-        context = format_rounds([*state.rounds, record])
-        if last_round:
-            context = f"{context}\n\n{LAST_ROUND_NOTE}"
-        prompt = render_joiner_prompt(self.joiner_prompt, state.question, context)
+        prompt = self._joiner_prompt(
+            state.question, [*state.rounds, record], last_round
+        )
         messages = [*self._history(task, state), ChatMessage.user(prompt)]
         reply = await stream_turn(self.llm, task, step, messages, phase="join")
         usage = _add_usage(usage, reply.usage)
@@ -306,13 +347,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         record.thought = decision.thought
         if sources is None:
             sources = [c.output for c in record.calls if c.output is not None]
-        if self.verbose:
-            verdict = (
-                f"Replan({decision.reason})"
-                if decision.replan
-                else f"Finish({decision.answer})"
-            )
-            print(f"> Thought: {decision.thought}\n> Action: {verdict}")
+        self._say_verdict(decision)
         if decision.replan and last_round:
             decision = self._forced_finish(decision, record)
         if not decision.replan:
@@ -333,6 +368,23 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             response=f"Replan: {decision.reason}", sources=sources, usage=usage
         )
         return TaskStepOutput(output=response, task_step=step, next_steps=[following])
+
+    def _joiner_prompt(
+        self, question: str, rounds: list[RoundRecord], last_round: bool
+    ) -> str:
+        context = format_rounds(rounds)
+        if last_round:
+            context = f"{context}\n\n{LAST_ROUND_NOTE}"
+        return render_joiner_prompt(self.joiner_prompt, question, context)
+
+    def _say_verdict(self, decision: JoinerDecision) -> None:
+        if self.verbose:
+            verdict = (
+                f"Replan({decision.reason})"
+                if decision.replan
+                else f"Finish({decision.answer})"
+            )
+            print(f"> Thought: {decision.thought}\n> Action: {verdict}")
 
     def _forced_finish(
         self, decision: JoinerDecision, record: RoundRecord
@@ -373,12 +425,7 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
         note: str | None,
     ) -> list[ChatMessage]:
         replan = round_no > 1
-        if self.tool_retriever is None:
-            system = self.system_prompt_replan if replan else self.system_prompt
-        else:
-            system = planner_system_prompt(
-                tools, self.planner_example_prompt_str, replan=replan
-            )
+        system = self._planner_system(tools, replan)
         context = format_rounds(state.rounds) if replan else None
         user = planner_user_message(state.question, context, state.next_index(), note)
         return [
@@ -386,3 +433,10 @@ class LLMCompilerAgentWorker(BaseAgentWorker):
             *self._history(task, state),
             ChatMessage.user(user),
         ]
+
+    def _planner_system(self, tools: list[BaseTool], replan: bool) -> str:
+        if self.tool_retriever is None:
+            return self.system_prompt_replan if replan else self.system_prompt
+        return planner_system_prompt(
+            tools, self.planner_example_prompt_str, replan=replan
+        )

@@ -1,8 +1,9 @@
 """MultimodalReActAgentWorker: ReAct with the task's images in its first user message.
 
 ``create_task(input, extra_state={"image_docs": [...]})`` as in the seed. The images are sent as
-OpenAI ``image_url`` content parts. A model server that refuses them gives an LLMError that names
-the setting to change (``image_setting``: ``multi_modal_llm`` here, the app passes its own).
+OpenAI ``image_url`` content parts. A model server that refuses them gives an LLMError that says
+what to change (``refusal_advice``: give ``multi_modal_llm`` a vision model; an application's
+subclass names its own setting instead).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ _REFUSED = frozenset({400, 404, 415, 422})
 
 
 class MultimodalReActAgentWorker(ReActAgentWorker):
+    """ReAct whose first user message carries the task's ``image_docs``; the seed's parameters."""
+
+    # the last sentence of the error a server's refusal of images gives: what to change
+    refusal_advice = (
+        "Set multi_modal_llm to a model that accepts image input (a vision model)."
+    )
+
     def __init__(
         self,
         tools: Sequence[BaseTool],
@@ -38,7 +46,6 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
         callback_manager: Any = None,
         verbose: bool = False,
         tool_retriever: ToolRetriever | None = None,
-        image_setting: str = "multi_modal_llm",
     ) -> None:
         super().__init__(
             tools,
@@ -51,7 +58,6 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             verbose=verbose,
             tool_retriever=tool_retriever,
         )
-        self.image_setting = image_setting
 
     @classmethod
     def from_tools_arguments(cls, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +94,7 @@ class MultimodalReActAgentWorker(ReActAgentWorker):
             if exc.status_code in _REFUSED and task.extra_state.get(IMAGE_DOCS):
                 raise LLMError(
                     f"the model server refused a request with images ({exc}). "
-                    f"Set {self.image_setting} to a model that accepts image input (a vision model).",
+                    + self.refusal_advice,
                     status_code=exc.status_code,
                 ) from exc
             raise
