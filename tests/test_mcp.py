@@ -26,6 +26,7 @@ from runs.presets.mcp.listing import MAX_DESCRIPTION_CHARS, checked_tools, fetch
 from runs.presets.mcp.spec import ServerSpec
 from runs.presets.mcp.tools import McpToolChoice, _engine_tool, call_mcp_tool
 from tests.live_support import until_true
+from tests.loop_lag import max_lag_while
 from tests.mcp_support import APP, git_spec, own_spec, server_children, time_spec
 
 
@@ -275,3 +276,24 @@ async def test_an_edited_server_is_restarted_once_for_parallel_calls() -> None:
     )
     assert [o.content for o in outputs] == ["1", "2", "3", "4"]
     assert open_count() == 1 and len(server_children()) == 1
+
+
+async def test_a_servers_backtracking_pattern_is_checked_without_holding_the_loop() -> (
+    None
+):
+    # issue 44: `^(a+)+$` and "a" * 28 + "!" held every user's requests for 12 s
+    spec = own_spec("patterns", name="patterns")
+    tools, notes = checked_tools("patterns", await fetch_listing(spec))
+    assert [t["name"] for t in tools] == ["patterns__lookup"]
+    assert notes == [
+        "left out 'strong': its input schema has the pattern '^(?=.*[0-9]).{8,}$', which "
+        "cannot be checked safely (invalid perl operator: (?=: backreferences and "
+        "lookarounds are not supported)"
+    ]
+    lookup = _engine_tool(spec, tools[0])
+    refused, lag = await max_lag_while(lookup.acall(name="a" * 28 + "!"))
+    assert lag < 0.1, f"the event loop was held {lag:.2f} s"
+    assert refused.is_error and "does not match '^(a+)+$'" in refused.content
+    assert open_count() == 0  # refused before the server was started
+    found = await lookup.acall(name="aaa")
+    assert (found.is_error, found.content) == (False, "found aaa")

@@ -4,6 +4,8 @@
 - `ok`: `add`, `echo`, `fail` (raises) and `hang` (never answers), over stdio;
 - `http <port>`: the same tools over streamable HTTP on 127.0.0.1:<port>;
 - `hostile`: tools whose names and descriptions a page or a model request must not trust;
+- `patterns`: tools whose input schemas carry a backtracking pattern (`lookup`) and one RE2
+  cannot check (`strong`, a lookahead);
 - `nostart`: writes a reason to stderr and exits before the handshake.
 """
 
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import WithJsonSchema
 
 
 def tools_server() -> MCPServer:
@@ -60,6 +64,29 @@ def hostile_server() -> MCPServer:
     return server
 
 
+def patterns_server() -> MCPServer:
+    """Schemas as a careless or hostile server writes them (the server itself checks nothing)."""
+    server = MCPServer("patterns")
+
+    @server.tool()
+    def lookup(
+        name: Annotated[str, WithJsonSchema({"type": "string", "pattern": "^(a+)+$"})],
+    ) -> str:
+        """Look a name up."""
+        return f"found {name}"
+
+    @server.tool()
+    def strong(
+        password: Annotated[
+            str, WithJsonSchema({"type": "string", "pattern": "^(?=.*[0-9]).{8,}$"})
+        ],
+    ) -> str:
+        """Check a password."""
+        return "strong"
+
+    return server
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
     if mode == "nostart":
@@ -67,6 +94,8 @@ def main() -> None:
         sys.exit(3)
     if mode == "hostile":
         hostile_server().run()
+    elif mode == "patterns":
+        patterns_server().run()
     elif mode == "http":
         tools_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

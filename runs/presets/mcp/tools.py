@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ from runs.models import McpServer
 from runs.presets.grants import granted_to
 from runs.presets.mcp.connections import McpError, session_for
 from runs.presets.mcp.spec import ServerSpec
+
+logger = logging.getLogger(__name__)
 
 # what one call's result may bring into the trace (a server could answer with anything)
 MAX_RESULT_CHARS = 1_000_000
@@ -82,8 +85,14 @@ def notebook_mcp_tools(user_id: int, names: list[str]) -> tuple[list[SchemaTool]
     for server in _servers_of(user_id):
         spec = ServerSpec.of(server)
         for listed in server.tools:
-            if listed["name"] in wanted:
+            if listed["name"] not in wanted:
+                continue
+            try:
                 tools.append(_engine_tool(spec, listed))
+            except ValueError as exc:
+                # a listing stored before its schema was refused (runs.engine.schema_check):
+                # the tool is left out until the admin fetches the server's tools again
+                logger.warning("MCP server %s: left out %s", spec.name, exc)
         key.append(f"{server.pk}@{server.updated_at.isoformat()}")
     return tools, ",".join(key)
 
