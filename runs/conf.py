@@ -327,8 +327,12 @@ class Conf:
     webhook_allow_private: str = _setting(
         "no",
         "choice",
-        "`yes` lets webhooks point at loopback and private addresses (a receiver on the "
-        "server's own network); `no` refuses them, so a person cannot make the server probe it",
+        "`yes` lets webhooks point at loopback, private and other non-global addresses (a "
+        "receiver on the server's own network); `no` refuses every address that is not global "
+        "(RFC 6890's special ranges, shared `100.64.0.0/10` with its cloud metadata address, "
+        "IPv4-mapped, 6to4, NAT64 and Teredo forms), when registered and before each try, so a "
+        "person cannot make the server probe it; such a delivery is logged `refused`, without "
+        "the host's answer",
         choices=("no", "yes"),
     )
     webhook_attempts: int = _setting(
