@@ -177,6 +177,15 @@ class Conf:
         "its tool list in the admin)",
         least=0.1,
     )
+    mcp_restart_backoff_s: float = _setting(
+        2.0,
+        "seconds",
+        "A stdio MCP server whose process stopped is started again by the next call of its "
+        "tools; one that stops again before a call went through waits this long before its "
+        "next restart, twice as long each further time (at most 60 s), and calls meanwhile "
+        "fail at once saying when to retry",
+        least=0.0,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )
