@@ -177,6 +177,15 @@ class Conf:
         "its tool list in the admin)",
         least=0.1,
     )
+    mcp_restart_backoff_s: float = _setting(
+        2.0,
+        "seconds",
+        "A stdio MCP server whose process stopped is started again by the next call of its "
+        "tools; one that stops again before a call went through waits this long before its "
+        "next restart, twice as long each further time (at most 60 s), and calls meanwhile "
+        "fail at once saying when to retry",
+        least=0.0,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )
@@ -327,8 +336,12 @@ class Conf:
     webhook_allow_private: str = _setting(
         "no",
         "choice",
-        "`yes` lets webhooks point at loopback and private addresses (a receiver on the "
-        "server's own network); `no` refuses them, so a person cannot make the server probe it",
+        "`yes` lets webhooks point at loopback, private and other non-global addresses (a "
+        "receiver on the server's own network); `no` refuses every address that is not global "
+        "(RFC 6890's special ranges, shared `100.64.0.0/10` with its cloud metadata address, "
+        "IPv4-mapped, 6to4, NAT64 and Teredo forms), when registered and before each try, so a "
+        "person cannot make the server probe it; such a delivery is logged `refused`, without "
+        "the host's answer",
         choices=("no", "yes"),
     )
     webhook_attempts: int = _setting(

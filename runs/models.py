@@ -737,6 +737,8 @@ class DeliveryStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     DELIVERED = "delivered", "Delivered"
     FAILED = "failed", "Failed"
+    # its host resolved to an address a webhook may not reach: nothing sent, never retried
+    REFUSED = "refused", "Refused"
 
 
 class WebhookDelivery(models.Model):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,11 +23,12 @@ import pytest
 
 from runs.engine.errors import ToolArgumentsError
 from runs.presets.mcp import close_all
-from runs.presets.mcp.connections import open_count
+from runs.presets.mcp.connections import open_count, stopped
 from runs.presets.mcp.listing import MAX_DESCRIPTION_CHARS, checked_tools, fetch_listing
 from runs.presets.mcp.spec import ServerSpec
 from runs.presets.mcp.tools import McpToolChoice, _engine_tool, call_mcp_tool
 from tests.live_support import until_true
+from tests.loop_lag import max_lag_while
 from tests.mcp_support import APP, git_spec, own_spec, server_children, time_spec
 
 
@@ -275,3 +278,94 @@ async def test_an_edited_server_is_restarted_once_for_parallel_calls() -> None:
     )
     assert [o.content for o in outputs] == ["1", "2", "3", "4"]
     assert open_count() == 1 and len(server_children()) == 1
+
+
+async def test_a_servers_backtracking_pattern_is_checked_without_holding_the_loop() -> (
+    None
+):
+    # issue 44: `^(a+)+$` and "a" * 28 + "!" held every user's requests for 12 s
+    spec = own_spec("patterns", name="patterns")
+    tools, notes = checked_tools("patterns", await fetch_listing(spec))
+    assert [t["name"] for t in tools] == ["patterns__lookup"]
+    assert notes == [
+        "left out 'strong': its input schema has the pattern '^(?=.*[0-9]).{8,}$', which "
+        "cannot be checked safely (invalid perl operator: (?=: backreferences and "
+        "lookarounds are not supported)"
+    ]
+    lookup = _engine_tool(spec, tools[0])
+    refused, lag = await max_lag_while(lookup.acall(name="a" * 28 + "!"))
+    assert lag < 0.1, f"the event loop was held {lag:.2f} s"
+    assert refused.is_error and "does not match '^(a+)+$'" in refused.content
+    assert open_count() == 0  # refused before the server was started
+    found = await lookup.acall(name="aaa")
+    assert (found.is_error, found.content) == (False, "found aaa")
+
+
+def mortal_spec(notes: Path) -> ServerSpec:
+    spec = own_spec("mortal", name="mortal")
+    return ServerSpec(**{**spec.__dict__, "env": (("AGENTUI_TEST_NOTES", str(notes)),)})
+
+
+def noted(notes: Path) -> list[str]:
+    return notes.read_text().splitlines() if notes.exists() else []
+
+
+async def test_a_killed_server_is_restarted_by_the_next_call_which_runs_once(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    spec = mortal_spec(notes)
+    assert (await call_mcp_tool(spec, "note", {"text": "one"})).content == "noted one"
+    pid = int((await call_mcp_tool(spec, "pid", {})).content)
+    os.kill(pid, signal.SIGKILL)
+    await until_true(
+        lambda: stopped(spec), what="the session noticing the server stopped"
+    )
+    # before: "Connection closed" on every call until daphne restarted
+    again = await call_mcp_tool(spec, "note", {"text": "two"})
+    assert (again.is_error, again.content) == (False, "noted two")
+    assert noted(notes) == ["one", "two"]  # each call ran once
+    assert int((await call_mcp_tool(spec, "pid", {})).content) != pid
+    assert open_count() == 1 and len(server_children()) == 1  # the dead one was reaped
+
+
+async def test_a_call_the_server_stopped_under_is_not_sent_again(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    spec = mortal_spec(notes)
+    died = await call_mcp_tool(spec, "die", {"text": "dying"})
+    assert died.is_error
+    assert died.content.startswith(
+        "Error: the MCP server 'mortal' stopped during die ("
+    )
+    assert died.content.endswith("it is restarted on the next call")
+    after = await call_mcp_tool(spec, "note", {"text": "after"})
+    assert (after.is_error, after.content) == (False, "noted after")
+    assert noted(notes) == ["dying", "after"]  # die ran once: its call was not re-sent
+
+
+async def test_a_server_that_keeps_stopping_waits_before_its_next_restart(
+    tmp_path: Path, settings: Any
+) -> None:
+    notes = tmp_path / "notes.txt"
+    spec = mortal_spec(notes)
+    settings.AGENTUI_MCP_RESTART_BACKOFF_S = 30.0
+    for text in ("first", "second"):  # the second call restarts it, and it stops again
+        died = await call_mcp_tool(spec, "die", {"text": text})
+        assert "stopped during die" in died.content
+    waits = await call_mcp_tool(spec, "note", {"text": "too soon"})
+    assert waits.is_error
+    assert waits.content == (
+        "Error: the MCP server 'mortal' stopped again after being restarted; it is "
+        "restarted on a call in 30 s: retry then (AGENTUI_MCP_RESTART_BACKOFF_S)"
+    )
+    assert server_children() == []  # nothing started meanwhile
+    settings.AGENTUI_MCP_RESTART_BACKOFF_S = 0.0
+    later = await call_mcp_tool(spec, "note", {"text": "later"})
+    assert (later.is_error, later.content) == (False, "noted later")
+    assert noted(notes) == ["first", "second", "later"]
+    # a call went through: the next stop restarts it at once again
+    settings.AGENTUI_MCP_RESTART_BACKOFF_S = 30.0
+    await call_mcp_tool(spec, "die", {"text": "third"})
+    assert not (await call_mcp_tool(spec, "note", {"text": "fourth"})).is_error

@@ -278,3 +278,36 @@ async def test_rest_starts_a_notebook_with_mcp_tools(scripted_server: Any) -> No
         await service.wait_idle()
     assert detail["mcp_tools"] == ["time__get_current_time", "own__add"]
     assert detail["response"].startswith("In Asia/Tokyo it is")
+
+
+def test_a_schema_that_cannot_be_checked_safely_is_left_out_and_the_admin_told() -> (
+    None
+):
+    import sys
+
+    ana = make_user("ana")
+    server = McpServer.objects.create(
+        name="patterns", command=sys.executable, args=[APP, "patterns"], everyone=True
+    )
+    note = refresh_listing(server)
+    assert note.splitlines() == [
+        "fetched 1 tool",
+        "left out 'strong': its input schema has the pattern '^(?=.*[0-9]).{8,}$', which "
+        "cannot be checked safely (invalid perl operator: (?=: backreferences and "
+        "lookarounds are not supported)",
+    ]
+    assert McpServer.objects.get(pk=server.pk).tools_note == note  # the admin's page
+    # a listing stored before such schemas were refused: its notebooks leave the tool out
+    lookup = server.tools[0]
+    strong = {
+        **lookup,
+        "name": "patterns__strong",
+        "tool": "strong",
+        "input_schema": {
+            "type": "object",
+            "properties": {"password": {"type": "string", "pattern": "(?=.*[0-9])"}},
+        },
+    }
+    McpServer.objects.filter(pk=server.pk).update(tools=[lookup, strong])
+    tools, _ = notebook_mcp_tools(ana.pk, ["patterns__lookup", "patterns__strong"])
+    assert [t.metadata.name for t in tools] == ["patterns__lookup"]

@@ -276,3 +276,123 @@ async def test_a_delivery_goes_to_the_address_checked_and_names_the_host(
         [received] = hook_site.received
     assert received.headers["host"] == f"hooks.rebind.test:{port}"
     assert (row.status, row.last_error) == (DeliveryStatus.DELIVERED, "")
+
+
+# issue 44: ranges that `is_private` (and partly `is_global`) on Python 3.11 let through
+NOT_PUBLIC = [
+    "100.64.0.1",  # shared address space
+    "100.100.100.200",  # a cloud's metadata service, inside it
+    "100.127.255.254",
+    "192.0.0.8",  # IETF protocol assignments
+    "192.0.0.170",
+    "198.18.0.1",  # benchmarking
+    "192.88.99.1",  # the 6to4 relay anycast
+    "224.0.0.251",  # multicast
+    "240.0.0.1",
+    "[2002:7f00:1::]",  # 6to4 around 127.0.0.1
+    "[2002:a00:7::1]",  # 6to4 around 10.0.0.7
+    "[2002:6464:64c8::]",  # 6to4 around 100.100.100.200
+    "[2001::1]",  # Teredo
+    "[2001:0:4136:e378:8000:63bf:3fff:fdd2]",
+    "[::ffff:100.100.100.200]",  # IPv4-mapped
+    "[::ffff:192.0.0.8]",
+    "[::ffff:127.0.0.1]",
+    "[64:ff9b::a00:7]",  # NAT64 around 10.0.0.7
+    "[64:ff9b::6464:64c8]",  # NAT64 around 100.100.100.200
+    "[64:ff9b:1::808:808]",  # local-use NAT64
+    "[::127.0.0.1]",  # IPv4-compatible, deprecated
+    "[::ffff:0:a00:7]",  # IPv4-translated
+    "[fec0::1]",  # site-local
+    "[ff0e::1]",  # multicast
+    "[3fff::1]",  # documentation
+]
+PUBLIC = ["8.8.8.8", "[2606:4700::1111]", "[2002:808:808::1]", "[64:ff9b::808:808]"]
+
+
+@pytest.mark.parametrize("host", NOT_PUBLIC)
+def test_every_non_global_address_is_refused(host: str) -> None:
+    user = make_user("ana")
+    with pytest.raises(ProtocolError, match="own network"):
+        webhooks.add_webhook(user, f"http://{host}/hook", ["step.waiting"])
+    assert webhooks.pinned(f"https://{host}:8443/hook") == webhooks.OWN_NETWORK
+    assert not Webhook.objects.exists()
+
+
+@pytest.mark.parametrize("host", PUBLIC)
+def test_global_addresses_and_the_ipv6_forms_of_global_ipv4_are_taken(
+    host: str,
+) -> None:
+    hook = webhooks.add_webhook(
+        make_user("ana"), f"http://{host}/hook", ["turn.failed"]
+    )
+    assert hook.url == f"http://{host}/hook"
+    target, headers, _ = webhooks.pinned(f"http://{host}/hook")  # type: ignore[misc]
+    assert target == f"http://{host}:80/hook" and headers == {"Host": host}
+
+
+def stored_then_moved(monkeypatch: pytest.MonkeyPatch, then: str) -> None:
+    """`hooks.moved.test` is a public address when registered, `then` from the next lookup on
+    (a name its owner pointed elsewhere after registering it)."""
+    real = socket.getaddrinfo
+    answers = iter(["93.184.215.14"])
+
+    def lookup(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name != "hooks.moved.test":
+            return real(host, port, *args, **kwargs)
+        return real(next(answers, then), port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+
+
+@pytest.mark.parametrize("then", ["100.100.100.200", "2002:7f00:1::", "192.0.0.8"])
+async def test_a_delivery_to_a_host_that_moved_into_the_network_is_refused_not_probed(
+    monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    user, token = await user_with_token("ana")
+    stored_then_moved(monkeypatch, then)
+    hook = await database_sync_to_async(webhooks.add_webhook)(
+        user, "https://hooks.moved.test/hook", ["step.waiting"]
+    )
+    row = await deliver_once(user)
+    # nothing was connected to (the tests' guard would fail the test), nor will be again
+    assert (row.status, row.attempts, row.last_status_code) == (
+        DeliveryStatus.REFUSED,
+        1,
+        None,
+    )
+    assert row.last_error == webhooks.OWN_NETWORK
+    assert await service.deliver_due(timezone.now() + dt.timedelta(days=1)) == 0
+    [logged] = (await Api(token).get(f"/webhooks/{hook.pk}/deliveries/")).json()
+    assert (logged["status"], logged["last_status_code"]) == ("refused", None)
+    assert logged["next_attempt_at"] is None
+    page = await database_sync_to_async(webhooks_page)(user)
+    assert f'data-delivery-id="{row.pk}" data-status="refused"' in page
+    assert "refused</span>" in page and "not sent: url: it points into" in page
+    assert "HTTP " not in page
+
+
+def webhooks_page(user: Any) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    response = client.get("/settings/webhooks/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+async def test_a_host_that_does_not_resolve_is_tried_again_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = await database_sync_to_async(make_user)("ana")
+    stored_then_moved(monkeypatch, "nowhere.invalid")
+    await database_sync_to_async(webhooks.add_webhook)(
+        user, "https://hooks.moved.test/hook", ["step.waiting"]
+    )
+    row = await deliver_once(user)
+    assert (row.status, row.attempts, row.last_error) == (
+        DeliveryStatus.PENDING,
+        1,
+        "url: the host 'hooks.moved.test' does not resolve",
+    )

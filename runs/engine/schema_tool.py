@@ -1,8 +1,9 @@
 """A tool described by a JSON schema rather than a Python signature: an MCP server's tool.
 
-Its arguments are checked against the schema as given (``jsonschema``), both the model's and a
-person's edit of a pending call, and a call goes to an async function that returns the
-``ToolOutput`` (an error output when the other side failed).
+Its arguments are checked against the schema as given (``jsonschema``, with RE2 behind the
+schema's regular expressions: ``schema_check``, so a hostile pattern cannot hold the event loop),
+both the model's and a person's edit of a pending call, and a call goes to an async function
+that returns the ``ToolOutput`` (an error output when the other side failed).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
-
+from .schema_check import SafeSchema, SchemaRefused
 from .tools import BaseTool, ToolMetadata, ToolOutput, schema_error
+
+# a problem quotes the value: a model's megabyte string is not sent back to it whole
+MAX_MESSAGE_CHARS = 300
 
 SchemaCall = Callable[[dict[str, Any]], Awaitable[ToolOutput]]
 
@@ -24,14 +26,10 @@ class SchemaTool(BaseTool):
     def __init__(
         self, name: str, description: str, parameters: dict[str, Any], call: SchemaCall
     ) -> None:
-        validator_class = validator_for(parameters)
         try:
-            validator_class.check_schema(parameters)
-        except SchemaError as exc:
-            raise ValueError(
-                f"the tool {name!r} has an invalid schema: {exc.message}"
-            ) from None
-        self._validator = validator_class(parameters)
+            self._schema = SafeSchema(parameters)
+        except SchemaRefused as exc:
+            raise ValueError(f"the tool {name!r}: its input schema {exc}") from None
         self._call = call
         self.metadata = ToolMetadata(
             name=name, description=description, parameters_json=parameters
@@ -41,9 +39,9 @@ class SchemaTool(BaseTool):
         return [
             (
                 ".".join(str(p) for p in error.absolute_path) or "arguments",
-                error.message,
+                error.message[:MAX_MESSAGE_CHARS],
             )
-            for error in self._validator.iter_errors(kwargs)
+            for error in self._schema.errors(kwargs)
         ]
 
     def validate(self, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -47,9 +47,14 @@ class DeliveryOut(Schema):
     id: int
     event: str
     notebook: int | None
-    status: Literal["pending", "delivered", "failed"]
+    status: Literal["pending", "delivered", "failed", "refused"] = Field(
+        description="refused: the host resolved to an address webhooks may not reach "
+        "(nothing was sent; last_error says why)"
+    )
     attempts: int
-    last_status_code: int | None
+    last_status_code: int | None = Field(
+        description="the last answer's HTTP status; null when none came (and when refused)"
+    )
     last_error: str
     created_at: str
     delivered_at: str | None

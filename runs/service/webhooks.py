@@ -13,16 +13,21 @@ a `WebhookDelivery` row is stored for each matching webhook and sent:
   receiver drops repeats by it);
 * retried with backoff (`AGENTUI_WEBHOOK_RETRY_S` × 2^n, up to `AGENTUI_WEBHOOK_ATTEMPTS`)
   until a 2xx; each attempt's status or error stays on the row, which the webhooks page and
-  `GET /api/v1/webhooks/{id}/deliveries/` show.
+  `GET /api/v1/webhooks/{id}/deliveries/` show: `delivered`, `failed` (with the last answer's
+  status code or error) or `refused` (with why, never an answer: see below).
 
 A delivery is claimed by one process at a time (a conditional UPDATE), so several server
 processes never send one twice at once; every process sends what is due every
 `AGENTUI_WEBHOOK_SWEEP_S` (runs.service.sweeper) and right after storing one.
 
-URLs must be http(s) and, unless `AGENTUI_WEBHOOK_ALLOW_PRIVATE` is on, must not resolve to a
-loopback, private, link-local or reserved address (checked when registered and again before each
-attempt, and the attempt connects to the very address checked): a person cannot make the server
-probe its own network, not even with a DNS name whose answer changes between check and connect.
+URLs must be http(s) and, unless `AGENTUI_WEBHOOK_ALLOW_PRIVATE` is on, every address their host
+resolves to must be a global one (`public_address`: `is_global`, and the special ranges Python
+3.11 misses, IPv4 inside IPv6 judged as the IPv4 it carries). That is checked when registered and
+again before each attempt, and the attempt connects to the very address checked: a person cannot
+make the server probe its own network, not even with a DNS name whose answer changes between
+check and connect. A delivery whose host resolves into it then is `refused`: nothing is sent,
+it is not retried, and its log says why without any answer of that host (no status code, no
+error of a connection that was never made), so the log is no probe either.
 """
 
 from __future__ import annotations
@@ -82,28 +87,61 @@ def _refuse(reason: str) -> ProtocolError:
 
 
 OWN_NETWORK = (
-    "url: it points into the server's own network (loopback or private address); "
-    "an admin may allow that with AGENTUI_WEBHOOK_ALLOW_PRIVATE=yes"
+    "url: it points into the server's own network (not a public address: loopback, private, "
+    "shared, link-local or another special range); an admin may allow that with "
+    "AGENTUI_WEBHOOK_ALLOW_PRIVATE=yes"
 )
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-def _internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return (
-        address.is_loopback
-        or address.is_private
-        or address.is_link_local
-        or address.is_reserved
-        or address.is_multicast
-        or address.is_unspecified
-        or (
-            isinstance(address, ipaddress.IPv6Address)
-            and address.ipv4_mapped is not None
-            and _internal(address.ipv4_mapped)
-        )
+# RFC 6890's special-purpose ranges (and later ones) that are not global but that Python 3.11's
+# `is_global` takes for global, or that it judges without looking at the IPv4 address inside
+NOT_GLOBAL = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "100.64.0.0/10",  # shared address space (carrier NAT; cloud metadata 100.100.100.200)
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.88.99.0/24",  # the 6to4 relay anycast, deprecated
+        "198.18.0.0/15",  # benchmarking
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and the broadcast address
+        "::/96",  # IPv4-compatible addresses, deprecated (::a.b.c.d)
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
+        "64:ff9b:1::/48",  # local-use NAT64
+        "2001::/32",  # Teredo
+        "3fff::/20",  # documentation
+        "5f00::/16",  # segment routing identifiers
+        "fec0::/10",  # site-local, deprecated
+        "ff00::/8",  # multicast
     )
+)
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
-def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+def _carried_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for: IPv4-mapped, 6to4, or NAT64's well-known prefix
+    (the connection reaches that IPv4 address, so it is what must be judged)."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def public_address(address: Address) -> bool:
+    """Whether a webhook may connect to `address`: a global one, by RFC 6890 and its kin."""
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = _carried_ipv4(address)
+        if carried is not None:
+            return public_address(carried)
+    if any(address in net for net in NOT_GLOBAL if net.version == address.version):
+        return False
+    return address.is_global
+
+
+def _resolve(host: str) -> list[Address]:
     """Every address `host` names now (none when it does not resolve)."""
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
@@ -127,9 +165,14 @@ def url_problem(url: str) -> str | None:
     """Why `url` may not be a webhook's, or None."""
     problem = _form_problem(url)
     if problem is None and conf().webhook_allow_private != "yes":
-        if any(_internal(a) for a in _resolve(urlsplit(url).hostname or "")):
+        if not all(public_address(a) for a in _resolve(urlsplit(url).hostname or "")):
             return OWN_NETWORK
     return problem
+
+
+def unresolved(host: str) -> str:
+    """Why a delivery to `host` waits for its next try: its name does not resolve now."""
+    return f"url: the host {host!r} does not resolve"
 
 
 def pinned(url: str) -> tuple[str, dict[str, str], dict[str, Any]] | str:
@@ -147,8 +190,10 @@ def pinned(url: str) -> tuple[str, dict[str, str], dict[str, Any]] | str:
     host = parts.hostname or ""
     addresses = _resolve(host)
     if not addresses:
-        return f"url: the host {host!r} does not resolve"
-    if conf().webhook_allow_private != "yes" and any(_internal(a) for a in addresses):
+        return unresolved(host)
+    if conf().webhook_allow_private != "yes" and not all(
+        public_address(a) for a in addresses
+    ):
         return OWN_NETWORK
     address = addresses[0]
     literal = f"[{address}]" if address.version == 6 else str(address)
@@ -207,7 +252,10 @@ def delivery_json(row: WebhookDelivery) -> dict[str, Any]:
         "notebook": row.task_id,
         "status": row.status,
         "attempts": row.attempts,
-        "last_status_code": row.last_status_code,
+        # a refused host's answer is never shown, whatever an older row holds
+        "last_status_code": (
+            None if row.status == DeliveryStatus.REFUSED else row.last_status_code
+        ),
         "last_error": row.last_error,
         "created_at": row.created_at.isoformat(),
         "delivered_at": row.delivered_at.isoformat() if row.delivered_at else None,
@@ -300,14 +348,18 @@ def _claim_due(now: dt.datetime) -> list[WebhookDelivery]:
     return list(WebhookDelivery.objects.filter(pk__in=held).select_related("webhook"))
 
 
-def _record(row: WebhookDelivery, code: int | None, error: str) -> None:
+def _record(
+    row: WebhookDelivery, code: int | None, error: str, *, refused: bool = False
+) -> None:
     values = conf()
     row.attempts += 1
     row.last_status_code = code
     row.last_error = error[:300]
     row.claimed_until = None
     now = timezone.now()
-    if code is not None and 200 <= code < 300:
+    if refused:
+        row.status = DeliveryStatus.REFUSED
+    elif code is not None and 200 <= code < 300:
         row.status, row.delivered_at = DeliveryStatus.DELIVERED, now
     elif row.attempts >= values.webhook_attempts:
         row.status = DeliveryStatus.FAILED
@@ -321,7 +373,9 @@ async def _send(client: httpx2.AsyncClient, row: WebhookDelivery) -> None:
     hook = row.webhook
     where = await asyncio.to_thread(pinned, hook.url)
     if isinstance(where, str):
-        await database_sync_to_async(_record)(row, None, where)
+        # a name that does not resolve may next time; any other refusal stands
+        refused = where != unresolved(urlsplit(hook.url).hostname or "")
+        await database_sync_to_async(_record)(row, None, where, refused=refused)
         return
     target, host_header, extensions = where
     body = json.dumps(row.payload, separators=(",", ":")).encode()

@@ -4,16 +4,23 @@
 - `ok`: `add`, `echo`, `fail` (raises) and `hang` (never answers), over stdio;
 - `http <port>`: the same tools over streamable HTTP on 127.0.0.1:<port>;
 - `hostile`: tools whose names and descriptions a page or a model request must not trust;
+- `mortal`: the `ok` tools, and `pid` (the server's process id), `note` (appends a line to the
+  file $AGENTUI_TEST_NOTES: how often a call really ran) and `die` (notes, then exits mid-call);
+- `patterns`: tools whose input schemas carry a backtracking pattern (`lookup`) and one RE2
+  cannot check (`strong`, a lookahead);
 - `nostart`: writes a reason to stderr and exits before the handshake.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import WithJsonSchema
 
 
 def tools_server() -> MCPServer:
@@ -60,6 +67,56 @@ def hostile_server() -> MCPServer:
     return server
 
 
+def mortal_server() -> MCPServer:
+    server = tools_server()
+
+    def note(text: str) -> str:
+        with open(os.environ["AGENTUI_TEST_NOTES"], "a", encoding="utf-8") as notes:
+            notes.write(text + "\n")
+        return f"noted {text}"
+
+    @server.tool(name="note")
+    def note_tool(text: str) -> str:
+        """Note the text down."""
+        return note(text)
+
+    @server.tool()
+    def pid() -> int:
+        """This server's process id."""
+        return os.getpid()
+
+    @server.tool()
+    def die(text: str) -> str:
+        """Note the text down, then stop the server without answering."""
+        note(text)
+        os._exit(1)
+
+    return server
+
+
+def patterns_server() -> MCPServer:
+    """Schemas as a careless or hostile server writes them (the server itself checks nothing)."""
+    server = MCPServer("patterns")
+
+    @server.tool()
+    def lookup(
+        name: Annotated[str, WithJsonSchema({"type": "string", "pattern": "^(a+)+$"})],
+    ) -> str:
+        """Look a name up."""
+        return f"found {name}"
+
+    @server.tool()
+    def strong(
+        password: Annotated[
+            str, WithJsonSchema({"type": "string", "pattern": "^(?=.*[0-9]).{8,}$"})
+        ],
+    ) -> str:
+        """Check a password."""
+        return "strong"
+
+    return server
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
     if mode == "nostart":
@@ -67,6 +124,10 @@ def main() -> None:
         sys.exit(3)
     if mode == "hostile":
         hostile_server().run()
+    elif mode == "mortal":
+        mortal_server().run()
+    elif mode == "patterns":
+        patterns_server().run()
     elif mode == "http":
         tools_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -3,7 +3,8 @@
 - `listing`: a server's tool list, fetched and checked (names, descriptions, schemas are
   untrusted), stored on the server's row.
 - `connections`: this process's sessions with the servers: started on a tool's first call,
-  reused, closed cleanly (`close_all`).
+  reused, restarted (with backoff) by the next call when a server's process stopped, closed
+  cleanly (`close_all`).
 - `tools`: which servers' tools a person may pick, and the engine tools a notebook gets.
 """
 

@@ -5,6 +5,14 @@ group must be entered and left by one task), started by the first call that need
 for the next calls on the same event loop. A server that cannot start, or whose session broke,
 fails that call with a message saying so; the next call tries again. `close_all` stops every
 session of the running loop (and with it each stdio server's process).
+
+A server whose process stops (it crashed, or someone killed it) ends its session: the end of
+its output is noticed as it happens, and the next call starts the server again before it sends
+anything, so that call goes through. A call under way when it stopped is not sent again (the
+tool may have run): its error says the server stopped and is restarted on the next call. A
+server that stops again before any call went through waits before each further restart
+(`AGENTUI_MCP_RESTART_BACKOFF_S`, doubling up to `MAX_RESTART_WAIT_S`); calls meanwhile fail at
+once, saying when to retry.
 """
 
 from __future__ import annotations
@@ -12,10 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import tempfile
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import IO, Any
 
+import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -26,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 STDERR_TAIL_CHARS = 600
 CLOSE_TIMEOUT_S = 10.0
+MAX_RESTART_WAIT_S = 60.0
 
 
 class McpError(Exception):
@@ -38,15 +51,25 @@ class Connection:
     def __init__(self, spec: ServerSpec) -> None:
         self.spec = spec
         self.session: ClientSession | None = None
+        self.session_started = False
         self._ready = asyncio.Event()
-        self._stop = asyncio.Event()
+        self._stop = asyncio.Event()  # `close` was called
+        self._ended = (
+            asyncio.Event()
+        )  # the session's input ended (the server's output did)
+        self._done_holding = asyncio.Event()  # either of the two
         self._failure: BaseException | None = None
         self._stderr: IO[str] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
     def broken(self) -> bool:
-        return self._task is not None and self._task.done()
+        return self._task is not None and (self._task.done() or self._ended.is_set())
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the server ended a session that had started (not closed from here)."""
+        return self.session_started and self.broken and not self._stop.is_set()
 
     async def open(self, timeout: float) -> ClientSession:
         """The session, starting the server on first use; McpError when it does not start."""
@@ -91,11 +114,13 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
+                watched = await stack.enter_async_context(self._watched(read))
+                session = await stack.enter_async_context(ClientSession(watched, write))
                 await session.initialize()
                 self.session = session
+                self.session_started = True
                 self._ready.set()
-                await self._stop.wait()
+                await self._done_holding.wait()
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - reported to the call that waits
@@ -104,6 +129,33 @@ class Connection:
         finally:
             self.session = None
             self._ready.set()
+
+    @asynccontextmanager
+    async def _watched(self, read: Any) -> AsyncIterator[Any]:
+        """`read` passed on as it comes, noting when it ends: the server's output closed (a
+        stdio server's process stopped), so this session is over and the next call restarts."""
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def forward() -> None:
+            try:
+                async for message in read:
+                    await send.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # this side closed the session
+            finally:
+                # noted before the session hears of the end, so a call it fails knows why
+                if not self._stop.is_set():
+                    logger.warning("MCP server %s: its session ended", self.spec.name)
+                self._ended.set()
+                self._done_holding.set()
+                send.close()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(forward)
+            try:
+                yield receive
+            finally:
+                group.cancel_scope.cancel()
 
     def _transport(self) -> Any:
         spec = self.spec
@@ -119,6 +171,7 @@ class Connection:
     async def close(self) -> None:
         """Stop the session and its server; waits for the server process to be gone."""
         self._stop.set()
+        self._done_holding.set()
         task = self._task
         if task is not None and not task.done():
             try:
@@ -145,15 +198,53 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
+@dataclass
+class _Restarts:
+    """A server's restarts since a call last went through, and when the last one was."""
+
+    count: int = 0
+    at: float = 0.0
+
+    def wait_left(self, now: float, backoff: float) -> float:
+        if self.count == 0:
+            return 0.0
+        wait = min(backoff * 2.0 ** (self.count - 1), MAX_RESTART_WAIT_S)
+        return max(0.0, self.at + wait - now)
+
+
 # per event loop, per server spec: a loop's sessions cannot be used from another loop
 _connections: dict[tuple[int, ServerSpec], Connection] = {}
+_restarts: dict[tuple[int, ServerSpec], _Restarts] = {}
 
 
-async def session_for(spec: ServerSpec, start_timeout: float) -> ClientSession:
-    """A started session with `spec`'s server on the running loop (McpError if it won't start)."""
+def _may_restart(key: tuple[int, ServerSpec], backoff: float) -> None:
+    """Count a restart of `key`'s stopped server, or McpError when it must wait first."""
+    restarts = _restarts.setdefault(key, _Restarts())
+    now = asyncio.get_running_loop().time()
+    wait = restarts.wait_left(now, backoff)
+    name = key[1].name
+    if wait > 0:
+        raise McpError(
+            f"the MCP server {name!r} stopped again after being restarted; it is restarted "
+            f"on a call in {math.ceil(wait)} s: retry then (AGENTUI_MCP_RESTART_BACKOFF_S)"
+        )
+    restarts.count += 1
+    restarts.at = now
+    logger.warning(
+        "MCP server %s had stopped; restarting it (restart %d)", name, restarts.count
+    )
+
+
+async def session_for(
+    spec: ServerSpec, start_timeout: float, restart_backoff: float = 0.0
+) -> ClientSession:
+    """A started session with `spec`'s server on the running loop (McpError if it won't start,
+    or if it stopped and may not be restarted yet)."""
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, spec)
     connection = _connections.get(key)
+    if connection is not None and connection.stopped:
+        _may_restart(key, restart_backoff)
     if connection is None or connection.broken:
         # stored before any await: calls made meanwhile (a plan's parallel calls) share it
         stale = [connection] if connection is not None else []
@@ -174,16 +265,22 @@ async def session_for(spec: ServerSpec, start_timeout: float) -> ClientSession:
         raise
 
 
-async def drop(spec: ServerSpec) -> None:
-    """Close `spec`'s session on the running loop (it broke); the next call starts it again."""
-    connection = _connections.pop((id(asyncio.get_running_loop()), spec), None)
-    if connection is not None:
-        await connection.close()
+def stopped(spec: ServerSpec) -> bool:
+    """Whether `spec`'s server on the running loop ended its session (its process stopped)."""
+    connection = _connections.get((id(asyncio.get_running_loop()), spec))
+    return connection is not None and connection.stopped
+
+
+def went_through(spec: ServerSpec) -> None:
+    """A call of `spec`'s server was answered: its next stop restarts it without waiting."""
+    _restarts.pop((id(asyncio.get_running_loop()), spec), None)
 
 
 async def close_all() -> None:
     """Close every session of the running loop, and stop their servers."""
     loop_id = id(asyncio.get_running_loop())
+    for key in [key for key in _restarts if key[0] == loop_id]:
+        del _restarts[key]
     mine = [key for key in _connections if key[0] == loop_id]
     for key in mine:
         connection = _connections.pop(key)

@@ -3,8 +3,9 @@
 Names, descriptions and schemas come from the server, so they are untrusted: a tool is offered
 only under a name the model API accepts (`<server>__<tool>`, the OpenAI function-name pattern,
 at most 64 characters), with a description cut to `MAX_DESCRIPTION_CHARS` and stripped of control
-characters, and an object schema of at most `MAX_SCHEMA_BYTES` that is a valid JSON schema.
-Anything else is left out, and the row's `tools_note` says what and why.
+characters, and an object schema of at most `MAX_SCHEMA_BYTES` that is a valid JSON schema whose
+regular expressions RE2 can check in bounded time (`runs.engine.schema_check`: no backreferences
+or lookarounds). Anything else is left out, and the row's `tools_note` says what and why.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import unicodedata
 from typing import Any, cast
 
 from django.utils import timezone
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 from mcp.types import PaginatedRequestParams
 
 from runs.conf import conf
+from runs.engine.schema_check import SafeSchema, SchemaRefused
 from runs.models import McpServer
 from runs.presets.mcp.connections import Connection, McpError
 from runs.presets.mcp.spec import ServerSpec
@@ -65,9 +65,9 @@ def _schema_problem(schema: Any) -> str:
     if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
         return f"its input schema is over {MAX_SCHEMA_BYTES:,} bytes"
     try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        return f"its input schema is invalid ({exc.message[:100]})"
+        SafeSchema(schema)
+    except SchemaRefused as exc:
+        return f"its input schema {exc}"
     return ""
 
 

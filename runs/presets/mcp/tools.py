@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,10 @@ from runs.engine.schema_tool import SchemaTool
 from runs.engine.tools import ToolOutput
 from runs.models import McpServer
 from runs.presets.grants import granted_to
-from runs.presets.mcp.connections import McpError, session_for
+from runs.presets.mcp.connections import McpError, session_for, stopped, went_through
 from runs.presets.mcp.spec import ServerSpec
+
+logger = logging.getLogger(__name__)
 
 # what one call's result may bring into the trace (a server could answer with anything)
 MAX_RESULT_CHARS = 1_000_000
@@ -82,8 +85,14 @@ def notebook_mcp_tools(user_id: int, names: list[str]) -> tuple[list[SchemaTool]
     for server in _servers_of(user_id):
         spec = ServerSpec.of(server)
         for listed in server.tools:
-            if listed["name"] in wanted:
+            if listed["name"] not in wanted:
+                continue
+            try:
                 tools.append(_engine_tool(spec, listed))
+            except ValueError as exc:
+                # a listing stored before its schema was refused (runs.engine.schema_check):
+                # the tool is left out until the admin fetches the server's tools again
+                logger.warning("MCP server %s: left out %s", spec.name, exc)
         key.append(f"{server.pk}@{server.updated_at.isoformat()}")
     return tools, ",".join(key)
 
@@ -113,7 +122,9 @@ async def call_mcp_tool(
     """Call `tool_name` on `spec`'s server; what went wrong becomes an error output."""
     settings = conf()
     try:
-        session = await session_for(spec, settings.mcp_start_timeout_s)
+        session = await session_for(
+            spec, settings.mcp_start_timeout_s, settings.mcp_restart_backoff_s
+        )
     except McpError as exc:
         return _error(str(exc))
     try:
@@ -126,9 +137,16 @@ async def call_mcp_tool(
         )
     except Exception as exc:  # noqa: BLE001 - the server's failure, told to the model and person
         text = str(exc).strip() or type(exc).__name__
+        if stopped(spec):
+            # not sent again: the tool may have run before the process stopped
+            return _error(
+                f"the MCP server {spec.name!r} stopped during {tool_name} ({text[:300]}); "
+                "it is restarted on the next call"
+            )
         return _error(
             f"the MCP server {spec.name!r} failed on {tool_name}: {text[:2000]}"
         )
+    went_through(spec)
     return _output(spec, tool_name, result)
 
 

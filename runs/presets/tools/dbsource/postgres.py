@@ -232,8 +232,14 @@ def first_rows(
     return columns, fetched
 
 
+# Read-only transactions still run these: with them, one person's query can end another's
+# (everyone's queries on a source run as its role, and a role may signal its own sessions)
+SIGNALLING = ("pg_terminate_backend", "pg_cancel_backend")
+
+
 def test_connection(spec: SourceSpec) -> tuple[str, str | None]:
-    """Who and where the session is, and a warning when the role itself could write."""
+    """Who and where the session is, and a warning when the role itself could write or end
+    other sessions' queries."""
     with _session(spec) as cursor:
         try:
             cursor.execute(
@@ -241,17 +247,35 @@ def test_connection(spec: SourceSpec) -> tuple[str, str | None]:
                 " (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
                 " (SELECT COUNT(DISTINCT (table_schema, table_name))"
                 "  FROM information_schema.table_privileges WHERE grantee = current_user"
-                "  AND privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE'))",
-                (),
+                "  AND privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE')),"
+                " pg_has_role(current_user, 'pg_signal_backend', 'USAGE'),"
+                " (SELECT string_agg(DISTINCT proname, ', ' ORDER BY proname) FROM pg_proc"
+                "  WHERE pronamespace = 'pg_catalog'::regnamespace AND proname = ANY(%s)"
+                "  AND has_function_privilege(oid, 'EXECUTE'))",
+                (list(SIGNALLING),),
             )
             row = cursor.fetchone()
         except psycopg.Error as exc:
             raise _explain(spec, exc) from None
     assert row is not None
-    user, database, version, superuser, writable = row
+    user, database, version, superuser, writable, signals_others, signalling = row
     said = f"connected as {user} to {database} ({SERVER} {version})"
     if superuser:
         return said, "the role is a superuser, use a read-only role"
+    warnings = []
     if writable:
-        return said, f"the role may write to {writable} table(s), use a read-only role"
-    return said, None
+        warnings.append(
+            f"the role may write to {writable} table(s), use a read-only role"
+        )
+    if signals_others:
+        warnings.append(
+            "the role has pg_signal_backend, so its queries can end other roles' sessions:"
+            " revoke it"
+        )
+    if signalling:
+        warnings.append(
+            f"the role may run {signalling}, so one person's query can end another's on"
+            " this source: revoke EXECUTE on them from PUBLIC (docs/operations.md,"
+            " Database sources)"
+        )
+    return said, "; ".join(warnings) or None
