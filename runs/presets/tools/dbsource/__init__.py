@@ -10,6 +10,9 @@ The guards are the database session's own, not a parser of ours:
   is sent, with a message saying why;
 - the source's `timeout_s` bounds every statement we send (set again before each, so a query
   cannot lift it for what follows), and connecting is bounded too;
+- the server cuts every value longer than MAX_VALUE_BYTES before sending it (the query is read
+  through a SELECT over it that measures each value and keeps its head), so one huge value is
+  never read whole; a cut value says so ("value cut at N bytes of M"), and so does the result;
 - at most the SQL tool's row cap + 1 rows are fetched from the server (a server-side or
   unbuffered cursor), and fetching stops early once the rows read pass the SQL tools' byte cap;
   what reaches the model is then cut to that cap as for the other SQL tools (`capped_result`).
@@ -36,6 +39,7 @@ from runs.presets.tools.dbsource.common import (
     Cancel,
     DbSourceError,
     SourceSpec,
+    cut_note,
     masked_url,
     query_text,
 )
@@ -122,6 +126,9 @@ def run_query(
     result = capped_result(got.columns, got.rows, got.more, lambda: got.total)
     result["source"] = spec.name
     result["tables"] = got.tables
+    cut = cut_note(result["rows"])
+    if cut:
+        result["note"] = f"{result['note']}; {cut}" if "note" in result else cut
     return result
 
 
