@@ -39,8 +39,13 @@ from runs.presets.tools.dbsource import (
     test_connection,
     url_problem,
 )
-from runs.service import delete_as_operator
-from runs.service.policies.match import ConditionError, parse_condition
+from runs.service import (
+    ConditionError,
+    delete_as_operator,
+    parse_condition,
+    revoke_policies,
+    save_default_policy,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -97,7 +102,11 @@ class TaskAdmin(admin.ModelAdmin):
     list_filter = ("agent", "mode", "status", "created_at")
     search_fields = ("title", "owner__username", "turns__input")
     date_hierarchy = "created_at"
+    # `mode` and `status` change through the service (the notebook's page, REST), which
+    # re-gates the running turn and keeps its lease: an operator editing them here would not
     readonly_fields = (
+        "mode",
+        "status",
         "created_at",
         "updated_at",
         "last_seq",
@@ -475,16 +484,14 @@ class ToolPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(
         self, request: HttpRequest, obj: ToolPolicy, form: Any, change: bool
     ) -> None:
-        obj.set_by = request.user.get_username()
-        super().save_model(request, obj, form, change)
+        # through the service: the active turns the rule applies to are re-gated at once
+        save_default_policy(obj, request.user.get_username())
 
     @admin.action(description="Revoke the selected rules")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
-        from django.utils import timezone
-
-        queryset.filter(revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_by=request.user.get_username()
-        )
+        pks = list(queryset.values_list("pk", flat=True))
+        revoked = revoke_policies(pks, request.user.get_username())
+        self.message_user(request, f"Revoked {revoked} rule(s).", messages.INFO)
 
 
 @admin.register(ModelPrice)

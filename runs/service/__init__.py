@@ -92,8 +92,11 @@ from runs.service.notify import settings_of as inbox_settings_of
 from runs.service.policies import (
     ConditionError,
     RuleSpec,
+    parse_condition,
     refresh_gate,
+    revoke_policies,
     revoke_policy,
+    save_default_policy,
     set_policy,
 )
 from runs.service.policies import describe as describe_policy
@@ -188,10 +191,13 @@ __all__ = [
     "abandon",
     "approve_branches",
     "describe_policy",
+    "parse_condition",
     "policies_of",
     "refresh_gate",
     "reject_all",
+    "revoke_policies",
     "revoke_policy",
+    "save_default_policy",
     "set_policy",
     "DbSourceError",
     "add_data_part",
