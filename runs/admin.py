@@ -30,21 +30,18 @@ from runs.models import (
     ToolPolicy,
     Turn,
 )
-from runs.presets.mcp import refresh_listing
-from runs.presets.sources import spec_of
-from runs.presets.tools.dbsource import (
-    DbSourceError,
-    kind_of,
-    masked_url,
-    test_connection,
-    url_problem,
-)
 from runs.service import (
     ConditionError,
+    DbSourceError,
     delete_as_operator,
+    masked_source_url,
     parse_condition,
+    refresh_mcp_listing,
     revoke_policies,
     save_default_policy,
+    source_kind,
+    source_url_problem,
+    test_source,
 )
 
 
@@ -341,7 +338,7 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self._fetch(request, obj)
 
     def _fetch(self, request: HttpRequest, server: McpServer) -> None:
-        note = refresh_listing(server)
+        note = refresh_mcp_listing(server)
         level = messages.WARNING if note.startswith("could not") else messages.INFO
         self.message_user(request, f"MCP server {server.name}: {note}", level)
 
@@ -375,7 +372,7 @@ class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
             if self.instance.pk and self.instance.url:
                 return str(self.instance.url)
             raise forms.ValidationError("A source needs its URL.")
-        problem = url_problem(url)
+        problem = source_url_problem(url)
         if problem:
             raise forms.ValidationError(problem)
         return url
@@ -405,18 +402,18 @@ class DataSourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="URL")
     def masked(self, source: DataSource) -> str:
-        return masked_url(source.url) if source.url else "none yet"
+        return masked_source_url(source.url) if source.url else "none yet"
 
     def save_model(
         self, request: HttpRequest, obj: DataSource, form: Any, change: bool
     ) -> None:
-        obj.kind = kind_of(obj.url) or obj.kind
+        obj.kind = source_kind(obj.url) or obj.kind
         super().save_model(request, obj, form, change)
         self._check(request, obj)
 
     def _check(self, request: HttpRequest, source: DataSource) -> None:
         try:
-            said = test_connection(spec_of(source))
+            said = test_source(source)
         except DbSourceError as exc:
             self.message_user(request, f"Source {source.name}: {exc}", messages.WARNING)
             return
