@@ -384,10 +384,13 @@ async def test_huge_values_are_cut_by_the_server_before_they_are_read(
     small = await call(
         tools["db_query"],
         source="warehouse",
-        sql="SELECT 1 AS a, 'two' AS b, UNHEX(REPEAT('ff', 5000)) AS c, NULL AS d",
+        sql="SELECT 1 AS a, 'two' AS b, UNHEX(REPEAT('ff', 5000)) AS c, NULL AS d,"
+        " CAST(18446744073709551615 AS UNSIGNED) AS e, CAST('2020-01-02' AS DATE) AS f",
     )
     assert not small.is_error, small.content
-    assert small.raw_output["rows"] == [[1, "two", "<5000 bytes>", None]]
+    assert small.raw_output["rows"] == [
+        [1, "two", "<5000 bytes>", None, 18446744073709551615, "2020-01-02"]
+    ]
     twice = await call(
         tools["db_query"], source="warehouse", sql="SELECT 1 AS a, 2 AS a"
     )

@@ -250,11 +250,12 @@ def read_capped(
 @dataclass(frozen=True)
 class Column:
     """One column of a query's result as the bounded query reads it: its name, how the outer
-    query names its value, and its text (or bytes) whose size the server measures and cuts."""
+    query names its value, and its text (or bytes) whose size the server measures and cuts;
+    None for a type of a small fixed size (numbers, dates), read as it is."""
 
     name: str
     value: str
-    text: str
+    text: str | None
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,9 @@ def bounded_select(
     n = MAX_VALUE_BYTES
     parts: list[str] = []
     for column in columns:
+        if column.text is None:
+            parts += [column.value, "NULL", "NULL"]
+            continue
         size = size_of.format(text=column.text)
         head = head_of.format(text=column.text, n=n)
         parts += [

@@ -69,6 +69,11 @@ _READ_ONLY = {
 }  # read-only transaction, --read-only server, read-only mode
 _PERMISSION = {1044, 1142, 1143, 1227, 1370}
 _DUPLICATE_COLUMN = 1060
+# FIELD_TYPE codes of a small fixed size (numbers, dates and times, BIT, ENUM, SET): read as
+# they are, since a CASE over some of them (BIGINT UNSIGNED) would turn them into decimals
+_FIXED_TYPES = frozenset(
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 246, 247, 248}
+)
 # The server runs the text of a `/*! ... */` comment, and MySQL reads `/*+ ... */` as optimizer
 # hints: either can lift the statement limit for the query it is in (MariaDB's
 # `/*!SET STATEMENT max_statement_time=0 FOR*/ SELECT ...`, MySQL's `MAX_EXECUTION_TIME(...)`),
@@ -295,7 +300,7 @@ def _bounded(session: _Session, sql: str) -> Bounded:
         session.cursor.execute("DEALLOCATE PREPARE agentui_check")
         session.arm()
         session.cursor.execute(f"SELECT * FROM (\n{sql}\n) AS agentui_q LIMIT 0")
-        names = [str(c[0]) for c in session.cursor.description or []]
+        described = [(str(c[0]), c[1]) for c in session.cursor.description or []]
         session.cursor.fetchall()
     except pymysql.MySQLError as exc:
         code = exc.args[0] if exc.args else 0
@@ -309,13 +314,16 @@ def _bounded(session: _Session, sql: str) -> Bounded:
             "invalid",
         ) from None
     refs = [
-        Column(name, f"agentui_q.{_quoted(name)}", f"agentui_q.{_quoted(name)}")
-        for name in names
+        Column(
+            name,
+            f"agentui_q.{_quoted(name)}",
+            None if kind in _FIXED_TYPES else f"agentui_q.{_quoted(name)}",
+        )
+        for name, kind in described
     ]
     source = f"(\n{sql}\n) AS agentui_q"
-    return Bounded(
-        bounded_select(source, refs, "LENGTH({text})", "LEFT({text}, {n})"), names
-    )
+    query = bounded_select(source, refs, "LENGTH({text})", "LEFT({text}, {n})")
+    return Bounded(query, [c.name for c in refs])
 
 
 def _read(
