@@ -22,8 +22,9 @@ person stops the step (runs.presets.sources); the backend cancels the statement 
 instead of letting it run on until its timeout on a thread nobody waits for.
 
 The URL holds a password: nothing here returns it, and error messages are scrubbed of it.
-Which tables a query read comes from the server's own plan (EXPLAIN), so the notebook records
-the tables the database says it used, or none when it cannot say.
+Which tables a query read comes from the server itself (PostgreSQL: the user tables its
+transaction's statistics say were scanned; MySQL: its rewrite of the query after EXPLAIN), so
+the notebook records the tables the database says it used, or none when it cannot say.
 """
 
 from __future__ import annotations
