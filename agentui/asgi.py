@@ -70,7 +70,7 @@ def _start_sweeper_with_daphne() -> None:
     loop = getattr(server, "twisted_loop", None)
     if loop is None:
         return
-    from runs.service.sweeper import start_sweeper
+    from runs.service import start_sweeper
     from runs.telemetry.metrics import watch_loop
 
     loop.call_soon_threadsafe(

@@ -30,17 +30,19 @@ from runs.models import (
     ToolPolicy,
     Turn,
 )
-from runs.presets.mcp import refresh_listing
-from runs.presets.sources import spec_of
-from runs.presets.tools.dbsource import (
+from runs.service import (
+    ConditionError,
     DbSourceError,
-    kind_of,
-    masked_url,
-    test_connection,
-    url_problem,
+    delete_as_operator,
+    masked_source_url,
+    parse_condition,
+    refresh_mcp_listing,
+    revoke_policies,
+    save_default_policy,
+    source_kind,
+    source_url_problem,
+    test_source,
 )
-from runs.service import delete_as_operator
-from runs.service.policies.match import ConditionError, parse_condition
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -97,7 +99,11 @@ class TaskAdmin(admin.ModelAdmin):
     list_filter = ("agent", "mode", "status", "created_at")
     search_fields = ("title", "owner__username", "turns__input")
     date_hierarchy = "created_at"
+    # `mode` and `status` change through the service (the notebook's page, REST), which
+    # re-gates the running turn and keeps its lease: an operator editing them here would not
     readonly_fields = (
+        "mode",
+        "status",
         "created_at",
         "updated_at",
         "last_seq",
@@ -332,7 +338,7 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self._fetch(request, obj)
 
     def _fetch(self, request: HttpRequest, server: McpServer) -> None:
-        note = refresh_listing(server)
+        note = refresh_mcp_listing(server)
         level = messages.WARNING if note.startswith("could not") else messages.INFO
         self.message_user(request, f"MCP server {server.name}: {note}", level)
 
@@ -366,7 +372,7 @@ class DataSourceForm(forms.ModelForm):  # type: ignore[type-arg]
             if self.instance.pk and self.instance.url:
                 return str(self.instance.url)
             raise forms.ValidationError("A source needs its URL.")
-        problem = url_problem(url)
+        problem = source_url_problem(url)
         if problem:
             raise forms.ValidationError(problem)
         return url
@@ -396,18 +402,18 @@ class DataSourceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="URL")
     def masked(self, source: DataSource) -> str:
-        return masked_url(source.url) if source.url else "none yet"
+        return masked_source_url(source.url) if source.url else "none yet"
 
     def save_model(
         self, request: HttpRequest, obj: DataSource, form: Any, change: bool
     ) -> None:
-        obj.kind = kind_of(obj.url) or obj.kind
+        obj.kind = source_kind(obj.url) or obj.kind
         super().save_model(request, obj, form, change)
         self._check(request, obj)
 
     def _check(self, request: HttpRequest, source: DataSource) -> None:
         try:
-            said = test_connection(spec_of(source))
+            said = test_source(source)
         except DbSourceError as exc:
             self.message_user(request, f"Source {source.name}: {exc}", messages.WARNING)
             return
@@ -475,16 +481,14 @@ class ToolPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(
         self, request: HttpRequest, obj: ToolPolicy, form: Any, change: bool
     ) -> None:
-        obj.set_by = request.user.get_username()
-        super().save_model(request, obj, form, change)
+        # through the service: the active turns the rule applies to are re-gated at once
+        save_default_policy(obj, request.user.get_username())
 
     @admin.action(description="Revoke the selected rules")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
-        from django.utils import timezone
-
-        queryset.filter(revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_by=request.user.get_username()
-        )
+        pks = list(queryset.values_list("pk", flat=True))
+        revoked = revoke_policies(pks, request.user.get_username())
+        self.message_user(request, f"Revoked {revoked} rule(s).", messages.INFO)
 
 
 @admin.register(ModelPrice)

@@ -9,6 +9,7 @@ source; the password never appears in an answer, an error or the stored trace.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import threading
@@ -476,7 +477,9 @@ def stop_after_arming(
 
     def arm_then_stop(*args: Any) -> Any:
         armed = arm(*args)
-        if sys._getframe(1).f_code.co_name == "run_query":
+        # PostgreSQL arms the query's statements through run_query's `arm`; MySQL in
+        # `_bounded` (its LIMIT 0 look at the columns runs a constant query) and `_read`
+        if sys._getframe(1).f_code.co_name in ("run_query", "arm", "_bounded", "_read"):
             threading.Thread(target=cancel, daemon=True).start()
             assert landed.wait(10), "the stop was never sent"
         return armed
@@ -558,3 +561,97 @@ async def test_stop_on_a_notebook_cancels_its_running_source_query(
     await stop_a_sleeping_notebook(
         scripted_server, "SELECT pg_sleep(30)", lambda: _running_sleeps(pg)
     )
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(key + ":"))
+    return int(line.split()[1]) / 1024
+
+
+async def huge_values_are_cut(tool: Any, sql: str, size: int, timeout_s: float) -> Any:
+    """`sql` (two columns `a`, `b` of `size`-character values, and `n`, an integer) through
+    `tool`: the values reach this process cut, so it grows by far less than one of them while
+    the query runs (its peak RSS, reset first) and keeps nothing after; the call keeps the
+    source's timeout, and the cut is said in each value and in the result. Its result."""
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # the process's peak RSS starts again from now
+    before = _status_mb("VmRSS")
+    started = time.monotonic()
+    result = await call(tool, source="warehouse", sql=sql)
+    took = time.monotonic() - started
+    gc.collect()
+    peak, kept = _status_mb("VmHWM") - before, _status_mb("VmRSS") - before
+    assert not result.is_error, result.content
+    assert peak < size / 2**20 / 2, f"grew by {peak:.0f} MB reading the values"
+    assert kept < 16, f"kept {kept:.0f} MB"
+    assert took < timeout_s + 2, took
+    out = result.raw_output
+    assert out["columns"] == ["a", "b", "n"]
+    cut = f"… (value cut at 2,000 bytes of {size:,})"
+    for a, b, n in out["rows"]:
+        assert a == "x" * 2000 + cut and b == "y" * 2000 + cut, (a[-60:], b[-60:])
+        assert isinstance(n, int)
+    assert f"{2 * out['row_count']} value(s) were cut at 2,000 bytes" in out["note"]
+    read = json.loads(result.content)  # what the model reads
+    assert read["rows"] == out["rows"] and read["note"] == out["note"]
+    return result
+
+
+@pytest.mark.postgres
+async def test_huge_values_are_cut_by_the_server_before_they_are_read(
+    pg: PgSource,
+) -> None:
+    """The hostile query of issue 44 (`repeat('x', 300000000)` × 3 took the process to 2.78 GB
+    and 17.9 s against a 3 s timeout), smaller: each value is cut by PostgreSQL before it is
+    sent; short values, numbers, bytes and two columns of one name come as before."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=10.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    size = 60_000_000
+    await huge_values_are_cut(
+        tools["db_query"],
+        f"SELECT repeat('x', {size}) AS a, repeat('y', {size}) AS b, id AS n"
+        f" FROM {pg.schema}.visits WHERE id <= 2 ORDER BY id -- a comment to its end",
+        size,
+        10.0,
+    )
+    small = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="SELECT 1 AS a, 'two' AS a, ARRAY[1, 2] AS c, decode(repeat('ff', 5000), 'hex')"
+        " AS d, '\\x0102'::bytea AS e, NULL AS f",
+    )
+    assert not small.is_error, small.content
+    assert small.raw_output["columns"] == ["a", "a", "c", "d", "e", "f"]
+    assert small.raw_output["rows"] == [
+        [1, "two", "[1, 2]", "<5000 bytes>", "<2 bytes>", None]
+    ]
+    assert "note" not in small.raw_output
+    many = await call(  # read in several fetches
+        tools["db_query"],
+        source="warehouse",
+        sql=f"SELECT id FROM {pg.schema}.visits ORDER BY id",
+    )
+    assert not many.is_error, many.content
+    assert many.raw_output["rows"] == [[i] for i in range(1, 201)]
+    assert many.raw_output["total_rows"] == 500
+
+
+@pytest.mark.postgres
+async def test_a_query_cannot_step_out_of_the_select_that_bounds_its_values(
+    pg: PgSource,
+) -> None:
+    """A text that would close the bounding SELECT's parentheses and add a branch of its own
+    (unbounded) is not one whole statement: PostgreSQL's parse of it alone refuses it."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(pg, everyone=True, timeout_s=10.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    escape = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="SELECT 1 AS c0\n) AS agentui_q0 OFFSET 0) AS agentui_q(c0)"
+        " UNION ALL SELECT repeat('x', 3000000), NULL, NULL FROM (SELECT (SELECT 1",
+    )
+    assert escape.is_error and "syntax error" in escape.content, escape.content

@@ -33,6 +33,7 @@ from tests.mysql_source_support import MySource, mysql_source
 from tests.test_db_sources import (
     answered,
     call,
+    huge_values_are_cut,
     query_then_answer,
     signalled,
     stop_a_sleeping_notebook,
@@ -361,3 +362,43 @@ def test_the_admin_registers_a_mysql_source_of_that_kind(
     assert f"Source warehouse: connected as {my.user}@" in page, page[:3000]
     assert my.password not in page
     assert DataSource.objects.get(name="warehouse").kind == "mysql"
+
+
+async def test_huge_values_are_cut_by_the_server_before_they_are_read(
+    my: MySource,
+) -> None:
+    """As on PostgreSQL: each value is cut by the server before it is sent (here 20 rows of
+    10 MB values were read whole, 50 to a batch); numbers and short values come as before; a
+    result naming two columns alike is refused with a message that says how to fix it."""
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=20.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    size = 10_000_000
+    await huge_values_are_cut(
+        tools["db_query"],
+        f"SELECT REPEAT('x', {size}) AS a, REPEAT('y', {size}) AS b, id AS n"
+        " FROM visits WHERE id <= 20 ORDER BY id -- a comment to its end",
+        size,
+        20.0,
+    )
+    small = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="SELECT 1 AS a, 'two' AS b, UNHEX(REPEAT('ff', 5000)) AS c, NULL AS d,"
+        " CAST(18446744073709551615 AS UNSIGNED) AS e, CAST('2020-01-02' AS DATE) AS f",
+    )
+    assert not small.is_error, small.content
+    assert small.raw_output["rows"] == [
+        [1, "two", "<5000 bytes>", None, 18446744073709551615, "2020-01-02"]
+    ]
+    twice = await call(
+        tools["db_query"], source="warehouse", sql="SELECT 1 AS a, 2 AS a"
+    )
+    assert twice.is_error and "name them apart" in twice.content, twice.content
+    escape = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="SELECT 1 AS a\n) AS agentui_q UNION ALL SELECT REPEAT('x', 3000000), 1, 1"
+        " FROM (SELECT 1",
+    )
+    assert escape.is_error and "SQL syntax" in escape.content, escape.content

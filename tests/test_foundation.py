@@ -21,8 +21,8 @@ from agentui import login_limit
 from runs.demo import server as demo
 from runs.engine.testing import Match, Reply, Rule, Script
 from runs.management.commands import login_link as login_link_command
+from runs.service import make_login_token
 from runs.service.llm import DEMO_LABEL, llm_settings
-from runs.web.views import make_login_token
 
 
 def _no_llm(settings: Any) -> None:

@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from runs import service
 from runs.demo.research import RESEARCH_PROMPT, research_rules
 from runs.engine.testing import Script, ScriptedServer
-from runs.models import ToolPolicy
+from runs.models import Task, ToolPolicy, Turn, TurnStatus
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service import Origin
 from tests.audit_support import stored_events
@@ -291,3 +291,90 @@ async def test_the_demo_example_runs_its_multiply_call_by_the_example_rule(
     assert ran == {"sql_query", "multiply"}
     people = of(seen, "human_action", action="approved")
     assert len(people) == 1  # the SQL query; multiply was not asked about
+
+
+def admin_client() -> Any:
+    """The Django test client, signed in as a superuser `root`."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client as HttpClient
+
+    root = get_user_model().objects.create_superuser("root", "r@example.org", "pw")
+    http = HttpClient()
+    http.force_login(root)
+    return http
+
+
+async def gated(pk: int) -> bool:
+    """Whether the notebook's active turn stops before its tool calls."""
+    active = await Turn.objects.aget(task_id=pk, status=TurnStatus.ACTIVE)
+    return bool(active.approve_tool_calls)
+
+
+async def test_a_default_set_or_revoked_in_the_admin_regates_a_running_turn(
+    server: ScriptedServer,
+) -> None:
+    """The admin sets and revokes defaults through the service, as a person's rules go: a
+    refusal added while a turn waits at its first step makes it stop before its tool calls (to
+    screen them), and revoking it lets them go as the mode says again."""
+    user, pk = await notebook("step")
+    await service.send_message(pk, QUESTION, ANA)
+    await service.wait_run(pk)
+    assert not await gated(pk)
+    http = await database_sync_to_async(admin_client)()
+    added = await database_sync_to_async(http.post)(
+        "/admin/runs/toolpolicy/add/",
+        {"tool": "multiply", "decision": "refuse", "preset": "function_calling"},
+    )
+    assert added.status_code == 302, added.content
+    made = await ToolPolicy.objects.aget()
+    assert made.set_by == "root" and made.owner_id is None
+    assert await gated(pk)
+    revoked = await database_sync_to_async(http.post)(
+        "/admin/runs/toolpolicy/",
+        {"action": "revoke", "_selected_action": [str(made.pk)]},
+    )
+    assert revoked.status_code == 302, revoked.content
+    made = await ToolPolicy.objects.aget()
+    assert made.revoked_at is not None and made.revoked_by == "root"
+    assert not await gated(pk)
+
+
+def _change_form(http: Any, url: str, **changes: str) -> dict[str, Any]:
+    """The admin change form at `url` as the page fills it (with its inlines' management
+    forms), with `changes`."""
+    page = http.get(url)
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    data: dict[str, Any] = {}
+    for name in form.fields:
+        value = form.initial.get(name)
+        data[name] = "" if value is None else getattr(value, "pk", value)
+    for inline in page.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in management.fields:
+            data[f"{management.prefix}-{name}"] = management.initial.get(name, 0)
+    return {**data, **changes}
+
+
+async def test_the_admin_cannot_change_a_notebooks_mode_or_status_under_its_turn(
+    server: ScriptedServer,
+) -> None:
+    """`mode` and `status` are read-only in the admin (they change through the service, which
+    re-gates the turn and keeps its lease): a change form that sends them changes neither."""
+    user, pk = await notebook("step")
+    await service.send_message(pk, QUESTION, ANA)
+    await service.wait_run(pk)
+    before = await Task.objects.aget(pk=pk)
+    http = await database_sync_to_async(admin_client)()
+    url = f"/admin/runs/task/{pk}/change/"
+    data = await database_sync_to_async(_change_form)(
+        http, url, title="renamed", mode="tools", status="idle"
+    )
+    saved = await database_sync_to_async(http.post)(url, data)
+    assert saved.status_code == 302, saved.content.decode()[-2000:]
+    after = await Task.objects.aget(pk=pk)
+    assert after.title == "renamed"  # the form was saved
+    assert (after.mode, after.status) == ("step", before.status)
+    assert not await gated(pk)
+    page = (await database_sync_to_async(http.get)(url)).content.decode()
+    assert 'name="mode"' not in page and 'name="status"' not in page

@@ -77,7 +77,16 @@ from runs.service.deletion import (
 from runs.service.dispatch import perform, take_forwarded
 from runs.service.driver import Origin, runnable_steps
 from runs.service.forking import fork_notebook
-from runs.service.health import readiness
+from runs.service.health import TIMEOUT_S as HEALTH_TIMEOUT_S
+from runs.service.health import Finding as HealthFinding
+from runs.service.health import (
+    check_database,
+    check_llm,
+    check_redis,
+    readiness,
+    reason_of,
+    without_password,
+)
 from runs.service.inbox import (
     decide_from_inbox,
     inbox_count,
@@ -87,13 +96,25 @@ from runs.service.inbox import (
 )
 from runs.service.lease import is_held
 from runs.service.llm import LLMSettings, llm_settings, offered_models
+from runs.service.login_links import make_login_token, user_for_login_token
 from runs.service.notify import save_settings as save_inbox_settings
 from runs.service.notify import settings_of as inbox_settings_of
+from runs.service.operator import (
+    masked_source_url,
+    refresh_mcp_listing,
+    source_kind,
+    source_url_problem,
+    stored_state,
+    test_source,
+)
 from runs.service.policies import (
     ConditionError,
     RuleSpec,
+    parse_condition,
     refresh_gate,
+    revoke_policies,
     revoke_policy,
+    save_default_policy,
     set_policy,
 )
 from runs.service.policies import describe as describe_policy
@@ -123,6 +144,7 @@ from runs.service.sources import (
     preview_db_table,
 )
 from runs.service.status import INBOX_MESSAGE
+from runs.service.sweeper import start_sweeper
 from runs.service.takeover import ensure_recovered, take_over
 from runs.service.tokens import (
     AuthFailed,
@@ -188,10 +210,13 @@ __all__ = [
     "abandon",
     "approve_branches",
     "describe_policy",
+    "parse_condition",
     "policies_of",
     "refresh_gate",
     "reject_all",
+    "revoke_policies",
     "revoke_policy",
+    "save_default_policy",
     "set_policy",
     "DbSourceError",
     "add_data_part",
@@ -260,6 +285,23 @@ __all__ = [
     "preview_data_table",
     "readiness",
     "recover_interrupted",
+    # the admin, the management commands and the project's wiring (agentui)
+    "HEALTH_TIMEOUT_S",
+    "HealthFinding",
+    "check_database",
+    "check_llm",
+    "check_redis",
+    "reason_of",
+    "without_password",
+    "make_login_token",
+    "user_for_login_token",
+    "masked_source_url",
+    "refresh_mcp_listing",
+    "source_kind",
+    "source_url_problem",
+    "stored_state",
+    "test_source",
+    "start_sweeper",
     "reject_tool_call",
     "request_user",
     "revoke_token",

@@ -5,18 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import get_user_model, login
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
-from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.utils.crypto import constant_time_compare, salted_hmac
 from django.views.decorators.http import require_http_methods
 
-from runs.conf import conf
-from runs.service import inbox_count, llm_settings, user_presets
+from runs.service import (
+    inbox_count,
+    llm_settings,
+    user_for_login_token,
+    user_presets,
+)
 from runs.web.pages import example_choices
 
 # --- Navigation -------------------------------------------------------------
@@ -52,37 +53,6 @@ def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
 
 
 # --- One-time login links ---------------------------------------------------
-
-_LOGIN_SALT = "agentui.login-link"
-
-
-def _login_fingerprint(user: AbstractBaseUser) -> str:
-    # Logging in updates last_login, so a link stops working once used;
-    # a password change also ends it.
-    last_login = user.last_login.isoformat() if user.last_login else ""
-    value = f"{user.pk}|{user.password}|{last_login}"
-    return salted_hmac(_LOGIN_SALT, value).hexdigest()[:32]
-
-
-def make_login_token(user: AbstractBaseUser) -> str:
-    """A signed token that logs `user` in once, within AGENTUI_LOGIN_LINK_MAX_AGE seconds."""
-    return signing.dumps(
-        {"u": user.pk, "f": _login_fingerprint(user)}, salt=_LOGIN_SALT
-    )
-
-
-def user_for_login_token(token: str) -> AbstractBaseUser | None:
-    """The active user `token` was made for, or None if it is forged, expired or used."""
-    try:
-        data = signing.loads(token, salt=_LOGIN_SALT, max_age=conf().login_link_max_age)
-    except signing.BadSignature:  # includes SignatureExpired
-        return None
-    user = get_user_model().objects.filter(pk=data.get("u"), is_active=True).first()
-    if user is None or not constant_time_compare(
-        str(data.get("f")), _login_fingerprint(user)
-    ):
-        return None
-    return user
 
 
 @login_not_required

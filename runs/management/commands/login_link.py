@@ -12,7 +12,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.urls import reverse
 
-from runs.web.views import make_login_token
+from runs.service import make_login_token
 
 
 def served_file() -> Path:

@@ -27,7 +27,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from runs import service
 from runs.models import ApprovalMode, Event, Step
 from runs.protocol import ProtocolError
-from runs.store import DjangoStateStore
 
 
 def _rows(task_pk: int) -> dict[str, Any]:
@@ -48,14 +47,8 @@ def _rows(task_pk: int) -> dict[str, Any]:
 
 async def _show(task_pk: int) -> dict[str, Any]:
     """The engine state of every turn and the agent's memory, plus the step rows and the trace."""
-    store = DjangoStateStore(task_pk)
-    turns = {}
-    for turn_id in await store.list_task_ids():
-        turns[turn_id] = (await store.load_task(turn_id)).model_dump(mode="json")
-    memory = [m.model_dump(mode="json") for m in await store.load_memory()]
     return {
-        "turns": turns,
-        "memory": memory,
+        **await service.stored_state(task_pk),
         **await database_sync_to_async(_rows)(task_pk),
     }
 

@@ -17,16 +17,16 @@ from urllib.parse import unquote
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs.service.health import (
-    TIMEOUT_S,
-    Finding,
+from runs.service import HEALTH_TIMEOUT_S as TIMEOUT_S
+from runs.service import HealthFinding as Finding
+from runs.service import (
+    TelemetryConfig,
     check_database,
     check_llm,
     check_redis,
     reason_of,
     without_password,
 )
-from runs.telemetry.config import TelemetryConfig
 
 
 def _otlp_headers() -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs.service.recovery import recover_interrupted
+from runs.service import recover_interrupted
 
 
 class Command(BaseCommand):

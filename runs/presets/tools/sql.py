@@ -244,8 +244,17 @@ def max_bytes() -> int:
     return conf().sql_max_bytes
 
 
+class CutValue(str):
+    """A value a database source cut before sending it (runs.presets.tools.dbsource): its text
+    already says so and how long the whole value was, so it reaches the model as it is."""
+
+
 def _cell(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_CELL_CHARS:
+    if (
+        isinstance(value, str)
+        and len(value) > MAX_CELL_CHARS
+        and not isinstance(value, CutValue)
+    ):
         return f"{value[:MAX_CELL_CHARS]}… ({len(value) - MAX_CELL_CHARS:,} more characters)"
     return value
 

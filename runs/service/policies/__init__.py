@@ -20,7 +20,13 @@ from runs.service.policies.screen import (
     remember_asked_once,
     screen,
 )
-from runs.service.policies.setting import refresh_gate, revoke_policy, set_policy
+from runs.service.policies.setting import (
+    refresh_gate,
+    revoke_policies,
+    revoke_policy,
+    save_default_policy,
+    set_policy,
+)
 
 __all__ = [
     "ConditionError",
@@ -32,7 +38,9 @@ __all__ = [
     "parse_condition",
     "record_approvals",
     "refresh_gate",
+    "revoke_policies",
     "revoke_policy",
+    "save_default_policy",
     "set_policy",
     "remember_asked_once",
     "revoke_rule",

@@ -1,4 +1,5 @@
-"""A person sets and revokes their rules (from a call's card, the Policies page or REST).
+"""A person sets and revokes their rules (from a call's card, the Policies page or REST), an
+admin the defaults (per preset, group or everyone) and anyone's rules (the Django admin).
 
 A rule set from a notebook is recorded in its audit (`human_action` `set_rule`). A new or
 revoked rule also updates the active turns it applies to, so a rule that refuses or asks sees
@@ -12,6 +13,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from runs.models import Task, ToolPolicy, Turn, TurnStatus
 from runs.protocol import HumanAction, HumanActionKind
@@ -43,25 +45,60 @@ def refresh_gate(task_pk: int) -> None:
 
 
 def _affected(rule: ToolPolicy) -> list[int]:
+    """The notebooks with an active turn that `rule` applies to (as `rules.applicable` reads it)."""
     notebooks = Task.objects.filter(turns__status=TurnStatus.ACTIVE)
     if rule.notebook_id is not None:
         notebooks = notebooks.filter(pk=rule.notebook_id)
-    else:
+    elif rule.owner_id is not None:
         notebooks = notebooks.filter(owner_id=rule.owner_id)
+    elif rule.preset:
+        notebooks = notebooks.filter(agent=rule.preset)
+    elif rule.group_id is not None:
+        notebooks = notebooks.filter(owner__groups=rule.group_id)
     return list(notebooks.values_list("pk", flat=True).distinct())
+
+
+def _regate(rules: list[ToolPolicy]) -> None:
+    for task_pk in sorted({pk for rule in rules for pk in _affected(rule)}):
+        refresh_gate(task_pk)
+
+
+def save_default_policy(rule: ToolPolicy, by: str) -> ToolPolicy:
+    """An admin's new default rule (the admin's form checked it), set by `by`: the active turns
+    it applies to are re-gated at once, as a person's new rule re-gates theirs."""
+    with transaction.atomic():
+        rule.set_by = by
+        rule.save()
+        _regate([rule])
+    return rule
+
+
+def revoke_policies(rule_pks: list[int], by: str) -> int:
+    """Revoke, as admin `by`, the rules of `rule_pks` not yet revoked (defaults or anyone's),
+    re-gating the active turns they applied to. How many it revoked."""
+    with transaction.atomic():
+        rules = list(
+            ToolPolicy.objects.select_for_update().filter(
+                pk__in=rule_pks, revoked_at__isnull=True
+            )
+        )
+        for rule in rules:
+            rule.revoked_at = timezone.now()
+            rule.revoked_by = by
+            rule.save(update_fields=["revoked_at", "revoked_by"])
+        _regate(rules)
+    return len(rules)
 
 
 def _created(person: User, spec: RuleSpec, notebook_pk: int | None) -> ToolPolicy:
     rule = create_rule(person, spec, notebook_pk)
-    for task_pk in _affected(rule):
-        refresh_gate(task_pk)
+    _regate([rule])
     return rule
 
 
 def _revoked(person: User, rule_pk: int) -> ToolPolicy:
     rule = revoke_rule(person, rule_pk)
-    for task_pk in _affected(rule):
-        refresh_gate(task_pk)
+    _regate([rule])
     return rule
 
 

@@ -10,6 +10,9 @@ The guards are the database session's own, not a parser of ours:
   is sent, with a message saying why;
 - the source's `timeout_s` bounds every statement we send (set again before each, so a query
   cannot lift it for what follows), and connecting is bounded too;
+- the server cuts every value longer than MAX_VALUE_BYTES before sending it (the query is read
+  through a SELECT over it that measures each value and keeps its head), so one huge value is
+  never read whole; a cut value says so ("value cut at N bytes of M"), and so does the result;
 - at most the SQL tool's row cap + 1 rows are fetched from the server (a server-side or
   unbuffered cursor), and fetching stops early once the rows read pass the SQL tools' byte cap;
   what reaches the model is then cut to that cap as for the other SQL tools (`capped_result`).
@@ -19,8 +22,9 @@ person stops the step (runs.presets.sources); the backend cancels the statement 
 instead of letting it run on until its timeout on a thread nobody waits for.
 
 The URL holds a password: nothing here returns it, and error messages are scrubbed of it.
-Which tables a query read comes from the server's own plan (EXPLAIN), so the notebook records
-the tables the database says it used, or none when it cannot say.
+Which tables a query read comes from the server itself (PostgreSQL: the user tables its
+transaction's statistics say were scanned; MySQL: its rewrite of the query after EXPLAIN), so
+the notebook records the tables the database says it used, or none when it cannot say.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from runs.presets.tools.dbsource.common import (
     Cancel,
     DbSourceError,
     SourceSpec,
+    cut_note,
     masked_url,
     query_text,
 )
@@ -122,6 +127,9 @@ def run_query(
     result = capped_result(got.columns, got.rows, got.more, lambda: got.total)
     result["source"] = spec.name
     result["tables"] = got.tables
+    cut = cut_note(result["rows"])
+    if cut:
+        result["note"] = f"{result['note']}; {cut}" if "note" in result else cut
     return result
 
 

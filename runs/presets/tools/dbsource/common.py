@@ -1,5 +1,6 @@
 """What both backends share: the source's spec and its password scrubbing, errors and their
-messages, the Cancel handed to the work, the query check and the capped fetch.
+messages, the Cancel handed to the work, the query check, the bounded query and the capped
+fetch.
 
 The backends (postgres.py, mysql.py) keep only what their driver and server do differently.
 """
@@ -9,17 +10,26 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from runs.presets.tools.sql import SQLError, checked_sql
+from runs.presets.tools.sql import MAX_CELL_CHARS, CutValue, SQLError, checked_sql
 
 CONNECT_TIMEOUT_S = 5
 PREVIEW_ROWS = 20
 FETCH_BATCH = 50
+# One value of a result at most, as the server sends it: a longer one is cut by the server
+# (`bounded_select`), so no value is ever read whole. No more than the model is shown of one.
+MAX_VALUE_BYTES = MAX_CELL_CHARS
+# About the most bytes one fetch may bring, whatever the width of the rows (`Bounded.batch`)
+FETCH_BUDGET_BYTES = 4 * 1024 * 1024
+# per column of a bounded row at most: the value (bytes as hex: twice), its head (up to 4
+# bytes a character) and its size
+_WIRE_BYTES_PER_COLUMN = 7 * MAX_VALUE_BYTES
 MAX_TABLES = 500
 _QUERY_START = re.compile(r"^\s*(\(\s*)*(select|with|values|table)\b", re.IGNORECASE)
 _COMMENTS = re.compile(r"--[^\n]*|#[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -177,6 +187,18 @@ def explained(spec: SourceSpec, kind: str, said: str, server: str) -> DbSourceEr
     return DbSourceError(message, kind if kind in _KINDS else "invalid")
 
 
+def time_left(spec: SourceSpec, ends: float | None) -> float:
+    """Seconds left of `spec`'s timeout for a use of it that ends at `ends` (time.monotonic;
+    None: a whole timeout per statement), so that all its statements together keep the
+    timeout; the timeout's error once none is left."""
+    if ends is None:
+        return spec.timeout_s
+    left = ends - time.monotonic()
+    if left <= 0:
+        raise explained(spec, "timeout", "", "")
+    return left
+
+
 _KINDS = ("cancelled", "timeout", "read_only", "permission", "unreachable")
 
 
@@ -201,8 +223,9 @@ def read_capped(
     fetchmany: Callable[[int], Sequence[Sequence[Any]]],
     limit: int,
     max_bytes: int | None = None,
+    per_fetch: int = FETCH_BATCH,
 ) -> tuple[list[list[Any]], bool]:
-    """At most `limit` + 1 rows from an open result, in batches of FETCH_BATCH: with
+    """At most `limit` + 1 rows from an open result, `per_fetch` at a time: with
     `max_bytes`, reading stops once the rows read hold more than that (as JSON), so wide rows
     never pile up to the row cap in memory. Returns the first `limit` rows and whether there
     may be more (the count that follows says how many)."""
@@ -210,7 +233,7 @@ def read_capped(
     used = 0
     over_bytes = False
     while len(rows) <= limit:
-        want = min(FETCH_BATCH, limit + 1 - len(rows))
+        want = min(per_fetch, limit + 1 - len(rows))
         batch = fetchmany(want)
         for row in batch:
             cells = [plain(v) for v in row]
@@ -222,6 +245,96 @@ def read_capped(
             over_bytes = len(rows) <= limit
             break
     return rows[:limit], len(rows) > limit or over_bytes
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a query's result as the bounded query reads it: its name, how the outer
+    query names its value, and its text (or bytes) whose size the server measures and cuts;
+    None for a type of a small fixed size (numbers, dates), read as it is."""
+
+    name: str
+    value: str
+    text: str | None
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A checked query read through `sql`, which has the server cut every value longer than
+    MAX_VALUE_BYTES before sending it: three columns come for each of `columns` (the value, or
+    NULL when cut; its head when cut; its size), and `read` turns them back into one cell."""
+
+    sql: str
+    columns: list[str]
+
+    @property
+    def batch(self) -> int:
+        """Rows per fetch: FETCH_BATCH, fewer when the rows are so wide that a batch of the
+        largest ones would pass FETCH_BUDGET_BYTES (one at least)."""
+        widest = max(1, len(self.columns)) * _WIRE_BYTES_PER_COLUMN
+        return max(1, min(FETCH_BATCH, FETCH_BUDGET_BYTES // widest))
+
+    def read(
+        self,
+        fetchmany: Callable[[int], Sequence[Sequence[Any]]],
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> tuple[list[list[Any]], bool]:
+        """read_capped over the bounded result, a row of cells per row."""
+
+        def cells(n: int) -> list[list[Any]]:
+            return [
+                [_uncut(*row[i : i + 3]) for i in range(0, len(row), 3)]
+                for row in fetchmany(n)
+            ]
+
+        return read_capped(cells, limit, max_bytes, self.batch)
+
+
+def bounded_select(
+    source: str, columns: Sequence[Column], size_of: str, head_of: str
+) -> str:
+    """The SELECT over `source` (the query as a FROM item) that bounds each of `columns`:
+    `size_of` and `head_of` are the dialect's byte length of a text and its first characters
+    (`{text}`, `{n}`). A head of n characters may be up to 4n bytes; `_uncut` keeps n."""
+    n = MAX_VALUE_BYTES
+    parts: list[str] = []
+    for column in columns:
+        if column.text is None:
+            parts += [column.value, "NULL", "NULL"]
+            continue
+        size = size_of.format(text=column.text)
+        head = head_of.format(text=column.text, n=n)
+        parts += [
+            f"CASE WHEN {size} > {n} THEN NULL ELSE {column.value} END",
+            f"CASE WHEN {size} > {n} THEN {head} END",
+            f"CASE WHEN {size} > {n} THEN {size} END",
+        ]
+    return f"SELECT {', '.join(parts)} FROM {source}"
+
+
+def _uncut(value: Any, head: Any = None, size: Any = None) -> Any:
+    """One cell of a bounded row: the value, or what the server kept of a longer one (bytes
+    show as their size only, as `plain` shows them)."""
+    if head is None:
+        return value
+    if isinstance(head, (bytes, bytearray, memoryview)):
+        return f"<{size} bytes>"
+    kept = str(head).encode()[:MAX_VALUE_BYTES].decode(errors="ignore")
+    return CutValue(
+        f"{kept}… (value cut at {MAX_VALUE_BYTES:,} bytes of {int(size):,})"
+    )
+
+
+def cut_note(rows: Sequence[Sequence[Any]]) -> str | None:
+    """What the result says of the values the server cut, or None when it cut none."""
+    cut = sum(isinstance(v, CutValue) for row in rows for v in row)
+    if not cut:
+        return None
+    return (
+        f"{cut:,} value(s) were cut at {MAX_VALUE_BYTES:,} bytes (each says how long it is);"
+        " select a part of a long value (substring, left) to read more of it"
+    )
 
 
 def named(schema: str, table: str, home: str) -> str:

@@ -5,11 +5,17 @@
   is one `START TRANSACTION READ ONLY`, so a write anywhere in a query (a function that
   inserts, `SELECT ... FOR UPDATE`) is refused by the server; PyMySQL never enables
   multi-statements, so the text is one statement;
-- before each of our statements the source's timeout is set as the session's statement limit
+- before each of our statements what is left of the source's timeout for the whole query is
+  set as the session's statement limit
   (`max_statement_time`, seconds, on MariaDB; `max_execution_time`, milliseconds, on MySQL,
   which applies it to SELECT), with `lock_wait_timeout`; the socket has connect and read
   timeouts too, so a server that stops answering cannot hold the thread;
-- the query is read through an unbuffered cursor (`SSCursor`): at most the row cap + 1 rows are
+- the query is first prepared alone (`PREPARE ... FROM` its text as a string: the server
+  parses exactly it, one statement, and runs nothing) and described (`LIMIT 0` over it), then
+  read through a SELECT over it that has the server cut every value longer than
+  MAX_VALUE_BYTES (`LENGTH`, `LEFT`), so no value is read whole (a derived table needs unique
+  column names: a result naming two alike is refused, saying so);
+- that is read through an unbuffered cursor (`SSCursor`): at most the row cap + 1 rows are
   fetched, and a result not read to its end is dropped with its connection (reading it to the
   end is what a cursor's close would do); the count of all rows, when needed, runs in a
   session of its own;
@@ -24,6 +30,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,15 +42,18 @@ from pymysql.cursors import SSCursor
 from runs.presets.tools.dbsource.common import (
     CONNECT_TIMEOUT_S,
     MAX_TABLES,
+    Bounded,
     Cancel,
+    Column,
     DbSourceError,
     Fetched,
     SourceSpec,
+    bounded_select,
     connect_failed,
     explained,
     grouped_columns,
-    read_capped,
     stopped,
+    time_left,
 )
 
 SCHEMES = ("mysql", "mariadb")
@@ -58,6 +68,12 @@ _READ_ONLY = {
     1836,
 }  # read-only transaction, --read-only server, read-only mode
 _PERMISSION = {1044, 1142, 1143, 1227, 1370}
+_DUPLICATE_COLUMN = 1060
+# FIELD_TYPE codes of a small fixed size (numbers, dates and times, BIT, ENUM, SET): read as
+# they are, since a CASE over some of them (BIGINT UNSIGNED) would turn them into decimals
+_FIXED_TYPES = frozenset(
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 246, 247, 248}
+)
 # The server runs the text of a `/*! ... */` comment, and MySQL reads `/*+ ... */` as optimizer
 # hints: either can lift the statement limit for the query it is in (MariaDB's
 # `/*!SET STATEMENT max_statement_time=0 FOR*/ SELECT ...`, MySQL's `MAX_EXECUTION_TIME(...)`),
@@ -137,8 +153,12 @@ class _Session:
         connection: pymysql.Connection[Any],
         spec: SourceSpec,
         cancel: Cancel | None,
+        ends: float | None = None,
     ) -> None:
         self.connection = connection
+        self.ends = (
+            ends  # when the whole use must end (`time_left`); None: per statement
+        )
         self.cursor = connection.cursor()
         self.spec = spec
         self.cancel = cancel
@@ -149,7 +169,7 @@ class _Session:
         set; refuses to go on once stopped (a KILL QUERY between statements kills nothing)."""
         if self.cancel is not None and self.cancel.cancelled:
             raise stopped()
-        seconds = max(0.001, self.spec.timeout_s)
+        seconds = max(0.001, time_left(self.spec, self.ends))
         waits = max(1, int(seconds + 0.999))
         if self.mariadb:
             self.cursor.execute(
@@ -170,7 +190,9 @@ class _Session:
 
 
 @contextmanager
-def _session(spec: SourceSpec, cancel: Cancel | None = None) -> Iterator[_Session]:
+def _session(
+    spec: SourceSpec, cancel: Cancel | None = None, ends: float | None = None
+) -> Iterator[_Session]:
     """A session in a fresh READ ONLY transaction on `spec`, closed after (which also ends the
     transaction and drops a result left unread); `cancel` can stop what it runs."""
     try:
@@ -178,7 +200,7 @@ def _session(spec: SourceSpec, cancel: Cancel | None = None) -> Iterator[_Sessio
     except (pymysql.MySQLError, OSError) as exc:
         raise connect_failed(spec, exc) from None
     try:
-        session = _Session(connection, spec, cancel)
+        session = _Session(connection, spec, cancel, ends)
         if cancel is not None:
             thread_id = connection.thread_id()
             cancel.attach(lambda: _kill_query(spec, thread_id))
@@ -265,10 +287,64 @@ def _tables_read(session: _Session, sql: str) -> list[str]:
     return sorted({str(name) for (name,) in found})
 
 
-def _count(spec: SourceSpec, text: str, cancel: Cancel | None) -> int | None:
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _bounded(session: _Session, sql: str) -> Bounded:
+    """`sql` read with each value cut by the server past MAX_VALUE_BYTES. The server parses
+    `sql` alone first (a PREPARE of it as a string), so only one whole statement is wrapped."""
     try:
-        with _session(spec, cancel) as session:
-            [(total,)] = session.rows_of(f"SELECT COUNT(*) FROM ({text}) AS agentui_q")
+        session.arm()
+        session.cursor.execute("PREPARE agentui_check FROM %s", (sql,))
+        session.cursor.execute("DEALLOCATE PREPARE agentui_check")
+        session.arm()
+        session.cursor.execute(f"SELECT * FROM (\n{sql}\n) AS agentui_q LIMIT 0")
+        described = [(str(c[0]), c[1]) for c in session.cursor.description or []]
+        session.cursor.fetchall()
+    except pymysql.MySQLError as exc:
+        code = exc.args[0] if exc.args else 0
+        if code != _DUPLICATE_COLUMN:
+            raise
+        said = session.spec.scrub(str(exc.args[1]) if len(exc.args) > 1 else str(exc))
+        raise DbSourceError(
+            f"source {session.spec.name!r} reads a result whose columns each have a name of"
+            f" their own (it bounds each value's size through a subquery): {said}; name"
+            " them apart (… AS name)",
+            "invalid",
+        ) from None
+    refs = [
+        Column(
+            name,
+            f"agentui_q.{_quoted(name)}",
+            None if kind in _FIXED_TYPES else f"agentui_q.{_quoted(name)}",
+        )
+        for name, kind in described
+    ]
+    source = f"(\n{sql}\n) AS agentui_q"
+    query = bounded_select(source, refs, "LENGTH({text})", "LEFT({text}, {n})")
+    return Bounded(query, [c.name for c in refs])
+
+
+def _read(
+    session: _Session, sql: str, limit: int, max_bytes: int | None = None
+) -> tuple[list[str], list[list[Any]], bool]:
+    """At most `limit` + 1 rows of `sql`, each value bounded (`_bounded`)."""
+    bounded = _bounded(session, sql)
+    session.arm()
+    session.cursor.execute(bounded.sql)
+    rows, more = bounded.read(session.cursor.fetchmany, limit, max_bytes)
+    return bounded.columns, rows, more
+
+
+def _count(
+    spec: SourceSpec, text: str, cancel: Cancel | None, ends: float
+) -> int | None:
+    try:
+        with _session(spec, cancel, ends) as session:
+            [(total,)] = session.rows_of(
+                f"SELECT COUNT(*) FROM (\n{text}\n) AS agentui_q"
+            )
     except (DbSourceError, pymysql.MySQLError, ValueError):
         return None
     return int(total)
@@ -295,18 +371,16 @@ def run_query(
             " database server (INTO OUTFILE, INTO DUMPFILE, LOAD_FILE): sources are read-only",
             "read_only",
         )
-    with _session(spec, cancel) as session:
+    ends = time.monotonic() + spec.timeout_s
+    with _session(spec, cancel, ends) as session:
         try:
             tables = _tables_read(session, text)
-            session.arm()
-            session.cursor.execute(text)
-            columns = [c[0] for c in session.cursor.description or []]
-            rows, more = read_capped(session.cursor.fetchmany, limit, max_bytes)
+            columns, rows, more = _read(session, text, limit, max_bytes)
         except pymysql.MySQLError as exc:
             raise _explain(spec, exc, cancel) from None
     if cancel is not None and cancel.cancelled:
         raise stopped()
-    total = _count(spec, text, cancel) if more else None
+    total = _count(spec, text, cancel, ends) if more else None
     return Fetched(columns, rows, more, tables, total)
 
 
@@ -339,10 +413,7 @@ def first_rows(
     quoted = ".".join("`" + part.replace("`", "``") + "`" for part in table.split("."))
     with _session(spec) as session:
         try:
-            session.arm()
-            session.cursor.execute(f"SELECT * FROM {quoted}")
-            columns = [c[0] for c in session.cursor.description or []]
-            fetched, _ = read_capped(session.cursor.fetchmany, rows)
+            columns, fetched, _ = _read(session, f"SELECT * FROM {quoted}", rows)
         except pymysql.MySQLError as exc:
             raise _explain(spec, exc) from None
     return columns, fetched

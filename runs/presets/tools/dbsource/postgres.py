@@ -3,45 +3,57 @@
 - every use is one transaction opened `READ ONLY` on a session whose default is read-only too,
   so a write anywhere in a query (a function that inserts, `nextval`, `SELECT ... FOR UPDATE`)
   is refused by PostgreSQL;
-- `statement_timeout` (and `lock_timeout`) are set to the source's `timeout_s` before each of
-  our statements, so a query that also calls `set_config('statement_timeout', ...)` cannot
-  lift it for what follows;
-- the query runs as a server-side cursor (`DECLARE`, sent with the extended protocol, which
-  takes exactly one statement), from which at most the row cap + 1 rows are fetched;
+- `statement_timeout` (and `lock_timeout`) are set before each of our statements (each fetch
+  too) to what is left of the source's `timeout_s` for the whole query, so a query that also
+  calls `set_config('statement_timeout', ...)` cannot lift it for what follows, and all the
+  statements of one query together keep the timeout;
+- the query is first parsed and described alone (a Parse and a Describe of exactly its text:
+  one statement, nothing run), then read through a SELECT over it that has the server cut
+  every value longer than MAX_VALUE_BYTES (`octet_length` of its text, `substring`), so no
+  value is read whole; that runs as a server-side cursor (`DECLARE`, sent with the extended
+  protocol, which takes exactly one statement), from which at most the row cap + 1 rows are
+  fetched;
 - Stop sends a cancel request (as `pg_cancel_backend` would);
-- the tables read come from the plan (`EXPLAIN (VERBOSE, FORMAT JSON)`), which names them.
+- the tables read are those the session's own statistics say the query scanned
+  (`pg_stat_xact_user_tables`, counted in its transaction), not the plan's text: EXPLAIN
+  VERBOSE prints folded constants whole, so a plan could be as huge as a value.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg import sql as pg_sql
 
 from runs.presets.tools.dbsource.common import (
     CONNECT_TIMEOUT_S,
     MAX_TABLES,
+    Bounded,
     Cancel,
+    Column,
     DbSourceError,
     Fetched,
     SourceSpec,
+    bounded_select,
     connect_failed,
     explained,
     first_line,
     grouped_columns,
-    read_capped,
+    time_left,
 )
 
 SCHEMES = ("postgres", "postgresql")
 SERVER = "PostgreSQL"
 HOME = "public"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+_BYTEA = 17  # its text is hex: its size and head are taken of the bytes themselves
 
 
 def _explain(
@@ -105,9 +117,12 @@ def _session(
         connection.close()
 
 
-def _arm(cursor: psycopg.Cursor[Any], spec: SourceSpec) -> None:
-    """The source's timeouts for the next statement, whatever an earlier query set."""
-    millis = f"{max(1, int(spec.timeout_s * 1000))}ms"
+def _arm(
+    cursor: psycopg.Cursor[Any], spec: SourceSpec, ends: float | None = None
+) -> None:
+    """The source's timeouts for the next statement, whatever an earlier query set: what is
+    left of them for a use that ends at `ends` (`time_left`)."""
+    millis = f"{max(1, int(time_left(spec, ends) * 1000))}ms"
     cursor.execute(
         "SELECT set_config('statement_timeout', %s, true),"
         " set_config('lock_timeout', %s, true)",
@@ -115,48 +130,82 @@ def _arm(cursor: psycopg.Cursor[Any], spec: SourceSpec) -> None:
     )
 
 
+def _columns_of(connection: psycopg.Connection[Any], sql: str) -> list[tuple[str, int]]:
+    """The names and type OIDs of the result of `sql`, from the server's parse of exactly its
+    text (a Parse and a Describe of the unnamed statement: nothing runs). An error unless it is
+    one statement, whole: so the SELECT that bounds its values can wrap it."""
+    pgconn = connection.pgconn
+    encoding = connection.info.encoding
+    parsed = pgconn.prepare(b"", sql.encode(encoding, "replace"))
+    if parsed.status != pq.ExecStatus.COMMAND_OK:
+        raise pg_errors.error_from_result(parsed, encoding=encoding)
+    described = pgconn.describe_prepared(b"")
+    if described.status != pq.ExecStatus.COMMAND_OK:
+        raise pg_errors.error_from_result(described, encoding=encoding)
+    return [
+        ((described.fname(i) or b"").decode(encoding, "replace"), described.ftype(i))
+        for i in range(described.nfields)
+    ]
+
+
+def _bounded(connection: psycopg.Connection[Any], sql: str) -> Bounded:
+    """`sql` read with each value cut by the server past MAX_VALUE_BYTES. Its columns are
+    renamed by position (a result may name two alike); `OFFSET 0` keeps PostgreSQL from
+    pulling the query up into ours, so each value is computed once however often we look."""
+    columns = _columns_of(connection, sql)
+    aliases = ", ".join(f"c{i}" for i in range(len(columns)))
+    source = f"(SELECT * FROM (\n{sql}\n) AS agentui_q0 OFFSET 0) AS agentui_q"
+    if columns:
+        source += f"({aliases})"
+    refs = [
+        Column(
+            name,
+            f"agentui_q.c{i}",
+            f"agentui_q.c{i}" + ("" if oid == _BYTEA else "::text"),
+        )
+        for i, (name, oid) in enumerate(columns)
+    ]
+    query = bounded_select(
+        source, refs, "octet_length({text})", "substring({text} from 1 for {n})"
+    )
+    return Bounded(query, [c.name for c in refs])
+
+
 def _fetch(
     connection: psycopg.Connection[Any],
     sql: str,
     limit: int,
+    arm: Callable[[], None],
     max_bytes: int | None = None,
 ) -> tuple[list[str], list[list[Any]], bool]:
-    """At most `limit` + 1 rows of `sql` through a server-side cursor (one statement only)."""
+    """At most `limit` + 1 rows of `sql`, each value bounded (`_bounded`), through a
+    server-side cursor (one statement only); `arm` sets the timeouts before each statement."""
+    arm()
+    bounded = _bounded(connection, sql)
     with connection.cursor(name="agentui_query") as cursor:
-        cursor.execute(sql)
-        columns = [c.name for c in cursor.description or []]
-        rows, more = read_capped(cursor.fetchmany, limit, max_bytes)
-    return columns, rows, more
+        arm()
+        cursor.execute(bounded.sql)
+
+        def fetchmany(n: int) -> list[Any]:
+            arm()  # each FETCH is a statement of its own
+            return cursor.fetchmany(n)
+
+        rows, more = bounded.read(fetchmany, limit, max_bytes)
+    return bounded.columns, rows, more
 
 
-def _relations(plan: Any) -> Iterator[str]:
-    if isinstance(plan, dict):
-        name = plan.get("Relation Name")
-        if isinstance(name, str):
-            schema = plan.get("Schema")
-            yield f"{schema}.{name}" if isinstance(schema, str) else name
-        for value in plan.values():
-            yield from _relations(value)
-    elif isinstance(plan, list):
-        for item in plan:
-            yield from _relations(item)
-
-
-def _tables_read(cursor: psycopg.Cursor[Any], spec: SourceSpec, sql: str) -> list[str]:
-    """The tables PostgreSQL's plan for `sql` reads (`schema.table`); [] if it cannot say.
-
-    Runs after `sql` went through DECLARE, which takes one statement only: the same text after
-    EXPLAIN is that one statement too."""
+def _tables_read(cursor: psycopg.Cursor[Any]) -> list[str]:
+    """The tables the transaction's statements scanned so far (`schema.table`), as the
+    session's statistics count them; [] if it cannot say."""
     try:
-        _arm(cursor, spec)
-        cursor.execute(pg_sql.SQL("EXPLAIN (VERBOSE, FORMAT JSON) ") + pg_sql.SQL(sql))
-        row = cursor.fetchone()
+        cursor.execute(
+            "SELECT schemaname, relname FROM pg_stat_xact_user_tables"
+            " WHERE COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0) > 0"
+        )
+        rows = cursor.fetchmany(MAX_TABLES)
     except psycopg.Error:
         return []
-    plan = row[0] if row else None
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return sorted(set(_relations(plan)))
+    return sorted(f"{schema}.{table}" for schema, table in rows)
 
 
 def run_query(
@@ -168,23 +217,26 @@ def run_query(
 ) -> Fetched:
     """`text` (one checked query) on `spec`: up to `limit` rows, the tables it read, and how
     many rows it has in all when there were more (counted in the same session)."""
+    ends = time.monotonic() + spec.timeout_s
     with _session(spec, cancel) as cursor:
         connection = cursor.connection
+
+        def arm() -> None:
+            _arm(cursor, spec, ends)
+
         try:
-            _arm(cursor, spec)
-            columns, rows, more = _fetch(connection, text, limit, max_bytes)
-            tables = _tables_read(cursor, spec, text)
+            columns, rows, more = _fetch(connection, text, limit, arm, max_bytes)
+            arm()
+            tables = _tables_read(cursor)
         except psycopg.Error as exc:
             raise _explain(spec, exc, cancel) from None
         total = None
         if more and not (cancel is not None and cancel.cancelled):
             try:
-                _arm(cursor, spec)
-                _, counted, _ = _fetch(
-                    connection, f"SELECT COUNT(*) FROM ({text}) AS agentui_q", 1
-                )
+                count = f"SELECT COUNT(*) FROM (\n{text}\n) AS agentui_q"
+                _, counted, _ = _fetch(connection, count, 1, arm)
                 total = int(counted[0][0]) if counted else None
-            except psycopg.Error:
+            except (psycopg.Error, DbSourceError):
                 pass
     return Fetched(columns, rows, more, tables, total)
 
@@ -222,10 +274,12 @@ def first_rows(
     qualified = pg_sql.SQL(".").join(pg_sql.Identifier(p) for p in parts)
     with _session(spec) as cursor:
         try:
-            _arm(cursor, spec)
             statement = pg_sql.SQL("SELECT * FROM {} ").format(qualified)
             columns, fetched, _ = _fetch(
-                cursor.connection, statement.as_string(cursor.connection), rows
+                cursor.connection,
+                statement.as_string(cursor.connection),
+                rows,
+                lambda: _arm(cursor, spec),
             )
         except psycopg.Error as exc:
             raise _explain(spec, exc) from None
