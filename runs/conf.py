@@ -216,6 +216,13 @@ class Conf:
         "DuckDB's memory for one import of a data file; it spills to "
         "`<data dir>/users/tmp` beyond this",
     )
+    data_query_memory_bytes: int = _setting(
+        1024**3,
+        "count",
+        "The memory of the process one `data_query` runs in (its data segment; DuckDB gets "
+        "half as its `memory_limit`): past it the query fails as out of memory",
+        least=256 * 1024**2,
+    )
     max_image_bytes: int = _setting(
         5 * 1024 * 1024,
         "count",

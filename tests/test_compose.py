@@ -7,6 +7,7 @@ The model is the scripted server over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,10 +123,12 @@ def test_data_tools_read_only_the_tables_a_notebook_was_given(tmp_path: Path) ->
     add_table(ana.pk, "salaries", tmp_path)
     given = DataScope(ana.pk, ("shop_visits",))
     assert [t["name"] for t in data_tables(given)] == ["shop_visits"]
-    rows = data_query(given, "SELECT SUM(visitors) AS n FROM shop_visits")
+    rows = asyncio.run(data_query(given, "SELECT SUM(visitors) AS n FROM shop_visits"))
     assert rows["rows"] == [[17]] and rows["tables"] == ["shop_visits"]
     with pytest.raises(DataError, match="only the data tables it was given"):
-        data_query(given, "SELECT * FROM shop_visits JOIN salaries ON true")
+        asyncio.run(
+            data_query(given, "SELECT * FROM shop_visits JOIN salaries ON true")
+        )
     every = DataScope(ana.pk)
     assert {t["name"] for t in data_tables(every)} == {"salaries", "shop_visits"}
 

@@ -170,7 +170,7 @@ async def test_data_query_reads_the_tables_and_names_them() -> None:
     user, token = await user_with_token("alice")
     assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
     scope = data.DataScope(user.pk)
-    result = data.data_query(
+    result = await data.data_query(
         scope,
         "SELECT city, SUM(visitors) AS total FROM visitors GROUP BY city ORDER BY city",
     )
@@ -199,7 +199,7 @@ async def test_data_query_refuses_files_network_settings_and_writes(
     user, token = await user_with_token("alice")
     assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
     with pytest.raises(SQLError) as refused:
-        data.data_query(data.DataScope(user.pk), sql)
+        await data.data_query(data.DataScope(user.pk), sql)
     assert words in str(refused.value)
     assert data.list_data_tables(user.pk)[0]["rows"] == 3
 
@@ -212,12 +212,12 @@ async def test_data_query_stops_a_long_query_and_caps_rows(
     scope = data.DataScope(user.pk)
     monkeypatch.setattr(data, "TIME_LIMIT_S", 0.3)
     with pytest.raises(SQLError, match="took longer than 0.3 s"):
-        data.data_query(
+        await data.data_query(
             scope,
             "SELECT COUNT(*) FROM range(100000000) a, range(100000000) b WHERE a.range + b.range = 7",
         )
     with override_settings(AGENTUI_SQL_MAX_ROWS=10):
-        capped = data.data_query(scope, "SELECT range FROM range(25)")
+        capped = await data.data_query(scope, "SELECT range FROM range(25)")
     assert capped["row_count"] == 10 and capped["truncated"]
     assert capped["total_rows"] == 25 and capped["rows_left_out"] == 15
 
@@ -380,7 +380,7 @@ async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
     try:
         listed = await api.client.get(f"{API}/data/tables", headers=api.headers)
         with pytest.raises(data.DataError, match="a file is being imported"):
-            data.data_query(data.DataScope(user.pk), "SELECT 1")
+            await data.data_query(data.DataScope(user.pk), "SELECT 1")
     finally:
         lock.release()
     assert listed.status_code == 503

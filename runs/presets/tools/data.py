@@ -18,10 +18,14 @@ per-user lock in this process, and waits a little (`BUSY_WAIT_S`) for another pr
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -38,9 +42,13 @@ from runs.conf import conf
 from runs.engine.tools import ToolContext
 from runs.presets.tools.dataset import data_dir
 from runs.presets.tools.sql import (
+    MAX_CELL_CHARS,
+    CutValue,
     SQLError,
     capped_result,
     checked_sql,
+    cut_text,
+    max_bytes,
     max_rows,
 )
 
@@ -347,16 +355,19 @@ def _count(connection: duckdb.DuckDBPyConnection, table: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _describe(connection: duckdb.DuckDBPyConnection, table: str) -> dict[str, Any]:
-    columns = connection.execute(
+def _columns(connection: duckdb.DuckDBPyConnection, table: str) -> list[Any]:
+    return connection.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
         "AND database_name = current_database() AND table_name = ? ORDER BY column_index",
         [table],
     ).fetchall()
+
+
+def _describe(connection: duckdb.DuckDBPyConnection, table: str) -> dict[str, Any]:
     return {
         "name": table,
         "rows": _count(connection, table),
-        "columns": [{"name": n, "type": t} for n, t in columns],
+        "columns": [{"name": n, "type": t} for n, t in _columns(connection, table)],
     }
 
 
@@ -368,97 +379,232 @@ def list_data_tables(user_id: int) -> list[dict[str, Any]]:
         return [_describe(connection, t) for t in _table_names(connection)]
 
 
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    return str(value)  # dates, decimals, lists, structs: as DuckDB prints them
+# --- queries, each in a process of its own (runs/presets/tools/duckdb_worker.py) -------------
+
+WORKER = Path(__file__).with_name("duckdb_worker.py")
+_live: set[subprocess.Popen[bytes]] = set()
+_live_changed = threading.Condition()
 
 
-def _run(
-    connection: duckdb.DuckDBPyConnection, sql: str, limit: int, time_limit: float
-) -> tuple[list[str], list[list[Any]], bool]:
-    """One SELECT, at most `limit` + 1 rows, interrupted after `time_limit` seconds."""
-    try:
-        statements = connection.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise SQLError(f"DuckDB error: {exc}") from None
-    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-        raise SQLError("only one read-only SELECT query at a time is allowed")
-    timer = threading.Timer(time_limit, connection.interrupt)
-    timer.start()
-    try:
-        cursor = connection.execute(sql)
-        rows = cursor.fetchmany(limit + 1)
-        columns = [c[0] for c in cursor.description or []]
-    except duckdb.InterruptException:
-        raise SQLError(
-            f"the query took longer than {time_limit:g} s and was stopped"
-        ) from None
-    except duckdb.PermissionException:
-        raise SQLError(
-            "files, the network and settings are not available to queries"
-        ) from None
-    except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise SQLError(f"DuckDB error: {first}") from None
-    finally:
-        timer.cancel()
-    return (
-        columns,
-        [[_plain(v) for v in row] for row in rows[:limit]],
-        len(rows) > limit,
+def running_queries() -> int:
+    """How many query processes are running now."""
+    with _live_changed:
+        return len(_live)
+
+
+def wait_for_queries(until: Callable[[int], bool], timeout: float) -> bool:
+    """Wait until `until(the number of query processes running)` holds; False on timeout."""
+    with _live_changed:
+        return _live_changed.wait_for(lambda: until(len(_live)), timeout)
+
+
+class Stopper:
+    """Stops a query's process from another thread: the person pressed Stop, or the tool call
+    was cancelled. Stopped before its process started, the query does not start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.stopped = False
+
+    def attach(self, process: subprocess.Popen[bytes] | None) -> None:
+        with self._lock:
+            self._process = process
+            if self.stopped and process is not None:
+                process.kill()
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            if self._process is not None:
+                self._process.kill()
+
+
+def _memory_text(size: int) -> str:
+    return f"{size / 1024**2:,.0f} MB"
+
+
+def _spawn(
+    payload: dict[str, Any],
+    cwd: Path,
+    time_limit: float,
+    stopper: Stopper | None,
+    too_long: str,
+) -> tuple[dict[str, Any] | None, int]:
+    """Run one request in a new worker process, killed after `time_limit` s (SQLError
+    `too_long`) or when stopped; its answer (None when it ended without one) and exit status."""
+    if stopper is not None and stopper.stopped:
+        raise SQLError("the query was stopped")
+    process = subprocess.Popen(
+        [sys.executable, "-I", str(WORKER)],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
-
-
-def _tables_read(connection: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    with _live_changed:
+        _live.add(process)
+        _live_changed.notify_all()
+    if stopper is not None:
+        stopper.attach(process)
     try:
-        named = connection.get_table_names(sql)
-    except duckdb.Error:
-        return []
-    known = set(_table_names(connection))
-    return sorted(t for t in named if t in known)
+        out, _ = process.communicate(json.dumps(payload).encode(), timeout=time_limit)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise SQLError(too_long) from None
+    finally:
+        if stopper is not None:
+            stopper.attach(None)
+        with _live_changed:
+            _live.discard(process)
+            _live_changed.notify_all()
+    if stopper is not None and stopper.stopped:
+        raise SQLError("the query was stopped")
+    if process.returncode == -signal.SIGXCPU:
+        raise SQLError(too_long)
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        answer = None
+    return (answer if isinstance(answer, dict) else None), process.returncode
 
 
-def preview(user_id: int, name: str, rows: int = PREVIEW_ROWS) -> dict[str, Any]:
+def _limits(time_limit: float) -> dict[str, Any]:
+    """A worker's memory and CPU: `AGENTUI_DATA_QUERY_MEMORY_BYTES`, DuckDB half of it."""
+    memory = conf().data_query_memory_bytes
+    threads = int(_READ_ONLY_CONFIG["threads"])
+    return {
+        "memory_bytes": memory,
+        "duckdb_memory": f"{memory // 2 // 1024**2}MB",
+        "threads": threads,
+        # CPU seconds: every thread busy the whole time, and a little to start
+        "cpu_seconds": int(time_limit * threads) + 2,
+    }
+
+
+def _ask_worker(
+    user_id: int, request: dict[str, Any], time_limit: float, stopper: Stopper | None
+) -> dict[str, Any]:
+    """One query in a worker process; its answer, or SQLError/DataError saying why none."""
+    path = database_path(user_id)
+    memory = conf().data_query_memory_bytes
+    answer, status = _spawn(
+        {**request, **_limits(time_limit), "task": "query", "database": path.name},
+        path.parent,
+        time_limit,
+        stopper,
+        f"the query took longer than {time_limit:g} s and was stopped",
+    )
+    if answer is None:
+        raise SQLError(
+            f"the query failed: it needed more than {_memory_text(memory)} of memory"
+            f" (or its process ended: exit status {status})"
+        )
+    if answer.get("ok"):
+        return answer
+    kind, message = answer.get("kind"), str(answer.get("error") or "")
+    if kind == "memory":
+        raise SQLError(
+            f"the query needed more than {_memory_text(memory)} of memory and was stopped;"
+            " aggregate, filter or make values smaller"
+        )
+    if kind == "busy":
+        raise DataError(
+            "your data is busy (another server process is using it); try again", "busy"
+        )
+    if kind == "not_allowed":
+        raise DataError(str(answer.get("table")), "not_allowed")
+    raise SQLError(message)
+
+
+def _rows_of(answer: dict[str, Any]) -> list[list[Any]]:
+    """Rows as the worker sent them, long texts as `{"cut", "chars"}`, cut as sql_query cuts."""
+    return [
+        [
+            CutValue(cut_text(v["cut"], int(v["chars"]))) if isinstance(v, dict) else v
+            for v in row
+        ]
+        for row in answer["rows"]
+    ]
+
+
+def _query_answer(
+    user_id: int,
+    sql: str,
+    scope: DataScope | None,
+    limit: int,
+    count: bool,
+    stopper: Stopper | None,
+) -> dict[str, Any]:
+    request = {
+        "sql": sql,
+        "scope": None if scope is None or scope.tables is None else list(scope.tables),
+        "limit": limit,
+        "count": count,
+        "max_bytes": max_bytes(),
+        "cell_chars": MAX_CELL_CHARS,
+    }
+    with _held(user_id):
+        try:
+            return _ask_worker(user_id, request, TIME_LIMIT_S, stopper)
+        except DataError as exc:
+            if exc.kind == "not_allowed" and scope is not None:
+                raise scope.refusal(str(exc)) from None
+            raise
+
+
+def _require_data(user_id: int) -> None:
+    if not database_path(user_id).exists():
+        raise DataError(
+            "you have no data yet: upload a CSV, Parquet or Excel file", "not_found"
+        )
+
+
+def preview(
+    user_id: int, name: str, rows: int = PREVIEW_ROWS, stopper: Stopper | None = None
+) -> dict[str, Any]:
     """The first `rows` rows of one of the user's tables, with its description."""
     with _connected(user_id, write=False) as connection:
         if name not in _table_names(connection):
             raise DataError(f"there is no table {name!r}", "not_found")
         described = _describe(connection, name)
-        _, fetched, _ = _run(
-            connection, f'SELECT * FROM "{name}"', max(1, min(rows, 200)), TIME_LIMIT_S
-        )
-    return {**described, "preview": fetched}
+    answer = _query_answer(
+        user_id, f'SELECT * FROM "{name}"', None, max(1, min(rows, 200)), False, stopper
+    )
+    return {**described, "preview": _rows_of(answer)}
 
 
-def query(user_id: int, sql: str, scope: DataScope | None = None) -> dict[str, Any]:
-    """A read-only query over the user's tables, capped as `sql_query` is, naming its tables;
-    with `scope`, one reading a table the notebook was not given is refused before it runs."""
+def query(
+    user_id: int,
+    sql: str,
+    scope: DataScope | None = None,
+    stopper: Stopper | None = None,
+) -> dict[str, Any]:
+    """A read-only query over the user's tables, capped as `sql_query` is, naming the tables
+    DuckDB read for it; with `scope`, one reading a table the notebook was not given (as DuckDB
+    binds it, whatever its case or quoting) is refused before it runs."""
     text = checked_sql(sql)
-    with _connected(user_id, write=False) as connection:
-        if scope is not None:
-            for table in _tables_read(connection, text):
-                if not scope.allows(table):
-                    raise scope.refusal(table)
-        columns, fetched, more = _run(connection, text, max_rows(), TIME_LIMIT_S)
-
-        def count_all() -> int | None:
-            try:
-                _, total, _ = _run(
-                    connection,
-                    f"SELECT COUNT(*) FROM ({text.rstrip(';')})",
-                    1,
-                    TIME_LIMIT_S,
-                )
-            except SQLError:
-                return None
-            return int(total[0][0]) if total else None
-
-        result = capped_result(columns, fetched, more, count_all)
-        result["tables"] = _tables_read(connection, text)
+    _require_data(user_id)
+    answer = _query_answer(user_id, text, scope, max_rows(), True, stopper)
+    result = capped_result(
+        answer["columns"],
+        _rows_of(answer),
+        bool(answer["more"]),
+        lambda: answer["total"],
+    )
+    result["tables"] = answer["tables"]
     return result
+
+
+async def _stoppable(work: Callable[[Stopper], Any]) -> Any:
+    """`work` in a thread; cancelled (Stop), its query process is killed at once."""
+    stopper = Stopper()
+    try:
+        return await asyncio.to_thread(work, stopper)
+    except asyncio.CancelledError:
+        stopper.stop()
+        raise
 
 
 # --- the model's tools ------------------------------------------------------------------------
@@ -469,20 +615,20 @@ def data_tables(ctx: DataScope) -> list[dict[str, Any]]:
     return [t for t in list_data_tables(ctx.user_id) if ctx.allows(t["name"])]
 
 
-def describe_data_table(ctx: DataScope, name: str) -> dict[str, Any]:
+async def describe_data_table(ctx: DataScope, name: str) -> dict[str, Any]:
     """Describe one of your uploaded data tables: its columns, types, row count and five rows."""
     if not ctx.allows(name):
         raise ctx.refusal(name)
-    return preview(ctx.user_id, name, rows=5)
+    return await _stoppable(lambda stopper: preview(ctx.user_id, name, 5, stopper))  # type: ignore[no-any-return]
 
 
-def data_query(ctx: DataScope, sql: str) -> dict[str, Any]:
+async def data_query(ctx: DataScope, sql: str) -> dict[str, Any]:
     """Run one read-only SQL SELECT (DuckDB dialect) over your uploaded data tables.
 
     Returns the column names and the first rows (up to a row and a size cap); `truncated` says
     whether more rows matched, and `tables` which of your tables the query read.
     """
-    return query(ctx.user_id, sql, ctx)
+    return await _stoppable(lambda stopper: query(ctx.user_id, sql, ctx, stopper))  # type: ignore[no-any-return]
 
 
 def scope_binder(

@@ -255,8 +255,14 @@ def _cell(value: Any) -> Any:
         and len(value) > MAX_CELL_CHARS
         and not isinstance(value, CutValue)
     ):
-        return f"{value[:MAX_CELL_CHARS]}… ({len(value) - MAX_CELL_CHARS:,} more characters)"
+        return cut_text(value[:MAX_CELL_CHARS], len(value))
     return value
+
+
+def cut_text(head: str, chars: int) -> str:
+    """A long text value as the model is given it: its first characters (`head`) and how many
+    of its `chars` were left out."""
+    return f"{head}… ({chars - len(head):,} more characters)"
 
 
 def _within_bytes(rows: list[list[Any]], budget: int) -> list[list[Any]]:

@@ -1,0 +1,241 @@
+"""One read-only DuckDB query in a process of its own (runs.presets.tools.data starts it).
+
+The query's SQL comes from a model, and DuckDB checks its time and memory limits between
+vectors, not inside one function call: `levenshtein` of two 250,000-character strings runs for
+minutes, and `repeat('x', 1500000000)` allocates gigabytes whatever `memory_limit` says. So each
+query runs here, where the kernel holds the limits: this process's data segment is capped
+(RLIMIT_DATA, so an allocation past it fails inside DuckDB as "out of memory"), its CPU time too
+(RLIMIT_CPU), and the server kills it at its wall-time limit or when the person presses Stop.
+
+Run as `python -I duckdb_worker.py` from the folder of the user's database files, so DuckDB
+knows the file by its bare name and no server path reaches a query. It reads one JSON request on
+stdin and writes one JSON answer on stdout. It imports the standard library and duckdb only
+(not Django): it starts in about 0.1 s.
+
+Before the query runs, DuckDB itself says what it would read: the unoptimised plan of the
+statement (`EXPLAIN (FORMAT JSON)` with the optimiser off, so no table drops out of it on
+statistics) names every table it scans and every table function it calls. A table the notebook
+was not given, or a table function outside `TABLE_FUNCTIONS` (the catalog's `duckdb_tables()`,
+`information_schema`, `pragma_*`, `duckdb_settings()`, ...), refuses the query; the tables in
+that plan are what the answer says it read. `current_setting()` is refused too (settings name
+server paths).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import Any
+
+TABLE_FUNCTIONS = frozenset({"RANGE", "GENERATE_SERIES", "UNNEST", "REPEAT_ROW"})
+SCALAR_FUNCTIONS_REFUSED = frozenset(
+    {"current_setting", "getvariable", "getenv", "duckdb_api"}
+)
+
+
+class Refused(Exception):
+    def __init__(self, kind: str, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.table = table
+
+
+def _limit(request: dict[str, Any]) -> None:
+    data = int(request["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    cpu = int(request["cpu_seconds"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+
+def _connect(request: dict[str, Any]) -> Any:
+    import duckdb
+
+    return duckdb.connect(
+        request["database"],
+        read_only=True,
+        config={
+            "enable_external_access": False,
+            "autoload_known_extensions": False,
+            "autoinstall_known_extensions": False,
+            "allow_community_extensions": False,
+            "memory_limit": request["duckdb_memory"],
+            "threads": int(request["threads"]),
+            "temp_directory": "",
+            "secret_directory": "none",
+            "home_directory": "none",
+            "extension_directory": "none",
+        },
+    )
+
+
+def _nodes(plan: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    stack = list(plan) if isinstance(plan, list) else [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found.append(node)
+            stack.extend(node.get("children") or [])
+    return found
+
+
+def _function_names(tree: Any) -> set[str]:
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            name = item.get("function_name")
+            if isinstance(name, str):
+                names.add(name.lower())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return names
+
+
+def _table_of(qualified: str, database: str) -> str:
+    """`"5".main.sales` -> `sales` when in the user's database's main schema, else the whole."""
+    parts = [p.strip('"') for p in qualified.split(".", 2)]
+    if len(parts) == 3 and parts[0] == database and parts[1] == "main":
+        return parts[2]
+    return qualified
+
+
+def tables_read(connection: Any, sql: str, scope: list[str] | None) -> list[str]:
+    """The tables `sql` reads, as DuckDB binds it; Refused for what a query may not touch."""
+    tree = json.loads(
+        connection.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+    )
+    refused = sorted(_function_names(tree) & SCALAR_FUNCTIONS_REFUSED)
+    if refused:
+        raise Refused(
+            "refused", f"the function {refused[0]}() is not available to queries"
+        )
+    database = connection.execute("SELECT current_database()").fetchone()[0]
+    connection.execute("PRAGMA disable_optimizer")
+    try:
+        row = connection.execute("EXPLAIN (FORMAT JSON) " + sql).fetchone()
+    finally:
+        connection.execute("PRAGMA enable_optimizer")
+    tables: set[str] = set()
+    for node in _nodes(json.loads(row[1]) if row else []):
+        info = node.get("extra_info") or {}
+        if not isinstance(info, dict):
+            continue
+        if isinstance(info.get("Table"), str):
+            table = _table_of(info["Table"], database)
+            if scope is not None and table not in scope:
+                raise Refused("not_allowed", "", table)
+            tables.add(table)
+        elif isinstance(info.get("Function"), str):
+            function = info["Function"].upper()
+            if function not in TABLE_FUNCTIONS:
+                raise Refused(
+                    "refused",
+                    f"the table function {function.lower()}() is not available to queries"
+                    " (data_tables lists your tables and their columns)",
+                )
+    return sorted(tables)
+
+
+def _plain(value: Any, cell_chars: int) -> Any:
+    if isinstance(value, str):
+        if len(value) > cell_chars:
+            return {"cut": value[:cell_chars], "chars": len(value)}
+        return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return _plain(
+        str(value), cell_chars
+    )  # dates, decimals, lists, structs as DuckDB prints
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    import duckdb
+
+    connection = _connect(request)
+    sql = request["sql"]
+    try:
+        statements = connection.extract_statements(sql)
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise Refused(
+                "refused", "only one read-only SELECT query at a time is allowed"
+            )
+        scope = request.get("scope")
+        tables = tables_read(connection, sql, scope)
+        connection.execute("SET lock_configuration = true")
+        cursor = connection.execute(sql)
+        limit = int(request["limit"])
+        budget = int(request["max_bytes"])
+        cell_chars = int(request["cell_chars"])
+        rows: list[list[Any]] = []
+        used = 0
+        more = False
+        for raw in cursor.fetchmany(limit + 1):
+            if len(rows) == limit:
+                more = True
+                break
+            row = [_plain(v, cell_chars) for v in raw]
+            used += len(json.dumps(row)) + 1
+            if rows and used > budget:
+                more = True
+                break
+            rows.append(row)
+        columns = [c[0] for c in cursor.description or []]
+        total = None
+        if more and request.get("count"):
+            body = sql.rstrip().rstrip(";")
+            counted = connection.execute(
+                f"SELECT COUNT(*) FROM (\n{body}\n)"
+            ).fetchone()
+            total = int(counted[0]) if counted else None
+        return {
+            "columns": columns,
+            "rows": rows,
+            "more": more,
+            "total": total,
+            "tables": tables,
+        }
+    finally:
+        connection.close()
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    import duckdb
+
+    try:
+        return {"ok": True, **run(request)}
+    except Refused as exc:
+        return {"ok": False, "kind": exc.kind, "error": str(exc), "table": exc.table}
+    except duckdb.OutOfMemoryException:
+        return {"ok": False, "kind": "memory", "error": ""}
+    except duckdb.PermissionException:
+        return {
+            "ok": False,
+            "kind": "refused",
+            "error": "files, the network and settings are not available to queries",
+        }
+    except duckdb.IOException as exc:
+        return {"ok": False, "kind": "busy", "error": str(exc).splitlines()[0]}
+    except duckdb.Error as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return {"ok": False, "kind": "sql", "error": f"DuckDB error: {first}"}
+    except MemoryError:
+        return {"ok": False, "kind": "memory", "error": ""}
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    _limit(request)
+    answer = _answer(request)
+    sys.stdout.write(json.dumps(answer))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

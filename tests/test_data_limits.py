@@ -1,0 +1,188 @@
+"""Model output is untrusted, round 4 (issue 44), on the DuckDB data tools and uploads:
+
+- a query's time and memory limits hold for one function call (the two hostile queries of the
+  probe), measured on this process (where daphne would run them before) and on the query's own;
+- Stop (the tool call cancelled) kills a running query at once;
+- a composed notebook's scope is checked on what DuckDB binds, whatever the case or quoting, and
+  the catalog (tables, settings, databases) is not open to queries;
+- uploads are bounded by what they become (rows, cells, unpacked bytes, time) and by a per-user
+  quota; an .xlsx sent in parts (as the Data page sends it) imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from runs.engine.tools import FunctionTool, ToolOutput
+from runs.presets.tools import data
+from runs.presets.tools.sql import SQLError
+from tests.rest_support import user_with_token
+from tests.test_data_files import CSV, DataApi
+
+pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
+
+LEVENSHTEIN = "SELECT levenshtein(repeat('a',250000), repeat('b',250000))"
+REPEAT = "SELECT length(repeat('x', 1500000000))"
+MB = 1024**2
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path) -> Any:
+    with override_settings(AGENTUI_DATA_DIR=str(tmp_path)):
+        yield tmp_path
+
+
+async def ask(scope: data.DataScope, sql: str) -> ToolOutput:
+    """`data_query` called as a notebook calls it (the tool, bound to its scope)."""
+    tool = FunctionTool.from_defaults(data.data_query).bind_context(scope)
+    return await tool.acall(sql=sql)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since `reset_peak()` (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
+
+
+def reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def children_peak_rss_mb() -> float:
+    """The largest peak resident memory of a finished child of this process, in MB."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+async def user_with_tables(*names: str) -> int:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    for name in names:
+        uploaded = await api.upload(f"{name}.csv", CSV)
+        assert uploaded.status_code == 201, uploaded.content
+    return int(user.pk)
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        (LEVENSHTEIN, "took longer than 5 s and was stopped"),
+        (REPEAT, "needed more than 512 MB of memory"),
+    ],
+)
+async def test_one_hostile_function_call_stays_within_time_and_memory(
+    sql: str, words: str
+) -> None:
+    user_id = await user_with_tables("hostile")
+    scope = data.DataScope(user_id)
+    with override_settings(AGENTUI_DATA_QUERY_MEMORY_BYTES=512 * MB):
+        reset_peak()
+        before = peak_rss_mb()
+        started = time.monotonic()
+        refused = await ask(scope, sql)
+        took = time.monotonic() - started
+        grew = peak_rss_mb() - before
+    assert refused.is_error and words in refused.content
+    assert took < data.TIME_LIMIT_S + 2.0, f"the query took {took:.1f} s"
+    assert grew < 100, f"this process grew by {grew:.0f} MB"
+    assert children_peak_rss_mb() < 512, "the query's process outgrew its limit"
+    assert data.running_queries() == 0
+    # nothing lost: the next query reads the table
+    result = await ask(scope, "SELECT COUNT(*) FROM hostile")
+    assert result.raw_output["rows"] == [[3]]
+
+
+async def test_stop_kills_a_running_query_at_once() -> None:
+    user_id = await user_with_tables("hostile")
+    tool = FunctionTool.from_defaults(data.data_query).bind_context(
+        data.DataScope(user_id)
+    )
+    call = asyncio.create_task(tool.acall(sql=LEVENSHTEIN))
+    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 1, 10.0)
+    stopped = time.monotonic()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 0, 10.0)
+    assert time.monotonic() - stopped < 2.0
+    # a stopper stopped before its query starts keeps it from starting
+    stopper = data.Stopper()
+    stopper.stop()
+    with pytest.raises(SQLError, match="stopped"):
+        data.query(user_id, "SELECT 1", stopper=stopper)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM PRIVATE1",
+        'SELECT * FROM "Private1"',
+        "SELECT * FROM main.PRIVATE1",
+        "SELECT * FROM query_table('private1')",
+        "SELECT * FROM hostile, (SELECT * FROM Private1)",
+        "WITH hostile AS (SELECT * FROM private1) SELECT * FROM hostile",
+        # planned away on statistics when optimised: still a read of private1
+        "SELECT * FROM hostile WHERE visitors IN (SELECT -1 FROM private1 WHERE visitors < 0)",
+    ],
+)
+async def test_a_table_outside_the_scope_is_refused_whatever_its_spelling(
+    sql: str,
+) -> None:
+    user_id = await user_with_tables("hostile", "private1")
+    scope = data.DataScope(user_id, ("hostile",))
+    refused = await ask(scope, sql)
+    assert refused.is_error
+    assert (
+        "only the data tables it was given (hostile), not 'private1'" in refused.content
+    )
+
+
+@pytest.mark.parametrize(
+    ("sql", "tables"),
+    [
+        ("SELECT COUNT(*) FROM HOSTILE", ["hostile"]),
+        ('SELECT COUNT(*) FROM "hostile" a JOIN Hostile b USING (city)', ["hostile"]),
+        ("SELECT 1", []),
+        ("SELECT COUNT(*) FROM range(10)", []),
+    ],
+)
+async def test_data_used_is_what_duckdb_read(sql: str, tables: list[str]) -> None:
+    user_id = await user_with_tables("hostile", "private1")
+    result = await ask(data.DataScope(user_id, ("hostile",)), sql)
+    assert not result.is_error, result.content
+    assert result.raw_output["tables"] == tables
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM duckdb_tables()",
+        "SELECT * FROM system.main.duckdb_tables()",
+        "SELECT table_name FROM information_schema.tables",
+        "SELECT * FROM information_schema.columns",
+        "SELECT * FROM duckdb_databases()",
+        "SELECT * FROM duckdb_settings()",
+        "SELECT * FROM duckdb_columns()",
+        "SELECT * FROM pragma_table_info('private1')",
+        "SELECT * FROM pg_catalog.pg_tables",
+        "SELECT current_setting('allowed_paths')",
+        "SELECT current_setting('temp_directory')",
+    ],
+)
+async def test_the_catalog_and_settings_are_not_open_to_queries(
+    sql: str, data_dir: Path
+) -> None:
+    user_id = await user_with_tables("hostile", "private1")
+    for scope in (data.DataScope(user_id, ("hostile",)), data.DataScope(user_id)):
+        refused = await ask(scope, sql)
+        assert refused.is_error and "not available to queries" in refused.content
+        assert str(data_dir) not in refused.content
+        assert "private1" not in refused.content
