@@ -216,6 +216,36 @@ class Conf:
         "DuckDB's memory for one import of a data file; it spills to "
         "`<data dir>/users/tmp` beyond this",
     )
+    data_import_seconds: float = _setting(
+        120.0,
+        "seconds",
+        "How long reading one Excel (.xlsx) file may take (a process of its own, stopped "
+        "then); its CPU time is capped the same",
+        least=0.1,
+    )
+    data_max_rows: int = _setting(
+        10_000_000, "count", "The most rows a data file may become", least=1
+    )
+    data_max_cells: int = _setting(
+        200_000_000,
+        "count",
+        "The most cells (rows times columns) a data file may become",
+        least=1,
+    )
+    data_max_expanded_bytes: int = _setting(
+        4 * 1024**3,
+        "count",
+        "The most bytes an Excel or Parquet file may hold once unpacked (its sheet's XML, its "
+        "columns uncompressed); checked before it is read",
+        least=1,
+    )
+    data_quota_bytes: int = _setting(
+        10 * 1024**3,
+        "count",
+        "The most bytes one person's data tables may take on disk (their DuckDB database); an "
+        "upload past it is refused and removed",
+        least=1,
+    )
     data_query_memory_bytes: int = _setting(
         1024**3,
         "count",

@@ -12,11 +12,15 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import resource
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import openpyxl
 import pytest
 from django.test import override_settings
 
@@ -24,7 +28,7 @@ from runs.engine.tools import FunctionTool, ToolOutput
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
 from tests.rest_support import user_with_token
-from tests.test_data_files import CSV, DataApi
+from tests.test_data_files import CSV, DataApi, PartsApi, every_table
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -186,3 +190,147 @@ async def test_the_catalog_and_settings_are_not_open_to_queries(
         assert refused.is_error and "not available to queries" in refused.content
         assert str(data_dir) not in refused.content
         assert "private1" not in refused.content
+
+
+def workbook(rows: int, columns: int = 2) -> bytes:
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet()
+    sheet.append([f"c{n}" for n in range(columns)])
+    for r in range(rows):
+        sheet.append([r * columns + c for c in range(columns)])
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+async def upload_in_parts(api: PartsApi, filename: str, content: bytes) -> Any:
+    started = await api.start(filename, len(content))
+    assert started.status_code == 201, started.content
+    upload = started.json()
+    offset = 0
+    while offset < len(content):
+        part = content[offset : offset + upload["part_bytes"]]
+        sent = await api.part(upload["id"], offset, part)
+        assert sent.status_code == 200, sent.content
+        offset = sent.json()["received"]
+    return await api.finish(upload["id"])
+
+
+async def test_an_xlsx_sent_in_parts_becomes_a_table(data_dir: Path) -> None:
+    user, token = await user_with_token("alice")
+    finished = await upload_in_parts(PartsApi(token), "Stock.xlsx", workbook(3))
+    assert finished.status_code == 201, finished.content
+    assert finished.json()["name"] == "stock" and finished.json()["rows"] == 3
+    assert (
+        sorted(p.name for p in (data_dir / "uploads").rglob("*") if p.is_file()) == []
+    )
+
+
+def sheet_bomb() -> bytes:
+    """A small .xlsx whose sheet unpacks to about 20 MB (one long run of empty rows)."""
+    rows = "<row/>" * 3_000_000
+    sheet = (
+        '<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats'
+        f'.org/spreadsheetml/2006/main"><sheetData>{rows}</sheetData></worksheet>'
+    )
+    buffer = io.BytesIO(workbook(1))
+    with zipfile.ZipFile(buffer, "a", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("xl/worksheets/padding.xml", sheet)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("filename", "make", "settings", "words"),
+    [
+        (
+            "many.xlsx",
+            lambda: workbook(101),
+            {"AGENTUI_DATA_MAX_ROWS": 100},
+            "has more than 100 rows",
+        ),
+        (
+            "wide.xlsx",
+            lambda: workbook(30, 3),
+            {"AGENTUI_DATA_MAX_CELLS": 50},
+            "has more than 50 cells",
+        ),
+        (
+            "bomb.xlsx",
+            sheet_bomb,
+            {"AGENTUI_DATA_MAX_EXPANDED_BYTES": 10 * MB},
+            "files may unpack to at most 10,485,760 bytes",
+        ),
+        (
+            "slow.xlsx",
+            lambda: workbook(60_000),
+            {"AGENTUI_DATA_IMPORT_SECONDS": 0.5},
+            "took longer than 0.5 s to read; it was not imported",
+        ),
+        (
+            "many.csv",
+            lambda: b"n\n" + b"".join(b"%d\n" % n for n in range(101)),
+            {"AGENTUI_DATA_MAX_ROWS": 100},
+            "has 101 rows; files may have at most 100",
+        ),
+    ],
+)
+async def test_an_upload_is_bounded_by_what_it_becomes(
+    filename: str, make: Any, settings: dict[str, Any], words: str
+) -> None:
+    user, token = await user_with_token("alice")
+    api = PartsApi(token)
+    content = make()
+    with override_settings(**settings):
+        refused = await upload_in_parts(api, filename, content)
+    assert refused.status_code == 413, refused.content
+    assert words in refused.json()["detail"]
+    assert refused.json()["code"] == "too_large"
+    assert every_table(user.pk) == []
+    assert sorted(p.name for p in Path(data.data_dir()).rglob("*.csv")) == []
+
+
+async def test_a_parquet_file_is_bounded_by_its_metadata_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    user, token = await user_with_token("alice")
+    parquet = tmp_path / "made.parquet"
+    with duckdb.connect() as connection:
+        connection.execute(
+            f"COPY (SELECT range AS n, range * 2 AS m FROM range(1000)) TO '{parquet}'"
+            " (FORMAT parquet)"
+        )
+    api = DataApi(token)
+    for settings, words in [
+        ({"AGENTUI_DATA_MAX_ROWS": 999}, "has 1,000 rows; files may have at most 999"),
+        ({"AGENTUI_DATA_MAX_CELLS": 1999}, "has 2,000 cells (1,000 rows of 2 columns)"),
+        ({"AGENTUI_DATA_MAX_EXPANDED_BYTES": 100}, "files may unpack to at most 100"),
+    ]:
+        with override_settings(**settings):
+            refused = await api.upload("made.parquet", parquet.read_bytes())
+        assert refused.status_code == 413, refused.content
+        assert words in refused.json()["detail"]
+    assert every_table(user.pk) == []
+    assert (await api.upload("made.parquet", parquet.read_bytes())).status_code == 201
+
+
+async def test_a_user_over_their_quota_is_told_and_keeps_what_they_had() -> None:
+    user, token = await user_with_token("alice")
+    api = DataApi(token)
+    assert (await api.upload("kept.csv", CSV)).status_code == 201
+    used = data.data_usage(user.pk)
+    assert used > 0
+    big = b"n,text\n" + b"".join(
+        b"%d,row %d of many\n" % (n, n) for n in range(200_000)
+    )
+    with override_settings(AGENTUI_DATA_QUOTA_BYTES=used + 1):
+        refused = await api.upload("big.csv", big)
+        assert refused.status_code == 413, refused.content
+        assert refused.json()["code"] == "over_quota"
+        assert "over your" in refused.json()["detail"]
+        assert every_table(user.pk) == ["kept"]
+        assert data.data_usage(user.pk) <= used + 1
+    with override_settings(AGENTUI_DATA_QUOTA_BYTES=used):
+        at_quota = await PartsApi(token).start("more.csv", 10)
+        assert at_quota.status_code == 413
+        assert "all of your quota" in at_quota.json()["detail"]
+    assert [t["name"] for t in await api.tables()] == ["kept"]

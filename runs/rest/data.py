@@ -26,6 +26,7 @@ STATUS = {
     "conflict": 409,
     "too_many": 429,
     "busy": 503,
+    "quota": 413,
 }
 CODES = {
     "invalid": "invalid_file",
@@ -34,6 +35,7 @@ CODES = {
     "conflict": "wrong_offset",
     "too_many": "quota_exceeded",
     "busy": "busy",
+    "quota": "over_quota",
 }
 REFUSED: dict[int | tuple[int, ...], Any] = {
     (404, 409, 413, 422, 429, 503): ErrorOut,

@@ -19,7 +19,6 @@ per-user lock in this process, and waits a little (`BUSY_WAIT_S`) for another pr
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import os
 import re
@@ -30,6 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -213,24 +213,57 @@ def _check_content(path: Path, kind: str, filename: str) -> None:
 
 
 def _xlsx_to_csv(path: Path, filename: str) -> Path:
-    """The first sheet of an .xlsx as a CSV file next to it, read row by row (openpyxl's
-    read-only mode), so DuckDB detects the column types as for a CSV."""
-    import openpyxl  # type: ignore[import-untyped]
-
+    """The first sheet of an .xlsx as a CSV file next to it, so DuckDB detects the column types
+    as for a CSV: checked unpacked size first (the zip's own listing), then converted row by row
+    in a worker process of bounded time and memory, within the rows, cells and bytes limits."""
+    limit = conf().data_max_expanded_bytes
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except Exception as exc:  # noqa: BLE001 - any parse error means the same here
-        raise DataError(f"{filename!r} could not be read as Excel ({exc})") from None
-    out = path.with_suffix(".csv")
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(item.file_size for item in archive.infolist())
+    except (zipfile.BadZipFile, OSError):
+        raise DataError(f"{filename!r} is not an Excel .xlsx file") from None
+    if unpacked > limit:
+        raise DataError(
+            f"{filename!r} unpacks to {unpacked:,} bytes; files may unpack to at most"
+            f" {limit:,} bytes",
+            "too_large",
+        )
+    out = path.with_name(f"{path.name}.csv")
+    seconds = conf().data_import_seconds
+    payload = {
+        **_limits(seconds),
+        "task": "xlsx",
+        "source": str(path.resolve()),
+        "target": str(out.resolve()),
+        "max_rows": conf().data_max_rows,
+        "max_cells": conf().data_max_cells,
+        "max_bytes": limit,
+        "cpu_seconds": int(seconds) + 1,
+    }
     try:
-        sheet = book.worksheets[0]
-        with out.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            for row in sheet.iter_rows(values_only=True):
-                if any(value is not None for value in row):
-                    writer.writerow(["" if v is None else v for v in row])
-    finally:
-        book.close()
+        answer, status = _spawn(
+            payload,
+            path.parent,
+            seconds,
+            None,
+            f"took longer than {seconds:g} s to read",
+        )
+    except SQLError as exc:
+        out.unlink(missing_ok=True)
+        raise DataError(
+            f"{filename!r} {exc}; it was not imported", "too_large"
+        ) from None
+    if answer is None or not answer.get("ok"):
+        out.unlink(missing_ok=True)
+        if answer is None or answer.get("kind") == "memory":
+            raise DataError(
+                f"{filename!r} needed more memory to read than it may"
+                f" ({_memory_text(conf().data_query_memory_bytes)}; exit status {status})",
+                "too_large",
+            )
+        if answer.get("kind") == "too_large":
+            raise DataError(f"{filename!r} {answer['error']}", "too_large")
+        raise DataError(f"{filename!r} could not be read as Excel ({answer['error']})")
     return out
 
 
@@ -280,9 +313,12 @@ def import_file(
         )
     _check_content(source, kind, filename)
     table = checked_name(name, filename)
+    _check_quota(user_id)
     readable = source
     if kind == "xlsx":
         readable = _xlsx_to_csv(source, filename)
+    if kind == "parquet":
+        _check_parquet(source, filename)
     staging = f"{_IMPORTING}{uuid.uuid4().hex[:12]}"
     try:
         with _connected(user_id, write=True) as connection:
@@ -311,15 +347,98 @@ def import_file(
                     raise DataError(
                         f"{filename!r} has no rows (only a header, or nothing)"
                     )
+                _check_size(count, len(_columns(connection, staging)), filename)
                 connection.execute(f'ALTER TABLE "{staging}" RENAME TO "{table}"')
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
+            connection.execute("CHECKPOINT")
+            used, quota = _used_bytes(connection), conf().data_quota_bytes
+            if used > quota:
+                connection.execute(f'DROP TABLE "{table}"')
+                connection.execute("CHECKPOINT")
+                raise DataError(
+                    f"{filename!r} would take your data to {used:,} bytes, over your"
+                    f" {quota:,} bytes; it was not kept (delete tables you no longer need)",
+                    "quota",
+                )
             return _describe(connection, table)
     finally:
         if readable is not source:
             readable.unlink(missing_ok=True)
+
+
+def _check_size(rows: int, columns: int, filename: str) -> None:
+    """A file's rows and cells (rows times columns) within AGENTUI_DATA_MAX_ROWS / _CELLS."""
+    most_rows, most_cells = conf().data_max_rows, conf().data_max_cells
+    if rows > most_rows:
+        raise DataError(
+            f"{filename!r} has {rows:,} rows; files may have at most {most_rows:,}",
+            "too_large",
+        )
+    if rows * columns > most_cells:
+        raise DataError(
+            f"{filename!r} has {rows * columns:,} cells ({rows:,} rows of {columns:,}"
+            f" columns); files may have at most {most_cells:,}",
+            "too_large",
+        )
+
+
+def _check_parquet(path: Path, filename: str) -> None:
+    """What a Parquet file becomes, from its own metadata, before DuckDB reads its data: rows,
+    cells and its columns' uncompressed bytes within the limits."""
+    literal = "'" + str(path).replace("'", "''") + "'"
+    try:
+        with duckdb.connect(config={"threads": 1, "memory_limit": "64MB"}) as meta:
+            rows_row = meta.execute(
+                f"SELECT sum(num_rows) FROM parquet_file_metadata({literal})"
+            ).fetchone()
+            size_row = meta.execute(
+                "SELECT sum(total_uncompressed_size), count(DISTINCT path_in_schema)"
+                f" FROM parquet_metadata({literal})"
+            ).fetchone()
+    except duckdb.Error as exc:
+        raise _explain_import(exc, filename) from None
+    rows = int(rows_row[0] or 0) if rows_row else 0
+    unpacked = int(size_row[0] or 0) if size_row else 0
+    columns = int(size_row[1] or 0) if size_row else 0
+    _check_size(rows, columns, filename)
+    limit = conf().data_max_expanded_bytes
+    if unpacked > limit:
+        raise DataError(
+            f"{filename!r} unpacks to {unpacked:,} bytes; files may unpack to at most"
+            f" {limit:,} bytes",
+            "too_large",
+        )
+
+
+def _used_bytes(connection: duckdb.DuckDBPyConnection) -> int:
+    """The bytes the user's tables take in their database (its blocks in use)."""
+    row = connection.execute(
+        "SELECT used_blocks * block_size FROM pragma_database_size() "
+        "WHERE database_name = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def data_usage(user_id: int) -> int:
+    """The bytes the user's tables take on disk (what AGENTUI_DATA_QUOTA_BYTES bounds)."""
+    if not database_path(user_id).exists():
+        return 0
+    with _connected(user_id, write=False) as connection:
+        return _used_bytes(connection)
+
+
+def _check_quota(user_id: int) -> None:
+    """Refuse an upload when the user's data is at its quota already (before any byte)."""
+    used, quota = data_usage(user_id), conf().data_quota_bytes
+    if used >= quota:
+        raise DataError(
+            f"your data takes {used:,} bytes, all of your quota ({quota:,} bytes); delete"
+            " tables you no longer need before uploading more",
+            "quota",
+        )
 
 
 def _drop_leftovers(connection: duckdb.DuckDBPyConnection) -> None:
@@ -726,6 +845,7 @@ def start_upload(
             "too_large",
         )
     checked_name(name, filename)
+    _check_quota(user_id)
     folder = _uploads_dir(user_id)
     folder.mkdir(parents=True, exist_ok=True)
     with _lock(user_id):
