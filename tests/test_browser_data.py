@@ -1,14 +1,18 @@
 """The Data page in Chromium: a CSV dropped on the Data panel becomes a table (columns, types,
 rows, a preview), a bad file is refused there with its reason and adds nothing, and the demo's
-prompt over the uploaded table answers from it, its trace naming the table.
+prompt over the uploaded table answers from it, its trace naming the table; an .xlsx made with
+openpyxl, dropped there, becomes a table too.
 Screenshots: data-*.png at 1280x800 and 1920x1080."""
 
 from __future__ import annotations
 
+import base64
+import io
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import openpyxl
 import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
@@ -163,3 +167,48 @@ def test_drop_a_csv_see_it_and_ask_the_demo_about_it(
     assert used.inner_text() == "Data used: shop_visits"
     both_sizes(page, artifacts_dir, "data-trace")
     assert [e for e in page.console_errors if e not in refused] == []
+
+
+def test_an_xlsx_dropped_on_the_data_page_becomes_a_table(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
+    """The page sends a file in parts and the server renamed the parts' file before openpyxl
+    (which goes by the extension) opened it: every .xlsx from the page failed (issue 44)."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.append(["product", "units", "price"])
+    for product, units, price in [
+        ("mug", 3, 8.9),
+        ("grinder", 7, 59.0),
+        ("press", 2, 34.0),
+    ]:
+        sheet.append([product, units, price])
+    buffer = io.BytesIO()
+    book.save(buffer)
+    page.goto(f"{live_app.url}/data/")
+    page.locator("#drop-zone").wait_for()
+    transfer = page.evaluate_handle(
+        """(encoded) => {
+            const bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], "Kitchen stock.xlsx", {
+                type: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+            }));
+            return transfer;
+        }""",
+        base64.b64encode(buffer.getvalue()).decode(),
+    )
+    zone = page.locator("#drop-zone")
+    zone.dispatch_event("dragover", {"dataTransfer": transfer})
+    zone.dispatch_event("drop", {"dataTransfer": transfer})
+    page.locator("#data-done", has_text="kitchen_stock (3 rows)").wait_for()
+    table = page.locator("li.data-table[data-table='kitchen_stock']")
+    assert "3 rows" in table.inner_text()
+    assert table.locator(".data-columns li").all_inner_texts() == [
+        "product VARCHAR",
+        "units BIGINT",
+        "price DOUBLE",
+    ]
+    assert page.locator("#data-error").is_hidden()
+    both_sizes(page, artifacts_dir, "data-xlsx")
+    assert page.console_errors == []
