@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 import zipfile
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ import duckdb
 from runs.conf import conf
 from runs.engine.tools import ToolContext
 from runs.presets.tools.dataset import data_dir
+from runs.presets.tools.duckdb_worker import peak_kb
 from runs.presets.tools.sql import (
     MAX_CELL_CHARS,
     CutValue,
@@ -505,6 +507,14 @@ _live: set[subprocess.Popen[bytes]] = set()
 _live_changed = threading.Condition()
 
 
+_peaks: deque[int] = deque(maxlen=100)
+
+
+def recent_peaks_kb() -> list[int]:
+    """The peak resident memory (KiB) of the last worker processes that ran, oldest first."""
+    return list(_peaks)
+
+
 def running_queries() -> int:
     """How many query processes are running now."""
     with _live_changed:
@@ -569,6 +579,7 @@ def _spawn(
     try:
         out, _ = process.communicate(json.dumps(payload).encode(), timeout=time_limit)
     except subprocess.TimeoutExpired:
+        _peaks.append(peak_kb(process.pid))
         process.kill()
         process.communicate()
         raise SQLError(too_long) from None
@@ -586,7 +597,10 @@ def _spawn(
         answer = json.loads(out)
     except ValueError:
         answer = None
-    return (answer if isinstance(answer, dict) else None), process.returncode
+    if not isinstance(answer, dict):
+        return None, process.returncode
+    _peaks.append(int(answer.get("peak_kb") or 0))
+    return answer, process.returncode
 
 
 def _limits(time_limit: float) -> dict[str, Any]:

@@ -275,6 +275,19 @@ def _too_large(kind: str, what: str) -> dict[str, Any]:
     return {"ok": False, "kind": "too_large", "limit": kind, "error": f"has {what}"}
 
 
+def peak_kb(pid: int) -> int:
+    """A process's peak resident memory (VmHWM, KiB); 0 when it cannot be read. Not getrusage:
+    a process started with vfork counts the parent's memory in its own ru_maxrss."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
     _limit(request)
@@ -283,6 +296,7 @@ def main() -> None:
         answer = xlsx_to_csv(request)
     else:
         answer = _answer(request)
+    answer["peak_kb"] = peak_kb(os.getpid())
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()
 
