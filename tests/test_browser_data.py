@@ -210,5 +210,12 @@ def test_an_xlsx_dropped_on_the_data_page_becomes_a_table(
         "price DOUBLE",
     ]
     assert page.locator("#data-error").is_hidden()
+    preview = page.locator("#data-preview", has_text="kitchen_stock")
+    preview.locator("tbody tr").nth(2).wait_for()
+    assert preview.locator("tbody tr").first.inner_text().split("\t") == [
+        "mug",
+        "3",
+        "8.9",
+    ]
     both_sizes(page, artifacts_dir, "data-xlsx")
     assert page.console_errors == []
