@@ -1,7 +1,7 @@
 """The Data page in Chromium: a CSV dropped on the Data panel becomes a table (columns, types,
 rows, a preview), a bad file is refused there with its reason and adds nothing, and the demo's
 prompt over the uploaded table answers from it, its trace naming the table; an .xlsx made with
-openpyxl, dropped there, becomes a table too.
+openpyxl, dropped there, becomes a table too; Stop ends a notebook's running data_query at once.
 Screenshots: data-*.png at 1280x800 and 1920x1080."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,17 @@ import pytest
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
+    call_rule,
     live_app,
     new_context,
     page,
     scripted_model,
     shot,
     start_notebook,
+    step_cells,
+    wait_until,
 )
+from playwright.sync_api import expect
 
 from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.engine.testing import Script, ScriptedServer
@@ -219,3 +224,58 @@ def test_an_xlsx_dropped_on_the_data_page_becomes_a_table(
     ]
     both_sizes(page, artifacts_dir, "data-xlsx")
     assert page.console_errors == []
+
+
+STOP_PROMPT = "How far apart are two very long strings?"
+LEVENSHTEIN = "SELECT levenshtein(repeat('a',250000), repeat('b',250000))"
+
+
+def query_processes(app: LiveApp) -> list[int]:
+    """The query worker processes (runs/presets/tools/duckdb_worker.py) the live server runs."""
+    assert app.process is not None
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == app.process.pid and b"duckdb_worker.py" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_stop_kills_a_running_data_query(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    """One DuckDB function call of a model's query ran 104 s past the 5 s limit, and Stop could
+    not end it (issue 44): the query runs in a process of its own, which Stop kills."""
+    hostile = call_rule(0, "data_query", "c1", {"sql": LEVENSHTEIN}, "Let me compare.")
+    scripted_model.load(Script(rules=[hostile]), reset_log=True)
+    page.goto(f"{live_app.url}/data/")
+    drop_file(page, "words.csv", "word\nshort\n")
+    page.locator("#data-done", has_text="words (1 rows)").wait_for()
+
+    start_notebook(page, live_app, STOP_PROMPT, agent="function_calling", mode="auto")
+    card = page.locator(".tool-card").filter(has_text="data_query")
+    card.wait_for()
+    [worker] = wait_until(
+        lambda: query_processes(live_app), timeout=30, message="the query to start"
+    )
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.get_by_role("dialog", name="Stop this turn?").get_by_role(
+        "button", name="Stop the turn"
+    ).click()
+    stopped = time.monotonic()
+    wait_until(
+        lambda: not Path(f"/proc/{worker}").exists(),
+        timeout=10,
+        message="the query's process to end",
+    )
+    assert time.monotonic() - stopped < 3.0, "Stop did not end the query at once"
+    badge = step_cells(page).first.locator(".badge.status").first
+    expect(badge).to_have_text("stopped")
+    assert "took longer than" not in card.inner_text()
+    assert query_processes(live_app) == []
+    card.scroll_into_view_if_needed()
+    both_sizes(page, artifacts_dir, "data-query-stopped")
