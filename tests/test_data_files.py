@@ -210,12 +210,13 @@ async def test_data_query_stops_a_long_query_and_caps_rows(
     user, token = await user_with_token("alice")
     assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
     scope = data.DataScope(user.pk)
-    monkeypatch.setattr(data, "TIME_LIMIT_S", 0.3)
-    with pytest.raises(SQLError, match="took longer than 0.3 s"):
-        await data.data_query(
-            scope,
-            "SELECT COUNT(*) FROM range(100000000) a, range(100000000) b WHERE a.range + b.range = 7",
-        )
+    with monkeypatch.context() as patched:
+        patched.setattr(data, "TIME_LIMIT_S", 0.3)
+        with pytest.raises(SQLError, match="took longer than 0.3 s"):
+            await data.data_query(
+                scope,
+                "SELECT COUNT(*) FROM range(100000000000) WHERE range % 7 = 3",
+            )
     with override_settings(AGENTUI_SQL_MAX_ROWS=10):
         capped = await data.data_query(scope, "SELECT range FROM range(25)")
     assert capped["row_count"] == 10 and capped["truncated"]

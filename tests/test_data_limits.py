@@ -128,6 +128,7 @@ async def test_stop_kills_a_running_query_at_once() -> None:
         "SELECT * FROM query_table('private1')",
         "SELECT * FROM hostile, (SELECT * FROM Private1)",
         "WITH hostile AS (SELECT * FROM private1) SELECT * FROM hostile",
+        "SUMMARIZE PRIVATE1",
         # planned away on statistics when optimised: still a read of private1
         "SELECT * FROM hostile WHERE visitors IN (SELECT -1 FROM private1 WHERE visitors < 0)",
     ],
@@ -161,22 +162,55 @@ async def test_data_used_is_what_duckdb_read(sql: str, tables: list[str]) -> Non
 
 
 @pytest.mark.parametrize(
+    ("sql", "rows"),
+    [
+        ("SELECT table_name FROM duckdb_tables()", [["hostile"]]),
+        ("SELECT table_name FROM information_schema.tables", [["hostile"]]),
+        (
+            "SELECT DISTINCT table_name FROM information_schema.columns",
+            [["hostile"]],
+        ),
+        ("SELECT DISTINCT table_name FROM duckdb_columns()", [["hostile"]]),
+        ("SELECT tablename FROM pg_catalog.pg_tables", [["hostile"]]),
+        ("SHOW TABLES", [["hostile"]]),
+        ("SELECT count(*) FROM duckdb_views()", [[0]]),
+        ("SELECT count(*) FROM duckdb_databases() WHERE path IS NOT NULL", [[0]]),
+    ],
+)
+async def test_the_catalog_shows_only_the_notebooks_tables_and_no_paths(
+    sql: str, rows: list[list[Any]], data_dir: Path
+) -> None:
+    user_id = await user_with_tables("hostile", "private1")
+    result = await ask(data.DataScope(user_id, ("hostile",)), sql)
+    assert not result.is_error, result.content
+    assert result.raw_output["rows"] == rows
+    assert result.raw_output["tables"] == []
+    assert "private1" not in result.content and str(data_dir) not in result.content
+    # a notebook given every table sees every table, still without paths
+    every = await ask(data.DataScope(user_id), "SELECT * FROM duckdb_databases()")
+    assert str(data_dir) not in every.content
+    listed = await ask(
+        data.DataScope(user_id), "SELECT table_name FROM duckdb_tables()"
+    )
+    assert listed.raw_output["rows"] == [["hostile"], ["private1"]]
+
+
+@pytest.mark.parametrize(
     "sql",
     [
-        "SELECT * FROM duckdb_tables()",
         "SELECT * FROM system.main.duckdb_tables()",
-        "SELECT table_name FROM information_schema.tables",
-        "SELECT * FROM information_schema.columns",
-        "SELECT * FROM duckdb_databases()",
+        "SELECT * FROM system.main.duckdb_databases()",
         "SELECT * FROM duckdb_settings()",
-        "SELECT * FROM duckdb_columns()",
         "SELECT * FROM pragma_table_info('private1')",
-        "SELECT * FROM pg_catalog.pg_tables",
+        "SHOW private1",
+        "DESCRIBE private1",
+        "DESCRIBE SELECT * FROM private1",
+        "SELECT * FROM (DESCRIBE private1)",
         "SELECT current_setting('allowed_paths')",
         "SELECT current_setting('temp_directory')",
     ],
 )
-async def test_the_catalog_and_settings_are_not_open_to_queries(
+async def test_what_would_show_other_tables_or_paths_is_refused(
     sql: str, data_dir: Path
 ) -> None:
     user_id = await user_with_tables("hostile", "private1")
@@ -184,7 +218,7 @@ async def test_the_catalog_and_settings_are_not_open_to_queries(
         refused = await ask(scope, sql)
         assert refused.is_error and "not available to queries" in refused.content
         assert str(data_dir) not in refused.content
-        assert "private1" not in refused.content
+        assert "private1" not in refused.content.replace(sql, "")
 
 
 def workbook(rows: int, columns: int = 2) -> bytes:

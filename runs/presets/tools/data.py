@@ -503,6 +503,8 @@ def list_data_tables(user_id: int) -> list[dict[str, Any]]:
 # --- queries, each in a process of its own (runs/presets/tools/duckdb_worker.py) -------------
 
 WORKER = Path(__file__).with_name("duckdb_worker.py")
+# A worker takes ~0.1 s to start (Python and duckdb), more on a busy machine: not the query's time
+STARTUP_S = 1.0
 _live: set[subprocess.Popen[bytes]] = set()
 _live_changed = threading.Condition()
 
@@ -625,7 +627,7 @@ def _ask_worker(
     answer, status = _spawn(
         {**request, **_limits(time_limit), "task": "query", "database": path.name},
         path.parent,
-        time_limit,
+        time_limit + STARTUP_S,
         stopper,
         f"the query took longer than {time_limit:g} s and was stopped",
     )

@@ -15,10 +15,14 @@ stdin and writes one JSON answer on stdout. It imports the standard library and 
 Before the query runs, DuckDB itself says what it would read: the unoptimised plan of the
 statement (`EXPLAIN (FORMAT JSON)` with the optimiser off, so no table drops out of it on
 statistics) names every table it scans and every table function it calls. A table the notebook
-was not given, or a table function outside `TABLE_FUNCTIONS` (the catalog's `duckdb_tables()`,
-`information_schema`, `pragma_*`, `duckdb_settings()`, ...), refuses the query; the tables in
+was not given, or a table function outside `TABLE_FUNCTIONS` (`duckdb_settings()`, `pragma_*`,
+the catalog's own functions by their qualified names, ...), refuses the query; the tables in
 that plan are what the answer says it read. `current_setting()` is refused too (settings name
-server paths).
+server paths), and DESCRIBE (bound to a list of columns, its plan reads nothing).
+
+The catalog functions a query may use (`duckdb_tables()`, `duckdb_columns()`, ... and so
+`information_schema`, `pg_catalog.pg_tables`, SHOW TABLES) are shadowed for the query by copies
+holding only the notebook's tables, with no file paths.
 """
 
 from __future__ import annotations
@@ -70,6 +74,49 @@ def _connect(request: dict[str, Any]) -> Any:
     )
 
 
+# The catalog a query sees: these functions (and so `information_schema`, `pg_catalog.pg_tables`,
+# SHOW TABLES, which read them) are shadowed by temporary macros over copies taken for this
+# query alone, holding only the notebook's tables and no file paths. The originals, reached by
+# their qualified names, are table functions the plan check refuses.
+_OWN = "agentui_"
+_CATALOG = {
+    "duckdb_tables": "{tables}",
+    "duckdb_columns": "{tables}",
+    "duckdb_constraints": "{tables}",
+    "duckdb_indexes": "{tables}",
+    "duckdb_views": "false",
+    "duckdb_schemas": "true",
+    "duckdb_databases": "true",
+}
+
+
+def _shadow_catalog(connection: Any, scope: list[str] | None) -> None:
+    mine = (
+        "database_name = current_database() AND schema_name = 'main'"
+        " AND NOT starts_with(table_name, '__importing_')"
+    )
+    if scope is not None:
+        mine += " AND list_contains($scope, table_name)"
+    for function, where in _CATALOG.items():
+        condition = where.format(tables=mine)
+        columns = (
+            "* REPLACE (NULL::VARCHAR AS path)"
+            if function == "duckdb_databases"
+            else "*"
+        )
+        sql = (
+            f"CREATE TEMP TABLE {_OWN}{function} AS SELECT {columns}"
+            f" FROM system.main.{function}() WHERE {condition}"
+        )
+        if "$scope" in condition:
+            connection.execute(sql, {"scope": scope})
+        else:
+            connection.execute(sql)
+        connection.execute(
+            f"CREATE TEMP MACRO {function}() AS TABLE SELECT * FROM temp.main.{_OWN}{function}"
+        )
+
+
 def _nodes(plan: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     stack = list(plan) if isinstance(plan, list) else [plan]
@@ -81,19 +128,20 @@ def _nodes(plan: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _function_names(tree: Any) -> set[str]:
-    names: set[str] = set()
+def _values(tree: Any, key: str) -> set[str]:
+    """Every text value of `key` anywhere in a parsed statement (json_serialize_sql), lower-case."""
+    found: set[str] = set()
     stack = [tree]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            name = item.get("function_name")
-            if isinstance(name, str):
-                names.add(name.lower())
+            value = item.get(key)
+            if isinstance(value, str):
+                found.add(value.lower())
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-    return names
+    return found
 
 
 def _table_of(qualified: str, database: str) -> str:
@@ -101,6 +149,8 @@ def _table_of(qualified: str, database: str) -> str:
     parts = [p.strip('"') for p in qualified.split(".", 2)]
     if len(parts) == 3 and parts[0] == database and parts[1] == "main":
         return parts[2]
+    if len(parts) == 3 and parts[0] == "temp" and parts[2].startswith(_OWN):
+        return ""  # the catalog's copy for this query: no data of the user's
     return qualified
 
 
@@ -109,10 +159,16 @@ def tables_read(connection: Any, sql: str, scope: list[str] | None) -> list[str]
     tree = json.loads(
         connection.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
     )
-    refused = sorted(_function_names(tree) & SCALAR_FUNCTIONS_REFUSED)
+    refused = sorted(_values(tree, "function_name") & SCALAR_FUNCTIONS_REFUSED)
     if refused:
         raise Refused(
             "refused", f"the function {refused[0]}() is not available to queries"
+        )
+    # DESCRIBE binds its query to a list of columns: its plan reads nothing to check
+    if "describe" in _values(tree, "show_type"):
+        raise Refused(
+            "refused",
+            "DESCRIBE is not available to queries (describe_data_table describes a table)",
         )
     database = connection.execute("SELECT current_database()").fetchone()[0]
     connection.execute("PRAGMA disable_optimizer")
@@ -127,6 +183,8 @@ def tables_read(connection: Any, sql: str, scope: list[str] | None) -> list[str]
             continue
         if isinstance(info.get("Table"), str):
             table = _table_of(info["Table"], database)
+            if not table:
+                continue
             if scope is not None and table not in scope:
                 raise Refused("not_allowed", "", table)
             tables.add(table)
@@ -167,6 +225,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                 "refused", "only one read-only SELECT query at a time is allowed"
             )
         scope = request.get("scope")
+        _shadow_catalog(connection, scope)
         tables = tables_read(connection, sql, scope)
         connection.execute("SET lock_configuration = true")
         cursor = connection.execute(sql)
