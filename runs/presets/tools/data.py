@@ -2,14 +2,20 @@
 
 One database file per user, `<AGENTUI_DATA_DIR>/users/<user id>.duckdb`. A file becomes a table
 in one transaction: it is read into a temporary table under a name of its own (DuckDB reads the
-file from disk, never whole into Python), checked (rows, a name that is free) and renamed into
-place, so a bad file leaves nothing behind.
+file from disk, never whole into Python), checked (rows, cells, a name that is free) and
+renamed into place, so a bad file leaves nothing behind. What a file becomes is bounded before
+and while it is read (an .xlsx's or Parquet file's unpacked size, rows, cells; an .xlsx is read
+in a worker process of bounded time and memory), and a person's tables by a quota on disk.
 
-The model reads the tables through `data_query`, `data_tables` and `describe_data_table`, on a
-connection that is read-only, cannot reach files or the network (`enable_external_access`
-false, no extension loading) and cannot change that (`lock_configuration`), one SELECT at a
-time, stopped after `TIME_LIMIT_S`, with the same row and byte caps as `sql_query`. Every result
-names the tables it read (`tables`), so a notebook's trace shows which data it used.
+The model reads the tables through `data_query`, `data_tables` and `describe_data_table`. Each
+query runs in a process of its own (runs/presets/tools/duckdb_worker.py) whose memory and CPU
+the kernel caps and which is killed after `TIME_LIMIT_S`, or at once on Stop: DuckDB's own
+limits do not hold inside one function call. There the connection is read-only, cannot reach
+files or the network (`enable_external_access` false, no extension loading) and cannot change
+that (`lock_configuration`), one SELECT at a time, with the same row and byte caps as
+`sql_query`; DuckDB's plan of the query says which tables it reads, checked against a composed
+notebook's scope, and every result names them (`tables`), so a notebook's trace shows which
+data it used.
 
 DuckDB lets one process at a time open a file for writing, and one process cannot open it with
 two configurations at once: so every use opens the file, does its work and closes it, under a
