@@ -20,16 +20,18 @@ from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.protocol import MAX_TEXT_CHARS
 from runs.service import (
     MAX_IMAGES_PER_MESSAGE,
+    compose_choices,
+    demo_examples_for,
+    max_image_bytes,
+    size_text,
+    user_presets,
+)
+from runs.service.surfaces import (
     TelemetryConfig,
     all_presets,
     available_mcp_tools,
-    compose_choices,
-    demo_examples_for,
     get_preset,
-    max_image_bytes,
-    size_text,
     trace_id_of,
-    user_presets,
 )
 from runs.traces.data_used import data_tables_used
 from runs.web.budgets import budget_context
