@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from runs.conf import conf
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.protocol import MAX_TEXT_CHARS
 from runs.service import (
@@ -264,7 +264,7 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _otel_traces(task: Task) -> dict[str, object] | None:
     """Where this notebook's turns are in the trace store, when runs are exported (else None)."""
-    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    config: TelemetryConfig | None = conf().telemetry
     if config is None:
         return None
     turns = task.turns.order_by("index").values_list("index", "engine_id")
