@@ -500,17 +500,8 @@ DEFAULT_FROM_EMAIL = _env("DEFAULT_FROM_EMAIL", "agentui@localhost")
 
 # --- Pages ------------------------------------------------------------------
 
-# Header navigation: (label, URL name). A link whose URL name does not
-# resolve yet is left out, so pages can be listed before they exist.
-AGENTUI_NAV = [
-    ("Home", "runs:index"),
-    ("Inbox", "runs:inbox"),
-    ("New notebook", "runs:notebook_new"),
-    ("Traces", "runs:traces"),
-    ("Data", "runs:data"),
-    ("Policies", "runs:policies"),
-    ("API tokens", "runs:api_tokens"),
-]
+# Header navigation, AGENTUI_NAV: (label, URL name) pairs, runs.conf.NAV unless set here. A link
+# whose URL name does not resolve yet is left out, so pages can be listed before they exist.
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -30,6 +30,16 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # channel they take actions from (`manage.py runworker --layer turns agentui.actions`)
 TURN_LAYER = "turns"
 TURN_CHANNEL = "agentui.actions"
+# The header links (AGENTUI_NAV) unless settings.py says otherwise
+NAV = (
+    ("Home", "runs:index"),
+    ("Inbox", "runs:inbox"),
+    ("New notebook", "runs:notebook_new"),
+    ("Traces", "runs:traces"),
+    ("Data", "runs:data"),
+    ("Policies", "runs:policies"),
+    ("API tokens", "runs:api_tokens"),
+)
 
 
 class ConfError(ValueError):
@@ -506,14 +516,55 @@ class Conf:
         "text",
         "Test runs only: the name of the test database (parallel runs on one server)",
     )
+    # --- read from the environment under the names `make run` gives them
+    host: str = _setting(
+        "127.0.0.1",
+        "text",
+        "Where `make run` serves; with `PORT`, the address of the links in emails when "
+        "`AGENTUI_PUBLIC_URL` is unset",
+        env="HOST",
+    )
+    port: str = _setting("8000", "text", "The port `make run` serves on", env="PORT")
+    # --- written in Python in settings.py, never read from the environment
+    nav: tuple[tuple[str, str], ...] = _setting(
+        NAV,
+        "python",
+        "The header links, (label, URL name) pairs; one whose URL name does not resolve is "
+        "left out",
+        shown="settings.py",
+    )
+    presets: Mapping[str, Any] | None = _setting(
+        None,
+        "python",
+        "The agent presets changed, hidden (`None`) or added, by name (runs/presets/catalog.py)",
+        shown="settings.py",
+    )
+    telemetry: Any = _setting(
+        None,
+        "python",
+        "The OpenTelemetry export of runs (a `runs.telemetry.config.TelemetryConfig`), made "
+        "from the `OTEL_*` variables in settings.py; unset: no export",
+        shown="from `OTEL_*`",
+    )
 
 
 def env_name(field: dataclasses.Field[Any]) -> str:
+    """The Django setting that holds the field's value (`AGENTUI_` and its name)."""
     return PREFIX + field.name.upper()
 
 
+def variable_name(field: dataclasses.Field[Any]) -> str:
+    """The environment variable the field is read from (most are `env_name`)."""
+    return str(field.metadata.get("env") or env_name(field))
+
+
+def from_settings_py(field: dataclasses.Field[Any]) -> bool:
+    """Whether the field is written in settings.py rather than read from the environment."""
+    return bool(field.metadata["kind"] == "python")
+
+
 def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
-    name, meta = env_name(field), field.metadata
+    name, meta = variable_name(field), field.metadata
     kind, least, most = meta["kind"], meta.get("least", 0), meta.get("most")
     if kind == "seconds":
         try:
@@ -580,7 +631,9 @@ def from_environ(environ: Mapping[str, str], *, base_dir: Path) -> Conf:
     `base_dir` (the project folder) gives the defaults that depend on it."""
     values: dict[str, Any] = {}
     for field in fields(Conf):
-        raw = environ.get(env_name(field), "").strip()
+        if from_settings_py(field):
+            continue
+        raw = environ.get(variable_name(field), "").strip()
         if raw:
             values[field.name] = _parse(field, raw)
     values.setdefault("data_dir", str(base_dir / ".local" / "data"))
@@ -639,7 +692,7 @@ def table() -> str:
     ]
     for field in fields(Conf):
         shown = field.metadata["shown"] or _shown(field.default, field.metadata["kind"])
-        rows.append(f"| `{env_name(field)}` | {shown} | {field.metadata['doc']} |")
+        rows.append(f"| `{variable_name(field)}` | {shown} | {field.metadata['doc']} |")
     return "\n".join(rows) + "\n"
 
 

@@ -14,16 +14,22 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from runs.conf import Conf, ConfError, conf, env_name, from_environ, table
+from runs.conf import (
+    NAV,
+    Conf,
+    ConfError,
+    conf,
+    env_name,
+    from_environ,
+    from_settings_py,
+    table,
+    variable_name,
+)
 from runs.engine import ChatMessage
 from runs.engine.testing import Fault, Reply, Rule, Script
 from runs.management.commands.settings_table import BEGIN, END, docs_path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Django settings named AGENTUI_* that are not read from the environment: the header links,
-# presets written in Python in settings.py, and the telemetry config made from the OTEL_* ones.
-NOT_FROM_ENVIRONMENT = {"AGENTUI_NAV", "AGENTUI_PRESETS", "AGENTUI_TELEMETRY"}
 
 
 def test_docs_list_every_setting_as_the_object_declares_it() -> None:
@@ -31,13 +37,13 @@ def test_docs_list_every_setting_as_the_object_declares_it() -> None:
     listed = text.split(BEGIN + "\n", 1)[1].split(END, 1)[0]
     assert listed == table(), "run: manage.py settings_table --write"
     for field in fields(Conf):
-        assert f"| `{env_name(field)}` |" in listed
+        assert f"| `{variable_name(field)}` |" in listed
 
 
 def test_every_agentui_setting_of_django_is_in_the_object() -> None:
     declared = {env_name(f) for f in fields(Conf)}
     in_django = {name for name in dir(settings) if name.startswith("AGENTUI_")}
-    assert in_django - NOT_FROM_ENVIRONMENT == declared
+    assert in_django == declared
 
 
 def test_the_app_reads_agentui_settings_only_through_the_object() -> None:
@@ -49,7 +55,6 @@ def test_the_app_reads_agentui_settings_only_through_the_object() -> None:
         for path in [*ROOT.glob("runs/**/*.py"), *ROOT.glob("agentui/**/*.py")]
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if scattered.search(line)
-        and not any(name in line for name in NOT_FROM_ENVIRONMENT)
     ]
     assert found == []
 
@@ -106,6 +111,39 @@ def test_the_upload_limit_follows_the_image_and_body_limits() -> None:
         ConfError, match="^AGENTUI_MAX_UPLOAD_BODY_BYTES: 70000 leaves no"
     ):
         made(AGENTUI_MAX_IMAGE_BYTES="80000", AGENTUI_MAX_UPLOAD_BODY_BYTES="70000")
+
+
+def test_host_port_from_make_run_settings_py_ones_never_from_the_environment() -> None:
+    values = from_environ(
+        {"HOST": "0.0.0.0", "PORT": "8123", "AGENTUI_NAV": "x", "AGENTUI_PRESETS": "y"},
+        base_dir=Path("/x"),
+    )
+    assert (values.host, values.port) == ("0.0.0.0", "8123")
+    assert (values.nav, values.presets, values.telemetry) == (NAV, None, None)
+    written = [f.name for f in fields(Conf) if from_settings_py(f)]
+    assert written == ["nav", "presets", "telemetry"]
+
+
+def test_the_settings_py_ones_follow_django_settings_too() -> None:
+    made = object()  # settings.py makes a TelemetryConfig; conf() passes it on as it is
+    home = (("Home", "runs:index"),)
+    with override_settings(
+        AGENTUI_TELEMETRY=made, AGENTUI_NAV=home, AGENTUI_PRESETS={"react": None}
+    ):
+        assert conf().telemetry is made
+        assert (conf().nav, conf().presets) == (home, {"react": None})
+    assert conf().nav == settings.AGENTUI_NAV == NAV
+
+
+def test_the_email_link_follows_the_host_and_port_settings() -> None:
+    from runs.service.notify import site_url
+
+    with override_settings(
+        AGENTUI_HOST="notebooks.test", AGENTUI_PORT="9000", AGENTUI_PUBLIC_URL=""
+    ):
+        assert site_url() == "http://notebooks.test:9000"
+    with override_settings(AGENTUI_PUBLIC_URL="https://agentui.example/"):
+        assert site_url() == "https://agentui.example"
 
 
 def test_the_object_follows_django_settings_at_use_time() -> None:

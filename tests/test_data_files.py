@@ -19,6 +19,7 @@ from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.engine.testing import Script
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
+from runs.service import surfaces
 from tests.live_support import llm_at
 from tests.metrics_support import samples, value
 from tests.rest_support import API, Api, user_with_token
@@ -391,7 +392,7 @@ async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
 
 async def test_imports_are_counted_in_the_metrics_by_outcome() -> None:
     def imports() -> dict[Any, float]:
-        return samples(service.metrics.exposition().decode())
+        return samples(surfaces.metrics.exposition().decode())
 
     before = imports()
     _, token = await user_with_token("alice")

@@ -19,6 +19,7 @@ from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, McpServer, Task
 from runs.presets.mcp import close_all, notebook_mcp_tools, refresh_listing
 from runs.protocol import ProtocolError
+from runs.service import surfaces
 from runs.traces.export import trace_head, trace_stream
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
@@ -96,11 +97,11 @@ async def test_grants_decide_who_may_pick_which_tools() -> None:
     ana, bob = await database_sync_to_async(configure_servers)()
     ana_tools = {
         t.name
-        for t in await database_sync_to_async(service.available_mcp_tools)(ana.pk)
+        for t in await database_sync_to_async(surfaces.available_mcp_tools)(ana.pk)
     }
     bob_tools = {
         t.name
-        for t in await database_sync_to_async(service.available_mcp_tools)(bob.pk)
+        for t in await database_sync_to_async(surfaces.available_mcp_tools)(bob.pk)
     }
     assert {"own__add", "own__hang", "time__get_current_time"} <= ana_tools
     assert "time__convert_time" in bob_tools and not any(
@@ -119,7 +120,7 @@ async def test_grants_decide_who_may_pick_which_tools() -> None:
     _, after = await database_sync_to_async(notebook_mcp_tools)(ana.pk, ["own__add"])
     assert before and after != before
     await McpServer.objects.filter(name="time").aupdate(enabled=False)
-    assert not await database_sync_to_async(service.available_mcp_tools)(bob.pk)
+    assert not await database_sync_to_async(surfaces.available_mcp_tools)(bob.pk)
 
 
 async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(

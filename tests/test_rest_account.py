@@ -13,8 +13,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient, override_settings
 
-from runs import service
 from runs.models import Attachment, InboxSettings
+from runs.service import surfaces
 from tests.live_support import close_db_connections  # noqa: F401  (autouse)
 from tests.rest_support import API, Api, user_with_token
 
@@ -33,7 +33,7 @@ async def test_an_image_is_uploaded_read_discarded_and_sent_with_a_message() -> 
     _, token = await user_with_token("alice")
     _, other = await user_with_token("mallory")
     api, stranger = Api(token), Api(other)
-    png = await sync_to_async(service.sample_chart_png)()
+    png = await sync_to_async(surfaces.sample_chart_png)()
 
     uploaded = await _upload(token, "chart.png", png)
     assert uploaded.status_code == 201, uploaded.content
@@ -97,7 +97,7 @@ async def test_the_mcp_tools_one_may_pick_are_listed_as_on_the_new_notebook_page
     user, token = await user_with_token("alice")
     answer = await Api(token).get("/mcp-tools")
     assert answer.status_code == 200
-    expected = await sync_to_async(service.available_mcp_tools)(user.pk)
+    expected = await sync_to_async(surfaces.available_mcp_tools)(user.pk)
     assert answer.json() == [
         {
             "name": c.name,

@@ -19,15 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import Interrupt, ResumeEntry
-from channels.db import database_sync_to_async
 
 from runs import service
-from runs.engine import StepKind, TaskStep, ToolCallDecision
-from runs.engine.workflow.run_state import WorkflowRunState
-from runs.models import ApprovalMode
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError, validate_action
 from runs.protocol.checks import storable_problem
-from runs.service import runnable_steps, runtime_for
+from runs.service import PendingStep
 
 STEP_APPROVAL = "step_approval"
 TOOL_CALL_APPROVAL = "tool_call_approval"
@@ -99,51 +95,38 @@ def _invalid(reason: str) -> ProtocolError:
 
 async def pending(task_pk: int) -> list[Pending]:
     """The interrupts of the notebook's active turn, in the order its steps would run."""
-    view = await database_sync_to_async(service.notebook_view)(task_pk)
-    if view.active is None or view.running:
-        return []
-    runtime = await runtime_for(task_pk)
-    turn_id = view.active.engine_id
-    state = await runtime.runner.aget_task_state(turn_id)
     found: list[Pending] = []
-    for step in await runnable_steps(runtime, turn_id):
-        queued = view.step(step.step_id)
-        if queued is None or queued.status not in service.RUNNABLE:
-            continue
-        spent_out = await database_sync_to_async(service.budget_wait)(step.step_id)
-        if (
-            spent_out is not None
-        ):  # approving it raises the budget (the calls go with it)
-            found.append(_budget(step, spent_out))
-        elif step.kind is StepKind.HUMAN_INPUT and not step.input:
-            found += _questions(step, WorkflowRunState.of(state.task))
-        elif step.kind is StepKind.TOOL_CALLS and view.mode == ApprovalMode.TOOLS:
+    for step in await service.pending_steps(task_pk):
+        if step.asks == "budget":
+            found.append(_budget(step))
+        elif step.asks == "answers":
+            found += _questions(step)
+        elif step.asks == "calls":
             found += _calls(step)
-        if not any(p.step_id == step.step_id for p in found):
-            found.append(
-                _step(step)
-            )  # also a tool-call step whose calls are all decided
+        else:
+            found.append(_step(step))
     return found
 
 
-def _step(step: TaskStep) -> Pending:
-    shown = (step.input or "").strip()
+def _step(step: PendingStep) -> Pending:
+    shown = step.input.strip()
     return Pending(
         Interrupt(
             id=f"step:{step.step_id}",
             reason=STEP_APPROVAL,
-            message=f"Run the {step.kind.value.replace('_', ' ')} step"
+            message=f"Run the {step.kind.replace('_', ' ')} step"
             + (f": {shown[:500]}" if shown else ""),
             response_schema=_STEP_SCHEMA,
-            metadata={"step_id": step.step_id, "kind": step.kind.value},
+            metadata={"step_id": step.step_id, "kind": step.kind},
         ),
         step.step_id,
     )
 
 
-def _budget(step: TaskStep, budget: dict[str, Any]) -> Pending:
+def _budget(step: PendingStep) -> Pending:
     """A step that waits because spending reached a budget: resuming it with `approve` raises
     the budget (recorded) and runs it; cancelling the interrupt stops the turn."""
+    budget = step.budget or {}
     return Pending(
         Interrupt(
             id=f"step:{step.step_id}",
@@ -153,7 +136,7 @@ def _budget(step: TaskStep, budget: dict[str, Any]) -> Pending:
             response_schema=_BUDGET_SCHEMA,
             metadata={
                 "step_id": step.step_id,
-                "kind": step.kind.value,
+                "kind": step.kind,
                 "budget": budget,
             },
         ),
@@ -161,54 +144,48 @@ def _budget(step: TaskStep, budget: dict[str, Any]) -> Pending:
     )
 
 
-def _calls(step: TaskStep) -> list[Pending]:
+def _calls(step: PendingStep) -> list[Pending]:
     return [
         Pending(
             Interrupt(
                 id=f"call:{step.step_id}:{call.tool_id}",
                 reason=TOOL_CALL_APPROVAL,
-                message=f"Run {call.tool_name}({json.dumps(call.tool_kwargs)})",
+                message=f"Run {call.tool_name}({json.dumps(call.arguments)})",
                 tool_call_id=call.tool_id,
                 response_schema=_CALL_SCHEMA,
                 metadata={
                     "step_id": step.step_id,
                     "tool_name": call.tool_name,
-                    "arguments": call.tool_kwargs,
+                    "arguments": call.arguments,
                     # a plan's call: as planned, with its references ("$1", "y1")
-                    "planned_arguments": call.planned_kwargs,
+                    "planned_arguments": call.planned_arguments,
                 },
             ),
             step.step_id,
             tool_id=call.tool_id,
         )
-        for call in step.tool_calls or []
-        if call.decision is ToolCallDecision.PENDING
+        for call in step.calls
     ]
 
 
-def _questions(step: TaskStep, run: WorkflowRunState) -> list[Pending]:
-    waiters = [str(w) for w in step.step_state.get("questions", [])]
-    found = []
-    for waiter in waiters:
-        question = run.questions.get(waiter)
-        found.append(
-            Pending(
-                Interrupt(
-                    id=f"question:{step.step_id}:{waiter}",
-                    reason=INPUT_REQUIRED,
-                    message=question.prefix if question else "a question from a tool",
-                    tool_call_id=question.tool_id if question else None,
-                    response_schema=_ANSWER_SCHEMA,
-                    metadata={
-                        "step_id": step.step_id,
-                        "agent": question.agent if question else None,
-                    },
-                ),
-                step.step_id,
-                waiter_id=waiter,
-            )
+def _questions(step: PendingStep) -> list[Pending]:
+    return [
+        Pending(
+            Interrupt(
+                id=f"question:{step.step_id}:{question.waiter_id}",
+                reason=INPUT_REQUIRED,
+                message=question.prefix
+                if question.prefix is not None
+                else "a question from a tool",
+                tool_call_id=question.tool_id,
+                response_schema=_ANSWER_SCHEMA,
+                metadata={"step_id": step.step_id, "agent": question.agent},
+            ),
+            step.step_id,
+            waiter_id=question.waiter_id,
         )
-    return found
+        for question in step.questions
+    ]
 
 
 # --- answering them ----------------------------------------------------------------------------

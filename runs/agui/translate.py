@@ -51,9 +51,8 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as AguiToolCall
 
-from runs.engine.tools import model_text
 from runs.protocol.wire import api_value_url, js_length
-from runs.service import ModelCut
+from runs.service import ModelCut, text_as_read
 
 # Our events that AG-UI has no event for but a client may want, sent as CUSTOM "agentui.<type>".
 CUSTOM_TYPES = frozenset(
@@ -455,7 +454,7 @@ class RunTranslator:
         return ToolCallResultEvent(
             message_id=f"result:{tool_id}",
             tool_call_id=tool_id,
-            content=model_text(content, model_chars),
+            content=text_as_read(content, model_chars),
             role="tool",
             metadata=metadata,
             timestamp=_ms(payload.get("at")),

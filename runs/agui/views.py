@@ -34,23 +34,19 @@ from runs.agui.interrupts import ResumePlan, begin, carry_on, pending, plan_resu
 from runs.agui.threads import Thread, find_thread, start_thread
 from runs.agui.translate import RunTranslator
 from runs.conf import conf
-from runs.engine.workflow.run_state import WorkflowRunState
-from runs.engine.workflow.worker import AgentWorkflowWorker
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError, validate_action
 from runs.protocol.checks import storable_problem
 from runs.service import (
     AuthFailed,
-    NotebookFeed,
-    all_presets,
     arequest_user,
     auth_failed_response,
     check_send,
-    runtime_for,
     spawn,
     unauthenticated_response,
 )
-from runs.service import FeedItem as Item
+from runs.service.surfaces import FeedItem as Item
+from runs.service.surfaces import NotebookFeed, all_presets
 
 logger = logging.getLogger(__name__)
 
@@ -228,18 +224,6 @@ async def _run_agent(request: HttpRequest) -> HttpResponseBase:
     return response
 
 
-async def shared_state(task_pk: int) -> dict[str, Any] | None:
-    """A Team notebook's shared state as its last turn left it (None for other agents)."""
-    runtime = await runtime_for(task_pk)
-    if not isinstance(runtime.runner.agent_worker, AgentWorkflowWorker):
-        return None
-    view = await database_sync_to_async(service.notebook_view)(task_pk)
-    if view.latest is None:
-        return {}
-    state = await runtime.runner.aget_task_state(view.latest.engine_id)
-    return dict(WorkflowRunState.of(state.task).state)
-
-
 def _refuse_client_tools(given: RunAgentInput) -> None:
     """Client tools and context are refused, not ignored: the agent would otherwise answer as
     if it had them. (Tools here run on the server, approved by a person.)"""
@@ -267,7 +251,7 @@ async def _refuse_state_changes(given: RunAgentInput, thread: Thread | None) -> 
             ErrorCode.INVALID_INPUT,
             "state: a new thread starts from its agent's own state; send none",
         )
-    current = await shared_state(thread.task_pk)
+    current = await service.shared_state(thread.task_pk)
     if current is None:
         raise ProtocolError(
             ErrorCode.INVALID_INPUT,
@@ -465,7 +449,7 @@ class AgentRun:
         return self.translator.messages(await self._conversation())
 
     async def _shared_state(self) -> dict[str, Any] | None:
-        return await shared_state(self.thread.task_pk)
+        return await service.shared_state(self.thread.task_pk)
 
     async def _end(self, conductor: asyncio.Task[None]) -> list[BaseEvent]:
         failure = conductor.exception()

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from runs.conf import conf
 from runs.engine import (
     LLM,
     AgentRunner,
@@ -335,7 +335,7 @@ def _configured(name: str, config: dict[str, Any], base: Preset | None) -> Prese
 def presets() -> dict[str, Preset]:
     """Every available preset by name: the built-ins, changed and extended by AGENTUI_PRESETS."""
     available = _builtin()
-    for name, config in (getattr(settings, "AGENTUI_PRESETS", None) or {}).items():
+    for name, config in (conf().presets or {}).items():
         if config is None:  # `"llm_compiler": None` hides a built-in
             available.pop(name, None)
             continue

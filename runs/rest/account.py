@@ -21,6 +21,7 @@ from runs.models import Attachment
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.router import router
 from runs.rest.schemas import ErrorOut
+from runs.service import surfaces
 
 ImageId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
@@ -114,7 +115,7 @@ class McpToolOut(Schema):
 def list_mcp_tools(request: HttpRequest) -> list[Any]:
     """The MCP tools you may give a new notebook (`mcp_tools` of `POST /notebooks/`), as the
     new-notebook page lists them."""
-    return list(service.available_mcp_tools(_owner(request).pk))
+    return list(surfaces.available_mcp_tools(_owner(request).pk))
 
 
 class InboxSettingsOut(Schema):

@@ -17,11 +17,11 @@ from runs.rest.schemas import ErrorOut, PresetOut
 from runs.service import (
     MAX_PRESET_NAME_CHARS,
     ComposeConfig,
-    all_presets,
     delete_user_preset,
     save_user_preset,
     user_presets,
 )
+from runs.service.surfaces import all_presets
 
 NOT_FOUND: dict[int | tuple[int, ...], Any] = {404: ErrorOut}
 

@@ -19,7 +19,8 @@ from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
 from runs.rest.router import router
 from runs.rest.schemas import ErrorOut, NotebookDetail, StepId, ToolId
-from runs.service import ForkError, fork_notebook, llm_settings
+from runs.service import fork_notebook, llm_settings
+from runs.service.surfaces import ForkError
 from runs.traces.annotations import (
     MAX_COMMENT_CHARS,
     NewAnnotation,

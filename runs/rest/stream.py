@@ -7,7 +7,7 @@ stored, and the model's tokens as they stream. Every stored event is an SSE mess
 gets exactly the events it missed, each once and in order; tokens carry no id (they are not
 stored: a step's text comes whole in its stored events).
 
-The stream is a `runs.service.NotebookFeed`, the same follower AG-UI runs use: it fills gaps
+The stream is a `runs.surfaces.NotebookFeed`, the same follower AG-UI runs use: it fills gaps
 the channel layer left from the Event table and reads that table alone while the layer fails.
 How many streams one person may hold open in one server process is bounded
 (`AGENTUI_STREAMS_PER_USER`); each closes after `AGENTUI_STREAM_MAX_S` (a client reconnects
@@ -26,12 +26,12 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Query
 
-from runs import service
 from runs.conf import conf
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.reading import MAX_SEQ, NOT_FOUND, own_notebook, wire_event
 from runs.rest.router import router
 from runs.rest.schemas import ErrorOut
+from runs.service import surfaces
 
 KEEPALIVE_S = 15.0
 REPLAY_BATCH = 200
@@ -54,7 +54,7 @@ An event too large for a stream comes cut, as in `/events/`; its `truncated` lis
 where each value downloads whole."""
 
 
-def _event(task_pk: int, item: service.FeedItem) -> str:
+def _event(task_pk: int, item: surfaces.FeedItem) -> str:
     assert item.seq is not None
     payload = wire_event(task_pk, item.seq, item.payload)
     return _message("event", {"seq": item.seq, "event": payload}, item.seq)
@@ -94,7 +94,7 @@ class _Stream:
         _open[user_id] += 1
         self.user_id = user_id
         self.counted = True
-        self.feed = service.NotebookFeed(task_pk)
+        self.feed = surfaces.NotebookFeed(task_pk)
         self.after = after
 
     def close(self) -> None:  # Django calls it when the response is done
@@ -108,7 +108,7 @@ class _Stream:
         return _follow(self.feed, self.after)
 
 
-async def _follow(feed: service.NotebookFeed, after: int) -> AsyncIterator[str]:
+async def _follow(feed: surfaces.NotebookFeed, after: int) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     ends_at = loop.time() + conf().stream_max_s
     try:

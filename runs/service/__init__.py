@@ -6,17 +6,12 @@ action is not allowed, and returns once the action is accepted: its effects arri
 the notebook's channel-layer group. Steps run as asyncio tasks in the caller's event loop.
 
 The entrances import this package (and `runs.traces` for reading stored runs), never its
-modules or the layers below it; `make lint` checks that (import-linter, .importlinter).
+modules or the layers below it, save `runs.service.surfaces`: the few realtime, telemetry and
+preset objects they use as they are. This package re-exports only the service's own names, and
+no runner: a surface reads a notebook through read models (`notebook_view`, `pending_steps`,
+`shared_state`, `conversation_messages`). `make lint` checks that (import-linter, .importlinter).
 """
 
-from runs.demo import EXAMPLE_FILE as DEMO_DATA_FILE
-from runs.demo import DemoExample, demo_example_prompts
-from runs.presets import Preset, all_presets, get_preset
-from runs.presets.mcp import McpToolChoice, available_mcp_tools
-from runs.presets.tools.sample_chart import sample_chart_png
-from runs.realtime.catch_up import follow, unfollow
-from runs.realtime.feed import Item as FeedItem
-from runs.realtime.feed import NotebookFeed
 from runs.service.actions import (
     abandon,
     approve,
@@ -75,7 +70,7 @@ from runs.service.deletion import (
     deletion_of,
 )
 from runs.service.dispatch import perform, take_forwarded
-from runs.service.driver import Origin, runnable_steps
+from runs.service.driver import Origin
 from runs.service.forking import fork_notebook
 from runs.service.health import TIMEOUT_S as HEALTH_TIMEOUT_S
 from runs.service.health import Finding as HealthFinding
@@ -107,6 +102,12 @@ from runs.service.operator import (
     stored_state,
     test_source,
 )
+from runs.service.pending import (
+    PendingQuestion,
+    PendingStep,
+    pending_steps,
+    shared_state,
+)
 from runs.service.policies import (
     ConditionError,
     RuleSpec,
@@ -133,9 +134,10 @@ from runs.service.reading import (
     notebook_view,
     owner_of,
     stream_snapshots,
+    text_as_read,
 )
 from runs.service.recovery import recover_interrupted
-from runs.service.runtime import NotebookRuntime, runtime_for, spawn, wait_idle
+from runs.service.runtime import spawn, wait_idle
 from runs.service.sources import (
     DbSourceError,
     db_source_tables,
@@ -164,10 +166,6 @@ from runs.service.webhooks import (
     webhook_json,
 )
 from runs.service.worker_actions import Decide
-from runs.store.fork import ForkError
-from runs.telemetry import metrics
-from runs.telemetry.config import TelemetryConfig
-from runs.telemetry.spans import trace_id_of
 
 __all__ = [
     "DELETED_MESSAGE",
@@ -192,19 +190,13 @@ __all__ = [
     "waiting_title",
     "MAX_IMAGES_PER_MESSAGE",
     "RUNNABLE",
-    "DEMO_DATA_FILE",
     "AuthFailed",
     "DataError",
-    "DemoExample",
-    "ForkError",
     "ImageRefused",
     "LLMSettings",
-    "NotebookRuntime",
     "NotebookView",
     "Origin",
-    "Preset",
     "StepView",
-    "TelemetryConfig",
     "ConditionError",
     "RuleSpec",
     "abandon",
@@ -224,7 +216,6 @@ __all__ = [
     "db_sources",
     "demo_examples_for",
     "preview_db_table",
-    "all_presets",
     "approve",
     "cancel_data_upload",
     "arequest_user",
@@ -244,14 +235,12 @@ __all__ = [
     "create_token",
     "decide",
     "delete_data_table",
-    "demo_example_prompts",
     "describe_image",
     "discard_upload",
     "edit_input",
     "ensure_recovered",
     "events_after",
     "finish_data_upload",
-    "follow",
     "add_webhook",
     "delivery_json",
     "deliver_due",
@@ -261,12 +250,7 @@ __all__ = [
     "ModelCut",
     "conversation_messages",
     "event_payload",
-    "FeedItem",
-    "NotebookFeed",
     "fork_notebook",
-    "get_preset",
-    "available_mcp_tools",
-    "McpToolChoice",
     "hello_summary",
     "import_data_file",
     "is_held",
@@ -276,7 +260,6 @@ __all__ = [
     "offered_models",
     "max_data_file_bytes",
     "max_image_bytes",
-    "metrics",
     "notebook_view",
     "owner_of",
     "perform",
@@ -305,9 +288,6 @@ __all__ = [
     "reject_tool_call",
     "request_user",
     "revoke_token",
-    "runnable_steps",
-    "runtime_for",
-    "sample_chart_png",
     "send_message",
     "set_mode",
     "size_text",
@@ -316,10 +296,13 @@ __all__ = [
     "start_data_upload",
     "store_upload",
     "stream_snapshots",
-    "trace_id_of",
+    "text_as_read",
+    "PendingQuestion",
+    "PendingStep",
+    "pending_steps",
+    "shared_state",
     "unauthenticated_response",
     "undo",
-    "unfollow",
     "wait_idle",
     "wait_run",
     "wait_settled",

@@ -9,7 +9,6 @@ Django's email backend sends it (the console backend unless `EMAIL_BACKEND` says
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -88,9 +87,8 @@ def site_url() -> str:
     if url:
         return url.rstrip("/")
     # where `make run` serves (HOST, PORT), as the login link's command reads it
-    return (
-        f"http://{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
-    )
+    values = conf()
+    return f"http://{values.host}:{values.port}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from runs.engine.tools import model_text
 from runs.models import Task, Turn, TurnStatus
 from runs.presets import get_preset
 from runs.realtime.publisher import existing_publisher
@@ -44,6 +45,7 @@ __all__ = [
     "notebook_view",
     "owner_of",
     "stream_snapshots",
+    "text_as_read",
 ]
 
 
@@ -62,6 +64,12 @@ class ConversationMessage:
     images: list[dict[str, Any]] = field(default_factory=list)
     # a tool result the model was given cut: `content` is what it read
     cut: ModelCut | None = None
+
+
+def text_as_read(content: str, model_chars: int | None) -> str:
+    """A stored tool output as the model read it: cut to `model_chars` (a `ModelCut`'s), with
+    the engine's note saying so."""
+    return model_text(content, model_chars)
 
 
 def conversation_messages(task_pk: int) -> list[ConversationMessage]:

@@ -1,6 +1,6 @@
 """The process's exporting state: one sink, one `TraceRecorder` per notebook, and `observe`.
 
-`configure` is called with `settings.AGENTUI_TELEMETRY` on first use (tests call it directly);
+`configure` is called with `conf().telemetry` (AGENTUI_TELEMETRY) on first use (tests call it directly);
 the live publisher hands every event it stores to `observe`. Nothing here can fail or hold up
 a step: a bug is logged, lost spans are counted by the sink.
 """
@@ -128,9 +128,9 @@ def configure(
 
 def _current() -> _Exporting | None:
     if not _configured:
-        from django.conf import settings
+        from runs.conf import conf
 
-        configure(getattr(settings, "AGENTUI_TELEMETRY", None))
+        configure(conf().telemetry)
     return _state
 
 

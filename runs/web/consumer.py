@@ -42,6 +42,7 @@ from runs.protocol import (
     replay_done_message,
     snapshot_message,
 )
+from runs.service import surfaces
 from runs.web import open_sockets
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
             return
         self.group = group_name(self.task_pk)
         self.joined = True
-        service.metrics.socket_opened()
+        surfaces.metrics.socket_opened()
         self.layer_ok = await self._join()
         await service.ensure_recovered()
         await service.take_over(self.task_pk)
@@ -124,11 +125,11 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
         return None
 
     async def disconnect(self, code: int) -> None:
-        service.unfollow(self)
+        surfaces.unfollow(self)
         self.release_socket()
         if self.joined:
             self.joined = False
-            service.metrics.socket_closed()
+            surfaces.metrics.socket_closed()
             try:
                 await asyncio.wait_for(
                     self.channel_layer.group_discard(self.group, self.channel_name), 5
@@ -199,7 +200,7 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
         await self._send_stored(message.last_seq, current)
         self.sent_seq = current
         self.live = True
-        service.follow(self)
+        surfaces.follow(self)
         await self._send(replay_done_message(current))
         for step_id, phase, text in await service.stream_snapshots(self.task_pk):
             await self._send(snapshot_message(step_id, phase or None, text))
@@ -335,7 +336,7 @@ class NotebookConsumer(open_sockets.CountedSocket, AsyncWebsocketConsumer):
 
     async def _refuse(self, error: ProtocolError) -> None:
         """Tell the client its message was refused, and count it (errors by kind)."""
-        service.metrics.error(f"refused:{error.code}")
+        surfaces.metrics.error(f"refused:{error.code}")
         await self._send(error_message(error))
 
     async def _send(self, message: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from runs import service
+from runs.service import surfaces
 
 
 @require_GET
@@ -20,7 +21,7 @@ def data_page(request: HttpRequest) -> HttpResponse:
         "sources_url": reverse("api-v1:data_sources"),
         "max_bytes": service.max_data_file_bytes(),
         "example_url": reverse("runs:data_example"),
-        "example_name": service.DEMO_DATA_FILE.name,
+        "example_name": surfaces.DEMO_DATA_FILE.name,
     }
     return render(request, "runs/data.html", context)
 
@@ -28,7 +29,7 @@ def data_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def data_example(request: HttpRequest) -> FileResponse:
     """The demo's example file, to download and drop on the Data page."""
-    path = service.DEMO_DATA_FILE
+    path = surfaces.DEMO_DATA_FILE
     return FileResponse(
         path.open("rb"),
         as_attachment=True,

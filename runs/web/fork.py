@@ -21,7 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
-from runs.service import ForkError, fork_notebook, llm_settings
+from runs.service import fork_notebook, llm_settings
+from runs.service.surfaces import ForkError
 from runs.traces.compare import compare_notebooks
 
 

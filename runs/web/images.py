@@ -13,10 +13,10 @@ from runs.service import (
     describe_image,
     discard_upload,
     max_image_bytes,
-    sample_chart_png,
     size_text,
     store_upload,
 )
+from runs.service.surfaces import sample_chart_png
 
 
 @require_POST

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from runs import service
 from runs.conf import conf
+from runs.service import surfaces
 
 
 @login_not_required
@@ -66,5 +67,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     return HttpResponse(
-        service.metrics.exposition(), content_type=service.metrics.CONTENT_TYPE
+        surfaces.metrics.exposition(), content_type=surfaces.metrics.CONTENT_TYPE
     )

@@ -24,7 +24,7 @@ from runs.models import (
 )
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
-from runs.service import all_presets, get_preset
+from runs.service.surfaces import all_presets, get_preset
 from runs.traces.export import (
     filtered_notebooks,
     notebook_summary,
@@ -170,7 +170,7 @@ def task_list(request: HttpRequest) -> JsonResponse:
 @require_GET
 def preset_list(request: HttpRequest) -> JsonResponse:
     """`GET /api/presets/`: the agent presets a notebook can use."""
-    from runs.service import demo_example_prompts
+    from runs.service.surfaces import demo_example_prompts
 
     examples: dict[str, str] = {}
     for example in demo_example_prompts():  # a preset's first example stands for it

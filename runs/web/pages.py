@@ -10,26 +10,28 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from runs.conf import conf
 from runs.models import ApprovalMode, NotebookStatus, Task
 from runs.protocol import MAX_TEXT_CHARS
 from runs.service import (
     MAX_IMAGES_PER_MESSAGE,
+    compose_choices,
+    demo_examples_for,
+    max_image_bytes,
+    size_text,
+    user_presets,
+)
+from runs.service.surfaces import (
     TelemetryConfig,
     all_presets,
     available_mcp_tools,
-    compose_choices,
-    demo_examples_for,
     get_preset,
-    max_image_bytes,
-    size_text,
     trace_id_of,
-    user_presets,
 )
 from runs.traces.data_used import data_tables_used
 from runs.web.budgets import budget_context
@@ -262,7 +264,7 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _otel_traces(task: Task) -> dict[str, object] | None:
     """Where this notebook's turns are in the trace store, when runs are exported (else None)."""
-    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    config: TelemetryConfig | None = conf().telemetry
     if config is None:
         return None
     turns = task.turns.order_by("index").values_list("index", "engine_id")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
@@ -12,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_http_methods
 
+from runs.conf import conf
 from runs.service import (
     inbox_count,
     llm_settings,
@@ -34,11 +34,11 @@ class NavLink:
 
 
 def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
-    """Context processor: the header links from settings.AGENTUI_NAV that resolve."""
+    """Context processor: the header links of AGENTUI_NAV that resolve."""
     match = getattr(request, "resolver_match", None)
     current = match.view_name if match else None
     links = []
-    for label, url_name in settings.AGENTUI_NAV:
+    for label, url_name in conf().nav:
         try:
             url = reverse(url_name)
         except NoReverseMatch:  # a page listed before it exists

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import WorkflowConfigError
 from ..events import InputRequiredEvent
-from ..types import Task
+from ..types import Task, TaskStep
 
 KEY = "workflow"
 
@@ -84,3 +84,8 @@ class WorkflowRunState(BaseModel):
                         "what ctx.get returns is kept as it is edited in place, and must stay "
                         "JSON so the run can be saved"
                     ) from None
+
+
+def question_waiters(step: TaskStep) -> list[str]:
+    """The waiter ids of the questions a question step (kind ``human_input``) answers."""
+    return [str(waiter) for waiter in step.step_state.get("questions", [])]

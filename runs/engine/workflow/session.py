@@ -17,7 +17,7 @@ from ..runner import AgentRunner
 from ..state import InMemoryStateStore, TaskState
 from ..types import StepKind, StepStatus, TaskStep, TaskStepOutput, ToolCallDecision
 from .history import close_open_tool_calls
-from .run_state import KEY, WorkflowRunState
+from .run_state import KEY, WorkflowRunState, question_waiters
 
 if TYPE_CHECKING:
     from .workflow import AgentWorkflow
@@ -143,14 +143,14 @@ class RunSession:
         head = state.step_queue[0] if state is not None and state.step_queue else None
         if head is None or head.kind is not StepKind.HUMAN_INPUT or head.input:
             return []
-        return [str(w) for w in head.step_state.get("questions", [])]
+        return question_waiters(head)
 
     def _answered_waiters(self) -> set[str]:
         answered = set(self.answered)
         state = self._state()
         for done in state.completed_steps if state is not None else []:
             if done.task_step.kind is StepKind.HUMAN_INPUT:
-                answered.update(done.task_step.step_state.get("questions", []))
+                answered.update(question_waiters(done.task_step))
         return answered | {e.waiter_id for e in self.inbox if e.waiter_id}
 
     def _bound(self, event: HumanResponseEvent) -> HumanResponseEvent:

@@ -38,7 +38,7 @@ from ..workers.base import BaseAgentWorker
 from ..workers.tool_calls import returns_direct, run_one_call, show_what_runs
 from .context import Context, WaitingForInput
 from .prompts import fill, render_state
-from .run_state import KEY, WorkflowRunState
+from .run_state import KEY, WorkflowRunState, question_waiters
 
 if TYPE_CHECKING:
     from .workflow import AgentWorkflow
@@ -67,7 +67,7 @@ class AgentWorkflowWorker(BaseAgentWorker):
             run.questions[waiter].event(task.task_id)
             for following in output.next_steps
             if following.kind is StepKind.HUMAN_INPUT
-            for waiter in following.step_state.get("questions", [])
+            for waiter in question_waiters(following)
             if waiter in run.questions
         ]
 
@@ -274,7 +274,7 @@ class AgentWorkflowWorker(BaseAgentWorker):
         self, step: TaskStep, task: Task, run: WorkflowRunState, ctx: Context
     ) -> TaskStepOutput:
         """Take the person's answer(s) from the step's input and run the calls that waited for them."""
-        waiters: list[str] = list(step.step_state.get("questions", []))
+        waiters = question_waiters(step)
         answers = _parse_answers(step.input, waiters)
         for waiter_id, answer in answers.items():
             run.answers[waiter_id] = answer

@@ -14,13 +14,12 @@ import urllib.request
 from typing import Any
 from urllib.parse import unquote
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from runs.conf import conf
 from runs.service import HEALTH_TIMEOUT_S as TIMEOUT_S
 from runs.service import HealthFinding as Finding
 from runs.service import (
-    TelemetryConfig,
     check_database,
     check_llm,
     check_redis,
@@ -49,7 +48,7 @@ def settings_env(name: str) -> str:
 def check_telemetry() -> Finding:
     """POST an empty OTLP request: a wrong URL or credentials stop `make run`; a collector that is
     down is only a warning (spans are then dropped and counted; steps never wait for it)."""
-    config: TelemetryConfig | None = getattr(settings, "AGENTUI_TELEMETRY", None)
+    config = conf().telemetry
     if config is None:
         return Finding("ok", "telemetry: off (no OTEL_EXPORTER_OTLP_ENDPOINT)")
     request = urllib.request.Request(
