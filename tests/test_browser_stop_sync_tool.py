@@ -120,7 +120,9 @@ def test_stop_during_a_plain_function_tool_says_it_may_have_run_and_records_its_
     assert (
         step_cells(page).first.locator(".badge.status").first.inner_text() == "stopped"
     )
-    card.scroll_into_view_if_needed()
+    # scrolled in one step of the page's own script: the card is drawn again whenever its step
+    # changes, and Playwright's scroll fails if that happens while it waits for the card to hold still
+    card.evaluate("el => el.scrollIntoView({block: 'center'})")
     shots_at_both_sizes(page, artifacts_dir, "stop-sync-1-stopped")
     # it is stored, not only shown: a reload reads the same from the events
     page.reload()
