@@ -391,14 +391,55 @@ async def test_huge_values_are_cut_by_the_server_before_they_are_read(
     assert small.raw_output["rows"] == [
         [1, "two", "<5000 bytes>", None, 18446744073709551615, "2020-01-02"]
     ]
-    twice = await call(
-        tools["db_query"], source="warehouse", sql="SELECT 1 AS a, 2 AS a"
-    )
-    assert twice.is_error and "name them apart" in twice.content, twice.content
-    escape = await call(
+    # closing the wrap early, as the derived table it was or as the CTE it is, to read a
+    # value of its own unbounded: the server parses the query alone first and refuses it
+    for escape in (
+        "SELECT 1 AS a\n) AS agentui_q UNION ALL SELECT REPEAT('x', 3000000), 1, 1"
+        " FROM (SELECT 1",
+        "SELECT 1 AS a\n) SELECT REPEAT('x', 3000000), 1, 1 UNION ALL SELECT 1, 1, 1"
+        " FROM agentui_q WHERE (1",
+    ):
+        out = await call(tools["db_query"], source="warehouse", sql=escape)
+        assert out.is_error and "SQL syntax" in out.content, out.content
+
+
+async def test_two_columns_of_one_name_are_both_read_under_that_name(
+    my: MySource,
+) -> None:
+    """`SELECT * FROM a JOIN b ON a.id = b.id` names `id` twice: each value read by its
+    position, under its own name, still bounded by the server (a derived table refused the
+    result, asking the model for aliases), in a query that starts with WITH too, and counted
+    when there are more rows than the cap."""
+    for table, text in (("a", "REPEAT('x', 3000)"), ("b", "CONCAT('b', id)")):
+        my.query(f"CREATE TABLE `{my.database}`.{table} (id INT, v TEXT)")
+        my.query(
+            f"INSERT INTO `{my.database}`.{table} SELECT id, {text}"
+            f" FROM `{my.database}`.visits"
+        )
+        my.query(f"GRANT SELECT ON `{my.database}`.{table} TO %s@'%%'", (my.user,))
+    user = await database_sync_to_async(make_user)("alice")
+    await database_sync_to_async(register)(my, everyone=True, timeout_s=20.0)
+    tools = await database_sync_to_async(tools_of)(user.pk)
+    joined = await call(
         tools["db_query"],
         source="warehouse",
-        sql="SELECT 1 AS a\n) AS agentui_q UNION ALL SELECT REPEAT('x', 3000000), 1, 1"
-        " FROM (SELECT 1",
+        sql="SELECT * FROM a JOIN b ON a.id = b.id WHERE a.id <= 2 ORDER BY a.id",
     )
-    assert escape.is_error and "SQL syntax" in escape.content, escape.content
+    assert not joined.is_error, joined.content
+    out = joined.raw_output
+    assert out["columns"] == ["id", "v", "id", "v"], out["columns"]
+    cut = "x" * 2000 + "… (value cut at 2,000 bytes of 3,000)"
+    assert out["rows"] == [[1, cut, 1, "b1"], [2, cut, 2, "b2"]], out["rows"]
+    assert sorted(out["tables"]) == ["a", "b"], out["tables"]
+    assert "2 value(s) were cut" in out["note"], out["note"]
+    many = await call(
+        tools["db_query"],
+        source="warehouse",
+        sql="WITH j AS (SELECT a.id, b.id AS bid FROM a JOIN b ON a.id = b.id)"
+        " SELECT id, bid AS id, 'same' AS id FROM j ORDER BY j.id",
+    )
+    assert not many.is_error, many.content
+    out = many.raw_output
+    assert out["columns"] == ["id", "id", "id"], out["columns"]
+    assert out["rows"][:2] == [[1, 1, "same"], [2, 2, "same"]], out["rows"]
+    assert out["truncated"] and out["total_rows"] == 500, out

@@ -10,11 +10,12 @@
   (`max_statement_time`, seconds, on MariaDB; `max_execution_time`, milliseconds, on MySQL,
   which applies it to SELECT), with `lock_wait_timeout`; the socket has connect and read
   timeouts too, so a server that stops answering cannot hold the thread;
-- the query is first prepared alone (`PREPARE ... FROM` its text as a string: the server
-  parses exactly it, one statement, and runs nothing) and described (`LIMIT 0` over it), then
-  read through a SELECT over it that has the server cut every value longer than
-  MAX_VALUE_BYTES (`LENGTH`, `LEFT`), so no value is read whole (a derived table needs unique
-  column names: a result naming two alike is refused, saying so);
+- the query is first prepared alone (the binary protocol's COM_STMT_PREPARE of its text: the
+  server parses exactly it, one statement, runs nothing, and describes its columns), then
+  read as a CTE whose column list renames its columns by position (`WITH agentui_q
+  (agentui_1, …) AS (...)`, so two columns of one name are read as two and keep their names)
+  through a SELECT that has the server cut every value longer than MAX_VALUE_BYTES
+  (`LENGTH`, `LEFT`), so no value is read whole;
 - that is read through an unbuffered cursor (`SSCursor`): at most the row cap + 1 rows are
   fetched, and a result not read to its end is dropped with its connection (reading it to the
   end is what a cursor's close would do); the count of all rows, when needed, runs in a
@@ -30,6 +31,7 @@
 from __future__ import annotations
 
 import re
+import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +39,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pymysql
+from pymysql.constants import COMMAND
 from pymysql.cursors import SSCursor
+from pymysql.protocol import FieldDescriptorPacket
 
 from runs.presets.tools.dbsource.common import (
     CONNECT_TIMEOUT_S,
@@ -68,7 +72,6 @@ _READ_ONLY = {
     1836,
 }  # read-only transaction, --read-only server, read-only mode
 _PERMISSION = {1044, 1142, 1143, 1227, 1370}
-_DUPLICATE_COLUMN = 1060
 # FIELD_TYPE codes of a small fixed size (numbers, dates and times, BIT, ENUM, SET): read as
 # they are, since a CASE over some of them (BIGINT UNSIGNED) would turn them into decimals
 _FIXED_TYPES = frozenset(
@@ -287,43 +290,59 @@ def _tables_read(session: _Session, sql: str) -> list[str]:
     return sorted({str(name) for (name,) in found})
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+def _described(session: _Session, sql: str) -> list[tuple[str, int]]:
+    """(name, FIELD_TYPE code) of each column of `sql`, as the server prepares it alone
+    (COM_STMT_PREPARE: it parses exactly `sql`, one whole statement, and runs nothing). The
+    binary protocol's prepare, since PyMySQL has none of its own: the text protocol describes
+    a query only by running something over it, and a derived table or a CTE without a column
+    list refuses two columns of one name (`SELECT * FROM a JOIN b ON a.id = b.id`)."""
+    connection = session.connection
+    session.arm()
+    connection._execute_command(COMMAND.COM_STMT_PREPARE, sql)
+    # OK: status, statement id, columns, parameters (an error packet raises here)
+    statement, columns, params = struct.unpack(
+        "<xIHH", connection._read_packet().read(9)
+    )
+    try:
+        # a definition per parameter, then one per column, each list closed by an EOF (PyMySQL
+        # never asks for CLIENT_DEPRECATE_EOF)
+        for _ in range(params + (1 if params else 0)):
+            connection._read_packet()
+        fields = [
+            connection._read_packet(FieldDescriptorPacket) for _ in range(columns)
+        ]
+        if columns:
+            connection._read_packet()
+    finally:
+        # no answer comes to a close
+        connection._execute_command(
+            COMMAND.COM_STMT_CLOSE, struct.pack("<I", statement)
+        )
+    return [(str(field.name), int(field.type_code)) for field in fields]
+
+
+def _over(sql: str, columns: int) -> str:
+    """`sql` as the CTE `agentui_q` whose columns are renamed by position (`agentui_1`, …), so
+    two of one name are two columns (MySQL 8+, MariaDB 10.3+); the outer query follows."""
+    names = ", ".join(f"agentui_{i}" for i in range(1, columns + 1))
+    return f"WITH agentui_q ({names}) AS (\n{sql}\n)"
 
 
 def _bounded(session: _Session, sql: str) -> Bounded:
     """`sql` read with each value cut by the server past MAX_VALUE_BYTES. The server parses
-    `sql` alone first (a PREPARE of it as a string), so only one whole statement is wrapped."""
-    try:
-        session.arm()
-        session.cursor.execute("PREPARE agentui_check FROM %s", (sql,))
-        session.cursor.execute("DEALLOCATE PREPARE agentui_check")
-        session.arm()
-        session.cursor.execute(f"SELECT * FROM (\n{sql}\n) AS agentui_q LIMIT 0")
-        described = [(str(c[0]), c[1]) for c in session.cursor.description or []]
-        session.cursor.fetchall()
-    except pymysql.MySQLError as exc:
-        code = exc.args[0] if exc.args else 0
-        if code != _DUPLICATE_COLUMN:
-            raise
-        said = session.spec.scrub(str(exc.args[1]) if len(exc.args) > 1 else str(exc))
-        raise DbSourceError(
-            f"source {session.spec.name!r} reads a result whose columns each have a name of"
-            f" their own (it bounds each value's size through a subquery): {said}; name"
-            " them apart (… AS name)",
-            "invalid",
-        ) from None
+    `sql` alone first (`_described`), so only one whole statement is wrapped; its columns are
+    read by position and keep their own names, two alike included."""
+    described = _described(session, sql)
     refs = [
         Column(
             name,
-            f"agentui_q.{_quoted(name)}",
-            None if kind in _FIXED_TYPES else f"agentui_q.{_quoted(name)}",
+            f"agentui_q.agentui_{i}",
+            None if kind in _FIXED_TYPES else f"agentui_q.agentui_{i}",
         )
-        for name, kind in described
+        for i, (name, kind) in enumerate(described, 1)
     ]
-    source = f"(\n{sql}\n) AS agentui_q"
-    query = bounded_select(source, refs, "LENGTH({text})", "LEFT({text}, {n})")
-    return Bounded(query, [c.name for c in refs])
+    select = bounded_select("agentui_q", refs, "LENGTH({text})", "LEFT({text}, {n})")
+    return Bounded(f"{_over(sql, len(refs))}\n{select}", [c.name for c in refs])
 
 
 def _read(
@@ -338,12 +357,12 @@ def _read(
 
 
 def _count(
-    spec: SourceSpec, text: str, cancel: Cancel | None, ends: float
+    spec: SourceSpec, text: str, columns: int, cancel: Cancel | None, ends: float
 ) -> int | None:
     try:
         with _session(spec, cancel, ends) as session:
             [(total,)] = session.rows_of(
-                f"SELECT COUNT(*) FROM (\n{text}\n) AS agentui_q"
+                f"{_over(text, columns)}\nSELECT COUNT(*) FROM agentui_q"
             )
     except (DbSourceError, pymysql.MySQLError, ValueError):
         return None
@@ -380,7 +399,7 @@ def run_query(
             raise _explain(spec, exc, cancel) from None
     if cancel is not None and cancel.cancelled:
         raise stopped()
-    total = _count(spec, text, cancel, ends) if more else None
+    total = _count(spec, text, len(columns), cancel, ends) if more else None
     return Fetched(columns, rows, more, tables, total)
 
 
