@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,24 @@ def _postgres_url(params: dict[str, Any], name: str) -> str:
     return f"postgres://{auth}@{params['host']}:{params['port']}/{name}"
 
 
+@contextmanager
+def _postgres_database(prefix: str, template: str = "") -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database (a copy of `template` if given): its name and URL; dropped
+    at the end."""
+    import psycopg
+
+    params = _admin_params()
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"{copy}')
+    try:
+        yield name, _postgres_url(params, name)
+    finally:
+        with psycopg.connect(**params, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="module")
 def migrated_template(
     tmp_path_factory: pytest.TempPathFactory,
@@ -66,18 +84,9 @@ def migrated_template(
         _migrate(subprocess_env(DATABASE_URL=url))
         yield url
         return
-    import psycopg
-
-    params = _admin_params()
-    name = f"agentui_restart_template_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        _migrate(subprocess_env(DATABASE_URL=_postgres_url(params, name)))
+    with _postgres_database("agentui_restart_template") as (name, url):
+        _migrate(subprocess_env(DATABASE_URL=url))
         yield name
-    finally:
-        with psycopg.connect(**params, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _migrate(env: dict[str, str]) -> None:
@@ -97,17 +106,8 @@ def database_url(migrated_template: str, tmp_path: Path) -> Iterator[str]:
                 source.backup(copy)
         yield f"sqlite:///{target}"
         return
-    import psycopg
-
-    params = _admin_params()
-    name = f"agentui_restart_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(**params, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_template}"')
-    try:
-        yield _postgres_url(params, name)
-    finally:
-        with psycopg.connect(**params, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _postgres_database("agentui_restart", template=migrated_template) as (_, url):
+        yield url
 
 
 @pytest.fixture
