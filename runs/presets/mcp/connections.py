@@ -25,14 +25,14 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from runs.presets.mcp.spec import ServerSpec
+
+if TYPE_CHECKING:  # the SDK (~0.5 s to import) loads when a server is first used
+    from mcp import ClientSession
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ class Connection:
         return " ".join(text.split())[-STDERR_TAIL_CHARS:]
 
     async def _hold(self) -> None:
+        from mcp import ClientSession
+
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
@@ -158,6 +160,10 @@ class Connection:
                 group.cancel_scope.cancel()
 
     def _transport(self) -> Any:
+        from mcp import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         spec = self.spec
         if spec.is_http:
             client = create_mcp_http_client(headers=dict(spec.headers) or None)

@@ -17,7 +17,6 @@ import unicodedata
 from typing import Any, cast
 
 from django.utils import timezone
-from mcp.types import PaginatedRequestParams
 
 from runs.conf import conf
 from runs.engine.schema_check import SafeSchema, SchemaRefused
@@ -115,6 +114,8 @@ def checked_tools(
 
 async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
     """The server's tools as it lists them (a session of its own, closed afterwards)."""
+    from mcp.types import PaginatedRequestParams
+
     settings = conf()
     connection = Connection(spec)
     try:

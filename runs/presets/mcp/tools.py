@@ -10,15 +10,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
-
-from mcp.types import (
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    TextContent,
-    TextResourceContents,
-)
+from typing import TYPE_CHECKING, Any
 
 from runs.conf import conf
 from runs.engine.schema_tool import SchemaTool
@@ -27,6 +19,9 @@ from runs.models import McpServer
 from runs.presets.grants import granted_to
 from runs.presets.mcp.connections import McpError, session_for, stopped, went_through
 from runs.presets.mcp.spec import ServerSpec
+
+if TYPE_CHECKING:  # the SDK loads when a server is first used, not at every boot
+    from mcp.types import CallToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +163,13 @@ def _output(spec: ServerSpec, tool_name: str, result: CallToolResult) -> ToolOut
 
 
 def _text_of(result: CallToolResult) -> str:
+    from mcp.types import (
+        EmbeddedResource,
+        ImageContent,
+        TextContent,
+        TextResourceContents,
+    )
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, TextContent):
