@@ -42,10 +42,9 @@ import logging
 import secrets
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx2
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -66,6 +65,9 @@ from runs.models import (
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service.notify import site_url
 from runs.store.queries import notebook_view
+
+if TYPE_CHECKING:  # loaded when deliveries are sent, not at every boot
+    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -370,6 +372,8 @@ def _record(
 
 
 async def _send(client: httpx2.AsyncClient, row: WebhookDelivery) -> None:
+    import httpx2
+
     hook = row.webhook
     where = await asyncio.to_thread(pinned, hook.url)
     if isinstance(where, str):
@@ -405,6 +409,8 @@ async def deliver_due(now: dt.datetime | None = None) -> int:
     rows = await database_sync_to_async(_claim_due)(now or timezone.now())
     if not rows:
         return 0
+    import httpx2
+
     timeout = conf().webhook_timeout_s
     async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as client:
         await asyncio.gather(*(_send(client, row) for row in rows))

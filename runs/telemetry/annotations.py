@@ -19,11 +19,12 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING, Any
 
 from .config import TRACES_PATH
+
+if TYPE_CHECKING:  # loaded by the sending thread, not at every boot
+    import httpx2
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ class ReviewSender:
         return True
 
     def _run(self) -> None:
+        import httpx2
+
         with httpx2.Client(timeout=self.timeout_s) as client:
             while True:
                 review = self.queue.get()
@@ -109,6 +112,8 @@ class ReviewSender:
                     self.queue.task_done()
 
     def _post(self, client: httpx2.Client, review: Review) -> None:
+        import httpx2
+
         wait = FIRST_WAIT_S
         for attempt in range(TRIES):
             try:

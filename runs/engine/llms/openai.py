@@ -15,10 +15,8 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
-import httpx2
-import openai
 import orjson
 
 from ..errors import LLMError
@@ -30,6 +28,13 @@ from .per_loop import PerLoop
 from .silence import Silence
 from .sse import ServerEvent, SSEDecoder
 from .wire_cache import WireCache
+
+if TYPE_CHECKING:
+    # The SDK and its HTTP stacks take ~0.5 s to import: they load at the first model call
+    # (or error), so a process that never calls a model (`manage.py migrate`, a seeder,
+    # the admin) starts without them.
+    import httpx2
+    import openai
 
 T = TypeVar("T")
 
@@ -254,6 +259,9 @@ def llm_error(exc: BaseException, started: bool = False) -> LLMError:
 
     ``started``: part of a streamed reply had come, so a broken connection cut it off.
     """
+    import httpx2
+    import openai
+
     lost = _lost_connection(exc)
     if lost is None and isinstance(
         exc, (openai.APITimeoutError, httpx2.TimeoutException)
@@ -357,6 +365,8 @@ class OpenAI(LLM):
         return self._metadata
 
     def _new_client(self) -> openai.AsyncOpenAI:
+        import openai
+
         http_client = (
             openai.DefaultAioHttpClient(timeout=self.timeout)
             if self.transport == "aiohttp"
@@ -408,6 +418,8 @@ class OpenAI(LLM):
 
     async def _post(self, body: bytes) -> httpx2.Response:
         """Send through the SDK (its retries, timeouts and error types); the raw response back."""
+        import httpx2
+
         client = await self._clients.get(self._new_client)
         return await client.post(
             "/chat/completions",
@@ -425,6 +437,9 @@ class OpenAI(LLM):
         tool_choice: ToolChoice | None = None,
         parallel_tool_calls: bool | None = None,
     ) -> AsyncIterator[ChatResponse]:
+        import httpx2
+        import openai
+
         request = self._request(messages, tools, stop, tool_choice, parallel_tool_calls)
         if not self.streaming:
             yield await self._complete(request)
@@ -482,6 +497,9 @@ class OpenAI(LLM):
         return _silence_error(self.first_byte_timeout, "before its first byte")
 
     async def _complete(self, body: bytes) -> ChatResponse:
+        import httpx2
+        import openai
+
         try:
             response = await _within(
                 self._post(body), self.first_byte_timeout, "before its reply"
