@@ -1,0 +1,83 @@
+"""The Model Context Protocol servers an admin configured (runs.presets.mcp)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+
+class McpTransport(models.TextChoices):
+    STDIO = "stdio", "Command (stdio)"
+    HTTP = "http", "URL (streamable HTTP)"
+
+
+class McpServer(models.Model):
+    """A Model Context Protocol server an admin configured; its tools can be picked per notebook.
+
+    `tools` is the server's tool listing as last fetched (runs.presets.mcp.listing), already
+    checked: names fit the OpenAI function-name pattern, descriptions and schemas are capped.
+    Notebooks offer these to the model without starting the server; it starts on the first call.
+    """
+
+    name = models.CharField(
+        max_length=20,
+        unique=True,
+        validators=[
+            RegexValidator(
+                r"^[a-z][a-z0-9_]{0,19}$",
+                "a lower-case letter, then lower-case letters, digits or _",
+            )
+        ],
+        help_text="Short name, the prefix of its tools' names (`time` gives `time__get_current_time`): "
+        "a lower-case letter, then letters, digits or _",
+    )
+    description = models.CharField(max_length=300, blank=True)
+    transport = models.CharField(
+        max_length=8, choices=McpTransport.choices, default=McpTransport.STDIO
+    )
+    command = models.CharField(
+        max_length=500, blank=True, help_text="stdio: the program to run"
+    )
+    args = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='stdio: its arguments, a JSON list ["--flag", "value"]',
+    )
+    env = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='stdio: extra environment variables, a JSON object {"NAME": "value"}',
+    )
+    url = models.URLField(
+        max_length=500, blank=True, help_text="streamable HTTP: the endpoint URL"
+    )
+    headers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='streamable HTTP: request headers, a JSON object {"Authorization": "Bearer …"}',
+    )
+    enabled = models.BooleanField(default=True)
+    everyone = models.BooleanField(
+        default=False,
+        help_text="Every user may pick its tools (else only those granted)",
+    )
+    users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="mcp_servers"
+    )
+    groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="mcp_servers"
+    )
+    tools = models.JSONField(default=list, blank=True, editable=False)
+    tools_note = models.TextField(
+        blank=True, default="", editable=False, help_text="what the last fetch said"
+    )
+    tools_fetched_at = models.DateTimeField(null=True, blank=True, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP server"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
