@@ -34,7 +34,7 @@ CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_U
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
-.PHONY: help run test test-fast lint login-link clean vendor phoenix check-run
+.PHONY: help run test test-fast lint login-link clean vendor phoenix check-run test-setup
 
 help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
@@ -71,6 +71,11 @@ $(PHOENIX_STAMP): requirements-phoenix.txt
 
 # the telemetry tests' trace store (make test does this itself)
 phoenix: $(PHOENIX_STAMP)
+
+# What the tests need installed, side by side: the test venv, Phoenix's venv and the AG-UI
+# client are independent, and on a fresh clone their installs are most of the setup's time.
+test-setup:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP)
 
 # Without npm the AG-UI client tests skip (and fail under AGENTUI_REQUIRE_SERVICES=1, as in CI,
 # where .ci/run installs nodejs and npm first).
@@ -121,7 +126,7 @@ lint: $(TEST_STAMP)
 	  echo "symbolic links are tracked (git rm --cached them):"; git ls-files -s | grep '^120000 '; exit 1; fi
 	@$(PY) -m mypy --config-file mypy.ini
 
-test: $(TEST_STAMP) $(PHOENIX_STAMP) $(AGUI_STAMP) lint
+test: test-setup lint
 	@set -u; \
 	services_ok=1; \
 	problems=$$($(SERVICES_ENV) $(PY) manage.py preflight --no-llm --quiet 2>&1) || services_ok=0; \
