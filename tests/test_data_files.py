@@ -19,7 +19,7 @@ from runs.demo.files import DATA_PROMPT, EXAMPLE_FILE, data_file_rules
 from runs.engine.testing import Script
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
-from runs.service import surfaces
+from runs.service import surfaces, uploads
 from tests.live_support import llm_at
 from tests.metrics_support import samples, value
 from tests.rest_support import API, Api, user_with_token
@@ -261,7 +261,7 @@ def uploads_left(data_dir: Path) -> list[str]:
 async def test_a_file_sent_in_parts_becomes_a_table_and_leaves_no_upload(
     monkeypatch: pytest.MonkeyPatch, data_dir: Path
 ) -> None:
-    monkeypatch.setattr(data, "PART_BYTES", 40)
+    monkeypatch.setattr(uploads, "PART_BYTES", 40)
     user, token = await user_with_token("alice")
     api = PartsApi(token)
     started = await api.start("visits.csv", len(CSV))
@@ -284,7 +284,7 @@ async def test_a_file_sent_in_parts_becomes_a_table_and_leaves_no_upload(
 async def test_parts_refused_clearly_and_nothing_half_made(
     monkeypatch: pytest.MonkeyPatch, data_dir: Path
 ) -> None:
-    monkeypatch.setattr(data, "PART_BYTES", 40)
+    monkeypatch.setattr(uploads, "PART_BYTES", 40)
     user, token = await user_with_token("alice")
     api = PartsApi(token)
     upload = (await api.start("visits.csv", len(CSV))).json()
@@ -377,7 +377,7 @@ async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
     api = DataApi(token)
     assert (await api.upload("visitors.csv", CSV)).status_code == 201
     monkeypatch.setattr(data, "BUSY_WAIT_S", 0.1)
-    lock = data._lock(user.pk)
+    lock = data.user_lock(user.pk)
     lock.acquire()  # as a long import holds it
     try:
         listed = await api.client.get(f"{API}/data/tables", headers=api.headers)

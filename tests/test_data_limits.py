@@ -26,6 +26,7 @@ from django.test import override_settings
 from runs.engine.tools import FunctionTool, ToolOutput
 from runs.presets.tools import data
 from runs.presets.tools.sql import SQLError
+from runs.service.data_import import data_usage
 from tests.rest_support import user_with_token
 from tests.test_data_files import CSV, DataApi, PartsApi, every_table
 
@@ -346,7 +347,7 @@ async def test_a_user_over_their_quota_is_told_and_keeps_what_they_had() -> None
     user, token = await user_with_token("alice")
     api = DataApi(token)
     assert (await api.upload("kept.csv", CSV)).status_code == 201
-    used = data.data_usage(user.pk)
+    used = data_usage(user.pk)
     assert used > 0
     big = b"n,text\n" + b"".join(
         b"%d,row %d of many\n" % (n, n) for n in range(200_000)
@@ -357,7 +358,7 @@ async def test_a_user_over_their_quota_is_told_and_keeps_what_they_had() -> None
         assert refused.json()["code"] == "over_quota"
         assert "over your" in refused.json()["detail"]
         assert every_table(user.pk) == ["kept"]
-        assert data.data_usage(user.pk) <= used + 1
+        assert data_usage(user.pk) <= used + 1
     with override_settings(AGENTUI_DATA_QUOTA_BYTES=used):
         at_quota = await PartsApi(token).start("more.csv", 10)
         assert at_quota.status_code == 413
