@@ -76,7 +76,7 @@ async def delete_data_table(user_id: int, name: str) -> None:
 async def start_data_upload(
     user_id: int, filename: str, size: int, name: str = ""
 ) -> dict[str, Any]:
-    """Begin an upload in parts (runs.service.uploads.PART_BYTES each)."""
+    """Begin an upload in parts (AGENTUI_DATA_PART_BYTES each)."""
     return await sync_to_async(uploads.start_upload, thread_sensitive=False)(
         user_id, filename, size, name
     )

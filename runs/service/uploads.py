@@ -2,7 +2,7 @@
 their bytes counted, then imported (runs.service.data_import).
 
 Under daphne a request's whole body is held in memory before the app reads it, so a large file
-arrives as parts of at most PART_BYTES, each appended to a file on disk, then imported from
+arrives as parts of at most AGENTUI_DATA_PART_BYTES, each appended to a file on disk, then imported from
 there: memory per request stays one part, however large the file.
 """
 
@@ -89,7 +89,6 @@ def import_uploaded(
 
 # --- uploads in parts (the page; scripts with large files) ------------------------------------
 
-PART_BYTES = 1024 * 1024
 
 MAX_OPEN_UPLOADS = 3
 
@@ -154,7 +153,8 @@ def start_upload(
         (folder / f"{upload_id}.json").write_text(
             json.dumps({"filename": filename, "size": size, "name": name})
         )
-    return {"id": upload_id, "part_bytes": PART_BYTES, "size": size, "received": 0}
+    part_bytes = conf().data_part_bytes
+    return {"id": upload_id, "part_bytes": part_bytes, "size": size, "received": 0}
 
 
 def add_part(user_id: int, upload_id: str, offset: int, chunk: bytes) -> int:
@@ -167,8 +167,9 @@ def add_part(user_id: int, upload_id: str, offset: int, chunk: bytes) -> int:
             raise DataError(
                 f"the next part starts at byte {received:,}, not {offset:,}", "conflict"
             )
-        if len(chunk) > PART_BYTES:
-            raise DataError(f"a part is at most {PART_BYTES:,} bytes", "too_large")
+        part_bytes = conf().data_part_bytes
+        if len(chunk) > part_bytes:
+            raise DataError(f"a part is at most {part_bytes:,} bytes", "too_large")
         if received + len(chunk) > meta["size"]:
             raise DataError(
                 f"more bytes than the {meta['size']:,} announced for {meta['filename']!r}"

@@ -6,7 +6,7 @@ database, lists, describes and deletes tables, and runs queries.
 
 The model reads the tables through `data_query`, `data_tables` and `describe_data_table`. Each
 query runs in a process of its own (runs/presets/tools/duckdb_worker.py) whose memory and CPU
-the kernel caps and which is killed after `TIME_LIMIT_S`, or at once on Stop: DuckDB's own
+the kernel caps and which is killed after `AGENTUI_DATA_QUERY_TIME_LIMIT_S`, or at once on Stop: DuckDB's own
 limits do not hold inside one function call. There the connection is read-only, cannot reach
 files or the network (`enable_external_access` false, no extension loading) and cannot change
 that (`lock_configuration`), one SELECT at a time, with the same row and byte caps as
@@ -16,7 +16,7 @@ data it used.
 
 DuckDB lets one process at a time open a file for writing, and one process cannot open it with
 two configurations at once: so every use opens the file, does its work and closes it, under a
-per-user lock in this process, and waits a little (`BUSY_WAIT_S`) for another process's use.
+per-user lock in this process, and waits a little (`AGENTUI_DATA_BUSY_WAIT_S`) for another process's use.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ from runs.presets.tools.sql import (
     max_rows,
 )
 
-TIME_LIMIT_S = 5.0
-BUSY_WAIT_S = 10.0
 PREVIEW_ROWS = 20
 IMPORTING = "__importing_"
 _READ_ONLY_CONFIG: dict[str, str | bool | int] = {
@@ -123,10 +121,10 @@ def user_lock(user_id: int) -> threading.Lock:
 
 @contextmanager
 def _held(user_id: int) -> Iterator[None]:
-    """The user's lock in this process, waited for at most BUSY_WAIT_S (an import may hold it
+    """The user's lock in this process, waited for at most AGENTUI_DATA_BUSY_WAIT_S (an import may hold it
     for minutes: a query or a listing meanwhile is told so instead of hanging)."""
     lock = user_lock(user_id)
-    if not lock.acquire(timeout=BUSY_WAIT_S):
+    if not lock.acquire(timeout=conf().data_busy_wait_s):
         raise DataError(
             "your data is busy (a file is being imported); try again when it is done",
             "busy",
@@ -147,7 +145,7 @@ def connected(user_id: int, *, write: bool) -> Iterator[duckdb.DuckDBPyConnectio
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     with _held(user_id):
-        deadline = time.monotonic() + BUSY_WAIT_S
+        deadline = time.monotonic() + conf().data_busy_wait_s
         while True:
             try:
                 if write:
@@ -407,7 +405,9 @@ def _query_answer(
     }
     with _held(user_id):
         try:
-            return _ask_worker(user_id, request, TIME_LIMIT_S, stopper)
+            return _ask_worker(
+                user_id, request, conf().data_query_time_limit_s, stopper
+            )
         except DataError as exc:
             if exc.kind == "not_allowed" and scope is not None:
                 raise scope.refusal(str(exc)) from None
