@@ -25,7 +25,7 @@ from django.test import override_settings
 
 from runs.conf import conf
 from runs.engine.tools import FunctionTool, ToolOutput
-from runs.presets.tools import data
+from runs.presets.tools import data, duckdb_processes
 from runs.presets.tools.sql import SQLError
 from runs.service.data_import import data_usage
 from tests.rest_support import user_with_token
@@ -93,9 +93,9 @@ async def test_one_hostile_function_call_stays_within_time_and_memory(
     assert refused.is_error and words in refused.content
     assert took < conf().data_query_time_limit_s + 2.0, f"the query took {took:.1f} s"
     assert grew < 100, f"this process grew by {grew:.0f} MB"
-    query_peak = data.recent_peaks_kb()[-1] / 1024
+    query_peak = duckdb_processes.recent_peaks_kb()[-1] / 1024
     assert 0 < query_peak < 512, f"the query's process peaked at {query_peak:.0f} MB"
-    assert data.running_queries() == 0
+    assert duckdb_processes.running_queries() == 0
     # nothing lost: the next query reads the table
     result = await ask(scope, "SELECT COUNT(*) FROM hostile")
     assert result.raw_output["rows"] == [[3]]
@@ -107,15 +107,19 @@ async def test_stop_kills_a_running_query_at_once() -> None:
         data.DataScope(user_id)
     )
     call = asyncio.create_task(tool.acall(sql=LEVENSHTEIN))
-    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 1, 10.0)
+    assert await asyncio.to_thread(
+        duckdb_processes.wait_for_queries, lambda n: n == 1, 10.0
+    )
     stopped = time.monotonic()
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 0, 10.0)
+    assert await asyncio.to_thread(
+        duckdb_processes.wait_for_queries, lambda n: n == 0, 10.0
+    )
     assert time.monotonic() - stopped < 2.0
     # a stopper stopped before its query starts keeps it from starting
-    stopper = data.Stopper()
+    stopper = duckdb_processes.Stopper()
     stopper.stop()
     with pytest.raises(SQLError, match="stopped"):
         data.query(user_id, "SELECT 1", stopper=stopper)

@@ -28,11 +28,9 @@ from runs.presets.tools.data import (
     count_rows,
     database_path,
     describe_table,
-    memory_text,
-    run_worker,
     table_names,
-    worker_limits,
 )
+from runs.presets.tools.duckdb_processes import memory_text, run_worker, worker_limits
 from runs.presets.tools.sql import SQLError
 
 FORMATS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".xlsx": "xlsx"}
