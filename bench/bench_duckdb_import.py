@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.bench_duckdb_import --import-mb 25,100 --rows 1000000
 
 import: a CSV of each size (sales-like rows: id, day, shop, product, units, price, note) is
-generated on disk, then imported by `runs.presets.tools.data.import_file` (the code the REST
+generated on disk, then imported by `runs.service.data_import.import_file` (the code the REST
 upload calls) in a child process of its own; its peak resident memory (ru_maxrss) and wall time
 are reported, and the size of the Python process before the import (Django, duckdb loaded). DuckDB
 reads the file from disk: the peak should stay flat as the file grows, not follow it.
@@ -61,10 +61,10 @@ import json, os, resource, sys, time
 import django
 django.setup()
 from pathlib import Path
-from runs.presets.tools import data
+from runs.service import data_import
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()
-table = data.import_file(1, Path(sys.argv[1]), "sales.csv", sys.argv[2])
+table = data_import.import_file(1, Path(sys.argv[1]), "sales.csv", sys.argv[2])
 print(json.dumps({"s": time.perf_counter() - started, "rows": table["rows"],
                   "before_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """

@@ -116,6 +116,12 @@ class Conf:
         "How often every server process looks for steps left running under dead leases "
         "and takes their turns over; 0: never",
     )
+    delete_settle_s: float = _setting(
+        10.0,
+        "seconds",
+        "How long deleting a notebook waits for its stopped run to end and give the "
+        "notebook's lease back; then its rows go regardless (a late run's writes are refused)",
+    )
     deadline_sweep_s: float = _setting(
         5.0,
         "seconds",
@@ -204,6 +210,13 @@ class Conf:
         "count",
         "About the most bytes of JSON of one `sql_query` result the model is given",
     )
+    sql_time_limit_s: float = _setting(
+        2.0,
+        "seconds",
+        "How long one `sql_query` over the sample dataset (SQLite's own work) may take "
+        "before it is stopped",
+        least=0.1,
+    )
     data_dir: str = _setting(
         "",
         "path",
@@ -219,6 +232,13 @@ class Conf:
         "The largest data file sent whole in one request (`POST /api/v1/data/files`); daphne "
         "holds a request's body in memory, so larger files go in 1 MiB parts "
         "(`/api/v1/data/uploads`, what the Data page does)",
+    )
+    data_part_bytes: int = _setting(
+        1024 * 1024,
+        "count",
+        "The most bytes of one part of a data file sent in parts (`PUT "
+        "/api/v1/data/uploads/{id}`); at most `AGENTUI_MAX_BODY_BYTES`",
+        least=1,
     )
     data_import_memory: str = _setting(
         "128MB",
@@ -263,6 +283,20 @@ class Conf:
         "half as its `memory_limit`): past it the query fails as out of memory",
         least=256 * 1024**2,
     )
+    data_query_time_limit_s: float = _setting(
+        5.0,
+        "seconds",
+        "How long one `data_query` (or the Data page's preview) may run in its process "
+        "before it is killed; its start is allowed 1 s more",
+        least=0.1,
+    )
+    data_busy_wait_s: float = _setting(
+        10.0,
+        "seconds",
+        "How long a use of a person's data (a query, a listing) waits for another one in "
+        "this process (an import holds it while it runs) or in another process, before it "
+        "is told the data is busy",
+    )
     max_image_bytes: int = _setting(
         5 * 1024 * 1024,
         "count",
@@ -294,6 +328,13 @@ class Conf:
         "count",
         "The most bytes of a tool call's table downloaded as CSV",
         least=1024,
+    )
+    csv_export_time_limit_s: float = _setting(
+        30.0,
+        "seconds",
+        "How much of SQLite's own time the query of a tool call's table downloaded as CSV "
+        "may take (a slow download does not spend it)",
+        least=0.1,
     )
     streams_per_user: int = _setting(
         8,
@@ -473,6 +514,12 @@ class Conf:
         "seconds",
         "How long `/readyz` waits for each of the database, the channel layer and the model",
     )
+    ready_reuse_s: float = _setting(
+        1.0,
+        "seconds",
+        "`/readyz` requests arriving together share one check; its outcome also answers "
+        "those arriving within this long after it ended",
+    )
     agui_cors_origins: tuple[str, ...] = _setting(
         (),
         "origins",
@@ -641,6 +688,11 @@ def from_environ(environ: Mapping[str, str], *, base_dir: Path) -> Conf:
     if "max_upload_body_bytes" not in values:
         room = max(made.max_body_bytes, made.max_image_bytes + UPLOAD_FORM_ROOM)
         made = dataclasses.replace(made, max_upload_body_bytes=room)
+    if made.data_part_bytes > made.max_body_bytes:
+        raise ConfError(
+            f"AGENTUI_DATA_PART_BYTES: {made.data_part_bytes} is more than a request body may"
+            f" have (AGENTUI_MAX_BODY_BYTES, {made.max_body_bytes})"
+        )
     if made.max_upload_body_bytes <= made.max_image_bytes:
         raise ConfError(
             f"AGENTUI_MAX_UPLOAD_BODY_BYTES: {made.max_upload_body_bytes} leaves no room for an"

@@ -22,8 +22,8 @@ from runs.models import McpServer, Task, UserPreset
 from runs.presets import get_preset
 from runs.presets.compose import ComposeError, check_config, tool_names
 from runs.presets.tools.data import DataError, DataScope, data_query, data_tables
-from runs.presets.tools.data import import_file as import_table
 from runs.protocol import ProtocolError
+from runs.service.data_import import import_file as import_table
 from runs.traces.export import trace_json
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)

@@ -113,6 +113,38 @@ def test_the_upload_limit_follows_the_image_and_body_limits() -> None:
         made(AGENTUI_MAX_IMAGE_BYTES="80000", AGENTUI_MAX_UPLOAD_BODY_BYTES="70000")
 
 
+def test_a_data_part_must_fit_in_a_request_body() -> None:
+    def made(**env: str) -> Conf:
+        return from_environ(env, base_dir=Path("/x"))
+
+    assert made(AGENTUI_DATA_PART_BYTES="2097152").data_part_bytes == 2 * 1024 * 1024
+    with pytest.raises(
+        ConfError, match="^AGENTUI_DATA_PART_BYTES: 2097153 is more than a request body"
+    ):
+        made(AGENTUI_DATA_PART_BYTES="2097153")
+
+
+# Module constants tests may still set: how the code works, not what an operator tunes.
+INTERNAL_CONSTANTS = {
+    "ALONE_FOR_S",  # agentui/pubsub_layer.py: the channel layer's own echo window
+    "MAX_CLIENTS",  # agentui/login_limit.py: the memory bound of the login rate limiter
+    "ATTEMPTS",  # agentui/login_limit.py: the limiter's state (a test starts it afresh)
+}
+
+
+def test_tests_change_settings_not_module_constants() -> None:
+    """What an operator could tune is a setting (a test overrides it with `settings`); a test
+    that patches an upper-case name of a module is patching a setting that bypasses conf()."""
+    patched = re.compile(r"""\.setattr\(\s*[\w.]+,\s*["']([A-Z][A-Z0-9_]*)["']""")
+    found = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in ROOT.glob("tests/**/*.py")
+        for name in patched.findall(path.read_text())
+        if name not in INTERNAL_CONSTANTS
+    )
+    assert found == []
+
+
 def test_host_port_from_make_run_settings_py_ones_never_from_the_environment() -> None:
     values = from_environ(
         {"HOST": "0.0.0.0", "PORT": "8123", "AGENTUI_NAV": "x", "AGENTUI_PRESETS": "y"},

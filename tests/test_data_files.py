@@ -205,14 +205,11 @@ async def test_data_query_refuses_files_network_settings_and_writes(
     assert data.list_data_tables(user.pk)[0]["rows"] == 3
 
 
-async def test_data_query_stops_a_long_query_and_caps_rows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_data_query_stops_a_long_query_and_caps_rows() -> None:
     user, token = await user_with_token("alice")
     assert (await DataApi(token).upload("visitors.csv", CSV)).status_code == 201
     scope = data.DataScope(user.pk)
-    with monkeypatch.context() as patched:
-        patched.setattr(data, "TIME_LIMIT_S", 0.3)
+    with override_settings(AGENTUI_DATA_QUERY_TIME_LIMIT_S=0.3):
         with pytest.raises(SQLError, match="took longer than 0.3 s"):
             await data.data_query(
                 scope,
@@ -259,9 +256,9 @@ def uploads_left(data_dir: Path) -> list[str]:
 
 
 async def test_a_file_sent_in_parts_becomes_a_table_and_leaves_no_upload(
-    monkeypatch: pytest.MonkeyPatch, data_dir: Path
+    settings: Any, data_dir: Path
 ) -> None:
-    monkeypatch.setattr(data, "PART_BYTES", 40)
+    settings.AGENTUI_DATA_PART_BYTES = 40
     user, token = await user_with_token("alice")
     api = PartsApi(token)
     started = await api.start("visits.csv", len(CSV))
@@ -282,9 +279,9 @@ async def test_a_file_sent_in_parts_becomes_a_table_and_leaves_no_upload(
 
 
 async def test_parts_refused_clearly_and_nothing_half_made(
-    monkeypatch: pytest.MonkeyPatch, data_dir: Path
+    settings: Any, data_dir: Path
 ) -> None:
-    monkeypatch.setattr(data, "PART_BYTES", 40)
+    settings.AGENTUI_DATA_PART_BYTES = 40
     user, token = await user_with_token("alice")
     api = PartsApi(token)
     upload = (await api.start("visits.csv", len(CSV))).json()
@@ -371,13 +368,13 @@ async def test_the_demo_prompt_answers_from_the_uploaded_table_and_the_trace_nam
 
 
 async def test_a_query_or_listing_during_an_import_is_told_the_data_is_busy(
-    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
 ) -> None:
     user, token = await user_with_token("alice")
     api = DataApi(token)
     assert (await api.upload("visitors.csv", CSV)).status_code == 201
-    monkeypatch.setattr(data, "BUSY_WAIT_S", 0.1)
-    lock = data._lock(user.pk)
+    settings.AGENTUI_DATA_BUSY_WAIT_S = 0.1
+    lock = data.user_lock(user.pk)
     lock.acquire()  # as a long import holds it
     try:
         listed = await api.client.get(f"{API}/data/tables", headers=api.headers)

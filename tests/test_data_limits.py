@@ -23,9 +23,11 @@ import openpyxl
 import pytest
 from django.test import override_settings
 
+from runs.conf import conf
 from runs.engine.tools import FunctionTool, ToolOutput
-from runs.presets.tools import data
+from runs.presets.tools import data, duckdb_processes
 from runs.presets.tools.sql import SQLError
+from runs.service.data_import import data_usage
 from tests.rest_support import user_with_token
 from tests.test_data_files import CSV, DataApi, PartsApi, every_table
 
@@ -89,11 +91,11 @@ async def test_one_hostile_function_call_stays_within_time_and_memory(
         took = time.monotonic() - started
         grew = peak_rss_mb() - before
     assert refused.is_error and words in refused.content
-    assert took < data.TIME_LIMIT_S + 2.0, f"the query took {took:.1f} s"
+    assert took < conf().data_query_time_limit_s + 2.0, f"the query took {took:.1f} s"
     assert grew < 100, f"this process grew by {grew:.0f} MB"
-    query_peak = data.recent_peaks_kb()[-1] / 1024
+    query_peak = duckdb_processes.recent_peaks_kb()[-1] / 1024
     assert 0 < query_peak < 512, f"the query's process peaked at {query_peak:.0f} MB"
-    assert data.running_queries() == 0
+    assert duckdb_processes.running_queries() == 0
     # nothing lost: the next query reads the table
     result = await ask(scope, "SELECT COUNT(*) FROM hostile")
     assert result.raw_output["rows"] == [[3]]
@@ -105,15 +107,19 @@ async def test_stop_kills_a_running_query_at_once() -> None:
         data.DataScope(user_id)
     )
     call = asyncio.create_task(tool.acall(sql=LEVENSHTEIN))
-    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 1, 10.0)
+    assert await asyncio.to_thread(
+        duckdb_processes.wait_for_queries, lambda n: n == 1, 10.0
+    )
     stopped = time.monotonic()
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    assert await asyncio.to_thread(data.wait_for_queries, lambda n: n == 0, 10.0)
+    assert await asyncio.to_thread(
+        duckdb_processes.wait_for_queries, lambda n: n == 0, 10.0
+    )
     assert time.monotonic() - stopped < 2.0
     # a stopper stopped before its query starts keeps it from starting
-    stopper = data.Stopper()
+    stopper = duckdb_processes.Stopper()
     stopper.stop()
     with pytest.raises(SQLError, match="stopped"):
         data.query(user_id, "SELECT 1", stopper=stopper)
@@ -346,7 +352,7 @@ async def test_a_user_over_their_quota_is_told_and_keeps_what_they_had() -> None
     user, token = await user_with_token("alice")
     api = DataApi(token)
     assert (await api.upload("kept.csv", CSV)).status_code == 201
-    used = data.data_usage(user.pk)
+    used = data_usage(user.pk)
     assert used > 0
     big = b"n,text\n" + b"".join(
         b"%d,row %d of many\n" % (n, n) for n in range(200_000)
@@ -357,7 +363,7 @@ async def test_a_user_over_their_quota_is_told_and_keeps_what_they_had() -> None
         assert refused.json()["code"] == "over_quota"
         assert "over your" in refused.json()["detail"]
         assert every_table(user.pk) == ["kept"]
-        assert data.data_usage(user.pk) <= used + 1
+        assert data_usage(user.pk) <= used + 1
     with override_settings(AGENTUI_DATA_QUOTA_BYTES=used):
         at_quota = await PartsApi(token).start("more.csv", 10)
         assert at_quota.status_code == 413

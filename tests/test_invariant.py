@@ -47,7 +47,7 @@ Sessions are few and short (`derandomize=True`: the same ones on every run, so t
 deterministic and quick; no shrinking, which would take minutes): a failure prints the actions of
 the failing session and each notebook's log, one line per event.
 
-Seen to fail: with `_edit` in runs/service/actions.py recording an edit without applying it,
+Seen to fail: with `_edit` in runs/service/step_actions.py recording an edit without applying it,
 function calling and the Team fail at `edit_took`. It found the parallel synthesis approved
 while its branches waited (recorded, never run: tests/test_parallel_branches.py) and a Team
 answer that left no human action (tests/test_team_notebook.py). With the plans' waiting calls

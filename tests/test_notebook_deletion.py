@@ -15,6 +15,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import Group, Permission, User
 
 from runs import service
+from runs.conf import conf
 from runs.engine.testing import Reply, Rule, Script, Timing
 from runs.models import (
     Annotation,
@@ -197,11 +198,11 @@ async def test_a_running_step_is_stopped_first(scripted_server: Any) -> None:
 
 
 async def test_a_late_run_elsewhere_writes_nothing_and_stops_quietly(
-    scripted_server: Any, caplog: pytest.LogCaptureFixture, monkeypatch: Any
+    scripted_server: Any, caplog: pytest.LogCaptureFixture, settings: Any
 ) -> None:
     """A run whose process did not hear Stop in time (stalled) goes on streaming after the rows
     are gone: each write it makes is refused, it ends without an error, nothing comes back."""
-    monkeypatch.setattr(deletion, "SETTLE_S", 0.3)
+    settings.AGENTUI_DELETE_SETTLE_S = 0.3
     rules = [Rule(reply=Reply(text="x " * 300), timing=Timing(token_delay_s=0.01))]
     server = scripted_server(Script(rules=rules))
     ana = await database_sync_to_async(make_user)("ana")
@@ -329,7 +330,7 @@ async def test_two_deletions_at_once_delete_once() -> None:
     assert len(records) == 1 and len(refusals) == 2, outcomes
     assert {r.code for r in refusals} == {ErrorCode.NOT_FOUND}
     assert (
-        loop.time() - started < deletion.SETTLE_S / 2
+        loop.time() - started < conf().delete_settle_s / 2
     )  # refused at once, not timed out
     assert await DeletedNotebook.objects.filter(notebook_id=task.pk).acount() == 1
 

@@ -16,7 +16,6 @@ import pytest
 from django.test import AsyncClient, Client, override_settings
 
 from runs import service
-from runs.service import health
 from tests.live_support import (
     QUESTION,
     analyst_script,
@@ -127,7 +126,7 @@ def counted_models() -> Iterator[Any]:
 
 @pytest.mark.django_db(transaction=True)
 async def test_readyz_requests_arriving_together_share_one_check(
-    counted_models: Any, monkeypatch: Any
+    counted_models: Any, settings: Any
 ) -> None:
     """Anyone may ask /readyz: a flood of it asks the model server (with the server's key), the
     database and Redis once, not once a request."""
@@ -141,8 +140,8 @@ async def test_readyz_requests_arriving_together_share_one_check(
         )
         assert [a.status_code for a in answers] == [200] * 20
         assert counted_models.asked == 1
-        # once its outcome is older than READY_REUSE_S, the next request checks again
-        monkeypatch.setattr(health, "READY_REUSE_S", 0.0)
+        # once its outcome is older than AGENTUI_READY_REUSE_S, the next request checks again
+        settings.AGENTUI_READY_REUSE_S = 0.0
         assert (await AsyncClient().get("/readyz")).status_code == 200
         assert counted_models.asked == 2
 

@@ -192,13 +192,13 @@ def test_allowed_functions_work_and_trim_with_characters_is_ours() -> None:
 
 
 def test_a_query_that_never_ends_is_stopped_at_its_budget_with_an_error(
-    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
 ) -> None:
     forever = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r"
-    monkeypatch.setattr(sql, "TIME_LIMIT_S", 0.2)
+    settings.AGENTUI_SQL_TIME_LIMIT_S = 0.2
     with pytest.raises(sql.SQLError, match="longer than 0.2 s"):
         sql.sql_query(forever)
-    monkeypatch.setattr(sql, "EXPORT_TIME_LIMIT_S", 0.2)
+    settings.AGENTUI_CSV_EXPORT_TIME_LIMIT_S = 0.2
     with sql.sql_export(forever.replace("COUNT(*)", "n")) as export:
         assert len(export.batch(10)) == 10  # rows stream until the budget is spent
         with pytest.raises(sql.SQLError, match="longer than 0.2 s"):
@@ -207,11 +207,11 @@ def test_a_query_that_never_ends_is_stopped_at_its_budget_with_an_error(
 
 
 def test_a_call_that_ends_past_the_budget_is_an_error_not_a_result(
-    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
 ) -> None:
     # one call of replace() on the largest values, a few opcodes: the progress handler never
     # runs, the call ends well past a 1 ms budget, and that makes it an error all the same
-    monkeypatch.setattr(sql, "TIME_LIMIT_S", 0.001)
+    settings.AGENTUI_SQL_TIME_LIMIT_S = 0.001
     with pytest.raises(sql.SQLError, match="longer than 0.001 s"):
         sql.sql_query(
             "SELECT length(replace(hex(zeroblob(49999)),"
@@ -224,8 +224,8 @@ def test_two_statements_are_refused() -> None:
         sql.sql_query("SELECT 1; DELETE FROM sales")
 
 
-def test_time_and_size_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sql, "TIME_LIMIT_S", 0.2)
+def test_time_and_size_limits(settings: Any) -> None:
+    settings.AGENTUI_SQL_TIME_LIMIT_S = 0.2
     with pytest.raises(sql.SQLError, match="longer than"):
         sql.sql_query("SELECT COUNT(*) FROM sales a, sales b, sales c")
     with pytest.raises(sql.SQLError, match="too big"):

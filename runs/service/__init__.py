@@ -12,21 +12,6 @@ no runner: a surface reads a notebook through read models (`notebook_view`, `pen
 `shared_state`, `conversation_messages`). `make lint` checks that (import-linter, .importlinter).
 """
 
-from runs.service.actions import (
-    abandon,
-    approve,
-    check_send,
-    create_notebook,
-    create_notebook_row,
-    decide,
-    edit_input,
-    reject_tool_call,
-    send_message,
-    set_mode,
-    undo,
-    wait_run,
-    wait_settled,
-)
 from runs.service.attachments import (
     MAX_IMAGES_PER_MESSAGE,
     ImageRefused,
@@ -38,6 +23,7 @@ from runs.service.attachments import (
 from runs.service.attachments import describe as describe_image
 from runs.service.batch import approve_branches, reject_all
 from runs.service.budgets import budget_of, budget_wait, set_budget
+from runs.service.claims import check_send
 from runs.service.compose import (
     MAX_PRESET_NAME_CHARS,
     ComposeChoices,
@@ -146,6 +132,13 @@ from runs.service.sources import (
     preview_db_table,
 )
 from runs.service.status import INBOX_MESSAGE
+from runs.service.step_actions import (
+    approve,
+    decide,
+    edit_input,
+    reject_tool_call,
+    undo,
+)
 from runs.service.sweeper import start_sweeper
 from runs.service.takeover import ensure_recovered, take_over
 from runs.service.tokens import (
@@ -156,6 +149,15 @@ from runs.service.tokens import (
     request_user,
     revoke_token,
     unauthenticated_response,
+)
+from runs.service.turn_actions import (
+    abandon,
+    create_notebook,
+    create_notebook_row,
+    send_message,
+    set_mode,
+    wait_run,
+    wait_settled,
 )
 from runs.service.waiting import WaitingStep, deadline_of
 from runs.service.webhooks import (

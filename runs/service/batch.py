@@ -8,9 +8,11 @@ from channels.db import database_sync_to_async
 from runs.engine import ToolCallDecision
 from runs.models import Step
 from runs.protocol import ErrorCode, ProtocolError
-from runs.service import actions
+from runs.service.claims import check_approve, claim, raise_refusal, waiting_step
 from runs.service.driver import Origin, finish, runnable_steps
 from runs.service.runtime import NotebookRuntime, runtime_for
+from runs.service.step_actions import decide, decision, join_branches
+from runs.service.turn_actions import start_run
 from runs.store import queries
 from runs.store.queries import RUNNABLE
 
@@ -18,7 +20,7 @@ from runs.store.queries import RUNNABLE
 def pending_calls(task_pk: int, step_id: str) -> list[str]:
     """The ids of the waiting tool-call step's calls nobody has decided yet."""
     view = queries.notebook_view(task_pk)
-    step = actions.waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
+    step = waiting_step(task_pk, view, step_id, ran=ErrorCode.NOT_ALLOWED)
     if step.kind != "tool_calls":
         raise ProtocolError(
             ErrorCode.NOT_ALLOWED,
@@ -44,7 +46,7 @@ async def reject_all(
     """Reject every pending call of a waiting step with one reason; the step then runs, so the
     model is told (one decision: the rejections and the approval are recorded together)."""
     pending = await database_sync_to_async(pending_calls)(task_pk, step_id)
-    await actions.decide(
+    await decide(
         task_pk, step_id, rejections=[(c, reason) for c in pending], origin=origin
     )
 
@@ -83,11 +85,7 @@ async def approve_branches(task_pk: int, origin: Origin | None = None) -> list[s
         )
     ready = await _ready(runtime)
     turn_id, waiting = await database_sync_to_async(_waiting_ids)(task_pk, ready)
-    joined = [
-        s
-        for s in waiting
-        if await actions.join_branches(runtime, s, None, None, origin)
-    ]
+    joined = [s for s in waiting if await join_branches(runtime, s, None, None, origin)]
     rest = [s for s in waiting if s not in joined]
     if rest:
         await _approve_together(runtime, rest, origin)
@@ -95,7 +93,7 @@ async def approve_branches(task_pk: int, origin: Origin | None = None) -> list[s
 
 
 def check_approve_all(task_pk: int, step_ids: list[str]) -> tuple[str, list[str]]:
-    turns = {actions.check_approve(task_pk, step_id)[0] for step_id in step_ids}
+    turns = {check_approve(task_pk, step_id)[0] for step_id in step_ids}
     assert len(turns) == 1  # every queued step is the active turn's
     return turns.pop(), step_ids
 
@@ -104,14 +102,12 @@ async def _approve_together(
     runtime: NotebookRuntime, step_ids: list[str], origin: Origin | None
 ) -> None:
     """Approve several waiting steps under one claim and run them side by side."""
-    lease, (turn_id, steps) = await actions.claim(
-        runtime.task_pk, check_approve_all, step_ids
-    )
+    lease, (turn_id, steps) = await claim(runtime.task_pk, check_approve_all, step_ids)
     try:
         with lease.fenced():
             for step in steps:
-                await actions.decision(runtime, turn_id, step, None, None, origin)
+                await decision(runtime, turn_id, step, None, None, origin)
     except BaseException as exc:
         await finish(runtime, lease)
-        actions.raise_refusal(exc)
-    actions.start_run(runtime, lease, turn_id, steps, origin)
+        raise_refusal(exc)
+    start_run(runtime, lease, turn_id, steps, origin)

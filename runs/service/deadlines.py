@@ -24,8 +24,8 @@ from channels.db import database_sync_to_async
 from runs.conf import conf
 from runs.models import DeadlineAction, Task
 from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
-from runs.service.actions import claim
 from runs.service.audit import record
+from runs.service.claims import claim
 from runs.service.dispatch import perform
 from runs.service.driver import Origin, abandon_turn, finish
 from runs.service.runtime import runtime_for

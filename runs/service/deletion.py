@@ -11,7 +11,7 @@ In order:
 
 1. A turn going on is stopped through Stop (`abandon`, in a turn worker when the deployment has
    them): a running step is cancelled wherever it runs, a waiting step stops waiting.
-2. The notebook's lease is taken (waiting, up to `SETTLE_S`, for the stopped run to end and give
+2. The notebook's lease is taken (waiting, up to `AGENTUI_DELETE_SETTLE_S`, for the stopped run to end and give
    it back), so no action of another tab or process starts meanwhile. A run that does not end
    in time (a process that stalled) is not waited for: the rows go regardless, and any write it
    makes later finds no notebook row and is refused (`runs.store.fence.NotebookGone`): it
@@ -38,6 +38,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from runs.conf import conf
 from runs.models import (
     Annotation,
     Attachment,
@@ -66,8 +67,6 @@ from runs.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
-# how long a deletion waits for a stopped run to end and give the notebook's lease back
-SETTLE_S = 10.0
 SETTLE_POLL_S = 0.1
 DELETED_MESSAGE = "notebook.deleted"
 
@@ -149,9 +148,10 @@ async def _stop(task_pk: int, by: str) -> None:
 
 async def _settle(task_pk: int) -> Lease | None:
     """The notebook's lease, once the stopped run (if any) has given it back; None after
-    SETTLE_S (the rows go regardless: writes of a late run are refused)."""
+    AGENTUI_DELETE_SETTLE_S (the rows go regardless: writes of a late run are refused)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + SETTLE_S
+    settle_s = conf().delete_settle_s
+    deadline = loop.time() + settle_s
     while True:
         lease = await Lease.acquire(task_pk)
         if lease is not None:
@@ -162,7 +162,7 @@ async def _settle(task_pk: int) -> Lease | None:
             logger.warning(
                 "notebook %s: its run did not end within %s s; deleting it regardless",
                 task_pk,
-                SETTLE_S,
+                settle_s,
             )
             return None
         await asyncio.sleep(SETTLE_POLL_S)

@@ -35,19 +35,17 @@ from runs.protocol import (
     validate_action,
 )
 from runs.service import batch, policies, workers
-from runs.service.actions import (
-    abandon,
+from runs.service.driver import Origin
+from runs.service.runtime import spawn
+from runs.service.step_actions import (
     approve,
     decide,
     edit_input,
     reject_tool_call,
-    send_message,
-    set_mode,
     undo,
 )
-from runs.service.driver import Origin
-from runs.service.runtime import spawn
 from runs.service.takeover import take_over_here
+from runs.service.turn_actions import abandon, send_message, set_mode
 from runs.service.worker_actions import Decide, TakeOver
 
 logger = logging.getLogger(__name__)

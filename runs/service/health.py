@@ -200,8 +200,7 @@ async def _within(name: str, check: Any, timeout: float) -> tuple[str, str]:
 
 
 # `/readyz` needs no login: requests arriving together share one check, and its outcome answers
-# those that arrive within this many seconds after it ended.
-READY_REUSE_S = 1.0
+# those that arrive within AGENTUI_READY_REUSE_S after it ended.
 
 
 @dataclass
@@ -214,7 +213,7 @@ class _SharedCheck:
 
     def fresh(self, loop: asyncio.AbstractEventLoop) -> bool:
         return self.loop is loop and (
-            self.ended is None or time.monotonic() - self.ended < READY_REUSE_S
+            self.ended is None or time.monotonic() - self.ended < conf().ready_reuse_s
         )
 
 

@@ -36,7 +36,6 @@ from runs.engine import StepKind
 from runs.models import ApprovalMode
 from runs.protocol import ProtocolError
 from runs.service import workers
-from runs.service.actions import start_run
 from runs.service.driver import finish
 from runs.service.recovery import (
     candidates,
@@ -45,6 +44,7 @@ from runs.service.recovery import (
     needs_recovery,
 )
 from runs.service.runtime import runtime_for, spawn
+from runs.service.turn_actions import start_run
 from runs.service.worker_actions import TakeOver
 from runs.store import queries
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 
 class Decide(BaseModel):
-    """A whole decision on one waiting step (`runs.service.actions.decide`): its new inputs in
+    """A whole decision on one waiting step (`runs.service.step_actions.decide`): its new inputs in
     order, the calls rejected with their reasons, then its approval."""
 
     action: Literal["decide"] = "decide"

@@ -1,4 +1,4 @@
-"""One read-only DuckDB query in a process of its own (runs.presets.tools.data starts it).
+"""One read-only DuckDB query in a process of its own (runs.presets.tools.duckdb_processes starts it).
 
 The query's SQL comes from a model, and DuckDB checks its time and memory limits between
 vectors, not inside one function call: `levenshtein` of two 250,000-character strings runs for

@@ -15,7 +15,7 @@ What one call hands the model is bounded twice (settings, read per call): at mos
 `AGENTUI_SQL_MAX_ROWS` rows and about `AGENTUI_SQL_MAX_BYTES` of JSON, long text values cut
 to `MAX_CELL_CHARS`; the result then says how many rows were left out. A person still gets
 every row as CSV (`sql_export`: batches from an open query, within `AGENTUI_CSV_EXPORT_MAX_ROWS`
-and `EXPORT_TIME_LIMIT_S` of SQLite's own work).
+and `AGENTUI_CSV_EXPORT_TIME_LIMIT_S` of SQLite's own work).
 """
 
 from __future__ import annotations
@@ -33,10 +33,6 @@ from runs.presets.tools.cell_order import text_collation
 from runs.presets.tools.dataset import ensure_sample_db
 
 ROW_LIMIT = 200
-TIME_LIMIT_S = 2.0
-# A person downloading a result as CSV gets every row, within the export's row cap
-# (AGENTUI_CSV_EXPORT_MAX_ROWS) and this much of SQLite's own time (not the download's).
-EXPORT_TIME_LIMIT_S = 30.0
 EXPORT_BATCH_ROWS = 1000
 MAX_SQL_CHARS = 5000
 # One text or blob value at most: also what keeps every allowed function's single call short.
@@ -191,7 +187,7 @@ def _run(
     params: tuple[Any, ...] = (),
     limit: int = ROW_LIMIT,
 ) -> tuple[list[str], list[list[Any]], bool]:
-    budget = _Budget(TIME_LIMIT_S)
+    budget = _Budget(conf().sql_time_limit_s)
     with closing(_connect(budget)) as connection:
         cursor = _guarded(budget, lambda: connection.execute(sql, params))
         rows = _guarded(budget, lambda: cursor.fetchmany(limit + 1))
@@ -331,12 +327,12 @@ def checked_sql(sql: str) -> str:
 class Export:
     """Every row of one read-only query, read in batches from an open query: a person's CSV
     download (not a tool; the model gets capped results). The same guards as `sql_query`, with
-    `EXPORT_TIME_LIMIT_S` of SQLite's own work for the whole read; the reader decides how many
+    `AGENTUI_CSV_EXPORT_TIME_LIMIT_S` of SQLite's own work for the whole read; the reader decides how many
     rows it takes. Opening runs the query, so a bad one fails here; close it when done.
     """
 
     def __init__(self, sql: str, order: SortOrder | None = None) -> None:
-        self._budget = _Budget(EXPORT_TIME_LIMIT_S)
+        self._budget = _Budget(conf().csv_export_time_limit_s)
         self._connection = _connect(self._budget)
         self._sorted = order is not None
         text = (
