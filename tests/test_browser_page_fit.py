@@ -1,0 +1,186 @@
+"""The notebook page at 1280x800 (issue 48): the DAG frames the whole graph unless the person
+moved it, the sticky composer covers no waiting step's controls, rejected calls read in one
+colour, and stopped steps count in the traces list. Screenshots: test-artifacts/fit-*.png.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import (  # noqa: F401  (fixtures)
+    LiveApp,
+    _browser_module,
+    live_app,
+    new_context,
+    page,
+    scripted_model,
+    shots_at_both_sizes,
+    step_cells,
+    wait_until,
+)
+from dag_helpers import dag_shots
+
+from runs.demo.analyst import COA_PROMPT, coa_rules
+from runs.demo.research import RESEARCH_PROMPT, research_rules
+from runs.engine.testing import Script, ScriptedServer
+
+pytestmark = pytest.mark.browser
+
+# After every draw, from the page's first: is the whole graph inside the view? (an init script:
+# it wraps the DAG as the page's module hands it to `window.agentui`)
+WATCH_FIT = """(() => {
+    let agentui;
+    window.fitLog = [];
+    window.wholeInView = () => {
+        const cy = agentui.dag.cy, v = cy.extent();
+        const b = cy.elements().boundingBox({includeLabels: false, includeOverlays: false});
+        return b.x1 >= v.x1 - 1 && b.x2 <= v.x2 + 1 && b.y1 >= v.y1 - 1 && b.y2 <= v.y2 + 1;
+    };
+    Object.defineProperty(window, "agentui", {
+        configurable: true,
+        get: () => agentui,
+        set: (value) => {
+            agentui = value;
+            const dag = value.dag, draw = dag.draw.bind(dag);
+            dag.draw = (graph) => {
+                const n = draw(graph);
+                window.fitLog.push({count: n, whole: window.wholeInView()});
+                return n;
+            };
+        },
+    });
+})()"""
+
+
+def whole_in_view(page: Any) -> bool:
+    return bool(page.evaluate("() => window.wholeInView()"))
+
+
+def start_example(page: Any, app: LiveApp, prompt: str, agent: str, mode: str) -> None:
+    page.goto(f"{app.url}/")
+    page.context.add_init_script(WATCH_FIT)
+    page.get_by_role("link", name=prompt).click()
+    page.wait_for_url("**/new/**")
+    assert page.get_by_label("Agent").input_value() == agent
+    page.get_by_label("Approval").select_option(mode)
+    page.get_by_role("button", name="Start", exact=True).click()
+    page.wait_for_url("**/tasks/*/")
+    page.wait_for_selector("#connection[data-state='open']")
+
+
+def drag_canvas(page: Any, dx: float, dy: float) -> None:
+    """Pan the graph by hand: press on the canvas's empty top-left corner and drag."""
+    box = page.locator("#dag .dag-canvas").bounding_box()
+    x, y = box["x"] + 8, box["y"] + 8
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for k in range(1, 6):
+        page.mouse.move(x + dx * k / 5, y + dy * k / 5)
+    page.mouse.up()
+
+
+def pan(page: Any) -> dict[str, float]:
+    found: dict[str, float] = page.evaluate("() => window.agentui.dag.cy.pan()")
+    return found
+
+
+def test_the_dag_fits_parallel_research_on_every_new_node_until_the_person_pans(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=research_rules()), reset_log=True)
+    start_example(page, live_app, RESEARCH_PROMPT, "parallel_research", "step")
+    step_cells(page).first.get_by_role("button", name="Approve and run").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step').length === 5"
+    )
+    page.wait_for_function("() => window.agentui.dag.count === 6")
+    # the message, the split, three branches and the synthesis: all of them, at every draw
+    log = page.evaluate("() => window.fitLog")
+    assert [e["count"] for e in log][-1] == 6 and log[0]["count"] < 6, log
+    assert all(entry["whole"] for entry in log), log
+    dag_shots(page, artifacts_dir, "fit-dag-research")
+
+    # Panned by hand, the view stays where the person put it as steps run and nodes change.
+    drag_canvas(page, 40, 60)
+    moved = pan(page)
+    assert not whole_in_view(page)
+    step_cells(page).nth(1).get_by_role("button", name="Approve and run").click()
+    wait_until(
+        lambda: len(scripted_model.requests) == 2, message="the first branch ran"
+    )
+    step_cells(page).nth(1).get_by_role("button", name="Undo this step").wait_for()
+    assert page.evaluate("() => window.fitLog.length") > len(log)
+    assert pan(page) == moved
+
+    # Fit frames the whole graph and follows it again.
+    page.get_by_role("button", name="Fit").click()
+    assert whole_in_view(page)
+    drawn = page.evaluate("() => window.fitLog.length")
+    step_cells(page).nth(2).get_by_role("button", name="Approve and run").click()
+    step_cells(page).nth(2).get_by_role("button", name="Undo this step").wait_for()
+    assert page.evaluate("() => window.fitLog.length") > drawn
+    assert whole_in_view(page)
+    assert not page.console_errors, page.console_errors
+
+
+# Every waiting step's Approve button: is it the element at its own centre, with the window
+# scrolled so the button sits at its foot (where a sticky composer would lie over it)?
+APPROVE_UNCOVERED = """() => [...document.querySelectorAll('article.cell-step [data-action=approve]')]
+    .filter((b) => b.offsetParent !== null)
+    .map((button) => {
+        const before = button.getBoundingClientRect();
+        window.scrollBy(0, before.bottom - (window.innerHeight - 4));
+        const r = button.getBoundingClientRect();
+        const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+        return {step: button.closest('article').id, clear: button === hit || button.contains(hit),
+                over: hit ? (hit.id || hit.className) : null};
+    })"""
+
+
+def test_a_fork_of_parallel_research_fits_and_its_waiting_branches_are_not_covered(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=research_rules()), reset_log=True)
+    start_example(page, live_app, RESEARCH_PROMPT, "parallel_research", "auto")
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    source = page.url
+    step_cells(page).first.get_by_role("button", name="Fork here").click()
+    page.wait_for_url(lambda url: url != source and "/tasks/" in url)
+    page.wait_for_selector("#connection[data-state='open']")
+    waiting = step_cells(page).nth(1).get_by_role("button", name="Approve and run")
+    waiting.wait_for()
+    page.wait_for_function(
+        "() => !document.querySelector('article.cell-step [data-action=approve]').disabled"
+    )
+    # the page opens at the waiting branch, its Approve button in view and on top
+    box = waiting.bounding_box()
+    assert 0 <= box["y"] and box["y"] + box["height"] <= 800, box
+    assert waiting.evaluate(
+        """(b) => { const r = b.getBoundingClientRect();
+            const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            return b === hit || b.contains(hit); }"""
+    )
+    shots_at_both_sizes(page, artifacts_dir, "fit-fork-research-waiting")
+    found = page.evaluate(APPROVE_UNCOVERED)
+    assert len(found) >= 3 and all(f["clear"] for f in found), found
+    assert whole_in_view(page)
+    dag_shots(page, artifacts_dir, "fit-dag-fork-research")
+    assert not page.console_errors, page.console_errors
+
+
+def test_the_dag_fits_the_chain_of_abstraction(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=coa_rules()), reset_log=True)
+    start_example(page, live_app, COA_PROMPT, "coa", "auto")
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    log = page.evaluate("() => window.fitLog")
+    assert log and all(entry["whole"] for entry in log), log
+    assert whole_in_view(page)
+    calls = page.evaluate(
+        "() => window.agentui.dag.snapshot().nodes.filter((n) => n.kind === 'call').length"
+    )
+    assert calls == 7
+    dag_shots(page, artifacts_dir, "fit-dag-coa")
