@@ -184,3 +184,55 @@ def test_the_dag_fits_the_chain_of_abstraction(
     )
     assert calls == 7
     dag_shots(page, artifacts_dir, "fit-dag-coa")
+
+
+def slow_branches() -> list[Any]:
+    """The demo's research script with branches that stream slowly enough to stop part way."""
+    return [
+        r.model_copy(
+            update={"timing": r.timing.model_copy(update={"token_delay_s": 0.3})}
+        )
+        if r.timing is not None and r.timing.ttft_s == 1.0
+        else r
+        for r in research_rules()
+    ]
+
+
+def test_a_stopped_parallel_run_counts_every_branch_that_ran_in_the_traces_list(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=slow_branches()), reset_log=True)
+    start_example(page, live_app, RESEARCH_PROMPT, "parallel_research", "auto")
+    # the split answered and the three branches are streaming: Stop
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('article.cell-step .stream-text')]
+            .filter((e) => e.textContent.trim()).length >= 4"""
+    )
+    page.locator("#abandon-button").click()
+    page.get_by_role("button", name="Stop the turn").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('article.cell-step[data-status=interrupted]').length === 3"
+    )
+    cards = step_cells(page)
+    ran = [
+        cards.nth(i).get_attribute("data-status")
+        for i in range(cards.count())
+        if cards.nth(i).get_attribute("data-status") in ("completed", "interrupted")
+    ]
+    assert ran.count("interrupted") == 3, ran
+    # the tokens the cards show (the split's call; a stream cut off part way reports none)
+    shown = page.evaluate(
+        """() => [...document.querySelectorAll('article.cell-step .cell-meta')]
+            .map((m) => (m.textContent.match(/([\\d,]+) tokens?/) || [0, '0'])[1])
+            .reduce((sum, n) => sum + Number(n.replace(/,/g, '')), 0)"""
+    )
+    assert shown > 0
+
+    page.goto(f"{live_app.url}/traces/")
+    row = page.locator("#trace-rows tr[data-task-id]").first
+    row.wait_for()
+    assert "stopped" in row.locator("td", has_text="stopped").first.inner_text()
+    assert row.locator("td[data-col='steps']").inner_text() == str(len(ran))
+    assert row.locator("td[data-col='tokens']").inner_text() == f"{shown:,}"
+    shots_at_both_sizes(page, artifacts_dir, "fit-traces-stopped")
+    assert not page.console_errors, page.console_errors
