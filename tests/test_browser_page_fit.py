@@ -236,3 +236,50 @@ def test_a_stopped_parallel_run_counts_every_branch_that_ran_in_the_traces_list(
     assert row.locator("td[data-col='tokens']").inner_text() == f"{shown:,}"
     shots_at_both_sizes(page, artifacts_dir, "fit-traces-stopped")
     assert not page.console_errors, page.console_errors
+
+
+def test_the_traces_table_fits_its_panel_at_1280(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=research_rules()), reset_log=True)
+    start_example(page, live_app, RESEARCH_PROMPT, "parallel_research", "auto")
+    page.locator(".cell-answer").wait_for(timeout=30_000)
+    page.goto(f"{live_app.url}/traces/")
+    page.locator("#trace-rows tr[data-task-id] .trace-answer").first.wait_for()
+    fit = page.evaluate(
+        """() => { const box = document.querySelector('.table-scroll');
+            const right = box.getBoundingClientRect().right;
+            return {scroll: box.scrollWidth, client: box.clientWidth, panel: box.closest('.panel').offsetWidth,
+                    outside: [...document.querySelectorAll('table.traces th, #trace-rows tr:first-child td')]
+                        .filter((c) => c.getBoundingClientRect().right > right + 0.5)
+                        .map((c) => c.textContent.slice(0, 20))}; }"""
+    )
+    assert 1200 <= fit["panel"] <= 1240, fit  # the page's panel at 1280 wide
+    assert fit["scroll"] <= fit["client"] and not fit["outside"], fit
+    # nothing in the headers or the figures is cut short
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('table.traces th, #trace-rows td.num')]
+            .filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.textContent)"""
+    )
+    assert not cut, cut
+    headers = page.locator("table.traces th").all_inner_texts()
+    for name in (
+        "Steps",
+        "Tool calls",
+        "Tokens",
+        "Cost",
+        "Wall time",
+        "Human actions",
+        "Updated",
+    ):
+        assert any(h.replace("\n", " ").lower() == name.lower() for h in headers), (
+            headers
+        )
+    # the answer's first line is cut short in its column, and said in full on hover
+    answer = page.locator("#trace-rows .trace-answer").first
+    assert answer.evaluate("(a) => a.scrollWidth > a.clientWidth")
+    assert answer.get_attribute("title").startswith(
+        answer.inner_text().rstrip("…")[:20]
+    )
+    shots_at_both_sizes(page, artifacts_dir, "fit-traces-table")
+    assert not page.console_errors, page.console_errors
