@@ -21,6 +21,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     wait_until,
 )
 from dag_helpers import dag_shots
+from test_browser_coa import waiting_cell
 
 from runs.demo.analyst import COA_PROMPT, coa_rules
 from runs.demo.research import RESEARCH_PROMPT, research_rules
@@ -282,4 +283,51 @@ def test_the_traces_table_fits_its_panel_at_1280(
         answer.inner_text().rstrip("…")[:20]
     )
     shots_at_both_sizes(page, artifacts_dir, "fit-traces-table")
+    assert not page.console_errors, page.console_errors
+
+
+# The colours a rejected call is drawn in: its card's dot and badge, the decision badge, the
+# chain's chip, the DAG node's border and the DAG legend's entry (as rgb numbers).
+REJECTED_COLOURS = """(output) => {
+    const rgb = (c) => (c.match(/[\\d.]+/g) || []).slice(0, 3).map(Number).join(',');
+    const card = [...document.querySelectorAll(`.tool-card[data-tool-id$='-${output}']`)].at(-1);
+    const chip = document.querySelector(`.chain-chip[data-output='${output}']`);
+    const node = window.agentui.dag.cy.nodes().filter((n) => n.data('sub') === output)[0];
+    const legend = [...document.querySelectorAll('#dag-panel .legend > span')]
+        .find((s) => s.textContent.trim() === 'rejected');
+    const colour = (el, prop) => el ? rgb(getComputedStyle(el)[prop]) : null;
+    return {
+        dot: colour(card.querySelector('.status-dot'), 'backgroundColor'),
+        badge: colour(card.querySelector('.tool-head .badge.status'), 'color'),
+        chip: colour(chip, 'borderTopColor'),
+        node: rgb(node.style('border-color')),
+        legend: legend ? colour(legend.querySelector('.status-dot'), 'backgroundColor') : null,
+        nodeClasses: node.classes().join(' '),
+    };
+}"""
+
+
+def test_a_rejected_call_reads_in_one_colour_and_the_dag_legend_names_it(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=coa_rules()), reset_log=True)
+    start_example(page, live_app, COA_PROMPT, "coa", "tools")
+    waiting_cell(page, 1).get_by_role("button", name="Approve and run").click()
+    calls_step = waiting_cell(page, 2)
+    y6 = calls_step.locator(".tool-card.editable[data-tool-id$='-y6']")
+    y6.get_by_label("Reason to reject").fill("skip the 2023 average")
+    y6.get_by_role("button", name="Reject call").click()
+    y6.locator(".decision-rejected").wait_for()
+    decided = y6.locator(".decision-rejected").evaluate(
+        "(b) => (getComputedStyle(b).color.match(/[\\d.]+/g) || []).slice(0, 3).join(',')"
+    )
+    calls_step.get_by_role("button", name="Approve and run").click()
+    waiting_cell(page, 3).get_by_role("button", name="Approve and run").click()
+    page.locator(".cell-answer").wait_for(timeout=20_000)
+    found = page.evaluate(REJECTED_COLOURS, "y6")
+    assert "status-rejected" in found.pop("nodeClasses")
+    assert found["legend"] is not None, "the DAG legend names rejected calls"
+    assert len(set(found.values()) | {decided}) == 1, (found, decided)
+    shots_at_both_sizes(page, artifacts_dir, "fit-rejected-colour")
+    dag_shots(page, artifacts_dir, "fit-dag-rejected")
     assert not page.console_errors, page.console_errors
