@@ -331,3 +331,58 @@ def test_a_rejected_call_reads_in_one_colour_and_the_dag_legend_names_it(
     shots_at_both_sizes(page, artifacts_dir, "fit-rejected-colour")
     dag_shots(page, artifacts_dir, "fit-dag-rejected")
     assert not page.console_errors, page.console_errors
+
+
+SEED_PRESET = """
+from django.contrib.auth import get_user_model
+from runs.service import save_user_preset
+user = get_user_model().objects.get(username="analyst")
+config = {"agent": "function_calling", "mode": "step", "tools": ["add"]}
+print(save_user_preset(user, "Quick sums", config)["id"])
+"""
+
+
+def start_buttons(page: Any) -> list[str]:
+    found: list[str] = page.evaluate(
+        """() => [...document.querySelectorAll('#new-notebook button')]
+            .filter((b) => b.offsetParent !== null && /^start/i.test(b.textContent.trim()))
+            .map((b) => b.textContent.trim())"""
+    )
+    return found
+
+
+def test_one_start_button_and_a_chosen_preset_greys_out_the_picks_it_sets(
+    live_app: LiveApp, page: Any, artifacts_dir: Path
+) -> None:
+    live_app.shell(SEED_PRESET)
+    page.goto(f"{live_app.url}/new/")
+    page.locator("#my-presets").wait_for()
+    assert start_buttons(page) == ["Start"]
+    agent, mode = page.get_by_label("Agent"), page.get_by_label("Approval")
+    page.locator("#compose > summary").click()
+    tool = page.locator("#compose").get_by_label("add", exact=True)
+
+    page.get_by_role("button", name="Use Quick sums").click()
+    assert start_buttons(page) == ["Start with Quick sums"]
+    note = page.locator("#preset-chosen")
+    assert note.is_visible() and "Quick sums" in note.inner_text()
+    assert "greyed out" in note.inner_text()
+    # the preset's picks are on the form, and none can be changed to be dropped silently
+    assert agent.input_value() == "function_calling" and agent.is_disabled()
+    assert mode.input_value() == "step" and mode.is_disabled()
+    assert tool.is_checked() and tool.is_disabled()
+    assert "preset-chosen" in (agent.get_attribute("aria-describedby") or "")
+    shots_at_both_sizes(page, artifacts_dir, "fit-new-notebook-preset-chosen")
+
+    # given back: the picks are the person's again
+    page.get_by_role("button", name="Use my own picks instead").click()
+    assert start_buttons(page) == ["Start"] and not note.is_visible()
+    assert agent.is_enabled() and mode.is_enabled() and tool.is_enabled()
+
+    page.get_by_role("button", name="Use Quick sums").click()
+    page.get_by_label("Message").fill("Add 2 and 3")
+    page.get_by_role("button", name="Start with Quick sums").click()
+    page.wait_for_url("**/tasks/*/")
+    newest = live_app.task_rows()[0]
+    assert (newest["agent"], newest["mode"]) == ("function_calling", "step")
+    assert not page.console_errors, page.console_errors
