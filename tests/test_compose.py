@@ -402,7 +402,10 @@ async def test_the_form_saves_refuses_with_the_reason_and_keeps_presets_private(
     assert preset.config["tools"] == ["add", "subtract"]
     assert preset.config["mode"] == "step"
     page = (await client.get(saved["Location"])).content.decode()
-    assert "Saved your preset “Two tools”." in page and f'value="{preset.pk}"' in page
+    assert (
+        "Saved your preset “Two tools”." in page
+        and f'data-use-preset="{preset.pk}"' in page
+    )
 
     # a refused save shows the form again as sent, with the reason, the part open
     refused = await client.post(
@@ -427,3 +430,32 @@ async def test_the_form_saves_refuses_with_the_reason_and_keeps_presets_private(
     assert deleted.status_code == 302
     assert await UserPreset.objects.filter(pk=preset.pk).aexists()
     assert not await Task.objects.aexists()
+
+
+async def test_a_preset_start_with_picks_of_ones_own_is_refused_not_dropped() -> None:
+    """One's preset sets the tools and data: picks sent with it get the reason, nothing made."""
+    from django.test import AsyncClient
+
+    ana = await database_sync_to_async(make_user)("ana")
+    saved = await database_sync_to_async(service.save_user_preset)(
+        ana, "Sums", {"agent": "function_calling", "tools": ["add"]}
+    )
+    client = AsyncClient()
+    await client.aforce_login(ana)
+    base = {"text": "kept", "user_preset": str(saved["id"])}
+    for picks in (
+        {"tools_sent": "1", "tools": ["add", "subtract"]},
+        {"mcp_tools": ["time_now"]},
+        {"model": "scripted-large"},
+        {"data_tables": ["shop_visits"]},
+    ):
+        refused = await client.post("/tasks/new", {**base, **picks})
+        assert refused.status_code == 400, picks
+        body = refused.content.decode()
+        assert "your preset sets the model, tools, MCP tools and data tables" in body
+        assert ">kept</textarea>" in body  # nothing lost
+    assert not await Task.objects.aexists()
+    started = await client.post("/tasks/new", base)
+    assert started.status_code == 302
+    task = await Task.objects.aget()
+    assert task.agent == "function_calling"

@@ -28,7 +28,7 @@ from runs.conf import conf
 from runs.models import DeletedNotebook, Event, Task
 from runs.protocol import ErrorCode, HumanAction, HumanActionKind, ProtocolError
 from runs.service.llm import llm_settings
-from runs.store.cost import cost_decimal, model_of, price_of
+from runs.store.cost import call_usage, cost_decimal, model_of, price_of
 
 RUN, DAY = "run", "day"
 USD, TOKENS = "usd", "tokens"
@@ -143,12 +143,10 @@ def usage_of(
     """What these events' model calls used, per notebook model: {model: [prompt, completion]}
     (added to `used`, when given)."""
     used = {} if used is None else used
-    for model, p, c in events.filter(type="agent_output").values_list(
-        "task__model",
-        "payload__usage__prompt_tokens",
-        "payload__usage__completion_tokens",
-    ):
-        _add_usage(used, model or "", p, c)
+    for model, tokens in call_usage(events, "task__model").items():
+        _add_usage(
+            used, model or "", tokens["prompt_tokens"], tokens["completion_tokens"]
+        )
     return used
 
 

@@ -10,9 +10,29 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from runs.models import ModelPrice
+from django.db.models import IntegerField, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+
+from runs.models import Event, ModelPrice
 
 MILLION = Decimal(1_000_000)
+
+
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def call_usage(events: QuerySet[Event], by: str) -> dict[Any, dict[str, int]]:
+    """The tokens the model calls among `events` used, summed per value of the field `by`
+    ("task_id", "turn_id", "task__model"): every call that returned, whether its step then
+    completed, was stopped or was undone, since each was paid for. One `agent_output` event per
+    call carries its usage; a stream cut off part way returns none and counts nothing."""
+    sums = {
+        key: Sum(Cast(KT(f"payload__usage__{key}"), IntegerField()))
+        for key in USAGE_KEYS
+    }
+    rows = events.filter(type="agent_output").values(by).annotate(**sums)
+    return {row.pop(by): {k: v or 0 for k, v in row.items()} for row in rows}
 
 
 def price_of(model: str | None) -> ModelPrice | None:

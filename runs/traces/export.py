@@ -15,15 +15,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum, TextField
+from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils.dateparse import parse_date, parse_datetime
 
 from runs.models import Annotation, Event, Message, ModelPrice, Step, Task, Turn
 from runs.protocol.wire import WIRE_EVENT_BYTES, bounded
+from runs.store.cost import USAGE_KEYS, call_usage, price_json, with_cost
 from runs.store.cost import model_of as model_of  # the entrances cost steps with it
-from runs.store.cost import price_json, with_cost
 from runs.store.cost import price_of as price_of  # the entrances cost steps with it
 from runs.traces.annotations import annotations_of
 from runs.traces.data_used import data_tables_used
@@ -138,18 +138,10 @@ def _usage(steps: list[Step]) -> dict[str, int]:
 
 
 def turn_usages(turn_pks: list[int], price: ModelPrice | None) -> dict[int, Any]:
-    """Per turn pk: the tokens its completed steps used and their cost at `price`."""
-    rows = (
-        Step.objects.filter(turn_id__in=turn_pks, status="completed")
-        .values("turn_id")
-        .annotate(
-            prompt_tokens=Sum("prompt_tokens"),
-            completion_tokens=Sum("completion_tokens"),
-            total_tokens=Sum("total_tokens"),
-        )
-    )
-    found = {row.pop("turn_id"): {k: v or 0 for k, v in row.items()} for row in rows}
-    empty = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    """Per turn pk: the tokens its model calls used (stopped and undone steps' calls too) and
+    their cost at `price`."""
+    found = call_usage(Event.objects.filter(turn_id__in=turn_pks), "turn_id")
+    empty = dict.fromkeys(USAGE_KEYS, 0)
     return {pk: with_cost(found.get(pk, empty), price) for pk in turn_pks}
 
 

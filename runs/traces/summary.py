@@ -2,8 +2,9 @@
 
 Derived from the stored rows and the event log in a few aggregate queries per page of notebooks:
 the outcome (answered / stopped, by whom and where / failed / max iterations / still going), the
-steps that ran, tool calls, tokens, wall time, the number of human actions and the first line of
-the answer.
+steps that ran (a stopped one too), tool calls, the tokens and cost of every model call (as the
+budgets count them: runs.store.cost), wall time, the number of human actions and the first line
+of the answer.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Count, Max, Min, Q
 
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
-from runs.store.cost import cost_usd, model_of, price_of
+from runs.store.cost import call_usage, cost_usd, model_of, price_of
 from runs.store.load import shown_step_ids
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
@@ -95,19 +96,18 @@ def summaries(
     prices: dict[str | None, Any] = {}  # a composed notebook may call its own model
     tasks = list(tasks)
     pks = [t.pk for t in tasks]
-    steps = {
-        row["task_id"]: row
-        for row in Step.objects.filter(
-            task_id__in=pks, status=StepStatusChoices.COMPLETED
+    # the steps that ran: completed, or stopped part way (interrupted), as the cards show them
+    steps = dict(
+        Step.objects.filter(
+            task_id__in=pks,
+            status__in=(StepStatusChoices.COMPLETED, StepStatusChoices.INTERRUPTED),
+            runs__gt=0,
         )
         .values("task_id")
-        .annotate(
-            n=Count("pk"),
-            tokens=Sum("total_tokens"),
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-        )
-    }
+        .annotate(n=Count("pk"))
+        .values_list("task_id", "n")
+    )
+    usage = call_usage(Event.objects.filter(task_id__in=pks), "task_id")
     events = {
         row["task_id"]: row
         for row in Event.objects.filter(task_id__in=pks)
@@ -136,17 +136,17 @@ def summaries(
     result = {}
     for task in tasks:
         turn = last_turns.get(task.pk)
-        step_row = steps.get(task.pk, {})
+        used = usage.get(task.pk, {})
         event_row = events.get(task.pk, {})
         wall = _wall_time(task, event_row)
         result[task.pk] = {
             **_outcome(turn, task.status, bool(turn and limited[turn.pk])),
-            "steps": step_row.get("n", 0),
-            "tokens": step_row.get("tokens") or 0,
+            "steps": steps.get(task.pk, 0),
+            "tokens": used.get("total_tokens", 0),
             "cost_usd": cost_usd(
                 _price(prices, model_of(task, model)),
-                step_row.get("prompt"),
-                step_row.get("completion"),
+                used.get("prompt_tokens"),
+                used.get("completion_tokens"),
             ),
             "tool_calls": event_row.get("calls", 0),
             "human_actions": event_row.get("human", 0),

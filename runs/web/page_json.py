@@ -93,6 +93,15 @@ async def new_task(request: HttpRequest) -> HttpResponse:
         if chosen:
             if not chosen.isdigit():
                 raise ProtocolError(ErrorCode.INVALID_INPUT, "there is no such preset")
+            # one's preset decides the tools and data: picks sent with it are refused, not dropped
+            if request.POST.getlist("mcp_tools") or any(
+                composed_picks(request.POST).values()
+            ):
+                raise ProtocolError(
+                    ErrorCode.INVALID_INPUT,
+                    "your preset sets the model, tools, MCP tools and data tables: start "
+                    "with it and no picks of your own, or with your picks and no preset",
+                )
             picks: dict[str, Any] = {"preset": int(chosen)}
         else:
             picks = composed_picks(request.POST)

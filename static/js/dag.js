@@ -5,7 +5,8 @@
 // text) is painted as text and never parsed as HTML. An update diffs the graph against what is
 // drawn: new nodes and edges are added, changed ones restyled, and the layout runs again only
 // when the shape changed (streamed tokens never reach here). The view pans and zooms; it frames
-// the graph itself until the person moves it, and keeps the running and waiting steps in view.
+// the whole graph on open and on every new node until the person moves it (a graph too big to
+// read whole: the running or waiting step, at a readable zoom), and Fit has it follow again.
 // A click (or Enter on the focused graph) scrolls to the node's cell.
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
@@ -18,7 +19,11 @@ import { domId, truncate } from "./dom.js";
 
 cytoscape.use(dagre);
 
-const READABLE_ZOOM = 0.75; // below this labels get hard to read: frame the active part instead
+const READABLE_ZOOM = 0.75; // the zoom of the view that frames the active part of a big graph
+// The whole graph is framed down to this zoom (a five-node fan-out or a chain of abstraction in
+// the narrow panel of a 1280 px window needs ~0.5): a graph that fits below it is too big to
+// read whole, and the view frames the active part at READABLE_ZOOM, the overview showing the rest.
+const MIN_FIT_ZOOM = 0.45;
 const MAX_FIT_ZOOM = 1.2;
 const PAD = 16;
 const ZOOM_STEP = 1.25;
@@ -180,9 +185,10 @@ export class DagView {
     this.graph = graph;
     this.order = graph.nodes.map((n) => n.id);
     if (reshaped) this.#layout();
+    // Following, the view frames the graph anew when it changes shape or the active step moves
+    // on; once the person has panned or zoomed it stays where they put it (Fit follows again).
     const focus = this.#activeNode();
-    if (this.follow && reshaped) this.#frame();
-    else if (focus && focus !== this.focusId) this.#keepInView(focus);
+    if (this.follow && (reshaped || focus !== this.focusId)) this.#frame();
     this.focusId = focus;
     this.overview.sync();
     return graph.nodes.length;
@@ -263,14 +269,14 @@ export class DagView {
     return running ? running.id : null;
   }
 
-  /** Fit the whole graph if it stays readable; else a readable zoom around the active (or last) node. */
+  /** Fit the whole graph unless it is too big to read whole; else a readable zoom around the active (or last) node. */
   #frame() {
     const cy = this.cy;
     const all = cy.elements();
     if (!all.length || !cy.width()) return;
     const bb = all.boundingBox({ includeLabels: false, includeOverlays: false, includeUnderlays: false });
     const fitZoom = Math.min((cy.width() - 2 * PAD) / bb.w, (cy.height() - 2 * PAD) / bb.h);
-    if (fitZoom >= READABLE_ZOOM) {
+    if (fitZoom >= MIN_FIT_ZOOM) {
       // The whole graph, from the top: a growing graph does not jump about as it is centred.
       const zoom = Math.min(fitZoom, MAX_FIT_ZOOM);
       cy.viewport({ zoom, pan: { x: (cy.width() - bb.w * zoom) / 2 - bb.x1 * zoom, y: PAD - bb.y1 * zoom } });

@@ -3,7 +3,7 @@
 
 import { NODE_SIZE } from "./graph.js";
 
-const STATUSES = ["pending", "running", "completed", "failed", "undone", "interrupted"];
+const STATUSES = ["pending", "running", "completed", "failed", "undone", "interrupted", "rejected"];
 const AGENT_COLOURS = 6; // .agent-color-1 … -6 in notebook.css
 
 /** The palette the stylesheet needs, read from the CSS custom properties in effect at `el`. */
@@ -12,7 +12,6 @@ export function readPalette(el) {
   const read = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
   const status = Object.fromEntries(STATUSES.map((s) => [s, read(`--status-${s}`, "#8a93a3")]));
   status.answered = status.completed;
-  status.rejected = status.interrupted; // a person's rejection is not a failure (as on the cards)
   status.waiting = read("--accent", "#3563c9"); // as a waiting cell's badge
   const agents = [];
   const probe = document.createElement("span");

@@ -79,6 +79,9 @@ export class NotebookControls {
     send.dataset.allowed = String(perms.send);
     if (!send.hasAttribute("aria-busy")) send.disabled = !perms.send;
     text.setAttribute("aria-disabled", String(!perms.send));
+    // While nothing can be sent the composer leaves the foot of the window and waits at the end
+    // of the notebook, so it covers no waiting step's controls; a draft being typed keeps it.
+    this.els.form.classList.toggle("composer-docked", !perms.send && !text.value.trim());
     hint.textContent = !perms.connected
       ? perms.offline
       : perms.send

@@ -119,8 +119,14 @@ function forkNote(origin) {
   );
 }
 
+// The columns are narrow (they all fit at 1280 wide): what may be cut short says itself in full
+// on hover.
+const labelled = (tag, cls, text) => h(tag, { class: cls, title: text }, text);
+const figure = (col, text) => h("td", { class: "num", "data-col": col, title: String(text) }, text);
+
 function row(task) {
   const id = task.id ?? task.pk;
+  const outcome = outcomeOf(task);
   const status = task.status || "";
   const title = task.title || `Notebook ${id}`;
   return h(
@@ -130,7 +136,7 @@ function row(task) {
     h(
       "td",
       { class: "trace-title" },
-      h("a", { href: traceUrl(id), dir: "auto" }, proseNodes(title)), // the person's first message
+      h("a", { href: traceUrl(id), dir: "auto", title: revealProse(title) }, proseNodes(title)), // the person's first message
       h(
         "span",
         { class: "muted trace-row-actions" },
@@ -150,16 +156,16 @@ function row(task) {
       forkNote(task.forked_from),
       task.answer ? h("span", { class: "trace-answer", dir: "auto", title: revealProse(task.answer) }, proseNodes(plainLine(task.answer))) : null,
     ),
-    h("td", { class: "trace-agent" }, h("span", { class: "badge" }, AGENTS[task.agent] || task.agent || ""), h("span", { class: "trace-mode muted" }, MODES[task.mode] || task.mode || "")),
-    h("td", {}, h("span", { class: `badge status status-${STATUS_CLASS[status] || "pending"}` }, STATUSES[status] || status)),
-    h("td", { class: "trace-outcome" }, h("span", { class: `badge status status-${outcomeOf(task).cls}` }, outcomeOf(task).text)),
-    h("td", { class: "num" }, task.turns ?? ""),
-    h("td", { class: "num", "data-col": "steps" }, number(task.steps)),
-    h("td", { class: "num", "data-col": "tool-calls" }, number(task.tool_calls)),
-    h("td", { class: "num", "data-col": "tokens" }, number(task.tokens)),
+    h("td", { class: "trace-agent" }, labelled("span", "badge", AGENTS[task.agent] || task.agent || ""), labelled("span", "trace-mode muted", MODES[task.mode] || task.mode || "")),
+    h("td", {}, labelled("span", `badge status status-${STATUS_CLASS[status] || "pending"}`, STATUSES[status] || status)),
+    h("td", { class: "trace-outcome" }, labelled("span", `badge status status-${outcome.cls}`, outcome.text)),
+    figure("turns", task.turns ?? ""),
+    figure("steps", number(task.steps)),
+    figure("tool-calls", number(task.tool_calls)),
+    figure("tokens", number(task.tokens)),
     costCell(task.cost_usd),
-    h("td", { class: "num", "data-col": "wall-time" }, task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
-    h("td", { class: "num", "data-col": "human-actions" }, number(task.human_actions)),
+    figure("wall-time", task.wall_time_s ? formatDuration(task.wall_time_s) : "—"),
+    figure("human-actions", number(task.human_actions)),
     h("td", { class: "trace-when" }, timeElement(task.updated_at || task.created_at)),
   );
 }
