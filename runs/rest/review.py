@@ -176,6 +176,11 @@ class CompareCall(Schema):
     name: str
     args: str = Field(description="the arguments as JSON, keys sorted")
     result: str = Field(description="what the call returned ('' if it has not run)")
+    output_name: str | None = Field(
+        default=None,
+        description="a Chain of Abstraction's name for the result (`y2`), used by the "
+        "reasoning's placeholders `[FUNC name(args) = y2]`; null for other calls",
+    )
     args_differ: bool = Field(description="the other side's call at this place differs")
     result_differs: bool
 
