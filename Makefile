@@ -52,9 +52,14 @@ $(PY):
 	@echo "Creating $(VENV) with $$($(PYTHON) --version)"
 	@$(PYTHON) -m venv $(VENV)
 
+# pip's own lines, only those that say what it fetches and installs: a first install takes about
+# 30 s, and a quiet one looks hung (errors still show: pip writes them to stderr)
+PIP_PROGRESS := { grep --line-buffered -E '^(Collecting|Processing|Installing collected|Successfully installed)' || true; } \
+  | sed -u -E 's|^Processing .*/([^/ ]+) \(from .*|Processing \1|; s|^|  |'
+
 $(RUN_STAMP): requirements.txt | $(PY)
-	@echo "Installing requirements.txt into $(VENV)"
-	@$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@echo "Installing requirements.txt into $(VENV) (the first time takes about 30 s)"
+	@set -o pipefail; $(PY) -m pip install --disable-pip-version-check --progress-bar off -r requirements.txt | $(PIP_PROGRESS)
 	@rm -f $(VENV)/.installed-run-* && touch $@
 
 $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)

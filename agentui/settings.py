@@ -507,6 +507,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# dates the server writes (the admin, a page's text before format.js rewrites it) in one format:
+# agentui/formats/en/formats.py (a locale's formats win over DATETIME_FORMAT, so a module)
+FORMAT_MODULE_PATH = ["agentui.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -2,6 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from agentui.login_limit import limit_password_checks
@@ -10,7 +13,15 @@ from runs.rest.api import urls as rest_api_urls
 from runs.web import operations
 from runs.web.views import login_with_link
 
+
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """The app's icon where browsers look for it on a page that names none (JSON, errors)."""
+    return HttpResponsePermanentRedirect(static("img/favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     path(
         "login/",
         limit_password_checks(auth_views.LoginView.as_view()),

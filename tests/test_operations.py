@@ -204,6 +204,54 @@ async def test_metrics_move_after_a_real_turn(server: Any) -> None:  # noqa: F81
     assert moved("agentui_tool_call_seconds_count") == 2
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db
+async def test_stop_counts_the_turn_as_stopped_not_deleted(server: Any) -> None:  # noqa: F811
+    """A turn ended by Stop is `agentui_turns_total{outcome="stopped"}`, as REST and the trace
+    call it; nothing of it counts as deleted."""
+    client = AsyncClient()
+    with override_settings(AGENTUI_METRICS_TOKEN=TOKEN):
+        before = await _scrape(client)
+        _, token = await user_with_token("alice")
+        api = Api(token)
+        created = await api.post(
+            "/notebooks/",
+            {"text": QUESTION, "agent": "function_calling", "mode": "step"},
+        )
+        assert created.status_code == 201, created.content
+        pk = created.json()["id"]
+        assert (await api.wait(pk))["status"] == "waiting"
+        stopped = await api.post(f"/notebooks/{pk}/stop")
+        assert stopped.status_code == 202, stopped.content
+        detail = await api.wait(pk)
+        await service.wait_idle()
+        assert detail["outcome"] == "stopped"
+        after = await _scrape(client)
+
+    def moved(**labels: str) -> float:
+        name = "agentui_turns_total"
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved(outcome="started") == 1
+    assert moved(outcome="stopped") == 1
+    assert moved(outcome="deleted") == 0
+    assert moved(outcome="answered") == 0
+
+
+@pytest.mark.django_db
+def test_metrics_carry_this_process_cpu_and_memory() -> None:
+    """prometheus-client's process collector: the CPU seconds this process used so far and its
+    resident memory, read from /proc at the scrape."""
+    with override_settings(AGENTUI_METRICS_TOKEN=TOKEN):
+        response = Client().get(
+            "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+    found = samples(response.content.decode())
+    assert value(found, "process_cpu_seconds_total") > 0
+    assert value(found, "process_resident_memory_bytes") > 10_000_000
+    assert value(found, "process_start_time_seconds") < time.time()
+
+
 async def _scrape(client: AsyncClient) -> dict[Any, float]:
     response = await client.get(
         "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}

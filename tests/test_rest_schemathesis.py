@@ -1,9 +1,11 @@
 """schemathesis 4 against the REST API served by daphne, with the app's own OpenAPI document.
 
 It sends generated requests (valid and invalid) to every operation with an API token and
-checks that no answer is a 500, that each status, content type and body is one the schema
-declares. Seeded and bounded (a fixed number of examples per operation), so a run is the same
-every time and takes three to five minutes (about 50 operations). The live app runs with DEBUG on, as a developer's
+runs every check but positive_data_acceptance (see CHECKS): no answer is a 500, each status,
+content type, header and body is one the schema declares, a request the schema refuses is
+refused, a method the schema does not name is refused, auth is not ignored. Seeded and
+bounded (a fixed number of examples per operation), so a run is the same every time and takes
+one to five minutes (about 60 operations). The live app runs with DEBUG on, as a developer's
 does, so a traceback page or an HTML 404 would be caught too.
 """
 
@@ -19,14 +21,13 @@ import httpx
 import pytest
 from browser_helpers import USERNAME, LiveApp, served_app
 
-CHECKS = ",".join(
-    [
-        "not_a_server_error",
-        "status_code_conformance",
-        "content_type_conformance",
-        "response_schema_conformance",
-    ]
-)
+# Every check but one: positive_data_acceptance (a request the schema allows must not be
+# refused) still finds 11 operations whose bodies the server refuses for reasons the schema
+# does not say: a data file's or image's real type, preset and table names that exist, a
+# webhook host that resolves to a public address, a policy condition's grammar, an email
+# address Django accepts, `path` as a JSON list (issue 48, item 9: what remains)
+CHECKS = "all"
+EXCLUDED_CHECKS = "positive_data_acceptance"
 SEED = 29
 EXAMPLES = 30
 
@@ -55,7 +56,9 @@ def token_for(app: LiveApp) -> str:
 
 
 @pytest.mark.timeout(480)
-def test_the_api_answers_as_its_schema_says(app: LiveApp, tmp_path: Path) -> None:
+def test_the_api_answers_as_its_schema_says(
+    app: LiveApp, tmp_path: Path, artifacts_dir: Path
+) -> None:
     token = token_for(app)
     # a notebook of the caller's, so paths with id 1 reach a real one too
     app.shell(
@@ -81,6 +84,8 @@ def test_the_api_answers_as_its_schema_says(app: LiveApp, tmp_path: Path) -> Non
                 f"Authorization: Bearer {token}",
                 "--checks",
                 CHECKS,
+                "--exclude-checks",
+                EXCLUDED_CHECKS,
                 # an event stream answers for as long as its client listens (an hour):
                 # tests/test_rest_stream.py checks it, its refusals included
                 "--exclude-operation-id",
@@ -108,6 +113,9 @@ def test_the_api_answers_as_its_schema_says(app: LiveApp, tmp_path: Path) -> Non
             env=app.env,
         )
     output = log.read_text()
+    (artifacts_dir / "schemathesis.txt").write_text(
+        output
+    )  # what it found, for a person
     assert result.returncode == 0, output + app.log()
     # every generated case passed every check (warnings, e.g. mostly-refused data, are fine)
     assert re.search(r"(\d+) generated, \1 passed", output), output

@@ -20,7 +20,7 @@ from runs import service
 from runs.models import Attachment
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import ErrorOut, Input
 from runs.service import surfaces
 
 ImageId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -127,7 +127,7 @@ class InboxSettingsOut(Schema):
     email: str
 
 
-class InboxSettingsIn(Schema):
+class InboxSettingsIn(Input):
     """Turn the "waiting for you" emails on or off, and say where they go."""
 
     email_on_wait: bool

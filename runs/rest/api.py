@@ -20,6 +20,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.operation import Operation
+from ninja.parser import Parser
 from ninja.security.base import AuthBase
 
 from runs.protocol import ErrorCode, ProtocolError
@@ -133,8 +134,20 @@ def _refusals(method: str, operation: dict[str, Any]) -> list[int]:
     return statuses
 
 
+class ObjectBodies(Parser):
+    """Every JSON body this API takes is an object: `null`, a list, a string or a number is
+    refused (400), not read as an empty object whose fields all take their defaults."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        body = super().parse_body(request)
+        if not isinstance(body, dict):
+            raise ValueError(f"expected a JSON object, got {type(body).__name__}")
+        return body
+
+
 api = Api(
     title="agentui REST API",
+    parser=ObjectBodies(),
     version="1",
     description="Start notebooks, approve, edit, reject, undo and stop steps, and read "
     "traces from scripts. Guide: docs/api.md.",

@@ -17,10 +17,10 @@ from runs import service
 from runs.models import Task
 from runs.rest.reading import NOT_FOUND, own_notebook
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import ErrorOut, Input
 
 
-class BudgetIn(Schema):
+class BudgetIn(Input):
     """A notebook's own budget per run; null fields keep the server's default."""
 
     run_usd: float | None = Field(

@@ -16,7 +16,7 @@ from ninja.files import UploadedFile
 
 from runs import service
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import ErrorOut, Input
 
 STATUS = {
     "invalid": 422,
@@ -63,7 +63,7 @@ class DataPreviewOut(DataTableOut):
     preview: list[list[Any]]
 
 
-class UploadIn(Schema):
+class UploadIn(Input):
     """A large file to upload in parts: its name, its size in bytes, and the table's name
     (empty: from the file name)."""
 

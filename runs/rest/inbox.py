@@ -18,7 +18,7 @@ from runs import service
 from runs.protocol import MAX_TEXT_CHARS
 from runs.rest.reading import NOT_FOUND, own_notebook
 from runs.rest.router import router
-from runs.rest.schemas import Accepted, ErrorOut
+from runs.rest.schemas import Accepted, ErrorOut, Input
 
 
 class WaitingCallOut(Schema):
@@ -73,7 +73,7 @@ class InboxOut(Schema):
     count: int
 
 
-class DeadlineIn(Schema):
+class DeadlineIn(Input):
     """How long a notebook's steps may wait for a person, and what happens when that passes;
     null or empty: the server's default."""
 
@@ -127,7 +127,7 @@ async def set_deadline(
     return await sync_to_async(_set_deadline)(request, pk, body)
 
 
-class DecisionIn(Schema):
+class DecisionIn(Input):
     """A decision on a waiting step from the inbox: approve it (perhaps edited), reject it, or
     answer its question."""
 

@@ -12,7 +12,7 @@ from ninja import Field, Schema, Status
 from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import ErrorOut, Input
 from runs.service import (
     RuleSpec,
     describe_policy,
@@ -24,7 +24,7 @@ from runs.service import (
 Decision = Literal["ask", "ask_once", "allow", "refuse"]
 
 
-class PolicyIn(Schema):
+class PolicyIn(Input):
     """A rule for calls of one tool: ask each time, ask once per notebook, allow, or refuse; for
     one notebook or all of yours, when its condition holds."""
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
-from ninja import Field, Schema, Status
+from ninja import Field, Status
 
 from runs.protocol import ErrorCode, ProtocolError
 from runs.protocol.checks import storable_problem
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut, PresetOut
+from runs.rest.schemas import ErrorOut, Input, PresetOut
 from runs.service import (
     MAX_PRESET_NAME_CHARS,
     ComposeConfig,
@@ -26,7 +26,7 @@ from runs.service.surfaces import all_presets
 NOT_FOUND: dict[int | tuple[int, ...], Any] = {404: ErrorOut}
 
 
-class UserPresetIn(Schema):
+class UserPresetIn(Input):
     """One of your own presets: a name and what notebooks made with it are made of."""
 
     name: str = Field(

@@ -127,6 +127,12 @@ def _with_summaries(tasks: list[Task]) -> list[dict[str, Any]]:
 # --- notebooks -----------------------------------------------------------------------------
 
 
+# what the filters take, as the schema says it: empty (any), a date or a date and time
+_WHEN: dict[str, Any] = {
+    "anyOf": [{"const": ""}, {"format": "date"}, {"format": "date-time"}]
+}
+
+
 class NotebookFilters(Schema):
     """Which notebooks to list: by words, agent, status, mode and creation time; empty: any."""
 
@@ -134,8 +140,12 @@ class NotebookFilters(Schema):
     agent: str = ""
     status: Literal["", "idle", "running", "waiting", "failed", "interrupted"] = ""
     mode: Literal["", "auto", "step", "tools"] = ""
-    created_after: str = Field("", description="YYYY-MM-DD or an ISO datetime")
-    created_before: str = Field("", description="YYYY-MM-DD or an ISO datetime")
+    created_after: str = Field(
+        "", description="YYYY-MM-DD or an ISO datetime", json_schema_extra=_WHEN
+    )
+    created_before: str = Field(
+        "", description="YYYY-MM-DD or an ISO datetime", json_schema_extra=_WHEN
+    )
 
 
 @router.get(

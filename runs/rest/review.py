@@ -18,7 +18,7 @@ from runs.models import Step
 from runs.protocol import ErrorCode, ProtocolError
 from runs.rest.reading import NOT_FOUND, notebook_detail, own_notebook
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut, NotebookDetail, StepId, ToolId
+from runs.rest.schemas import ErrorOut, Input, NotebookDetail, StepId, ToolId
 from runs.service import fork_notebook, llm_settings
 from runs.service.surfaces import ForkError
 from runs.traces.annotations import (
@@ -39,7 +39,7 @@ from runs.traces.results import (
 )
 
 
-class ForkIn(Schema):
+class ForkIn(Input):
     """Where to fork a notebook: a completed step, the new notebook being the old one right
     after it."""
 
@@ -84,7 +84,7 @@ class AnnotationOut(Schema):
     created_at: str
 
 
-class AnnotationIn(Schema):
+class AnnotationIn(Input):
     """Rate or comment on a step, a tool call or a turn's answer."""
 
     target: Literal["step", "call", "answer"]
@@ -176,6 +176,11 @@ class CompareCall(Schema):
     name: str
     args: str = Field(description="the arguments as JSON, keys sorted")
     result: str = Field(description="what the call returned ('' if it has not run)")
+    output_name: str | None = Field(
+        default=None,
+        description="a Chain of Abstraction's name for the result (`y2`), used by the "
+        "reasoning's placeholders `[FUNC name(args) = y2]`; null for other calls",
+    )
     args_differ: bool = Field(description="the other side's call at this place differs")
     result_differs: bool
 

@@ -8,13 +8,72 @@ JSON nesting), as it does for a socket's frame.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from ninja import Field, Path, Schema
+from pydantic import model_validator
 
 from runs.protocol import MAX_TEXT_CHARS
 
 Mode = Literal["auto", "step", "tools"]
+
+
+def _kinds(annotation: Any) -> set[type]:
+    """The JSON kinds (as Python types) a field's annotation admits: str, int, float, bool,
+    list, dict, or NoneType; `object` for anything else (a nested model)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _kinds(get_args(annotation)[0])
+    if origin is Literal:
+        return {type(value) for value in get_args(annotation)}
+    if origin in (Union, UnionType):
+        return set().union(*(_kinds(arg) for arg in get_args(annotation)))
+    if origin in (list, tuple, set):
+        return {list}
+    if annotation in (str, int, float, bool, type(None)):
+        return {annotation}
+    return {object}
+
+
+class Input(Schema):
+    """A request body: a value of a JSON kind its field's schema does not take is refused, not
+    coerced (`"1"` is not a number, `1` not `true`, `true` not 1), so what the schema refuses
+    the server refuses too. A number's own forms stay (`2.0` is the integer 2, as in JSON
+    Schema)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_typed(cls, data: Any) -> Any:
+        # ninja's Schema hands its validators the body wrapped (DjangoGetter): read the dict
+        given = getattr(data, "_obj", data)
+        if not isinstance(given, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if key not in given:
+                continue
+            kinds = _kinds(field.annotation)
+            value = given[key]
+            if object in kinds:
+                continue
+            if isinstance(value, bool):
+                wrong = bool not in kinds
+            elif isinstance(value, str):
+                wrong = str not in kinds
+            elif isinstance(value, int | float):
+                wrong = not kinds & {int, float}
+            else:
+                wrong = False
+            if wrong:
+                raise ValueError(f"{key}: expected {_named(kinds)}")
+        return data
+
+
+def _named(kinds: set[type]) -> str:
+    names = {str: "a string", int: "a number", float: "a number", bool: "true or false"}
+    said = sorted({names[k] for k in kinds if k in names})
+    return " or ".join(said + (["null"] if type(None) in kinds else [])) or "a list"
 
 
 class ErrorOut(Schema):
@@ -205,7 +264,7 @@ ToolId = Annotated[str, Path(min_length=1, max_length=MAX_TOOL_ID_CHARS)]
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 
 
-class NotebookIn(Schema):
+class NotebookIn(Input):
     """A new notebook: its first message and the agent (a built-in preset, or one of yours) with
     its mode and picks."""
 
@@ -250,14 +309,14 @@ class NotebookIn(Schema):
     )
 
 
-class MessageIn(Schema):
+class MessageIn(Input):
     """A message that starts the notebook's next turn, with images to show the model."""
 
     text: Text
     images: list[ImageId] = Field(default=[], max_length=MAX_IMAGES)
 
 
-class EditIn(Schema):
+class EditIn(Input):
     """A queued step's new input, before it runs."""
 
     input: str = Field(
@@ -266,19 +325,19 @@ class EditIn(Schema):
     )
 
 
-class AnswerIn(Schema):
+class AnswerIn(Input):
     """The answer to the question a step waits on (a tool asked the person)."""
 
     answer: Text = Field(description="your answer to the question the step waits on")
 
 
-class RejectIn(Schema):
+class RejectIn(Input):
     """Why a tool call is rejected; the model is told."""
 
     reason: str = Field("", max_length=MAX_REASON_CHARS)
 
 
-class UndoIn(Schema):
+class UndoIn(Input):
     """Which step to undo: the newest completed one; naming it makes a repeated request harmless."""
 
     step_id: str | None = Field(
@@ -289,7 +348,7 @@ class UndoIn(Schema):
     )
 
 
-class ModeIn(Schema):
+class ModeIn(Input):
     """How the notebook runs its steps from now on: auto, one step at a time, or stopping before
     tool calls."""
 

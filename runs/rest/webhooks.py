@@ -12,13 +12,13 @@ from ninja import Field, Schema, Status
 from runs.models import Webhook
 from runs.rest.reading import NOT_FOUND
 from runs.rest.router import router
-from runs.rest.schemas import ErrorOut
+from runs.rest.schemas import ErrorOut, Input
 from runs.service import add_webhook, delivery_json, remove_webhook, webhook_json
 
 EventName = Literal["step.waiting", "turn.finished", "turn.failed", "turn.stopped"]
 
 
-class WebhookIn(Schema):
+class WebhookIn(Input):
     """A URL to be told of your notebooks' events (a step waiting, a turn finished, failed or
     stopped)."""
 

@@ -44,6 +44,7 @@ from runs.service.status import refresh
 from runs.service.waiting import deadline_for
 from runs.store import queries
 from runs.store.fence import LeaseLost, NotebookGone
+from runs.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -326,7 +327,8 @@ def take_abandon_request(task_pk: int) -> bool:
 async def abandon_turn(runtime: NotebookRuntime, turn_id: str) -> None:
     """Abandon the turn (the lease is held): its rows stay, the agent's memory is as before it."""
     try:
-        await runtime.runner.adelete_task(turn_id)
+        with metrics.stopping(turn_id):
+            await runtime.runner.adelete_task(turn_id)
     except UnknownTaskError:
         return
     await runtime.publisher.publish(TaskAbandoned(task_id=turn_id))

@@ -229,6 +229,7 @@ def _about(facts: _Facts, runner: AgentRunner, llm: OpenAI) -> telemetry.About:
         tags=(facts.agent, facts.mode) + (("fork",) if facts.forked_from else ()),
         invocation=invocation,
         tools=tools,
+        provider=telemetry.provider_of(llm.api_base),
         full_prompt=values.otel_full_prompt == "full",
         prompt_chars=values.otel_prompt_max_chars,
     )

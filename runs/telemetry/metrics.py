@@ -19,7 +19,9 @@ import logging
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
@@ -28,6 +30,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -43,6 +46,10 @@ MAX_TOOL_NAMES = 200
 MAX_OPEN_CALLS = 10_000
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# this process's CPU seconds, resident and virtual memory, open files and start time (`process_*`,
+# from /proc: on a system without it the collector reports nothing); the scrape target tells the
+# process apart, as for the go/JVM collectors of other servers
+ProcessCollector(registry=REGISTRY)
 _LABELS = ("process",)
 
 
@@ -52,7 +59,8 @@ def _counter(name: str, doc: str, *labels: str) -> Counter:
 
 turns = _counter(
     "agentui_turns",
-    "Turns (a message and the steps it led to), by what happened: started, answered, deleted",
+    "Turns (a message and the steps it led to), by what happened: started, answered, stopped "
+    "(Stop, or a waiting step's deadline), deleted (dropped otherwise: a new message closed it)",
     "outcome",
 )
 steps = _counter(
@@ -195,7 +203,23 @@ def _observe(event: Any) -> None:
     elif kind == "task_completed":
         turns.labels(PROCESS, "answered").inc()
     elif kind == "task_deleted":
-        turns.labels(PROCESS, "deleted").inc()
+        stopped = _stopping.get() == event.task_id
+        turns.labels(PROCESS, "stopped" if stopped else "deleted").inc()
+
+
+# The turn a stop is abandoning in this context: the engine's task_deleted it emits is a stop.
+_stopping: ContextVar[str | None] = ContextVar("agentui_stopping", default=None)
+
+
+@contextmanager
+def stopping(turn_id: str) -> Iterator[None]:
+    """Count the engine's deletion of `turn_id` inside this block as a stopped turn (a Stop or
+    a deadline abandons a turn by deleting the engine's task)."""
+    token = _stopping.set(turn_id)
+    try:
+        yield
+    finally:
+        _stopping.reset(token)
 
 
 def _forget_calls(step_id: str | None) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from .annotations import Review, ReviewSender, annotations_url
 from .config import TelemetryConfig
 from .export import SpanSink
-from .spans import About, TraceBuilder, agent_span_id_of, resource_for
+from .spans import About, TraceBuilder, agent_span_id_of, provider_of, resource_for
 
 __all__ = [
     "About",
@@ -27,6 +27,7 @@ __all__ = [
     "describe",
     "enabled",
     "observe",
+    "provider_of",
     "review",
     "reviews",
     "session_id",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from typing import Any
 from openinference.semconv.resource import ResourceAttributes
 from openinference.semconv.trace import (
     MessageAttributes,
+    OpenInferenceLLMProviderValues,
+    OpenInferenceLLMSystemValues,
     OpenInferenceMimeTypeValues,
     OpenInferenceSpanKindValues,
     SpanAttributes,
@@ -184,6 +187,44 @@ class _Turn:
         return self.agents.get(step_id or "", self.latest_agent)
 
 
+# The API every model call speaks: OpenAI's chat completions, through the openai SDK, whoever
+# serves it (OpenInference's `llm.system`: the AI product as the client identifies it).
+LLM_SYSTEM = OpenInferenceLLMSystemValues.OPENAI.value
+
+# Who serves the model (`llm.provider`), by the base URL's host; OpenInference's own names.
+_PROVIDER_HOSTS = {
+    "api.openai.com": OpenInferenceLLMProviderValues.OPENAI,
+    "openai.azure.com": OpenInferenceLLMProviderValues.AZURE,
+    "api.anthropic.com": OpenInferenceLLMProviderValues.ANTHROPIC,
+    "api.mistral.ai": OpenInferenceLLMProviderValues.MISTRALAI,
+    "generativelanguage.googleapis.com": OpenInferenceLLMProviderValues.GOOGLE,
+    "aiplatform.googleapis.com": OpenInferenceLLMProviderValues.GOOGLE,
+    "amazonaws.com": OpenInferenceLLMProviderValues.AWS,
+    "api.groq.com": OpenInferenceLLMProviderValues.GROQ,
+    "api.deepseek.com": OpenInferenceLLMProviderValues.DEEPSEEK,
+    "api.together.xyz": OpenInferenceLLMProviderValues.TOGETHER,
+    "api.fireworks.ai": OpenInferenceLLMProviderValues.FIREWORKS,
+    "api.x.ai": OpenInferenceLLMProviderValues.XAI,
+    "api.cerebras.ai": OpenInferenceLLMProviderValues.CEREBRAS,
+    "api.perplexity.ai": OpenInferenceLLMProviderValues.PERPLEXITY,
+    "api.moonshot.ai": OpenInferenceLLMProviderValues.MOONSHOT,
+    "api.cohere.com": OpenInferenceLLMProviderValues.COHERE,
+}
+
+
+def provider_of(base_url: str | None) -> str:
+    """`llm.provider` for a model server at `base_url`: a known host's OpenInference name
+    (no base URL is the SDK's default, OpenAI), else the host itself (a server of your own:
+    vLLM, Ollama, the offline demo), so a trace still says where its calls went."""
+    if not base_url:
+        return OpenInferenceLLMProviderValues.OPENAI.value
+    host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
+    for known, provider in _PROVIDER_HOSTS.items():
+        if host == known or host.endswith("." + known):
+            return provider.value
+    return host or "unknown"
+
+
 @dataclass
 class About:
     """What every span of a notebook says about it, and how much of a prompt LLM spans keep."""
@@ -195,6 +236,7 @@ class About:
         default_factory=dict
     )  # the model call's parameters
     tools: tuple[dict[str, Any], ...] = ()  # the tools offered, as the model sees them
+    provider: str | None = None  # who serves the model (`provider_of` its base URL)
     full_prompt: bool = True  # every message of each call, not only what is new in it
     prompt_chars: int = 200_000  # the most characters of one call's messages kept
 
@@ -407,6 +449,9 @@ class TraceBuilder:
         attributes = span.attributes
         if self.model:
             attributes[SpanAttributes.LLM_MODEL_NAME] = self.model
+        attributes[SpanAttributes.LLM_SYSTEM] = LLM_SYSTEM
+        if self.about.provider:
+            attributes[SpanAttributes.LLM_PROVIDER] = self.about.provider
         attributes[SpanAttributes.AGENT_NAME] = event.current_agent_name
         turn.latest_agent = event.current_agent_name
         if event.step_id:
@@ -472,8 +517,23 @@ class TraceBuilder:
         )
         if event.plan_index is not None:
             span.attributes["agentui.plan_index"] = event.plan_index
+        self._describe_tool(event.tool_name, span.attributes)
         error = output.content if output.is_error else None
         return self._finish(turn, span, event.ended_at, error)
+
+    def _describe_tool(self, name: str, into: Attributes) -> None:
+        """The offered tool's description and parameters' JSON schema, as the model saw them
+        (nothing for a name the model made up)."""
+        for tool in self.about.tools:
+            function = tool.get("function") or {}
+            if function.get("name") == name:
+                if function.get("description"):
+                    into[SpanAttributes.TOOL_DESCRIPTION] = _text(
+                        function["description"]
+                    )
+                if function.get("parameters"):
+                    into[SpanAttributes.TOOL_PARAMETERS] = _json(function["parameters"])
+                return
 
     def _end_step(
         self,
@@ -529,6 +589,7 @@ class TraceBuilder:
                 span.parent_id = turn.asked_in.pop(tool_id, span.parent_id)
                 span.attributes[SpanAttributes.TOOL_NAME] = call.tool_name
                 span.attributes[SpanAttributes.INPUT_VALUE] = _json(call.tool_kwargs)
+                self._describe_tool(call.tool_name, span.attributes)
                 spans.append(self._finish(turn, span, at, reason))
         return spans
 

@@ -50,6 +50,7 @@ class _Call:
     name: str
     args: str
     result: str = ""
+    output_name: str | None = None  # a chain's name for its result (`y2`), else None
 
 
 @dataclass
@@ -86,7 +87,11 @@ class _Turn:
 
 def _pending(calls: Any) -> list[_Call]:
     return [
-        _Call(str(c.get("tool_name") or ""), stable(c.get("tool_kwargs") or {}))
+        _Call(
+            str(c.get("tool_name") or ""),
+            stable(c.get("tool_kwargs") or {}),
+            output_name=c.get("output_name") or None,
+        )
         for c in calls or []
         if isinstance(c, dict)
     ]
@@ -166,7 +171,11 @@ class _Log:
             attempt.calls.pop(tool_id, None)  # a call that runs again starts afresh
         call = attempt.calls.setdefault(
             tool_id,
-            _Call(str(e.get("tool_name") or ""), stable(e.get("tool_kwargs") or {})),
+            _Call(
+                str(e.get("tool_name") or ""),
+                stable(e.get("tool_kwargs") or {}),
+                output_name=e.get("output_name") or None,
+            ),
         )
         if kind == "tool_call_result":
             call.result = str((e.get("tool_output") or {}).get("content") or "")
@@ -208,6 +217,23 @@ def _log_of(task: Task) -> _Log:
     return log
 
 
+def _input(step: _Step) -> str:
+    """What the step was given, as the comparison shows it: a tool-calls step's input is its
+    calls as the engine writes them for editing (JSON with their ids, which differ between any
+    two runs), shown and compared as its calls instead, so it has none of its own."""
+    if step.kind != "tool_calls":
+        return step.input
+    try:
+        calls = json.loads(step.input or "[]")
+    except ValueError:
+        return step.input
+    if isinstance(calls, list) and all(
+        isinstance(c, dict) and "tool_name" in c for c in calls
+    ):
+        return ""
+    return step.input
+
+
 def _facts(step: _Step) -> dict[str, Any]:
     """What the comparison shows of a step (its last run), as values that compare with ==."""
     attempt = step.attempts[-1] if step.attempts else None
@@ -221,8 +247,16 @@ def _facts(step: _Step) -> dict[str, Any]:
     return {
         "kind": step.kind,
         "status": step.status,
-        "input": step.input,
-        "calls": [{"name": c.name, "args": c.args, "result": c.result} for c in calls],
+        "input": _input(step),
+        "calls": [
+            {
+                "name": c.name,
+                "args": c.args,
+                "result": c.result,
+                "output_name": c.output_name,
+            }
+            for c in calls
+        ],
         "output": output,
         "tokens": attempt.tokens if attempt is not None else 0,
     }
@@ -258,6 +292,7 @@ def _step_row(
                     "name": call["name"],
                     "args": _clip(call["args"]),
                     "result": _clip(call["result"]),
+                    "output_name": call["output_name"],
                     "args_differ": twin is None
                     or (twin["name"], twin["args"]) != (call["name"], call["args"]),
                     "result_differs": twin is None or twin["result"] != call["result"],

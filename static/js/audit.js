@@ -3,7 +3,7 @@
 // Shared by the live notebook and the read-only trace (cells.js).
 
 import { formatUsd } from "./cost.js";
-import { h, prettyJson } from "./dom.js";
+import { h, prettyJson, sentence } from "./dom.js";
 import { formatDate, timeElement } from "./format.js";
 import { revealText } from "./hidden.js";
 
@@ -46,11 +46,13 @@ function budgetRaise(action) {
   const unit = action.after?.unit;
   const amount = (limit) => (unit === "usd" ? formatUsd(Number(limit)) : `${Number(limit).toLocaleString("en")} tokens`);
   const scope = action.after?.scope === "day" ? "today (this run)" : "this run";
-  return `Budget for ${scope} raised from ${amount(action.before?.limit)} to ${amount(action.after?.limit)}: ${action.reason || ""}.`;
+  return sentence(`Budget for ${scope} raised from ${amount(action.before?.limit)} to ${amount(action.after?.limit)}: ${action.reason || ""}`);
 }
 
-function clock(at) {
-  return at ? formatDate(at) : "";
+/** `text` and when, as every date of the app shows (format.js: "3 minutes ago", the date in full
+ * in its tooltip), e.g. "Stopped by ana at step 2 (3 minutes ago)." */
+function withWhen(text, at) {
+  return at ? [`${text} (`, timeElement(at), ")."] : [`${text}.`];
 }
 
 function shown(value) {
@@ -68,21 +70,27 @@ function ranOn(step) {
   return step.attempts.some((attempt) => [...attempt.calls.values()].some((call) => call.stopped === "left_running"));
 }
 
+/** An edit as before → after; a side that was empty (null: no input yet, or cleared) is not
+ * shown as "null": the edit says it added or removed the text. */
+function editDiff(before, after) {
+  const side = (cls, label, value) => h("div", { class: cls }, h("span", { class: "field-label" }, label), h("pre", { class: "tool-pre" }, shown(value)));
+  if (before == null && after == null) return null;
+  if (before == null) return h("div", { class: "edit-diff" }, side("edit-after", "Added", after));
+  if (after == null) return h("div", { class: "edit-diff" }, side("edit-before", "Removed", before));
+  return h(
+    "div",
+    { class: "edit-diff" },
+    side("edit-before", "Before", before),
+    h("span", { class: "edit-arrow", "aria-hidden": "true" }, "→"),
+    side("edit-after", "After", after),
+  );
+}
+
 function actionItem(step, action, turn) {
   if (AUTOMATIC[action.action]) return automaticItem(step, action);
   const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
   const detail = [];
-  if (action.action === "edited_input" || action.action === "edited_arguments") {
-    detail.push(
-      h(
-        "div",
-        { class: "edit-diff" },
-        h("div", { class: "edit-before" }, h("span", { class: "field-label" }, "Before"), h("pre", { class: "tool-pre" }, shown(action.before))),
-        h("span", { class: "edit-arrow", "aria-hidden": "true" }, "→"),
-        h("div", { class: "edit-after" }, h("span", { class: "field-label" }, "After"), h("pre", { class: "tool-pre" }, shown(action.after))),
-      ),
-    );
-  }
+  if (action.action === "edited_input" || action.action === "edited_arguments") detail.push(editDiff(action.before, action.after));
   if (action.action === "set_rule" && action.rule) detail.push(" ", ruleLink(action.rule), `: ${action.rule.summary}`);
   if (action.action === "budget_raised") detail.push(h("p", { class: "action-note" }, budgetRaise(action)));
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
@@ -126,17 +134,16 @@ function numbers(list) {
   return list.length < 2 ? `${list[0]}` : `${list.slice(0, -1).join(", ")} and ${list[list.length - 1]}`;
 }
 
-/** How a stopped turn ended, for its end-of-turn note: who, and every step it cut off. */
+/** How a stopped turn ended, for its end-of-turn note: who, every step it cut off, and when
+ * (text and a <time>, the children of the note). */
 export function stoppedText(model, turn) {
   const stops = turn.stops || [];
   const stop = stops[stops.length - 1];
-  if (!stop) return "This turn was stopped before it finished.";
+  if (!stop) return ["This turn was stopped before it finished."];
   const shown = turn.stepIds.filter((id) => !model.steps.get(id)?.dropped);
   const positions = [...new Set(stops.map((s) => shown.indexOf(s.stepId) + 1).filter((p) => p > 0))].sort((a, b) => a - b);
   const who = stop.automatic ? `automatically (${stop.automatic})` : `by ${stop.by}`;
-  if (!positions.length) return `Stopped ${who} (${clock(stop.at)}).`;
+  if (!positions.length) return withWhen(`Stopped ${who}`, stop.at);
   const steps = `step${positions.length > 1 ? "s" : ""} ${numbers(positions)}`;
-  return stop.whileRunning
-    ? `Stopped ${who} during ${steps} (${clock(stop.at)}).`
-    : `Stopped ${who} at ${steps}, before it ran (${clock(stop.at)}).`;
+  return withWhen(stop.whileRunning ? `Stopped ${who} during ${steps}` : `Stopped ${who} at ${steps}, before it ran`, stop.at);
 }

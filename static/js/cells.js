@@ -5,7 +5,7 @@
 // dirty, and streamed text only rewrites one text node per stream. Controls for a pending step
 // come from controls.js and are rebuilt only when what they offer changes, so typing survives.
 
-import { domId, formatDuration, h, keepChildren, prettyJson, replaceChildren } from "./dom.js";
+import { domId, formatDuration, h, keepChildren, prettyJson, replaceChildren, sentence } from "./dom.js";
 import { chainCalls, chainSignature, dependencyName, hasPlaceholders, namesResults, pendingResultName, plannedAs, renderChain, resultName } from "./chain.js";
 import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
@@ -152,7 +152,7 @@ export class CellsView {
         ),
       );
     } else if (turn.status === "abandoned") {
-      replaceChildren(view.answer, h("p", { class: "turn-note turn-stopped" }, stoppedText(model, turn)));
+      replaceChildren(view.answer, h("p", { class: "turn-note turn-stopped" }, ...stoppedText(model, turn)));
     } else {
       view.answer.replaceChildren();
     }
@@ -386,7 +386,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
         : call.status === "waiting"
           ? h("p", { class: "tool-wait" }, "Waiting for the person's answer (the question step below).")
           : call.status === "answered"
-            ? h("p", { class: "tool-answered" }, `Answered: ${call.answer}. It ran again with the answer in the question step below.`)
+            ? h("p", { class: "tool-answered" }, `${sentence(`Answered: ${call.answer}`)} It ran again with the answer in the question step below.`)
             : null
       : h(
           "div",

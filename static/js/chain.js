@@ -5,7 +5,7 @@
 // says `yN`, then fills in with the value once the call that computes it finishes.
 
 import { h } from "./dom.js";
-import { proseNodes, revealJson } from "./hidden.js";
+import { proseNodes, revealJson, revealText } from "./hidden.js";
 import { formatNumber, numberIn } from "./format.js";
 import { liveSteps, shownAttempt } from "./selectors.js";
 
@@ -85,7 +85,7 @@ function chipState(call) {
 
 const CHIP_VALUE = { pending: null, running: "…", rejected: "rejected", failed: "error" };
 
-function chip(source, name, output, call) {
+function chip(source, name, args, output, call, showCall) {
   const state = chipState(call);
   // a number rounded for reading; the exact value is in the chip's tooltip
   const done = numberIn(call?.output) != null ? formatNumber(numberIn(call.output)) : call?.output;
@@ -95,6 +95,8 @@ function chip(source, name, output, call) {
     "span",
     { class: `chain-chip chip-${state}`, "data-output": output, "data-state": state, title },
     h("span", { class: "chip-name" }, output),
+    // what computes it, where no call card sits beside the text (the compare view)
+    showCall ? h("span", { class: "chip-call" }, revealText(`${name}(${args.trim()})`)) : null,
     h("span", { class: "chip-value" }, value),
   );
 }
@@ -106,13 +108,14 @@ export function chainSignature(text, calls) {
   return sig;
 }
 
-/** Fill `el` with `text`, each placeholder a chip showing its call's state or value. */
-export function renderChain(el, text, calls) {
+/** Fill `el` with `text`, each placeholder a chip showing its call's state or value; with
+ * `showCall`, also the call itself (its tool and arguments). */
+export function renderChain(el, text, calls, { showCall = false } = {}) {
   const parts = [];
   let last = 0;
   for (const match of text.matchAll(PLACEHOLDER)) {
     if (match.index > last) parts.push(...proseNodes(text.slice(last, match.index)));
-    parts.push(chip(match[0], match[1], match[3], calls.get(match[3])));
+    parts.push(chip(match[0], match[1], match[2], match[3], calls.get(match[3]), showCall));
     last = match.index + match[0].length;
   }
   if (last < text.length) parts.push(...proseNodes(text.slice(last)));

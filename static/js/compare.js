@@ -4,6 +4,7 @@
 // they line up); inputs, tool-call arguments, results and outputs that differ are marked, and
 // each side gets its totals. This module only draws.
 
+import { hasPlaceholders, renderChain } from "./chain.js";
 import { formatUsd } from "./cost.js";
 import { formatDuration, h } from "./dom.js";
 import { proseNodes, revealText } from "./hidden.js";
@@ -22,8 +23,32 @@ const TOTALS = [
   ["Cost", (t) => (t.cost_usd == null ? "price unknown" : formatUsd(t.cost_usd))],
 ];
 
-function field(name, label, text, differs) {
-  return h("div", { class: `compare-field${differs ? " is-different" : ""}`, "data-field": name }, h("span", { class: "field-label" }, label), h("pre", { class: "compare-text", dir: "auto" }, proseNodes(text || "—")));
+/** A text field; a Chain of Abstraction's reasoning (`[FUNC name(args) = yN]`) as chips, each
+ * naming its call and filled in with the result `results` has for it on this side. */
+function field(name, label, text, differs, results = null) {
+  const body = h("pre", { class: "compare-text", dir: "auto" });
+  if (results && text && hasPlaceholders(text)) renderChain(body, text, results, { showCall: true });
+  else body.append(...proseNodes(text || "—"));
+  return h("div", { class: `compare-field${differs ? " is-different" : ""}`, "data-field": name }, h("span", { class: "field-label" }, label), body);
+}
+
+/** A call's arguments as a table of name and value (the stored JSON object), or as written when
+ * they are not an object (cut short, or a model's malformed arguments). */
+function argumentTable(args) {
+  let parsed;
+  try {
+    parsed = JSON.parse(args);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) return h("code", { class: "compare-args-raw" }, revealText(args));
+  const names = Object.keys(parsed);
+  if (!names.length) return h("span", { class: "muted" }, "no arguments");
+  return h(
+    "table",
+    { class: "compare-arg-table" },
+    h("tbody", {}, names.map((key) => h("tr", {}, h("th", { scope: "row" }, revealText(key)), h("td", { dir: "auto" }, revealText(typeof parsed[key] === "string" ? parsed[key] : JSON.stringify(parsed[key])))))),
+  );
 }
 
 function callList(calls) {
@@ -34,12 +59,38 @@ function callList(calls) {
       h(
         "li",
         { class: "compare-call" },
-        h("code", { class: `compare-args${call.args_differ ? " is-different" : ""}` }, revealText(`${call.name}(${call.args})`)),
+        h(
+          "div",
+          { class: `compare-args${call.args_differ ? " is-different" : ""}` },
+          h("code", { class: "tool-name" }, call.output_name ? `${call.output_name} = ${revealText(call.name)}` : revealText(call.name)),
+          argumentTable(call.args),
+        ),
         call.result !== "" ? h("span", { class: `compare-result${call.result_differs ? " is-different" : ""}` }, `→ ${call.result}`) : null,
       ),
     ),
   );
 }
+
+/** Per side, per turn: each chain result's call (`y2` → its result), for the chips. */
+function chainResults(rows) {
+  const found = [new Map(), new Map()];
+  for (const row of rows) {
+    if (row.kind !== "step") continue;
+    row.pair.forEach((facts, side) => {
+      if (!facts) return;
+      if (!found[side].has(row.turn)) found[side].set(row.turn, new Map());
+      const byName = found[side].get(row.turn);
+      for (const call of facts.calls) {
+        if (!call.output_name || byName.has(call.output_name)) continue;
+        // a call not run yet has no value: its chip says it is pending
+        if (call.result !== "") byName.set(call.output_name, { output: call.result, isError: false, status: "completed" });
+      }
+    });
+  }
+  return found;
+}
+
+let results = [new Map(), new Map()];
 
 function stepCell(row, side) {
   const mine = row.pair[side];
@@ -53,7 +104,7 @@ function stepCell(row, side) {
     h("div", { class: "compare-cell-head" }, h("span", { class: "badge kind" }, mine.kind), h("span", { class: `badge status status-${mine.status}${differs("status") ? " is-different" : ""}` }, mine.status), mine.tokens ? h("span", { class: "cell-meta" }, `${mine.tokens.toLocaleString("en")} tokens`) : null),
     mine.input || other?.input ? field("input", "Input", mine.input, differs("input")) : null,
     mine.calls.length ? h("div", { class: `compare-field${callsDiffer ? " has-different" : ""}` }, h("span", { class: "field-label" }, "Tool calls"), callList(mine.calls)) : null,
-    mine.output || other?.output ? field("output", "Output", mine.output, differs("output")) : null,
+    mine.output || other?.output ? field("output", "Output", mine.output, differs("output"), results[side].get(row.turn) || new Map()) : null,
   );
 }
 
@@ -114,6 +165,7 @@ async function main() {
   const t1 = performance.now();
   drawTotals(data.sides);
   $("#compare-summary").textContent = data.summary.text;
+  results = chainResults(data.rows);
   $("#compare-rows").replaceChildren(...data.rows.map(drawRow).filter(Boolean));
   $("#only-different").addEventListener("change", (event) => root.classList.toggle("only-different", event.target.checked));
   const t2 = performance.now();

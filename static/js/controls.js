@@ -66,7 +66,7 @@ export class StepControls {
     const calls = step.kind === "tool_calls" && isNext && step.status === "pending" ? step.pendingCalls || [] : [];
     const sig = [
       step.status, step.waiting, step.deadline?.at, step.budget?.reason, step.inputVersion, step.undoCount, isNext, isUndo,
-      perms.canApprove, perms.canEdit, perms.canUndo, model.mode, perms.branches && perms.runnableIds.length,
+      perms.canApprove, perms.canEdit, perms.canUndo, model.mode, perms.branches && `${perms.runnableIds.length}:${perms.runnableIds[0]}`,
       calls.map((c) => `${c.tool_id}:${c.decision}:${c.reason ?? ""}`).join(","),
     ].join("|");
     if (slot.dataset.sig === sig) return true;

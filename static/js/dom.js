@@ -57,6 +57,12 @@ export function prettyJson(value) {
   }
 }
 
+/** `text` as a sentence: a full stop added unless it already ends one ("please." stays, not "please.."). */
+export function sentence(text) {
+  const value = String(text ?? "").trimEnd();
+  return /[.!?…]["'”’)\]]*$/.test(value) ? value : `${value}.`;
+}
+
 export function truncate(text, max) {
   const value = String(text ?? "");
   return value.length > max ? `${value.slice(0, max - 1)}…` : value;

@@ -59,7 +59,8 @@ export function batchControls(bus, step, calls, perms, approve) {
       bus.slot(`reject-all:${step.id}`, rejectErr),
     );
   }
-  if (perms.branches && perms.runnableIds.length > 1) {
+  // one button for the whole fan-out, on its first waiting branch's card (not on every card)
+  if (perms.branches && perms.runnableIds.length > 1 && perms.runnableIds[0] === step.id) {
     const err = domId("err-branches", step.id);
     const all = button(`Approve all ${perms.runnableIds.length} waiting branches`, "approve-branches", perms.canApprove, err);
     all.addEventListener("click", () => bus.act("branches", "approve_branches", {}, all));

@@ -105,9 +105,24 @@ function newStep(event, turnId) {
     undoCount: 0,
     /** @type {object[]} human_action events on this step: who edited, rejected, approved, stopped */
     humanActions: [],
+    /** @type {{start: number, end: number, decision: object|null}[]} the step's waits for a person
+     * that ended (step_waiting to its start, or to a stop), each with the action that ended it */
+    waits: [],
+    waitingSince: null, // when the open wait began (its step_waiting), or null
+    decision: null, // the approval that will end the open wait, once a person (or a rule) gave it
     agent: null,
     inputVersion: 0,
   };
+}
+
+/** Actions that end a step's wait for a person: it runs next (or never, when stopped). */
+const DECIDES_WAIT = new Set(["approved", "auto_approved", "budget_raised", "stopped"]);
+
+function endWait(step, at, decision) {
+  if (step.waitingSince == null) return;
+  step.waits.push({ start: step.waitingSince, end: Math.max(at, step.waitingSince), decision });
+  step.waitingSince = null;
+  step.decision = null;
 }
 
 function ensureTurn(model, turnId, at) {
@@ -229,12 +244,14 @@ function abandonTurn(model, event) {
 const STEP_EVENTS = {
   step_waiting(model, step, event) {
     step.waiting = true;
+    if (step.waitingSince == null && event.at != null) step.waitingSince = event.at;
     // the deadline this wait runs under (runs/service/deadlines.py), fixed when it began
     step.deadline = event.deadline_at ? { at: event.deadline_at, action: event.deadline_action, seconds: event.deadline_s } : null;
     // it waits because its run (or its owner's day) spent a budget: why, and what approving raises it to
     step.budget = event.budget || null;
   },
   step_started(model, step, event) {
+    endWait(step, event.at, step.decision);
     step.attempts.push(newAttempt(event.at));
     step.status = "running";
     step.waiting = false;
@@ -324,6 +341,11 @@ const STEP_EVENTS = {
       rule: event.rule ?? null, // auto_approved, auto_refused, set_rule: the approval rule
     };
     step.humanActions.push(action);
+    if (step.waitingSince != null && DECIDES_WAIT.has(action.action) && !action.whileRunning) {
+      // the step runs next (its step_started ends the wait), or a stop ends it now
+      if (action.action === "stopped") endWait(step, action.at, action);
+      else step.decision = action;
+    }
     const turn = model.turns.get(step.turnId);
     if (turn && action.action === "stopped") {
       // one stop per step that was running (parallel branches), or one at the step that waited

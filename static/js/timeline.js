@@ -1,19 +1,41 @@
 // The trace timeline: every step run and every tool call as a bar over wall-clock time, one row
-// each, so calls that ran in parallel show as overlapping bars. Built in one pass.
+// each, so calls that ran in parallel show as overlapping bars; the time a step waited for a
+// person is a span of its own in the step's row, naming who decided. Built in one pass.
 
 import { domId, formatDuration, h } from "./dom.js";
 import { resultName } from "./chain.js";
 import { revealText } from "./hidden.js";
 import { liveSteps } from "./selectors.js";
 
-/** Rows in display order: per step its runs (one row), then its tool calls. */
+const DECIDED = { approved: "approved", auto_approved: "approved", budget_raised: "budget raised", stopped: "stopped" };
+
+/** Who ended a wait for a person, as its span says: "approved by ana", "approved by a rule",
+ * "stopped automatically (the deadline passed)"; "" while it still waits. */
+export function waitDecision(decision) {
+  if (!decision) return "";
+  const verb = DECIDED[decision.action] || decision.action.replaceAll("_", " ");
+  if (decision.automatic) return `${verb} automatically (${decision.automatic})`;
+  if (decision.action === "auto_approved") return `${verb} by a rule`;
+  return `${verb} by ${decision.by}`;
+}
+
+function waitBars(step) {
+  const bars = step.waits.map((w) => ({ start: w.start, end: w.end, status: "waiting", wait: waitDecision(w.decision) || "ended" }));
+  // still waiting (not after a stop: a turn that ended waits for no one)
+  if (step.waitingSince != null && step.waiting) bars.push({ start: step.waitingSince, end: null, status: "waiting", wait: "" });
+  return bars;
+}
+
+/** Rows in display order: per step its waits for a person and its runs (one row), then its
+ * tool calls. */
 export function timelineRows(model) {
   const rows = [];
   for (const turn of model.turns.values()) {
     liveSteps(model, turn).forEach((step, i) => {
-      const bars = step.attempts
+      const runs = step.attempts
         .filter((a) => a.startedAt != null)
         .map((a) => ({ start: a.startedAt, end: a.endedAt, status: a.status }));
+      const bars = [...waitBars(step), ...runs];
       rows.push({ kind: "step", label: `Step ${i + 1}`, sub: `${turn.index > 1 ? `turn ${turn.index} · ` : ""}${step.kind === "tool_calls" ? "tool calls" : step.kind}`, target: domId("step", step.id), bars });
       step.attempts.forEach((attempt) => {
         for (const call of attempt.calls.values()) {
@@ -71,7 +93,16 @@ export function renderTimeline(container, model, { now = Date.now() / 1000, onSe
   for (const row of rows) {
     const bars = row.bars.map((bar) => {
       const stop = bar.end ?? now;
-      const text = `${row.label}: ${formatDuration(stop - bar.start)} (${bar.status}), from +${formatDuration(bar.start - start) || "0"}`;
+      const from = `from +${formatDuration(bar.start - start) || "0"}`;
+      if (bar.wait != null) {
+        // its own span, saying who decided: the blank before a step ran, when a person was asked
+        const said = bar.wait ? `waiting for a person · ${bar.wait}` : "waiting for a person";
+        const el = h("span", { class: "tl-bar tl-wait", title: `${row.label}: ${said}, ${formatDuration(stop - bar.start)}, ${from}`, "data-start": bar.start, "data-end": stop, "data-decided": bar.wait }, said);
+        el.style.left = pct(bar.start);
+        el.style.width = width(bar.start, stop);
+        return el;
+      }
+      const text = `${row.label}: ${formatDuration(stop - bar.start)} (${bar.status}), ${from}`;
       const el = h("span", { class: `tl-bar status status-${bar.status}`, title: text, "data-start": bar.start, "data-end": stop });
       // (through the CSSOM: the CSP refuses style attributes)
       el.style.left = pct(bar.start);

@@ -1,0 +1,1 @@
+"""Date formats of the server-rendered pages and the admin (FORMAT_MODULE_PATH), per language."""
