@@ -224,7 +224,7 @@ async def test_tokens_and_sessions(server: Any) -> None:
         ({"text": "hi", "agent": "nobody"}, "there is no agent preset 'nobody'"),
         (
             {"text": 5, "agent": "function_calling"},
-            "text: Input should be a valid string",
+            "text: expected a string",
         ),
         (
             {"text": "x" * 20_001, "agent": "function_calling"},

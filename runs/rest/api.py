@@ -180,11 +180,20 @@ def _refused(request: HttpRequest, exc: ProtocolError) -> HttpResponse:
     return response
 
 
+def _problem(where: str, message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    if where == "body" and ": " in message:
+        return message  # a check of the whole body, which says which field it means
+    return f"{where}: {message}"
+
+
 def _where(loc: list[Any]) -> str:
     # ninja's locations start with where the value came from and the parameter's own name
     parts = [str(p) for p in loc]
-    if parts[:1] == ["body"] and len(parts) > 2:
-        parts = parts[2:]
+    if parts[:1] == ["body"] and len(parts) >= 2:
+        parts = parts[
+            2:
+        ]  # none left: the body as a whole (its message names the field)
     elif parts[:1] in (["query"], ["path"]) and len(parts) > 1:
         parts = parts[1:]
     return ".".join(parts) or "body"
@@ -193,7 +202,7 @@ def _where(loc: list[Any]) -> str:
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     problems = [
-        f"{_where(err.get('loc', []))}: {str(err.get('msg', 'invalid')).removeprefix('Value error, ')}"
+        _problem(_where(err.get("loc", [])), str(err.get("msg", "invalid")))
         for err in exc.errors[:5]
     ]
     return _error(
