@@ -40,6 +40,7 @@ help:
 	@echo "make run         serve agentui on http://$(HOST):$(PORT)/ (HOST, PORT override)"
 	@echo "make test        lint, then run the tests (SQLite pass, then PostgreSQL + Redis pass)"
 	@echo "make test-fast   the in-process tests only (no Chromium, servers or Phoenix), on every core"
+	@echo "make test-setup  install the test venv, Phoenix and the AG-UI client side by side (make test does it)"
 	@echo "make check-run   make run from a venv of requirements.txt alone, in a copy of the tree: serves, logs in, stops"
 	@echo "make lint        ruff (lint and format of the whole tree), import-linter (layer contracts), mypy"
 	@echo "make login-link  print a one-time login link (LINK_USER=name for another user)"
