@@ -551,8 +551,25 @@ def start_notebook(page: Any, app: LiveApp, text: str, *, agent: str, mode: str)
     page.goto(f"{app.url}/new/")
     page.get_by_label("Message").fill(text)
     page.get_by_label("Agent").select_option(agent)
+    return _start(page, mode)
+
+
+def start_from_example(
+    page: Any, app: LiveApp, prompt: str, *, agent: str, mode: str
+) -> int:
+    """Start a notebook from one of the start page's example prompts (which fills in the form
+    with its agent and message); returns its id once the page is live."""
+    page.goto(f"{app.url}/")
+    page.get_by_role("link", name=prompt).click()
+    page.wait_for_url("**/new/**")
+    assert page.get_by_label("Agent").input_value() == agent
+    assert page.get_by_label("Message").input_value() == prompt
+    return _start(page, mode)
+
+
+def _start(page: Any, mode: str) -> int:
     page.get_by_label("Approval").select_option(mode)
-    page.get_by_role("button", name="Start").click()
+    page.get_by_role("button", name="Start", exact=True).click()
     page.wait_for_url("**/tasks/*/")
     page.wait_for_selector("#connection[data-state='open']")
     return int(page.url.rstrip("/").rsplit("/", 1)[1])

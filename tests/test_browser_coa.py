@@ -18,6 +18,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shot,
+    start_from_example,
     step_cells,
     wait_until,
 )
@@ -29,19 +30,6 @@ from runs.engine.testing import Script, ScriptedServer
 pytestmark = pytest.mark.browser
 
 CHAIN_OUTPUTS = [f"y{n}" for n in range(1, 8)]
-
-
-def start_from_example(page: Any, app: LiveApp, mode: str) -> None:
-    """Start the CoA example from the start page's list of example prompts."""
-    page.goto(f"{app.url}/")
-    page.get_by_role("link", name=COA_PROMPT).click()
-    page.wait_for_url("**/new/**")
-    assert page.get_by_label("Agent").input_value() == "coa"
-    assert page.get_by_label("Message").input_value() == COA_PROMPT
-    page.get_by_label("Approval").select_option(mode)
-    page.get_by_role("button", name="Start").click()
-    page.wait_for_url("**/tasks/*/")
-    page.wait_for_selector("#connection[data-state='open']")
 
 
 def editor(output: str) -> str:
@@ -76,7 +64,7 @@ def test_auto_mode_chips_fill_in_and_the_dag_draws_the_chain(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=coa_rules()), reset_log=True)
-    start_from_example(page, live_app, "auto")
+    start_from_example(page, live_app, COA_PROMPT, agent="coa", mode="auto")
     page.locator(".cell-answer").wait_for(timeout=20_000)
     # text_content: the answer may be below the fold, where a skipped cell has no inner text
     wait_until(
@@ -173,7 +161,7 @@ def test_step_mode_correct_a_placeholder_before_its_calls_run(
     """The chain's calls wait in waves, each call shown with the values of the results it uses
     (never `y1`): the person corrects y7 with those values in front of them."""
     scripted_model.load(Script(rules=coa_rules()), reset_log=True)
-    start_from_example(page, live_app, "step")
+    start_from_example(page, live_app, COA_PROMPT, agent="coa", mode="step")
     first = step_cells(page).first
     first.get_by_role("button", name="Approve and run").click()
 
@@ -229,7 +217,7 @@ def test_tools_mode_reject_a_placeholder_and_the_refine_step_sees_why(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=coa_rules()), reset_log=True)
-    start_from_example(page, live_app, "tools")
+    start_from_example(page, live_app, COA_PROMPT, agent="coa", mode="tools")
     queries = waiting_cell(page, 1)
     assert queries.locator(".tool-card.editable").count() == 4  # y1, y2, y4, y5
     queries.get_by_role("button", name="Approve and run").click()

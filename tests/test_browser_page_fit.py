@@ -17,6 +17,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shots_at_both_sizes,
+    start_from_example,
     step_cells,
     wait_until,
 )
@@ -60,15 +61,9 @@ def whole_in_view(page: Any) -> bool:
 
 
 def start_example(page: Any, app: LiveApp, prompt: str, agent: str, mode: str) -> None:
-    page.goto(f"{app.url}/")
+    """Start an example prompt's notebook with the page's fits recorded (`window.fitLog`)."""
     page.context.add_init_script(WATCH_FIT)
-    page.get_by_role("link", name=prompt).click()
-    page.wait_for_url("**/new/**")
-    assert page.get_by_label("Agent").input_value() == agent
-    page.get_by_label("Approval").select_option(mode)
-    page.get_by_role("button", name="Start", exact=True).click()
-    page.wait_for_url("**/tasks/*/")
-    page.wait_for_selector("#connection[data-state='open']")
+    start_from_example(page, app, prompt, agent=agent, mode=mode)
 
 
 def drag_canvas(page: Any, dx: float, dy: float) -> None:

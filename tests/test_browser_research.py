@@ -17,6 +17,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     page,
     scripted_model,
     shot,
+    start_from_example,
     step_cells,
     wait_until,
 )
@@ -26,17 +27,6 @@ from runs.demo.research import ANSWER, RESEARCH_PROMPT, SUBQUESTIONS, research_r
 from runs.engine.testing import Script, ScriptedServer
 
 pytestmark = pytest.mark.browser
-
-
-def start_from_example(page: Any, app: LiveApp, mode: str) -> None:
-    page.goto(f"{app.url}/")
-    page.get_by_role("link", name=RESEARCH_PROMPT).click()
-    page.wait_for_url("**/new/**")
-    assert page.get_by_label("Agent").input_value() == "parallel_research"
-    page.get_by_label("Approval").select_option(mode)
-    page.get_by_role("button", name="Start").click()
-    page.wait_for_url("**/tasks/*/")
-    page.wait_for_selector("#connection[data-state='open']")
 
 
 def step_nodes(page: Any) -> list[dict[str, Any]]:
@@ -59,7 +49,9 @@ def test_auto_mode_answers_the_branches_side_by_side_and_joins_them(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=research_rules()), reset_log=True)
-    start_from_example(page, live_app, "auto")
+    start_from_example(
+        page, live_app, RESEARCH_PROMPT, agent="parallel_research", mode="auto"
+    )
     page.locator(".cell-answer").wait_for(timeout=30_000)
     assert ANSWER[:40] in page.locator(".cell-answer").inner_text()
     assert step_cells(page).count() == 5  # the split, three branches, the synthesis
@@ -91,7 +83,9 @@ def test_step_mode_each_branch_is_approved_edited_or_undone_on_its_own(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=research_rules()), reset_log=True)
-    start_from_example(page, live_app, "step")
+    start_from_example(
+        page, live_app, RESEARCH_PROMPT, agent="parallel_research", mode="step"
+    )
     step_cells(page).first.get_by_role("button", name="Approve and run").click()
     page.wait_for_function(
         "() => document.querySelectorAll('article.cell-step').length === 5"

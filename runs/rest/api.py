@@ -191,9 +191,8 @@ def _where(loc: list[Any]) -> str:
     # ninja's locations start with where the value came from and the parameter's own name
     parts = [str(p) for p in loc]
     if parts[:1] == ["body"] and len(parts) >= 2:
-        parts = parts[
-            2:
-        ]  # none left: the body as a whole (its message names the field)
+        # none left: the body as a whole (its message names the field)
+        parts = parts[2:]
     elif parts[:1] in (["query"], ["path"]) and len(parts) > 1:
         parts = parts[1:]
     return ".".join(parts) or "body"
