@@ -144,26 +144,21 @@ async def stream_turn(
     tool_choice: ToolChoice | None = None,
     parallel_tool_calls: bool | None = None,
 ) -> ChatResponse:
-    """Stream one reply from ``llm``, emitting every delta, and return the complete reply.
-
-    ``iter_turn`` without handing the chunks on: the same events, one generator fewer per chunk.
-    """
-    ids = _ids(task, step, agent_name, phase)
-    messages = await _ask(task, step, ids, messages)
-    distinct = _DistinctCallIds(task, messages)
+    """Stream one reply from ``llm``, emitting every delta, and return the complete reply:
+    ``iter_turn`` with its chunks left to the events (one loop serves both)."""
     final: ChatResponse | None = None
-    async for chunk in llm.astream_chat(
+    async for chunk in iter_turn(
+        llm,
+        task,
+        step,
         messages,
         tools=tools,
         stop=stop,
+        phase=phase,
+        agent_name=agent_name,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls,
     ):
-        final = chunk = distinct(chunk)
-        if chunk.delta:
-            await task.emit(
-                AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
-            )
-    await _finish(task, ids, final)
-    assert final is not None  # _finish raises on an empty stream
+        final = chunk
+    assert final is not None  # iter_turn raises on an empty stream
     return final
