@@ -19,7 +19,7 @@ from django.test import override_settings
 from runs import service
 from runs.engine import ElicitationField
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.models import Event, McpServer
+from runs.models import Event, McpServer, Step
 from runs.presets.mcp import refresh_listing
 from runs.presets.mcp.eliciting import (
     AnswerRefused,
@@ -286,3 +286,40 @@ def test_forms_agentui_refuses_and_answers_it_checks() -> None:
         with pytest.raises(AnswerRefused, match=why):
             check_answer(fields, content)
     assert isinstance(fields[0], ElicitationField)
+
+
+async def test_a_question_left_open_by_a_dead_server_is_closed_by_recovery(
+    scripted_server: Any,
+) -> None:
+    # What a server killed while a call waited on its MCP server's question leaves: the step
+    # running under a dead lease, the question asked and never closed (the session died with
+    # the process). Recovery closes it, so no tab offers a form for it any more.
+    from runs.engine import ElicitationAsked
+    from runs.realtime.publisher import store_event
+    from runs.service.recovery import RESTARTED, recover_notebook
+    from tests.test_takeover import orphan, step_mode_notebook
+
+    server = scripted_server(Script(rules=[]))
+    with llm_at(server):
+        task, step_id = await step_mode_notebook(server)
+    step = await Step.objects.select_related("turn").aget(step_id=step_id)
+    question = ElicitationAsked(
+        task_id=step.turn.engine_id,
+        step_id=step_id,
+        elicitation_id="e1",
+        tool_id="call_1",
+        server="ask",
+        message="Who stays?",
+        fields=[ElicitationField(name="guest", kind="string", required=True)],
+    )
+    await database_sync_to_async(store_event)(
+        task.pk, question.model_dump(mode="json"), step.turn_id
+    )
+    await orphan(task, step_id, "step")
+    assert await recover_notebook(task.pk) == 1
+    closed = await payloads(task.pk, "elicitation_closed")
+    assert [(c["elicitation_id"], c["action"], c["reason"]) for c in closed] == [
+        ("e1", "cancel", RESTARTED)
+    ]
+    with pytest.raises(ProtocolError, match="cancelled already"):
+        await service.perform(task.pk, answer("e1", "accept", {"guest": "Ana"}))
