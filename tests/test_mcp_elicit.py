@@ -35,6 +35,7 @@ from tests.live_support import (
     until_true,
 )
 from tests.mcp_support import ASKING, notebook_servers  # noqa: F401  (fixture)
+from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -46,8 +47,8 @@ def no_server_left(notebook_servers: None) -> None:
     """Every test here ends with no MCP server left (tests.mcp_support)."""
 
 
-def configure() -> Any:
-    ana = make_user("ana")
+def configure(user: str = "ana") -> Any:
+    ana = make_user(user) if user else None
     server = McpServer.objects.create(
         name="ask", command=sys.executable, args=[ASKING], everyone=True
     )
@@ -323,3 +324,40 @@ async def test_a_question_left_open_by_a_dead_server_is_closed_by_recovery(
     ]
     with pytest.raises(ProtocolError, match="cancelled already"):
         await service.perform(task.pk, answer("e1", "accept", {"guest": "Ana"}))
+
+
+async def test_rest_answers_the_question_as_the_socket_does(
+    scripted_server: Any,
+) -> None:
+    await database_sync_to_async(configure)("")
+    _, token = await user_with_token("ana")
+    api = Api(token)
+    model = scripted_server(Script(rules=rules("ask__book_room", {"city": "Porto"})))
+    with llm_at(model):
+        created = await api.post(
+            "/notebooks/",
+            {
+                "text": QUESTION,
+                "agent": "function_calling",
+                "mcp_tools": ["ask__book_room"],
+            },
+        )
+        assert created.status_code == 201, created.content
+        pk = created.json()["id"]
+        question = await asked(pk)
+        path = f"/notebooks/{pk}/elicitations/{question['elicitation_id']}/answer"
+        bad = await api.post(path, {"answer": "accept", "content": {"nights": 2}})
+        assert bad.status_code == 422, bad.content
+        assert "Guest name: required" in bad.content.decode()
+        missing = await api.post(
+            f"/notebooks/{pk}/elicitations/nope/answer", {"answer": "cancel"}
+        )
+        assert missing.status_code == 404, missing.content
+        good = await api.post(path, {"answer": "accept", "content": {"guest": "Rui"}})
+        assert good.status_code == 202, good.content
+        assert (
+            await result_of(pk)
+            == "booked double in Porto for Rui, 2 nights, breakfast no"
+        )
+    closed = await payloads(pk, "elicitation_closed")
+    assert [(c["by"], c["content"]) for c in closed] == [("ana", {"guest": "Rui"})]
