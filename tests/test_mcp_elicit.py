@@ -361,3 +361,47 @@ async def test_rest_answers_the_question_as_the_socket_does(
         )
     closed = await payloads(pk, "elicitation_closed")
     assert [(c["by"], c["content"]) for c in closed] == [("ana", {"guest": "Rui"})]
+
+
+async def test_the_demo_clock_asks_the_person_and_the_demo_answers_from_it(
+    scripted_server: Any,
+) -> None:
+    from runs.demo.mcp import ALARM_PROMPT, alarm_rules
+
+    def clock() -> Any:
+        ana = make_user("ana")
+        server = McpServer.objects.create(
+            name="clock",
+            command=sys.executable,
+            args=["-m", "runs.demo.mcp_clock"],
+            everyone=True,
+        )
+        assert refresh_listing(server).startswith("fetched 2 tools")
+        return ana
+
+    ana = await database_sync_to_async(clock)()
+    model = scripted_server(Script(rules=alarm_rules()))
+    task = await database_sync_to_async(service.create_notebook_row)(
+        ana, "function_calling", "auto", ["clock__set_alarm"]
+    )
+    with llm_at(model):
+        await service.send_message(task.pk, ALARM_PROMPT)
+        question = await asked(task.pk)
+        assert [f["name"] for f in question["fields"]] == [
+            "hour",
+            "minute",
+            "label",
+            "repeat",
+        ]
+        content = {"hour": 6, "minute": 30, "label": "call Kenji", "repeat": True}
+        origin = service.Origin(action="answer_elicitation", by="ana")
+        await service.perform(
+            task.pk, answer(question["elicitation_id"], "accept", content), origin
+        )
+        assert await result_of(task.pk) == (
+            "alarm set for 06:30 Asia/Tokyo, every day: call Kenji"
+        )
+    outputs = await payloads(task.pk, "agent_output")
+    assert (
+        "The MCP clock says: alarm set for 06:30" in outputs[-1]["response"]["content"]
+    )
