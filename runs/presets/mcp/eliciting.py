@@ -118,14 +118,14 @@ def _field(name: str, prop: Any, required: bool) -> ElicitationField:
     is_enum = "enum" in prop or "oneOf" in prop or "anyOf" in prop
     if is_enum and kind in (None, "string"):
         values, titles = _options(prop, name)
-        default = prop.get("default")
+        choice = prop.get("default")
         return ElicitationField(
             name=name,
             kind="enum",
             title=_text(prop.get("title"), MAX_TITLE_CHARS),
             description=_text(prop.get("description"), MAX_FIELD_DESCRIPTION_CHARS),
             required=required,
-            default=default if default in values else None,
+            default=choice if choice in values else None,
             options=values,
             option_titles=titles,
         )
@@ -135,30 +135,25 @@ def _field(name: str, prop: Any, required: bool) -> ElicitationField:
             f"the field {name!r} is of type {shown}: only strings, numbers, integers, "
             "booleans and choices can be asked"
         )
-    raw_default = prop.get("default")
-    default: str | int | float | bool | None = None
-    try:
-        default = (
-            _checked_value(ElicitationField(name=name, kind=kind), raw_default)
-            if raw_default is not None
-            else None
-        )
-    except AnswerRefused:
-        default = None  # a default that does not fit its own field is not offered
-    if isinstance(default, str) and len(default) > MAX_STRING_CHARS:
-        default = None
-    return ElicitationField(
+    made = ElicitationField(
         name=name,
         kind=kind,
         title=_text(prop.get("title"), MAX_TITLE_CHARS),
         description=_text(prop.get("description"), MAX_FIELD_DESCRIPTION_CHARS),
         required=required,
-        default=default,
         minimum=_number(prop.get("minimum")) if kind in ("number", "integer") else None,
         maximum=_number(prop.get("maximum")) if kind in ("number", "integer") else None,
         min_length=_count(prop.get("minLength")) if kind == "string" else None,
         max_length=_count(prop.get("maxLength")) if kind == "string" else None,
     )
+    raw_default = prop.get("default")
+    if raw_default is None:
+        return made
+    try:
+        default = _checked_value(made, raw_default)
+    except AnswerRefused:
+        return made  # a default that does not fit its own field is not offered
+    return made.model_copy(update={"default": default})
 
 
 def form_fields(schema: Any) -> list[ElicitationField]:
@@ -205,37 +200,37 @@ def _checked_value(f: ElicitationField, value: Any) -> str | int | float | bool:
             raise AnswerRefused(f"{label}: must be yes or no")
         return value
     if f.kind in ("number", "integer"):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise AnswerRefused(f"{label}: must be a number")
+        number: int | float = value
+        if not math.isfinite(number):
             raise AnswerRefused(f"{label}: must be a number")
         if f.kind == "integer":
-            if isinstance(value, float) and not value.is_integer():
+            if isinstance(number, float) and not number.is_integer():
                 raise AnswerRefused(f"{label}: must be a whole number")
-            value = int(value)
-        if f.minimum is not None and value < f.minimum:
+            number = int(number)
+        if f.minimum is not None and number < f.minimum:
             raise AnswerRefused(f"{label}: must be at least {f.minimum:g}")
-        if f.maximum is not None and value > f.maximum:
+        if f.maximum is not None and number > f.maximum:
             raise AnswerRefused(f"{label}: must be at most {f.maximum:g}")
-        return value
+        return number
     if not isinstance(value, str):
         raise AnswerRefused(f"{label}: must be text")
+    text: str = value
     if f.kind == "enum":
-        if value not in f.options:
+        if text not in f.options:
             raise AnswerRefused(f"{label}: must be one of the choices offered")
-        return value
+        return text
     cap = (
-        min(f.max_length, MAX_STRING_CHARS)
-        if f.max_length is not None
-        else MAX_STRING_CHARS
+        MAX_STRING_CHARS
+        if f.max_length is None
+        else min(f.max_length, MAX_STRING_CHARS)
     )
-    if len(value) > cap:
+    if len(text) > cap:
         raise AnswerRefused(f"{label}: at most {cap:,} characters")
-    if f.min_length is not None and len(value) < f.min_length:
+    if f.min_length is not None and len(text) < f.min_length:
         raise AnswerRefused(f"{label}: at least {f.min_length} characters")
-    return value
+    return text
 
 
 def check_answer(
@@ -372,7 +367,10 @@ def _release(call: _Call) -> None:
 def _result(answer: Answer) -> types.ElicitResult:
     from mcp import types
 
-    return types.ElicitResult(action=answer.action, content=answer.content)
+    content: dict[str, str | int | float | bool | list[str] | None] | None = (
+        dict(answer.content) if answer.content is not None else None
+    )
+    return types.ElicitResult(action=answer.action, content=content)
 
 
 async def on_elicitation(
