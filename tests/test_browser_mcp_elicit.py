@@ -4,7 +4,8 @@ The model calls the server's `book_room`; the server asks with a form (`ctx.elic
 person gets a bad value refused (what they typed stays), answers, and the server's result
 says what it got. Then `ask_hostile` asks with markup in its message and titles: shown as
 text, and cancelled from a second tab, which the first tab shows at once.
-Screenshots: mcp-elicit-*.png at 1280x800 and 1920x1080."""
+The offline demo's example (the demo clock's `set_alarm`, runs/demo/mcp.py) runs from the start
+page the same way. Screenshots: mcp-elicit-*.png at 1280x800 and 1920x1080."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
 )
 from mcp_support import ASKING
 
+from runs.demo.mcp import ALARM_PROMPT, alarm_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
 
 pytestmark = pytest.mark.browser
@@ -64,23 +66,24 @@ def rules() -> list[Rule]:
     ]
 
 
-def add_server(app: LiveApp) -> None:
-    said = app.shell(
+def add_server(app: LiveApp, name: str, args: list[str]) -> str:
+    """Configure a stdio server run by this Python, its tools fetched; the fetch's note."""
+    return app.shell(
         "import sys\n"
         "from runs.models import McpServer\n"
         "from runs.presets.mcp import refresh_listing\n"
-        f"server = McpServer.objects.create(name='ask', command=sys.executable, "
-        f"args={json.dumps([ASKING])}, everyone=True)\n"
+        f"server = McpServer.objects.create(name={name!r}, command=sys.executable, "
+        f"args={json.dumps(args)}, everyone=True)\n"
         "print(refresh_listing(server))\n"
     )
-    assert "fetched 3 tools" in said, said
 
 
 def test_the_person_answers_an_mcp_servers_form_in_the_page(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=rules()), reset_log=True)
-    add_server(live_app)
+    said = add_server(live_app, "ask", [ASKING])
+    assert "fetched 3 tools" in said, said
     page.goto(f"{live_app.url}/new/")
     page.get_by_label("Message").fill(QUESTION)
     page.get_by_label("Agent").select_option("function_calling")
@@ -162,3 +165,34 @@ def test_the_person_answers_an_mcp_servers_form_in_the_page(
     ]
     assert not page.console_errors, page.console_errors
     other.close()
+
+
+def test_the_demo_example_needs_the_persons_answer_to_the_clock(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=alarm_rules()), reset_log=True)
+    said = add_server(live_app, "clock", ["-m", "runs.demo.mcp_clock"])
+    assert "fetched 2 tools" in said, said
+    page.goto(f"{live_app.url}/")
+    page.get_by_role("link", name=ALARM_PROMPT).click()
+    page.wait_for_url("**/new/**")
+    assert page.get_by_label("Message").input_value() == ALARM_PROMPT
+    page.locator("fieldset.mcp-tools input[value=clock__set_alarm]").check()
+    page.get_by_label("Approval").select_option("auto")
+    page.get_by_role("button", name="Start", exact=True).click()
+    page.wait_for_url("**/tasks/*/")
+
+    form = page.locator(".tool-card", has_text="clock__set_alarm").locator(
+        "section.elicitation.is-open"
+    )
+    form.wait_for(timeout=60_000)
+    assert "When should the alarm in Asia/Tokyo ring" in form.inner_text()
+    form.get_by_label("What for (required)").fill("standup")
+    form.get_by_label("Minute").fill("15")
+    form.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "mcp-elicit-04-demo-alarm")
+    form.get_by_role("button", name="Accept").click()
+    answer = page.locator(".cell-answer")
+    answer.wait_for(timeout=60_000)
+    assert "alarm set for 07:15 Asia/Tokyo, once: standup" in answer.inner_text()
+    assert not page.console_errors, page.console_errors
