@@ -405,3 +405,37 @@ async def test_the_demo_clock_asks_the_person_and_the_demo_answers_from_it(
     assert (
         "The MCP clock says: alarm set for 06:30" in outputs[-1]["response"]["content"]
     )
+
+
+async def test_a_question_with_calls_of_two_turns_running_is_declined_unseen() -> None:
+    # Sessions are shared: with two notebooks' calls on one session, the question could be
+    # either's, so no one is shown it (one person's server question never reaches another).
+    from mcp import types
+    from mcp.client.session import ClientRequestContext
+
+    from runs.engine import Task as EngineTask
+    from runs.engine.tool_context import RunningCall
+    from runs.presets.mcp.eliciting import asking_during, on_elicitation
+
+    seen: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        seen.append(event)
+
+    first, second = EngineTask(input="one"), EngineTask(input="two")
+    for task in (first, second):
+        task.set_event_sink(sink)
+    session: Any = object()
+    params = types.ElicitRequestFormParams(
+        message="Who?",
+        requested_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+    )
+    context = ClientRequestContext(session=session, request_id=1)
+    # were it shown, it would wait a second, not ten minutes, before the test fails
+    short = override_settings(AGENTUI_MCP_ELICITATION_TIMEOUT_S=1.0)
+    with short, asking_during(session, "ask", RunningCall(first, "s1", "c1"), None):
+        with asking_during(session, "ask", RunningCall(second, "s2", "c2"), None):
+            declined = await on_elicitation(context, params)
+        assert declined.action == "decline" and seen == []
+    nobody = await on_elicitation(context, params)  # no call running on the session
+    assert nobody.action == "decline" and seen == []
