@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+from django.test import override_settings
+
+from runs.presets.mcp import close_all
 from runs.presets.mcp.spec import ServerSpec
 
 APP = str(Path(__file__).resolve().parent / "mcp_servers" / "app.py")
+ASKING = str(Path(__file__).resolve().parent / "mcp_servers" / "asking.py")
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+async def notebook_servers() -> AsyncIterator[None]:
+    """Generous MCP timeouts for notebook tests; afterwards no session or server is left."""
+    with override_settings(
+        AGENTUI_MCP_TIMEOUT_S=20.0, AGENTUI_MCP_START_TIMEOUT_S=20.0
+    ):
+        yield
+    await close_all()
+    assert server_children() == []
 
 
 def own_spec(mode: str = "ok", name: str = "own", pk: int = 1) -> ServerSpec:

@@ -252,7 +252,7 @@ async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
         args=("-m", "runs.demo.mcp_clock"),
     )
     listed = await fetch_listing(clock)
-    assert [t["name"] for t in listed] == ["get_current_time"]
+    assert sorted(t["name"] for t in listed) == ["get_current_time", "set_alarm"]
     tokyo = await call_mcp_tool(clock, "get_current_time", {"timezone": "Asia/Tokyo"})
     assert tokyo.raw_output["timezone"] == "Asia/Tokyo"
     assert tokyo.raw_output["datetime"].endswith("+09:00")

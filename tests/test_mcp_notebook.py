@@ -5,7 +5,6 @@ The model is the scripted server over HTTP; the MCP servers are real processes."
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from runs import service
 from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
 from runs.models import Event, McpServer, Task
-from runs.presets.mcp import close_all, notebook_mcp_tools, refresh_listing
+from runs.presets.mcp import notebook_mcp_tools, refresh_listing
 from runs.protocol import ProtocolError
 from runs.service import surfaces
 from runs.traces.export import trace_head, trace_stream
@@ -26,7 +25,12 @@ from tests.live_support import (
     llm_at,
     make_user,
 )
-from tests.mcp_support import APP, BIN, server_children
+from tests.mcp_support import (  # noqa: F401  (fixture)
+    APP,
+    BIN,
+    notebook_servers,
+    server_children,
+)
 from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -35,13 +39,8 @@ QUESTION = "Add 2 and 3 with the MCP tool, and wait a bit."
 
 
 @pytest.fixture(autouse=True)
-async def no_server_left() -> AsyncIterator[None]:
-    with override_settings(
-        AGENTUI_MCP_TIMEOUT_S=20.0, AGENTUI_MCP_START_TIMEOUT_S=20.0
-    ):
-        yield
-    await close_all()
-    assert server_children() == []
+def no_server_left(notebook_servers: None) -> None:
+    """Every test here ends with no MCP server left (tests.mcp_support)."""
 
 
 def configure_servers() -> tuple[Any, Any]:

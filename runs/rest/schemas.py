@@ -331,6 +331,21 @@ class AnswerIn(Input):
     answer: Text = Field(description="your answer to the question the step waits on")
 
 
+ElicitationId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+class ElicitationAnswerIn(Input):
+    """The answer to an MCP server's question (an `elicitation_asked` event of the notebook)."""
+
+    answer: Literal["accept", "decline", "cancel"] = Field(
+        description="accept sends `content` to the server; decline and cancel send nothing"
+    )
+    content: dict[str, str | int | float | bool] | None = Field(
+        None,
+        description="with accept: the form's fields and their values, checked against the form",
+    )
+
+
 class RejectIn(Input):
     """Why a tool call is rejected; the model is told."""
 
