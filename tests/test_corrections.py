@@ -41,7 +41,7 @@ from tests.live_support import (
     make_notebook,
     make_user,
 )
-from tests.rest_support import API, Api, user_with_token
+from tests.rest_support import Api, user_with_token
 from tests.test_group_reviewers import may_review, team
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -307,15 +307,6 @@ def test_a_corrected_answer_is_refused_when_it_does_not_fit() -> None:
 # --- REST ---------------------------------------------------------------------------------
 
 
-async def put(api: Api, path: str, body: dict[str, Any]) -> Any:
-    return await api.client.put(
-        API + path,
-        json.dumps(body),
-        content_type="application/json",
-        headers=api.headers,
-    )
-
-
 async def test_rest_lists_corrections_and_keeps_every_corrected_answer(
     ledger_server: ScriptedServer,
 ) -> None:
@@ -339,19 +330,19 @@ async def test_rest_lists_corrections_and_keeps_every_corrected_answer(
         [],
         LEDGER_ANSWER,
     )
-    first = await put(api, path, {"text": "The sum is 32."})
+    first = await api.put(path, {"text": "The sum is 32."})
     assert first.status_code == 200, first.content
-    second = (await put(api, path, {"text": CORRECTED})).json()
+    second = (await api.put(path, {"text": CORRECTED})).json()
     assert (second["text"], second["by"]) == (CORRECTED, "ana")
     assert [v["text"] for v in second["versions"]] == ["The sum is 32.", CORRECTED]
     assert {p["op"] for p in second["diff"]} == {"same", "removed", "added"}
     listed = (await api.get(f"/notebooks/{pk}/corrections")).json()
     assert listed[-1]["kind"] == "corrected_answer" and listed[-1]["versions"] == 2
     # refusals: an empty text names the field; a turn without an answer is not found
-    empty_text = await put(api, path, {"text": ""})
+    empty_text = await api.put(path, {"text": ""})
     assert empty_text.status_code == 422 and "text" in empty_text.json()["detail"]
-    missing = await put(
-        api, f"/notebooks/{pk}/turns/nope/corrected-answer", {"text": "x"}
+    missing = await api.put(
+        f"/notebooks/{pk}/turns/nope/corrected-answer", {"text": "x"}
     )
     assert missing.status_code == 404
     # the traces list: filter and counts
@@ -381,11 +372,11 @@ async def test_only_the_owner_and_their_group_reviewers_may_correct(
     path = f"/notebooks/{pk}/turns/{turn_id}/corrected-answer"
     _, rita = await user_with_token("rita")
     _, sam = await user_with_token("sam")
-    written = await put(Api(rita), path, {"text": CORRECTED})
+    written = await Api(rita).put(path, {"text": CORRECTED})
     assert written.status_code == 200 and written.json()["by"] == "rita"
     assert (await Api(rita).get(f"/notebooks/{pk}/corrections")).status_code == 200
     for call in (
-        put(Api(sam), path, {"text": "mine"}),
+        Api(sam).put(path, {"text": "mine"}),
         Api(sam).get(f"/notebooks/{pk}/corrections"),
         Api(sam).get(path),
     ):
