@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 # Past this many words on a side the diff is the whole of each (difflib's cost grows quickly).
 MAX_DIFF_WORDS = 20_000
-_WORDS = re.compile(r"\s+|[^\s]+")
+_WORDS = re.compile(r"^\s+|\S+\s*")  # a word with the space after it
 
 
 class DiffPart(BaseModel):
