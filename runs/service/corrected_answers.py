@@ -7,7 +7,7 @@ read model of a notebook's corrections is runs.traces.corrections.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from runs.models import CorrectedAnswer, Task, Turn
@@ -44,7 +44,7 @@ def _answered_turn(task: Task, turn_id: str) -> Turn:
 
 
 def correct_answer(
-    task: Task, author: AbstractBaseUser, turn_id: str, text: str
+    task: Task, author: User, turn_id: str, text: str
 ) -> CorrectedAnswer:
     """Store `text` as the newest version of the turn's corrected answer, by `author` (who may
     review `task`: the caller has checked, with `reviewable_notebook`). The same text as the
