@@ -95,6 +95,15 @@ class Usage(Schema):
     )
 
 
+class CorrectionCounts(Schema):
+    """How much people corrected a notebook: edits of inputs and call arguments (answers to
+    questions not counted), rejected calls, and turns with a corrected answer."""
+
+    edits: int
+    rejections: int
+    corrected_answers: int
+
+
 class NotebookOut(Schema):
     """A notebook as lists show it: its agent and mode, its status, how its last turn ended, and
     totals over its turns."""
@@ -127,6 +136,7 @@ class NotebookOut(Schema):
         description="USD at the notebook's model's price (ModelPrice); null: the price is unknown",
     )
     human_actions: int
+    corrections: CorrectionCounts
     wall_time_s: float
     answer: str = Field(description="first line of the last turn's answer")
 
