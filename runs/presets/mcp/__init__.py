@@ -15,6 +15,7 @@ from runs.presets.mcp.tools import (
     available_mcp_tools,
     check_mcp_choice,
     notebook_mcp_tools,
+    unasked_read_only,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "close_all",
     "notebook_mcp_tools",
     "refresh_listing",
+    "unasked_read_only",
 ]
