@@ -85,7 +85,7 @@ async def test_every_content_type_reaches_the_card_and_the_model_is_told_of_each
     assert audio.type == "other" and audio.kind == "audio"
     assert out.content.splitlines() == [
         "Here is everything.",
-        f"[image 1: image/png, {len(png())} bytes, shown to the person]",
+        "[image 1: image/png, 12.0 KB, shown to the person]",
         "[resource file:///notes/readme.txt (text/plain)]",
         "The notes say: <b>bold</b> is text here.",
         "[file file:///data/table.csv (text/csv, 14 bytes): offered to the person as a download]",

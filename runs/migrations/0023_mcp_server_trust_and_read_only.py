@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
             name="read_only_unasked",
             field=models.BooleanField(
                 default=False,
-                help_text="In tools and step modes, its tools marked readOnlyHint (and not destructiveHint) run without asking, unless a rule asks; needs trusted",
+                help_text="Where tool calls wait for approval (tools mode), its tools marked readOnlyHint (and not destructiveHint) run without asking, unless a rule asks; needs trusted",
                 verbose_name="read-only tools run without asking",
             ),
         ),

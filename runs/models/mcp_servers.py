@@ -79,7 +79,7 @@ class McpServer(models.Model):
     read_only_unasked = models.BooleanField(
         "read-only tools run without asking",
         default=False,
-        help_text="In tools and step modes, its tools marked readOnlyHint (and not "
+        help_text="Where tool calls wait for approval (tools mode), its tools marked readOnlyHint (and not "
         "destructiveHint) run without asking, unless a rule asks; needs trusted",
     )
     tools = models.JSONField(default=list, blank=True, editable=False)

@@ -34,7 +34,7 @@ BLOB = b"col1,col2\n1,2\n"
 HUGE_BLOB_BYTES = 3 * 1024 * 1024  # over the tests' AGENTUI_MCP_MAX_PART_BYTES
 
 
-def png(width: int = 24, height: int = 16) -> bytes:
+def png(width: int = 96, height: int = 64) -> bytes:
     """A small PNG: a blue-to-green gradient, drawn here (no image library needed)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -42,7 +42,7 @@ def png(width: int = 24, height: int = 16) -> bytes:
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
     rows = b"".join(
-        b"\x00" + b"".join(bytes((20, 60 + 8 * x, 200 - 6 * y)) for x in range(width))
+        b"\x00" + b"".join(bytes((20, 60 + 2 * x, 200 - 2 * y)) for x in range(width))
         for y in range(height)
     )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)

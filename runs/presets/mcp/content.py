@@ -162,8 +162,8 @@ def result_parts(result: CallToolResult) -> tuple[str, list[ToolPart]]:
         elif isinstance(block, EmbeddedResource) and isinstance(
             block.resource, BlobResourceContents
         ):
-            resource = block.resource
-            part = blob_part(str(resource.uri), resource.blob, resource.mime_type or "")
+            blob = block.resource
+            part = blob_part(str(blob.uri), blob.blob, blob.mime_type or "")
         elif isinstance(block, ResourceLink):
             part = LinkPart(
                 uri=_label(str(block.uri), MAX_URI_CHARS),

@@ -72,7 +72,7 @@ function textResource(part) {
   return h(
     "div",
     { class: "tool-part part-resource" },
-    h("span", { class: "field-label" }, "Resource ", h("code", {}, part.uri || "(no URI)"), part.mime ? ` (${part.mime})` : ""),
+    h("p", { class: "part-head" }, h("span", { class: "field-label" }, "Resource"), " ", h("code", {}, part.uri || "(no URI)"), part.mime ? ` (${part.mime})` : ""),
     h("pre", { class: "tool-pre" }, part.text),
   );
 }
