@@ -159,6 +159,13 @@ def test_content_types_and_a_trusted_read_only_tool(
     assert headers["content-type"] == "application/octet-stream"
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["content-disposition"].startswith("attachment;")
+    assert headers["content-security-policy"] == "default-src 'none'; sandbox"
+    shown = page.request.get(f"{live_app.url}{image.get_attribute('src')}").headers
+    assert (shown["content-type"], shown["x-content-type-options"]) == (
+        "image/png",
+        "nosniff",
+    )
+    assert shown["content-security-policy"] == "default-src 'none'; sandbox"
 
     cities = page.locator(
         ".tool-card.status-completed", has_text="content__list_cities"
