@@ -11,6 +11,9 @@ PYTEST_ARGS ?=
 # pytest-xdist workers per pass (a number, or auto: one per core); 0 runs in one process.
 # Two by default: this project's machines have two cores (docs/benchmarks.md, "The test suite")
 TEST_WORKERS ?= 2
+# Pass 2 waits on PostgreSQL, Redis and the processes it starts more than pass 1 does: a third
+# worker fills the gaps (measured in docs/benchmarks.md).
+SERVICES_WORKERS ?= 3
 LINK_USER ?=
 # The services pass of `make test` (override to use other servers).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -32,6 +35,7 @@ CLEAN_ENV := env -u DATABASE_URL -u REDIS_URL -u OPENAI_API_KEY -u OPENAI_BASE_U
   -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 # a module's tests stay on one worker when they share its live app or servers (tests/conftest.py)
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST_SERVICES = $(if $(filter 0,$(TEST_WORKERS)),,-n $(SERVICES_WORKERS) --dist loadgroup)
 SERVICES_ENV := $(CLEAN_ENV) DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)'
 
 .PHONY: help run test test-fast lint login-link clean vendor phoenix check-run test-setup
@@ -152,7 +156,7 @@ test: test-setup lint
 	  exit 0; \
 	fi; \
 	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
-	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest $(XDIST) -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest $(XDIST_SERVICES) -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
 
 # The page's libraries (Markdown, sanitiser, charts) from npm at the versions npm/package-lock.json

@@ -210,6 +210,14 @@ class Conf:
         "AGENTUI_MAX_IMAGE_BYTES)",
         least=1024,
     )
+    mcp_elicitation_timeout_s: float = _setting(
+        600.0,
+        "seconds",
+        "How long an MCP server's question to the person (an elicitation form in the "
+        "notebook) waits for an answer; then the server is told `cancel` and the card says "
+        "so. The tool call's own timeout does not run meanwhile",
+        least=1.0,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )

@@ -9,11 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
+from runs.presets.mcp import close_all
 from runs.presets.mcp.spec import ServerSpec
 
 APP = str(Path(__file__).resolve().parent / "mcp_servers" / "app.py")
+ASKING = str(Path(__file__).resolve().parent / "mcp_servers" / "asking.py")
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+async def notebook_servers() -> AsyncIterator[None]:
+    """Generous MCP timeouts for notebook tests; afterwards no session or server is left."""
+    with override_settings(
+        AGENTUI_MCP_TIMEOUT_S=20.0, AGENTUI_MCP_START_TIMEOUT_S=20.0
+    ):
+        yield
+    await close_all()
+    assert server_children() == []
 
 
 def own_spec(mode: str = "ok", name: str = "own", pk: int = 1) -> ServerSpec:
@@ -74,21 +88,6 @@ def content_spec(mode: str = "ok", name: str = "content", pk: int = 4) -> Server
         command=sys.executable,
         args=(CONTENT_APP, mode),
     )
-
-
-@pytest.fixture
-async def no_mcp_server_left() -> AsyncIterator[None]:
-    """Database tests of MCP tools: generous timeouts, and no server process left after each."""
-    from django.test import override_settings
-
-    from runs.presets.mcp import close_all
-
-    with override_settings(
-        AGENTUI_MCP_TIMEOUT_S=20.0, AGENTUI_MCP_START_TIMEOUT_S=20.0
-    ):
-        yield
-    await close_all()
-    assert server_children() == []
 
 
 async def payloads_of(task_pk: int, kind: str) -> list[dict[str, Any]]:

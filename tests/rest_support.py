@@ -38,6 +38,14 @@ class Api:
             headers=self.headers,
         )
 
+    async def put(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.client.put(
+            API + path,
+            json.dumps(body),
+            content_type="application/json",
+            headers=self.headers,
+        )
+
     async def delete(self, path: str) -> Any:
         return await self.client.delete(API + path, headers=self.headers)
 

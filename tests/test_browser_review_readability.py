@@ -27,6 +27,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     step_cells,
     wait_until,
 )
+from playwright.sync_api import expect
 
 from runs.demo.analyst import COA_PROMPT, coa_rules
 from runs.demo.research import RESEARCH_PROMPT, research_rules
@@ -161,11 +162,14 @@ def test_an_answer_ending_its_sentence_is_not_given_a_second_full_stop(
     page.get_by_label("Your answer").fill("All regions, please.")
     page.get_by_role("button", name="Send answer").click()
     card = page.locator(".tool-card.status-answered .tool-answered")
-    card.first.wait_for(timeout=30_000)
-    said = card.first.inner_text()
-    assert said.startswith("Answered: All regions, please. It ran again"), said
-    assert ".." not in said
-    card.first.scroll_into_view_if_needed()
+    # textContent, not innerText: the answered step may fold away once the turn goes on, and
+    # Chromium gives a folded subtree's innerText as ""
+    expect(card.first).to_have_text(
+        re.compile(r"^Answered: All regions, please\. It ran again"), timeout=30_000
+    )
+    said = card.first.text_content() or ""
+    assert ".." not in said, said
+    card.first.evaluate("el => el.scrollIntoView({block: 'center'})")
     shot(page, artifacts_dir, "readability-answered-sentence")
 
 

@@ -7,7 +7,6 @@ Runs on SQLite with the in-memory layer, and on PostgreSQL with Redis in make te
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +30,7 @@ from tests.live_support import (
     make_user,
     server,  # noqa: F401  (fixture: the analyst script's model, as the LLM)
 )
-from tests.rest_support import API, Api, user_with_token
+from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.ws, pytest.mark.db, pytest.mark.django_db(transaction=True)]
 
@@ -219,15 +218,6 @@ def test_budgets_refuse_bad_values_and_change_nothing() -> None:
     assert (task.budget_run_usd, task.budget_run_tokens) == (Decimal("0.5"), 0)
 
 
-async def put(api: Api, path: str, body: dict[str, Any]) -> Any:
-    return await api.client.put(
-        API + path,
-        json.dumps(body),
-        content_type="application/json",
-        headers=api.headers,
-    )
-
-
 async def test_rest_sets_the_budget_shows_the_wait_and_approving_goes_on(
     server: ScriptedServer,
 ) -> None:
@@ -240,9 +230,9 @@ async def test_rest_sets_the_budget_shows_the_wait_and_approving_goes_on(
     detail = await api.wait(pk)
     [step] = detail["waiting"]
     assert step["budget"] is None  # step mode: an ordinary wait, nothing spent yet
-    refused = await put(api, f"/notebooks/{pk}/budget", {"run_tokens": -1})
+    refused = await api.put(f"/notebooks/{pk}/budget", {"run_tokens": -1})
     assert refused.status_code == 422
-    saved = await put(api, f"/notebooks/{pk}/budget", {"run_tokens": 3})
+    saved = await api.put(f"/notebooks/{pk}/budget", {"run_tokens": 3})
     assert saved.status_code == 200, saved.content
     assert saved.json()["run_tokens"] == 3 and saved.json()["own_run_tokens"] == 3
 

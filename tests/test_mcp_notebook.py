@@ -15,7 +15,7 @@ from django.test import override_settings
 from runs import service
 from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.models import McpServer, Task
+from runs.models import Event, McpServer, Task
 from runs.presets.mcp import notebook_mcp_tools, refresh_listing
 from runs.protocol import ProtocolError
 from runs.service import surfaces
@@ -25,11 +25,11 @@ from tests.live_support import (
     llm_at,
     make_user,
 )
-from tests.mcp_support import (
+from tests.mcp_support import (  # noqa: F401  (fixture)
     APP,
     BIN,
-    no_mcp_server_left,  # noqa: F401  (a fixture)
-    payloads_of,
+    notebook_servers,
+    server_children,
 )
 from tests.rest_support import Api, user_with_token
 
@@ -39,8 +39,8 @@ QUESTION = "Add 2 and 3 with the MCP tool, and wait a bit."
 
 
 @pytest.fixture(autouse=True)
-async def no_server_left(no_mcp_server_left: None) -> None:
-    """Every test: no MCP server process left (tests.mcp_support)."""
+def no_server_left(notebook_servers: None) -> None:
+    """Every test here ends with no MCP server left (tests.mcp_support)."""
 
 
 def configure_servers() -> tuple[Any, Any]:
@@ -61,6 +61,14 @@ def configure_servers() -> tuple[Any, Any]:
     for server in (own, time):
         assert refresh_listing(server).startswith("fetched"), server.tools_note
     return ana, bob
+
+
+async def events(task_pk: int, kind: str) -> list[dict[str, Any]]:
+    return [
+        e.payload
+        async for e in Event.objects.filter(task_id=task_pk).order_by("seq")
+        if e.payload.get("type") == kind
+    ]
 
 
 def _add_rules() -> list[Rule]:
@@ -125,7 +133,7 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         )
         await service.send_message(task.pk, QUESTION)
         await service.wait_idle()
-        waiting = (await payloads_of(task.pk, "step_waiting"))[-1]["step_id"]
+        waiting = (await events(task.pk, "step_waiting"))[-1]["step_id"]
         offered = {
             t["function"]["name"]: t["function"] for t in model.requests[0].tools
         }
@@ -154,7 +162,7 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         await service.approve(task.pk, waiting)
         await service.wait_idle()
 
-        results = await payloads_of(task.pk, "tool_call_result")
+        results = await events(task.pk, "tool_call_result")
         assert sorted(
             (r["tool_name"], r["tool_kwargs"], r["tool_output"]["content"])
             for r in results
@@ -182,9 +190,9 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         await service.wait_idle()
         await service.undo(task.pk, tool_step)
         await service.wait_idle()
-        undone = await payloads_of(task.pk, "step_undone")
+        undone = await events(task.pk, "step_undone")
         assert undone[-1]["step_id"] == tool_step
-        assert (await payloads_of(task.pk, "step_waiting"))[-1]["step_id"] == tool_step
+        assert (await events(task.pk, "step_waiting"))[-1]["step_id"] == tool_step
 
 
 async def test_a_hanging_tool_fails_its_call_and_the_turn_goes_on(
@@ -200,7 +208,7 @@ async def test_a_hanging_tool_fails_its_call_and_the_turn_goes_on(
         await service.wait_idle()
     outputs = {
         r["tool_name"]: r["tool_output"]
-        for r in await payloads_of(task.pk, "tool_call_result")
+        for r in await events(task.pk, "tool_call_result")
     }
     assert outputs["own__add"]["content"] == "5" and not outputs["own__add"]["is_error"]
     assert outputs["own__hang"]["is_error"]

@@ -22,7 +22,7 @@ from tests.live_support import (
 )
 from tests.mcp_support import (
     CONTENT_APP,
-    no_mcp_server_left,  # noqa: F401  (a fixture)
+    notebook_servers,  # noqa: F401  (a fixture)
     payloads_of,
 )
 
@@ -32,7 +32,7 @@ QUESTION = "Use the content tool, please."
 
 
 @pytest.fixture(autouse=True)
-async def no_server_left(no_mcp_server_left: None) -> None:
+def no_server_left(notebook_servers: None) -> None:
     """Every test: no MCP server process left (tests.mcp_support)."""
 
 

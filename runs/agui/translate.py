@@ -60,6 +60,9 @@ CUSTOM_TYPES = frozenset(
         "agent_handoff",
         "human_action",
         "input_required",
+        # an MCP server's question to the person during a call, and what it was answered
+        "elicitation_asked",
+        "elicitation_closed",
         "tool_call_stopped",  # Stop cut a call off; `state` says whether its tool ran on
         "tool_call_late_outcome",
         "stopped_calls_note",  # the model was told of begun calls a Stop or crash cut off: `text`

@@ -4,6 +4,10 @@ The model calls the first offered tool named `<server>__get_current_time` (the `
 `mcp-server-time`, or the demo server shipped here: `python -m runs.demo.mcp_clock`, configured
 in the admin and picked on the new-notebook page) for Tokyo, and answers from its result.
 Without such a tool it says how to add one.
+
+A second example needs the person's answer to the server itself: the model calls the demo
+clock's `set_alarm`, whose server asks the person when and what for (an MCP elicitation, a form
+on the call's card), and answers from what the server then says it set.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
 
 MCP_PROMPT = "What time is it in Tokyo right now? Ask the MCP time server."
 TIME_TOOL_SUFFIX = "__get_current_time"
+ALARM_PROMPT = "Set an alarm in Tokyo with the MCP clock; it will ask me when."
+ALARM_TOOL_SUFFIX = "__set_alarm"
 
 
 def _time_tool(request: RecordedRequest) -> str | None:
@@ -51,4 +57,31 @@ def _answer(request: RecordedRequest) -> Reply:
 def mcp_rules() -> list[Rule]:
     return staged_rules(
         MCP_PROMPT, [("demo-mcp-ask", _ask), ("demo-mcp-answer", _answer)]
+    )
+
+
+def _set_alarm(request: RecordedRequest) -> Reply:
+    tool = next((n for n in request.tool_names if n.endswith(ALARM_TOOL_SUFFIX)), None)
+    if tool is None:
+        return Reply(
+            text="This notebook has no MCP alarm tool. An admin adds the demo clock in the "
+            "admin (MCP servers: command `python -m runs.demo.mcp_clock`); then tick its "
+            "set_alarm tool on the new-notebook page."
+        )
+    return Reply(
+        text="I'll ask the MCP clock to set it; it asks you for the details.",
+        tool_calls=[ToolCallSpec(name=tool, arguments={"timezone": "Asia/Tokyo"})],
+    )
+
+
+def _alarm_answer(request: RecordedRequest) -> Reply:
+    results = tool_results(request)
+    said = results[-1] if results else "no result"
+    return Reply(text=scripted(f"The MCP clock says: {said[:300]}."))
+
+
+def alarm_rules() -> list[Rule]:
+    return staged_rules(
+        ALARM_PROMPT,
+        [("demo-alarm-ask", _set_alarm), ("demo-alarm-answer", _alarm_answer)],
     )

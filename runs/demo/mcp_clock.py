@@ -1,8 +1,10 @@
 """A demo MCP server that works offline: `python -m runs.demo.mcp_clock` (stdio).
 
-One tool, `get_current_time(timezone)`, answering as mcp-server-time does, so the demo
-example "What time is it in Tokyo right now?" runs with either; it is titled and says it only
-reads (`readOnlyHint`). Built with the SDK's MCPServer.
+`get_current_time(timezone)` answers as mcp-server-time does, so the demo example "What time
+is it in Tokyo right now?" runs with either. `set_alarm(timezone)` asks the person when and what
+for (an MCP elicitation: a form in the notebook) and says what it set; it sets nothing real.
+`get_current_time` is titled and says it only reads (`readOnlyHint`). Built with the
+SDK's MCPServer.
 """
 
 from __future__ import annotations
@@ -10,11 +12,42 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 server = MCPServer("agentui-demo-clock")
+
+
+def _zone(timezone: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolError(f"unknown timezone {timezone!r}") from None
+
+
+class Alarm(BaseModel):
+    hour: int = Field(
+        7, title="Hour", description="0-23, in the alarm's timezone", ge=0, le=23
+    )
+    minute: int = Field(0, title="Minute", ge=0, le=59)
+    label: str = Field(title="What for", min_length=1, max_length=80)
+    repeat: bool = Field(False, title="Every day")
+
+
+@server.tool()
+async def set_alarm(timezone: str, ctx: Context) -> str:
+    """Set an alarm in an IANA timezone; asks the person when, and what it is for."""
+    _zone(timezone)
+    asked = await ctx.elicit(
+        f"When should the alarm in {timezone} ring, and what for?", Alarm
+    )
+    if asked.action != "accept":
+        return f"no alarm set: the person chose {asked.action}"
+    alarm = asked.data
+    every = "every day" if alarm.repeat else "once"
+    return f"alarm set for {alarm.hour:02d}:{alarm.minute:02d} {timezone}, {every}: {alarm.label}"
 
 
 # a read-only tool: on a server the admin marks trusted, with read-only tools run without
@@ -25,11 +58,7 @@ server = MCPServer("agentui-demo-clock")
 )
 def get_current_time(timezone: str) -> dict[str, str]:
     """The current time in an IANA timezone, such as 'Asia/Tokyo' or 'Europe/London'."""
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ToolError(f"unknown timezone {timezone!r}") from None
-    now = datetime.now(zone)
+    now = datetime.now(_zone(timezone))
     return {
         "timezone": timezone,
         "datetime": now.isoformat(timespec="seconds"),

@@ -212,6 +212,55 @@ class HumanResponseEvent(BaseEvent):
     tool_id: str | None = None
 
 
+class ElicitationField(BaseModel):
+    """One field of a form a tool's server asks the person to fill (MCP elicitation): a
+    primitive value, checked and shown as plain text (the server is untrusted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: Literal["string", "number", "integer", "boolean", "enum"]
+    title: str = ""
+    description: str = ""
+    required: bool = False
+    default: str | int | float | bool | None = None
+    options: list[str] = Field(default_factory=list)  # an enum's values
+    option_titles: list[str] = Field(default_factory=list)  # shown for them, when given
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+
+
+class ElicitationAsked(BaseEvent):
+    """A running tool call's server asks the person to fill a form (``fields``) and waits.
+
+    ``refused`` says why it was declined at once instead (a form agentui does not show).
+    """
+
+    type: Literal["elicitation_asked"] = "elicitation_asked"
+    elicitation_id: str
+    tool_id: str
+    server: str
+    message: str
+    fields: list[ElicitationField] = Field(default_factory=list)
+    deadline_at: float | None = None
+    refused: str = ""
+
+
+class ElicitationClosed(BaseEvent):
+    """What the server was answered: ``by`` the person, or for ``reason`` (a deadline, the
+    call ending) by agentui; ``content`` only when the form was accepted."""
+
+    type: Literal["elicitation_closed"] = "elicitation_closed"
+    elicitation_id: str
+    tool_id: str
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool] | None = None
+    by: str = ""
+    reason: str = ""
+
+
 class AgentHandoff(BaseEvent):
     """Control passed from one agent to another (the ``handoff`` tool); the next turn is ``to_agent``'s."""
 
@@ -332,6 +381,8 @@ AgentEvent = Annotated[
     | ToolCallDecided
     | InputRequiredEvent
     | HumanResponseEvent
+    | ElicitationAsked
+    | ElicitationClosed
     | AgentHandoff
     | StateChanged
     | StepCreated

@@ -6,7 +6,7 @@ Where a model lives:
 |---|---|
 | `notebooks` | `Task` (a notebook), `Turn`, `Step`, `StepEdge`, `Message`, `Event`, their choices, `group_name` |
 | `attachments` | `Attachment` (an image sent with a message) |
-| `review` | `Annotation`, `AnnotationTarget` |
+| `review` | `Annotation`, `AnnotationTarget`, `CorrectedAnswer` |
 | `api_tokens` | `ApiToken` |
 | `quotas` | `MinuteCount`, `RunCount`, `ForkCount` (per-minute limits) |
 | `inbox` | `InboxSettings`, `inbox_group_name` |
@@ -42,7 +42,7 @@ from .notebooks import (
     group_name,
 )
 from .attachments import Attachment
-from .review import Annotation, AnnotationTarget
+from .review import Annotation, AnnotationTarget, CorrectedAnswer
 from .api_tokens import ApiToken
 from .quotas import ForkCount, MinuteCount, RunCount
 from .inbox import InboxSettings, inbox_group_name
@@ -58,6 +58,7 @@ from .deletion import DeletedNotebook
 __all__ = [
     "Annotation",
     "AnnotationTarget",
+    "CorrectedAnswer",
     "ApiToken",
     "ApprovalMode",
     "Attachment",

@@ -1,11 +1,12 @@
-"""Reviewers' annotations on a notebook's steps, tool calls and answers (runs.traces)."""
+"""Reviewers' annotations on a notebook's steps, tool calls and answers, and corrected answers
+(runs.traces)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 
-from .notebooks import Task
+from .notebooks import Task, Turn
 
 
 class AnnotationTarget(models.TextChoices):
@@ -41,3 +42,31 @@ class Annotation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.target} annotation on notebook {self.task_id}"
+
+
+class CorrectedAnswer(models.Model):
+    """One version of the answer a reviewer says a turn should have given, beside the agent's.
+
+    Never written over: an edit is a new row, so every version is kept with who and when,
+    and the newest is the one shown (and the expected answer of a dataset example)."""
+
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="corrected_answers"
+    )
+    turn = models.ForeignKey(
+        Turn, on_delete=models.CASCADE, related_name="corrected_answers"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="corrected_answers",
+    )
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "turn", "created_at", "pk"]
+        indexes = [models.Index(fields=["turn", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"corrected answer of turn {self.turn_id} (notebook {self.task_id})"

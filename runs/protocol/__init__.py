@@ -174,6 +174,19 @@ class RevokePolicy(_Action):
     policy_id: Annotated[int, Field(ge=1, le=2**31)]
 
 
+_FORM_VALUE = Annotated[_Text, Field(max_length=10_000)] | int | float | bool
+
+
+class AnswerElicitation(_Action):
+    """Answer an MCP server's question (an `elicitation_asked` event): accept with the form's
+    values, decline or cancel. The values are checked against the form on the server."""
+
+    action: Literal["answer_elicitation"]
+    elicitation_id: Annotated[_Text, Field(min_length=1, max_length=64)]
+    answer: Literal["accept", "decline", "cancel"]
+    content: Annotated[dict[str, _FORM_VALUE], Field(max_length=50)] | None = None
+
+
 class Resume(_Action):
     action: Literal["resume"]
     last_seq: Annotated[int, Field(ge=0, le=2**31)]
@@ -191,6 +204,7 @@ ClientMessage = Annotated[
     | ApproveBranches
     | SetPolicy
     | RevokePolicy
+    | AnswerElicitation
     | Resume,
     Field(discriminator="action"),
 ]
@@ -207,6 +221,7 @@ ACTIONS: frozenset[str] = frozenset(
         "approve_branches",
         "set_policy",
         "revoke_policy",
+        "answer_elicitation",
         "resume",
     }
 )
@@ -334,6 +349,8 @@ class HumanActionKind(StrEnum):
     SET_RULE = "set_rule"  # the person made an approval rule from this notebook
     # the person let a run go on past its budget: `before`/`after` are the limit, `reason` the wait's
     BUDGET_RAISED = "budget_raised"
+    # the person answered an MCP server's question: `after` is what the server was sent
+    ANSWERED_ELICITATION = "answered_elicitation"
 
 
 class AppliedRule(BaseModel):

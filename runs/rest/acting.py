@@ -32,6 +32,8 @@ from runs.rest.schemas import (
     Accepted,
     AnswerIn,
     EditIn,
+    ElicitationAnswerIn,
+    ElicitationId,
     ErrorOut,
     MessageIn,
     ModeIn,
@@ -168,6 +170,29 @@ async def answer_question(
         origin=service.Origin(action="answer", by=origin.by),
     )
     return Status(202, {"action": "answer", "notebook": pk})
+
+
+@router.post(
+    "/notebooks/{int:pk}/elicitations/{elicitation_id}/answer",
+    tags=["act"],
+    response={202: Accepted, **REFUSALS},
+)
+async def answer_elicitation(
+    request: HttpRequest,
+    pk: int,
+    elicitation_id: ElicitationId,
+    body: ElicitationAnswerIn,
+) -> Status[Any]:
+    """Answer the question an MCP server asked you during a tool call: accept with the form's
+    values (checked against the form: 422 naming the field, nothing sent), decline or cancel."""
+    return await _act(
+        request,
+        pk,
+        "answer_elicitation",
+        elicitation_id=elicitation_id,
+        answer=body.answer,
+        content=body.content,
+    )
 
 
 @router.post(

@@ -28,6 +28,7 @@ from runs.rest import (  # noqa: F401  (they add their operations)
     account,
     acting,
     budgets,
+    corrections,
     data,
     inbox,
     policies,

@@ -134,12 +134,18 @@ _WHEN: dict[str, Any] = {
 
 
 class NotebookFilters(Schema):
-    """Which notebooks to list: by words, agent, status, mode and creation time; empty: any."""
+    """Which notebooks to list: by words, agent, status, mode, corrections and creation time;
+    empty: any."""
 
     q: str = Field("", description="words in the title, a message or a note")
     agent: str = ""
     status: Literal["", "idle", "running", "waiting", "failed", "interrupted"] = ""
     mode: Literal["", "auto", "step", "tools"] = ""
+    corrected: Literal["", "any", "edit", "rejection", "answer"] = Field(
+        "",
+        description="only notebooks a person corrected: by an edit of an input or of a call's "
+        "arguments, a rejected call, a corrected answer, or any of them",
+    )
     created_after: str = Field(
         "", description="YYYY-MM-DD or an ISO datetime", json_schema_extra=_WHEN
     )

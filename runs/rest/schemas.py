@@ -95,6 +95,15 @@ class Usage(Schema):
     )
 
 
+class CorrectionCounts(Schema):
+    """How much people corrected a notebook: edits of inputs and call arguments (answers to
+    questions not counted), rejected calls, and turns with a corrected answer."""
+
+    edits: int
+    rejections: int
+    corrected_answers: int
+
+
 class NotebookOut(Schema):
     """A notebook as lists show it: its agent and mode, its status, how its last turn ended, and
     totals over its turns."""
@@ -127,6 +136,7 @@ class NotebookOut(Schema):
         description="USD at the notebook's model's price (ModelPrice); null: the price is unknown",
     )
     human_actions: int
+    corrections: CorrectionCounts
     wall_time_s: float
     answer: str = Field(description="first line of the last turn's answer")
 
@@ -329,6 +339,21 @@ class AnswerIn(Input):
     """The answer to the question a step waits on (a tool asked the person)."""
 
     answer: Text = Field(description="your answer to the question the step waits on")
+
+
+ElicitationId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+class ElicitationAnswerIn(Input):
+    """The answer to an MCP server's question (an `elicitation_asked` event of the notebook)."""
+
+    answer: Literal["accept", "decline", "cancel"] = Field(
+        description="accept sends `content` to the server; decline and cancel send nothing"
+    )
+    content: dict[str, str | int | float | bool] | None = Field(
+        None,
+        description="with accept: the form's fields and their values, checked against the form",
+    )
 
 
 class RejectIn(Input):

@@ -35,6 +35,12 @@ from runs.service.compose import (
     save_user_preset,
     user_presets,
 )
+from runs.service.corrected_answers import (
+    MAX_CORRECTED_ANSWER_CHARS,
+    correct_answer,
+    may_correct,
+    reviewable_notebook,
+)
 from runs.service.data import (
     DataError,
     add_data_part,
@@ -170,6 +176,10 @@ from runs.service.webhooks import (
 from runs.service.worker_actions import Decide
 
 __all__ = [
+    "MAX_CORRECTED_ANSWER_CHARS",
+    "correct_answer",
+    "may_correct",
+    "reviewable_notebook",
     "DELETED_MESSAGE",
     "delete_notebook",
     "delete_as_operator",

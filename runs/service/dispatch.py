@@ -2,8 +2,9 @@
 
 With turn workers (runs.service.workers) a web process hands the actions that start or change
 a run to a worker, which carries them out here (`perform_here`); set_mode and the policy
-actions only write rows and are carried out where they arrive. Two actions of the server's own
-go to a worker the same way (runs.service.worker_actions): a whole decision on a waiting step
+actions only write rows and are carried out where they arrive, and so is the answer to an MCP
+server's question (runs.service.elicitations says what that does not cover). Two actions of the
+server's own go to a worker the same way (runs.service.worker_actions): a whole decision on a waiting step
 as the inbox, AG-UI and a passed deadline make it (`Decide`, checked where it arrived), and the
 takeover of a turn whose process died (`TakeOver`).
 """
@@ -19,6 +20,7 @@ from django.contrib.auth.models import User
 from runs.models import Task
 from runs.protocol import (
     Abandon,
+    AnswerElicitation,
     Approve,
     ApproveBranches,
     ClientMessage,
@@ -36,6 +38,7 @@ from runs.protocol import (
 )
 from runs.service import batch, policies, workers
 from runs.service.driver import Origin
+from runs.service.elicitations import answer_elicitation
 from runs.service.runtime import spawn
 from runs.service.step_actions import (
     approve,
@@ -143,6 +146,10 @@ async def perform_here(
             await undo(task_pk, step_id, origin)
         case Abandon():
             await abandon(task_pk, origin)
+        case AnswerElicitation(
+            elicitation_id=elicitation_id, answer=answer, content=content
+        ):
+            await answer_elicitation(task_pk, elicitation_id, answer, content, origin)
         case SetMode(mode=mode):
             await set_mode(task_pk, mode)
         case SetPolicy() as rule:

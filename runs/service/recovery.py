@@ -6,7 +6,9 @@ such steps interrupted (the engine saved the task before the step began, and com
 are untouched), and publishes `step_interrupted`; the person can approve the step again. The
 tool calls the cut-off run had begun (their `tool_call` stored, their result not) may have taken
 effect: they are kept in the turn's state as a Stop keeps its own (runs.engine.stopped_note), so
-the next model request, the step's or the next turn's, is told of them once.
+the next model request, the step's or the next turn's, is told of them once. An MCP server's
+question the cut-off step's call was waiting on died with the server's session: it is closed
+in the log (`elicitation_closed`, cancel, saying why), so no surface offers it as open.
 `manage.py recover_runs` runs it before a server starts; a server process goes further and
 runs the turn on (runs.service.takeover).
 """
@@ -20,9 +22,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.engine import StepStatus, ToolCallDecision
+from runs.engine import ElicitationClosed, StepStatus, ToolCallDecision
 from runs.engine.stopped_note import owe_cut_off
-from runs.models import Step, Task, Turn
+from runs.models import Event, Step, Task, Turn
 from runs.protocol import StepInterrupted
 from runs.realtime.publisher import publisher_for
 from runs.service.lease import Lease, lease_is_dead
@@ -101,6 +103,26 @@ def owe_begun_calls(task_pk: int, rows: list[Step]) -> None:
         Turn.objects.filter(pk=pk).update(extra_state=turns[pk].extra_state)
 
 
+RESTARTED = "the server stopped while the question waited; the MCP server's session ended with it"
+
+
+def open_elicitations(task_pk: int, step_ids: list[str]) -> list[dict[str, object]]:
+    """The questions of MCP servers asked in `step_ids` and never closed (their payloads)."""
+    rows = list(
+        Event.objects.filter(
+            task_id=task_pk,
+            step_id__in=step_ids,
+            type__in=("elicitation_asked", "elicitation_closed"),
+        ).values_list("type", "payload")
+    )
+    closed = {p.get("elicitation_id") for t, p in rows if t == "elicitation_closed"}
+    return [
+        p
+        for t, p in rows
+        if t == "elicitation_asked" and p.get("elicitation_id") not in closed
+    ]
+
+
 async def interrupt_orphans(task_pk: int) -> list[tuple[str, str]]:
     """With the notebook's lease held: interrupt steps still marked running, and say so;
     (turn engine id, step id) of each."""
@@ -116,6 +138,20 @@ async def interrupt_orphans(task_pk: int) -> list[tuple[str, str]]:
             StepInterrupted(task_id=turn_id, step_id=step_id, reason="server_stopped")
         )
     if found:
+        asked = await database_sync_to_async(open_elicitations)(
+            task_pk, [step_id for _, step_id in found]
+        )
+        for question in asked:
+            await publisher.publish(
+                ElicitationClosed(
+                    task_id=str(question["task_id"]),
+                    step_id=str(question["step_id"]),
+                    elicitation_id=str(question["elicitation_id"]),
+                    tool_id=str(question["tool_id"]),
+                    action="cancel",
+                    reason=RESTARTED,
+                )
+            )
         await refresh(task_pk)
     return found
 

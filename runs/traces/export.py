@@ -26,6 +26,7 @@ from runs.store.cost import USAGE_KEYS, call_usage, price_json, with_cost
 from runs.store.cost import model_of as model_of  # the entrances cost steps with it
 from runs.store.cost import price_of as price_of  # the entrances cost steps with it
 from runs.traces.annotations import annotations_of
+from runs.traces.corrections import with_correction
 from runs.traces.data_used import data_tables_used
 from runs.traces.results import result_items
 
@@ -67,6 +68,8 @@ def filtered_notebooks(
         tasks = tasks.filter(status=params["status"])
     if params.get("mode"):
         tasks = tasks.filter(mode=params["mode"])
+    if params.get("corrected"):
+        tasks = with_correction(tasks, params["corrected"])
     for name, lookup, end in (
         ("created_after", "created_at__gte", False),
         ("created_before", "created_at__lte", True),

@@ -18,6 +18,7 @@ from django.db.models import Count, Max, Min, Q
 from runs.models import Event, NotebookStatus, Step, StepStatusChoices, Turn, TurnStatus
 from runs.store.cost import call_usage, cost_usd, model_of, price_of
 from runs.store.load import shown_step_ids
+from runs.traces.corrections import correction_counts
 
 # How the engine says a turn hit its limit (the ReAct worker's answer, function calling's tool result).
 MAX_ITERATIONS_ANSWER = "Stopped: the agent reached max_iterations"
@@ -92,7 +93,7 @@ def summaries(
     tasks: Iterable[Any], model: str | None = None
 ) -> dict[int, dict[str, Any]]:
     """Per notebook pk: outcome, steps, tool_calls, tokens, cost_usd (at the price of the
-    notebook's own model, else `model`'s; None without one), wall_time_s, human_actions, answer."""
+    notebook's own model, else `model`'s; None without one), wall_time_s, human_actions, corrections (edits, rejections, corrected answers), answer."""
     prices: dict[str | None, Any] = {}  # a composed notebook may call its own model
     tasks = list(tasks)
     pks = [t.pk for t in tasks]
@@ -122,6 +123,8 @@ def summaries(
     last_turns: dict[int, Turn] = {}
     for turn in Turn.objects.filter(task_id__in=pks).order_by("task_id", "-index"):
         last_turns.setdefault(turn.task_id, turn)
+    corrected = correction_counts(pks)
+    none = {"edits": 0, "rejections": 0, "corrected_answers": 0}
     limited: defaultdict[int, bool] = defaultdict(bool)
     for turn_id in (
         Event.objects.filter(
@@ -150,6 +153,7 @@ def summaries(
             ),
             "tool_calls": event_row.get("calls", 0),
             "human_actions": event_row.get("human", 0),
+            "corrections": corrected.get(task.pk, none),
             "wall_time_s": round(wall, 3),
             "answer": first_line(turn.response if turn else None),
         }

@@ -89,6 +89,10 @@ def review_context(task: Task) -> dict[str, Any]:
         "fork_origin": origin,
         "fork_url": reverse("runs:api_task_fork", args=[task.pk]),
         "annotations_url": reverse("runs:api_task_annotations", args=[task.pk]),
+        "corrections_url": reverse("runs:api_task_corrections", args=[task.pk]),
+        "corrected_answer_url": reverse(
+            "runs:api_task_corrected_answer", args=[task.pk]
+        ),
     }
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import annotations, fork, images, page_json
+from runs.web import annotations, corrections, fork, images, page_json
 
 urlpatterns = [
     path("tasks/new", page_json.new_task, name="task_new"),
@@ -28,5 +28,15 @@ urlpatterns = [
         "api/tasks/<int:pk>/annotations/",
         annotations.task_annotations,
         name="api_task_annotations",
+    ),
+    path(
+        "api/tasks/<int:pk>/corrections/",
+        corrections.task_corrections,
+        name="api_task_corrections",
+    ),
+    path(
+        "api/tasks/<int:pk>/corrected-answers/",
+        corrections.task_corrected_answer,
+        name="api_task_corrected_answer",
     ),
 ]

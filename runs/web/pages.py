@@ -238,14 +238,32 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "runs/notebook.html", context)
 
 
+# The traces list's "Corrected" filter (runs.traces.corrections.with_correction).
+CORRECTED_CHOICES = (
+    ("", "Any"),
+    ("any", "Has a correction"),
+    ("edit", "Has an edit"),
+    ("rejection", "Has a rejected call"),
+    ("answer", "Has a corrected answer"),
+)
+
+
 @require_GET
 def trace_list(request: HttpRequest) -> HttpResponse:
     """The person's notebooks with search, filters and paging (rows come from /api/tasks/)."""
     filters = {
         key: request.GET.get(key, "")
-        for key in ("q", "agent", "status", "created_after", "created_before")
+        for key in (
+            "q",
+            "agent",
+            "status",
+            "corrected",
+            "created_after",
+            "created_before",
+        )
     }
     context = {
+        "corrected_choices": CORRECTED_CHOICES,
         "presets": preset_choices(),
         "statuses": NotebookStatus.choices,
         "modes_json": json.dumps(dict(ApprovalMode.choices)),

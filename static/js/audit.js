@@ -16,7 +16,10 @@ const VERB = {
   undone: "undid the step",
   set_rule: "set",
   budget_raised: "let the run go on past its budget",
+  answered_elicitation: "answered the MCP server's question during",
 };
+
+const ELICITATION_ANSWER = { accept: "Accepted and sent", decline: "Declined", cancel: "Cancelled" };
 
 // Decided by an approval rule (runs/service/policies), not by a click: the rule is named.
 const AUTOMATIC = { auto_approved: "Approved automatically", auto_refused: "Refused automatically" };
@@ -104,6 +107,11 @@ function actionItem(step, action, turn) {
   if (action.action === "edited_input" || action.action === "edited_arguments") detail.push(editDiff(action.before, action.after));
   if (action.action === "set_rule" && action.rule) detail.push(" ", ruleLink(action.rule), `: ${action.rule.summary}`);
   if (action.action === "budget_raised") detail.push(h("p", { class: "action-note" }, budgetRaise(action)));
+  if (action.action === "answered_elicitation") {
+    const answer = action.after || {};
+    detail.push(h("p", { class: "action-note" }, `${ELICITATION_ANSWER[answer.action] || answer.action} (asked by the MCP server ${revealText(String(action.before?.server ?? ""))})`));
+    if (answer.content) detail.push(h("pre", { class: "tool-pre" }, prettyJson(answer.content)));
+  }
   if (action.action === "rejected_call") detail.push(h("p", { class: "tool-reason" }, `Reason: ${action.reason || "(none given)"}`));
   if (action.action === "stopped" && action.whileRunning) {
     // A stop cancels a step running in the same server; one running elsewhere finishes first.

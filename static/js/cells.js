@@ -20,6 +20,7 @@ import { liveSteps, shownAttempt, turnUsage } from "./selectors.js";
 import { costLine } from "./cost.js";
 import { timeElement } from "./format.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
+import { elicitationsBlock } from "./elicit.js";
 
 const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
 
@@ -383,7 +384,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
   const result =
     call.output == null
       ? call.status === "running"
-        ? h("p", { class: "tool-wait" }, "Running…")
+        ? h("p", { class: "tool-wait" }, call.elicitations?.some((e) => !e.closed && !e.refused) ? "Waiting for your answer to the MCP server's question." : "Running…")
         : call.status === "waiting"
           ? h("p", { class: "tool-wait" }, "Waiting for the person's answer (the question step below).")
           : call.status === "answered"
@@ -421,6 +422,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
     ),
     hiddenNote(call.name, call.kwargs),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
+    elicitationsBlock(call),
     outcome,
     stoppedCallNote(step, call),
   );

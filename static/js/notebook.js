@@ -9,6 +9,7 @@ import { ForkButtons } from "./fork.js";
 import { ImagePicker } from "./image_picker.js";
 import { CellsView } from "./cells.js";
 import { ActionBus } from "./actions.js";
+import { useElicitationBus } from "./elicit.js";
 import { StepControls } from "./controls.js";
 import { DagView } from "./dag.js";
 import { proseNodes, revealProse } from "./hidden.js";
@@ -79,6 +80,7 @@ const socket = new TaskSocket(socketUrl(root.dataset.wsPath), {
 });
 
 const bus = new ActionBus((action, fields) => socket.send(action, fields));
+useElicitationBus(bus);
 
 // Delete asks first, naming the notebook; the server deletes it and shows the list of notebooks.
 confirmForms("form[data-delete-notebook]", (form) => deleteQuestion(form.dataset.deleteNotebook));

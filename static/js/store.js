@@ -415,6 +415,23 @@ const STEP_EVENTS = {
   },
 };
 
+// An MCP server's questions to the person during a call (elicit.js draws them on its card).
+Object.assign(STEP_EVENTS, {
+  elicitation_asked(model, step, event) {
+    const call = findCall(step, event.tool_id);
+    if (!call) return;
+    call.elicitations = (call.elicitations || []).filter((e) => e.id !== event.elicitation_id);
+    call.elicitations.push({
+      id: event.elicitation_id, server: event.server, message: event.message, fields: event.fields || [],
+      deadlineAt: event.deadline_at ?? null, refused: event.refused || "", askedAt: event.at, closed: null,
+    });
+  },
+  elicitation_closed(model, step, event) {
+    const asked = findCall(step, event.tool_id)?.elicitations?.find((e) => e.id === event.elicitation_id);
+    if (asked) asked.closed = { action: event.action, content: event.content ?? null, by: event.by || "", reason: event.reason || "", at: event.at };
+  },
+});
+
 // Multi-agent workflows: kept on the attempt, so an undone run's handoff and state drop out.
 Object.assign(STEP_EVENTS, {
   agent_handoff(model, step, event) {

@@ -3,6 +3,7 @@
 
 import { attachAnnotations } from "./annotations.js";
 import { CellsView } from "./cells.js";
+import { Corrections } from "./corrections.js";
 import { ForkButtons } from "./fork.js";
 import { DagView } from "./dag.js";
 import { costLine, formatUsd } from "./cost.js";
@@ -70,6 +71,8 @@ async function main() {
   drawLazily(); // 500 cells' tables, charts and Markdown: drawn as they come near the viewport
   new CellsView($("#cells")).update(model);
   attachAnnotations(model, data.annotations, root.dataset.annotationsUrl);
+  const corrections = new Corrections($("#corrections-panel"), { url: root.dataset.correctionsUrl, answerUrl: root.dataset.correctedAnswerUrl, reveal });
+  corrections.load();
   new ForkButtons(root.dataset.forkUrl).sync(model, model.steps.keys());
   renderTotals(model);
   clearDirty(model);

@@ -15,7 +15,7 @@ const errorBox = document.getElementById("trace-error");
 const info = document.getElementById("page-info");
 const prev = document.getElementById("page-prev");
 const next = document.getElementById("page-next");
-const FIELDS = ["q", "agent", "status", "created_after", "created_before"];
+const FIELDS = ["q", "agent", "status", "corrected", "created_after", "created_before"];
 const MODES = JSON.parse(form.dataset.modes || "{}");
 const deleteUrl = (id) => form.dataset.deleteUrl.replace(/0\/delete$/, `${id}/delete`);
 // Labels for the codes the API returns, from the filters' own options.
@@ -78,6 +78,18 @@ export function outcomeOf(task) {
 }
 
 const number = (n) => (n ?? 0).toLocaleString("en");
+const plural = (n, one, many) => `${number(n)} ${n === 1 ? one : many}`;
+
+/** What people corrected in the notebook (edits, rejections, corrected answers), or nothing. */
+export function correctionsNote(counts) {
+  if (!counts) return null;
+  const parts = [
+    counts.edits ? plural(counts.edits, "edit", "edits") : "",
+    counts.rejections ? plural(counts.rejections, "rejected call", "rejected calls") : "",
+    counts.corrected_answers ? plural(counts.corrected_answers, "corrected answer", "corrected answers") : "",
+  ].filter(Boolean);
+  return parts.length ? h("span", { class: "trace-corrections" }, `Corrected: ${parts.join(" · ")}`) : null;
+}
 // USD from the stored tokens at the model's price; null when the model has no price (said so,
 // never $0); the exact figure in the tooltip.
 function costCell(usd) {
@@ -154,6 +166,7 @@ function row(task) {
         ),
       ),
       forkNote(task.forked_from),
+      correctionsNote(task.corrections),
       task.answer ? h("span", { class: "trace-answer", dir: "auto", title: revealProse(task.answer) }, proseNodes(plainLine(task.answer))) : null,
     ),
     h("td", { class: "trace-agent" }, labelled("span", "badge", AGENTS[task.agent] || task.agent || ""), labelled("span", "trace-mode muted", MODES[task.mode] || task.mode || "")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel
 
@@ -15,6 +15,17 @@ from ..tools import BaseTool
 
 ToolChoice = str | dict[str, Any]
 """``"auto"``, ``"none"``, ``"required"``, a tool's name, or the OpenAI ``tool_choice`` object."""
+
+
+class ChatOptions(TypedDict, total=False):
+    """What a chat call takes beside its messages, given once to every derived call."""
+
+    tools: Sequence[BaseTool] | None
+    stop: Sequence[str] | None
+    tool_choice: ToolChoice | None
+    """only matters when ``tools`` are given"""
+    parallel_tool_calls: bool | None
+    """only matters when ``tools`` are given"""
 
 
 class LLMMetadata(BaseModel):
@@ -56,61 +67,21 @@ class LLM(ABC):
         """
 
     async def achat(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[BaseTool] | None = None,
-        stop: Sequence[str] | None = None,
-        *,
-        tool_choice: ToolChoice | None = None,
-        parallel_tool_calls: bool | None = None,
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
     ) -> ChatResponse:
         last: ChatResponse | None = None
-        async for chunk in self.astream_chat(
-            messages,
-            tools=tools,
-            stop=stop,
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel_tool_calls,
-        ):
+        async for chunk in self.astream_chat(messages, **options):
             last = chunk
         if last is None:
             raise LLMError("the model sent an empty stream")
         return last
 
     def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[BaseTool] | None = None,
-        stop: Sequence[str] | None = None,
-        *,
-        tool_choice: ToolChoice | None = None,
-        parallel_tool_calls: bool | None = None,
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
     ) -> ChatResponse:
-        return run_sync(
-            self.achat(
-                messages,
-                tools=tools,
-                stop=stop,
-                tool_choice=tool_choice,
-                parallel_tool_calls=parallel_tool_calls,
-            )
-        )
+        return run_sync(self.achat(messages, **options))
 
     def stream_chat(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[BaseTool] | None = None,
-        stop: Sequence[str] | None = None,
-        *,
-        tool_choice: ToolChoice | None = None,
-        parallel_tool_calls: bool | None = None,
+        self, messages: Sequence[ChatMessage], **options: Unpack[ChatOptions]
     ) -> Iterator[ChatResponse]:
-        return iterate_sync(
-            self.astream_chat(
-                messages,
-                tools=tools,
-                stop=stop,
-                tool_choice=tool_choice,
-                parallel_tool_calls=parallel_tool_calls,
-            )
-        )
+        return iterate_sync(self.astream_chat(messages, **options))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from ..errors import LLMError
 from ..events import AgentInput, AgentOutput, AgentStream
-from ..llms.base import LLM, ChatResponse, ToolChoice
+from ..llms.base import LLM, ChatOptions, ChatResponse
 from ..messages import ChatMessage, ToolSelection
 from ..stopped_note import take_note, with_note
-from ..tools import BaseTool
 from ..types import Task, TaskStep, new_id
 
 
@@ -99,12 +98,10 @@ async def iter_turn(
     task: Task,
     step: TaskStep,
     messages: Sequence[ChatMessage],
-    tools: Sequence[BaseTool] | None = None,
-    stop: Sequence[str] | None = None,
+    *,
     phase: str | None = None,
     agent_name: str = "agent",
-    tool_choice: ToolChoice | None = None,
-    parallel_tool_calls: bool | None = None,
+    **options: Unpack[ChatOptions],
 ) -> AsyncGenerator[ChatResponse, None]:
     """Stream one reply like ``stream_turn``, also yielding each chunk to the caller as it arrives.
 
@@ -116,13 +113,7 @@ async def iter_turn(
     messages = await _ask(task, step, ids, messages)
     distinct = _DistinctCallIds(task, messages)
     final: ChatResponse | None = None
-    async for chunk in llm.astream_chat(
-        messages,
-        tools=tools,
-        stop=stop,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-    ):
+    async for chunk in llm.astream_chat(messages, **options):
         final = chunk = distinct(chunk)
         if chunk.delta:
             await task.emit(
@@ -137,33 +128,17 @@ async def stream_turn(
     task: Task,
     step: TaskStep,
     messages: Sequence[ChatMessage],
-    tools: Sequence[BaseTool] | None = None,
-    stop: Sequence[str] | None = None,
+    *,
     phase: str | None = None,
     agent_name: str = "agent",
-    tool_choice: ToolChoice | None = None,
-    parallel_tool_calls: bool | None = None,
+    **options: Unpack[ChatOptions],
 ) -> ChatResponse:
-    """Stream one reply from ``llm``, emitting every delta, and return the complete reply.
-
-    ``iter_turn`` without handing the chunks on: the same events, one generator fewer per chunk.
-    """
-    ids = _ids(task, step, agent_name, phase)
-    messages = await _ask(task, step, ids, messages)
-    distinct = _DistinctCallIds(task, messages)
+    """Stream one reply from ``llm``, emitting every delta, and return the complete reply:
+    ``iter_turn`` with its chunks left to the events (one loop serves both)."""
     final: ChatResponse | None = None
-    async for chunk in llm.astream_chat(
-        messages,
-        tools=tools,
-        stop=stop,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
+    async for chunk in iter_turn(
+        llm, task, step, messages, phase=phase, agent_name=agent_name, **options
     ):
-        final = chunk = distinct(chunk)
-        if chunk.delta:
-            await task.emit(
-                AgentStream(**ids, delta=chunk.delta, response=chunk.message.text)
-            )
-    await _finish(task, ids, final)
-    assert final is not None  # _finish raises on an empty stream
+        final = chunk
+    assert final is not None  # iter_turn raises on an empty stream
     return final

@@ -123,7 +123,10 @@ async def _announce_and_run(
             raw_input=call.tool_kwargs,
             is_error=True,
         )
-    with running_for(task), watching_threads(progress.watch):
+    with (
+        running_for(task, step.step_id, call.tool_id),
+        watching_threads(progress.watch),
+    ):
         progress.began = True
         return await call_tool_by_name(tools, call.tool_name, call.tool_kwargs)
 

@@ -113,11 +113,16 @@ class Connection:
     async def _hold(self) -> None:
         from mcp import ClientSession
 
+        # declares the elicitation capability: a server may ask the person during a call
+        from runs.presets.mcp.eliciting import on_elicitation
+
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 watched = await stack.enter_async_context(self._watched(read))
-                session = await stack.enter_async_context(ClientSession(watched, write))
+                session = await stack.enter_async_context(
+                    ClientSession(watched, write, elicitation_callback=on_elicitation)
+                )
                 await session.initialize()
                 self.session = session
                 self.session_started = True

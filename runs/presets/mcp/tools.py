@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from runs.conf import conf
 from runs.engine.schema_tool import SchemaTool
+from runs.engine.tool_context import current_call
 from runs.engine.tools import ToolOutput
 from runs.models import McpServer
 from runs.presets.grants import granted_to
 from runs.presets.mcp.connections import McpError, session_for, stopped, went_through
 from runs.presets.mcp.content import result_parts, tabular
+from runs.presets.mcp.eliciting import asking_during
 from runs.presets.mcp.spec import ServerSpec
 
 if TYPE_CHECKING:  # the SDK loads when a server is first used, not at every boot
@@ -156,8 +158,10 @@ async def call_mcp_tool(
     except McpError as exc:
         return _error(str(exc), spec)
     try:
-        async with asyncio.timeout(settings.mcp_timeout_s):
-            result = await session.call_tool(tool_name, arguments)
+        # paused while the server waits for the person's answer to its question
+        async with asyncio.timeout(settings.mcp_timeout_s) as timeout:
+            with asking_during(session, spec.name, current_call(), timeout):
+                result = await session.call_tool(tool_name, arguments)
     except TimeoutError:
         return _error(
             f"the MCP server {spec.name!r} did not answer {tool_name} within "

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0022_delivery_refused"),
+        ("runs", "0023_corrected_answer"),
     ]
 
     operations = [
