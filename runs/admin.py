@@ -284,7 +284,28 @@ class McpServerForm(forms.ModelForm):  # type: ignore[type-arg]
                 self.add_error(
                     field, 'Give a JSON object of strings, like {"NAME": "value"}.'
                 )
+        if data.get("read_only_unasked") and not data.get("trusted"):
+            self.add_error(
+                "read_only_unasked",
+                "Mark the server trusted first: its hints are its own word otherwise.",
+            )
         return data
+
+
+HINT_WORDS = {
+    "readOnlyHint": ("read-only", "not read-only"),
+    "destructiveHint": ("destructive", "not destructive"),
+    "idempotentHint": ("idempotent", "not idempotent"),
+    "openWorldHint": ("open world", "closed world"),
+}
+
+
+def hints_text(tool: dict[str, Any]) -> str:
+    """A listed tool's title and the hints its server gave, as the tool list shows them."""
+    hints = tool.get("hints") or {}
+    said = [HINT_WORDS[k][0 if v else 1] for k, v in hints.items() if k in HINT_WORDS]
+    title = f"“{tool['title']}”" if tool.get("title") else ""
+    return " ".join([title, f"[{', '.join(said)}]" if said else ""]).strip()
 
 
 @admin.register(McpServer)
@@ -297,6 +318,7 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "transport",
         "enabled",
         "everyone",
+        "trusted",
         "tool_count",
         "tools_fetched_at",
     )
@@ -309,6 +331,7 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ("Command (stdio)", {"fields": ("command", "args", "env")}),
         ("URL (streamable HTTP)", {"fields": ("url", "headers")}),
         ("Who may pick its tools", {"fields": ("everyone", "users", "groups")}),
+        ("Approval", {"fields": ("trusted", "read_only_unasked")}),
         ("Tools", {"fields": ("tools_note", "tools_fetched_at", "tool_list")}),
     )
 
@@ -322,9 +345,13 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return (
             format_html_join(
                 "",
-                "<p><code>{}</code> {}</p>",
+                "<p><code>{}</code> {} {}</p>",
                 (
-                    (t["name"], Truncator(t["description"]).chars(200))
+                    (
+                        t["name"],
+                        hints_text(t),
+                        Truncator(t["description"]).chars(200),
+                    )
                     for t in server.tools
                 ),
             )

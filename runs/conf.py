@@ -202,6 +202,14 @@ class Conf:
         "fail at once saying when to retry",
         least=0.0,
     )
+    mcp_max_part_bytes: int = _setting(
+        2 * 1024 * 1024,
+        "count",
+        "The largest file (embedded blob resource) one MCP tool result may carry to offer as "
+        "a download; a larger one is named on the card but not kept (images are capped by "
+        "AGENTUI_MAX_IMAGE_BYTES)",
+        least=1024,
+    )
     mcp_elicitation_timeout_s: float = _setting(
         600.0,
         "seconds",

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -69,6 +70,32 @@ def server_children() -> list[str]:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         state, ppid = fields[0], int(fields[1])
-        if ppid == me and state != "Z" and ("mcp" in cmdline or APP in cmdline):
+        ours = APP in cmdline or CONTENT_APP in cmdline
+        if ppid == me and state != "Z" and ("mcp" in cmdline or ours):
             found.append(cmdline)
     return found
+
+
+CONTENT_APP = str(Path(__file__).resolve().parent / "mcp_servers" / "content_server.py")
+
+
+def content_spec(mode: str = "ok", name: str = "content", pk: int = 4) -> ServerSpec:
+    """The tests' server returning every kind of content (tests/mcp_servers/content_server.py)."""
+    return ServerSpec(
+        pk=pk,
+        name=name,
+        transport="stdio",
+        command=sys.executable,
+        args=(CONTENT_APP, mode),
+    )
+
+
+async def payloads_of(task_pk: int, kind: str) -> list[dict[str, Any]]:
+    """The stored events of one type of a notebook, in order."""
+    from runs.models import Event
+
+    return [
+        e.payload
+        async for e in Event.objects.filter(task_id=task_pk).order_by("seq")
+        if e.payload.get("type") == kind
+    ]

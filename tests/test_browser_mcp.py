@@ -54,13 +54,29 @@ def rules() -> list[Rule]:
     ]
 
 
-def add_server(page: Any, app: LiveApp, name: str, mode: str) -> str:
-    """Configure a stdio server of the tests' app in the admin; returns the admin's message."""
+def add_server(
+    page: Any,
+    app: LiveApp,
+    name: str,
+    mode: str,
+    script: str = APP,
+    trusted: bool = False,
+) -> str:
+    """Configure a stdio server of the tests' `script` in the admin; returns the admin's message.
+    `trusted`: marked trusted with read-only tools run unasked (the form first refuses the
+    second alone)."""
     page.goto(f"{app.url}/admin/runs/mcpserver/add/")
     page.fill("#id_name", name)
     page.fill("#id_command", sys.executable)
-    page.fill("#id_args", json.dumps([APP, mode]))
+    page.fill("#id_args", json.dumps([script, mode]))
     page.check("#id_everyone")
+    if trusted:
+        page.check("#id_read_only_unasked")
+        page.get_by_role("button", name="Save", exact=True).click()
+        refused = page.locator(".field-read_only_unasked .errorlist")
+        refused.wait_for()
+        assert "Mark the server trusted first" in refused.inner_text()
+        page.check("#id_trusted")
     page.get_by_role("button", name="Save", exact=True).click()
     message = page.locator("ul.messagelist li", has_text=f"MCP server {name}:")
     message.wait_for(timeout=60_000)

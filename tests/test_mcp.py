@@ -253,6 +253,13 @@ async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
     )
     listed = await fetch_listing(clock)
     assert sorted(t["name"] for t in listed) == ["get_current_time", "set_alarm"]
+    (stored,), _ = checked_tools(
+        "clock", [t for t in listed if t["name"] == "get_current_time"]
+    )
+    assert (stored["title"], stored["hints"]) == (
+        "Current time",
+        {"readOnlyHint": True, "openWorldHint": False},
+    )
     tokyo = await call_mcp_tool(clock, "get_current_time", {"timezone": "Asia/Tokyo"})
     assert tokyo.raw_output["timezone"] == "Asia/Tokyo"
     assert tokyo.raw_output["datetime"].endswith("+09:00")

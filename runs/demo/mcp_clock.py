@@ -3,7 +3,8 @@
 `get_current_time(timezone)` answers as mcp-server-time does, so the demo example "What time
 is it in Tokyo right now?" runs with either. `set_alarm(timezone)` asks the person when and what
 for (an MCP elicitation: a form in the notebook) and says what it set; it sets nothing real.
-Built with the SDK's MCPServer.
+`get_current_time` is titled and says it only reads (`readOnlyHint`). Built with the
+SDK's MCPServer.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 server = MCPServer("agentui-demo-clock")
@@ -48,7 +50,12 @@ async def set_alarm(timezone: str, ctx: Context) -> str:
     return f"alarm set for {alarm.hour:02d}:{alarm.minute:02d} {timezone}, {every}: {alarm.label}"
 
 
-@server.tool()
+# a read-only tool: on a server the admin marks trusted, with read-only tools run without
+# asking, its calls run unasked even in the tools mode (docs/operations.md)
+@server.tool(
+    title="Current time",
+    annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+)
 def get_current_time(timezone: str) -> dict[str, str]:
     """The current time in an IANA timezone, such as 'Asia/Tokyo' or 'Europe/London'."""
     now = datetime.now(_zone(timezone))

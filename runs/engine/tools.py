@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from .errors import ToolArgumentsError
+from .tool_parts import ToolPart
 
 # Plain ``def`` tools run here, not in asyncio's default executor, whose min(32, cpus + 4) workers
 # would serialise a wide fan-out of blocking tools on a small machine.
@@ -78,6 +79,9 @@ class ToolOutput(BaseModel):
     raw_input: dict[str, Any] = Field(default_factory=dict)
     raw_output: Any = None
     is_error: bool = False
+    # images, resources and links beside the text (MCP results); `content` describes each
+    parts: list[ToolPart] = Field(default_factory=list)
+    server: str | None = None  # the MCP server the tool came from, for tools from one
 
     @field_serializer("raw_output", when_used="json")
     def _raw_output_as_json(self, value: Any) -> Any:
@@ -96,8 +100,11 @@ def for_model(output: ToolOutput, limit: int | None) -> ToolOutput:
 
     The whole output still travels in its ``ToolCallResult`` event; what the agent's memory,
     the step's sources and every later model call hold is bounded: a cut output keeps no
-    ``raw_output`` (a plan's ``$N`` then passes on the slice).
+    ``raw_output`` (a plan's ``$N`` then passes on the slice). Its ``parts`` are the person's
+    (the text describes them to the model), so they stay in the event only.
     """
+    if output.parts:
+        output = output.model_copy(update={"parts": []})
     if not limit or len(output.content) <= limit:
         return output
     return output.model_copy(

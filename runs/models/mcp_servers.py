@@ -18,6 +18,9 @@ class McpServer(models.Model):
     `tools` is the server's tool listing as last fetched (runs.presets.mcp.listing), already
     checked: names fit the OpenAI function-name pattern, descriptions and schemas are capped.
     Notebooks offer these to the model without starting the server; it starts on the first call.
+    A listed tool keeps its `title` and behaviour `hints`; the hints are the server's word, so
+    they skip approval only where the admin marked the server `trusted` and chose
+    `read_only_unasked` (runs.service.policies.trusted).
     """
 
     name = models.CharField(
@@ -67,6 +70,17 @@ class McpServer(models.Model):
     )
     groups = models.ManyToManyField(
         "auth.Group", blank=True, related_name="mcp_servers"
+    )
+    trusted = models.BooleanField(
+        default=False,
+        help_text="You trust what this server says of its tools (readOnlyHint, destructiveHint): "
+        "only then may its hints change what asks before running",
+    )
+    read_only_unasked = models.BooleanField(
+        "read-only tools run without asking",
+        default=False,
+        help_text="Where tool calls wait for approval (tools mode), its tools marked readOnlyHint (and not "
+        "destructiveHint) run without asking, unless a rule asks; needs trusted",
     )
     tools = models.JSONField(default=list, blank=True, editable=False)
     tools_note = models.TextField(

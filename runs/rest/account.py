@@ -109,6 +109,12 @@ class McpToolOut(Schema):
     server: str
     tool: str
     description: str
+    title: str = Field(default="", description="the server's title for people, if any")
+    hints: dict[str, bool] = Field(
+        default_factory=dict,
+        description="readOnlyHint, destructiveHint, idempotentHint, openWorldHint as the "
+        "server gave them (its word only: they skip approval only on a server the admin trusts)",
+    )
 
 
 @router.get("/mcp-tools", tags=["read"], response={200: list[McpToolOut]})

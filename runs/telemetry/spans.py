@@ -74,6 +74,7 @@ LLM = OpenInferenceSpanKindValues.LLM.value
 TOOL = OpenInferenceSpanKindValues.TOOL.value
 JSON_MIME = OpenInferenceMimeTypeValues.JSON.value
 TOOL_JSON_SCHEMA = ToolAttributes.TOOL_JSON_SCHEMA
+MCP_SERVER = "agentui.mcp.server"  # a TOOL span's MCP server (its name in the admin)
 
 SCOPE = InstrumentationScope("agentui")
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -517,6 +518,8 @@ class TraceBuilder:
         )
         if event.plan_index is not None:
             span.attributes["agentui.plan_index"] = event.plan_index
+        if output.server:  # a tool from an MCP server: which one answered
+            span.attributes[MCP_SERVER] = output.server
         self._describe_tool(event.tool_name, span.attributes)
         error = output.content if output.is_error else None
         return self._finish(turn, span, event.ended_at, error)

@@ -13,6 +13,11 @@ urlpatterns = [
         page_json.task_result_csv,
         name="api_task_result_csv",
     ),
+    path(
+        "api/tasks/<int:pk>/tool-part",
+        page_json.task_tool_part,
+        name="api_task_tool_part",
+    ),
     path("api/presets/", page_json.preset_list, name="api_presets"),
     path("api/images/", images.upload_image, name="api_images"),
     path("images/<int:pk>/", images.image, name="image"),

@@ -31,6 +31,7 @@ from runs.traces.export import (
     trace_head,
     trace_stream,
 )
+from runs.traces.parts import NoPart, served_part
 from runs.traces.results import (
     BadSort,
     NotTabular,
@@ -247,3 +248,30 @@ def task_result_csv(request: HttpRequest, pk: int) -> HttpResponse:
         content_type="text/csv; charset=utf-8",
         headers=csv_download_headers(task.pk, payload, tool_id),
     )
+
+
+@require_GET
+def task_tool_part(request: HttpRequest, pk: int) -> HttpResponse:
+    """`GET /api/tasks/<pk>/tool-part?step=<step_id>&call=<tool_id>&part=<n>`: an image of a
+    tool call's result (for its card's thumbnail) or a file it carried (a download), never
+    anything a browser would run: `nosniff` and a sandboxing CSP whatever it is."""
+    task = get_object_or_404(Task, pk=pk, owner=request.user)
+    step_id, tool_id = request.GET.get("step", ""), request.GET.get("call", "")
+    payload = find_result(task, step_id, tool_id) if step_id and tool_id else None
+    index = request.GET.get("part", "")
+    if payload is None or not index.isdigit():
+        return JsonResponse(
+            {"error": "no such tool call in this notebook (give step, call and part)"},
+            status=404,
+        )
+    name = f"notebook-{task.pk}-{tool_id}"
+    try:
+        part = served_part(payload, int(index), name)
+    except NoPart as exc:
+        return JsonResponse({"error": str(exc)}, status=404)
+    response = HttpResponse(part.data, content_type=part.content_type)
+    response["Content-Disposition"] = part.disposition
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=86400"
+    return response

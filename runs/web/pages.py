@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, render
@@ -194,6 +195,20 @@ def _compose_context(request: HttpRequest, sent: QueryDict) -> dict[str, object]
     }
 
 
+def mcp_tool_info(user_id: int, picked: list[str]) -> dict[str, dict[str, Any]]:
+    """What the cards show of the notebook's MCP tools: title, server, the server's hints."""
+    wanted = set(picked or [])
+    return {
+        choice.name: {
+            "title": choice.title,
+            "server": choice.server,
+            "hints": choice.hints,
+        }
+        for choice in available_mcp_tools(user_id)
+        if choice.name in wanted
+    }
+
+
 @require_GET
 def notebook(request: HttpRequest, pk: int) -> HttpResponse:
     """A live notebook: cells, step DAG and controls, fed by ws/tasks/<pk>/ (its owner
@@ -206,6 +221,7 @@ def notebook(request: HttpRequest, pk: int) -> HttpResponse:
         "task": task,
         "agent_label": _preset_label(task.agent),
         "mcp_tools": task.mcp_tools,
+        "mcp_tool_info": mcp_tool_info(request.user.pk, task.mcp_tools),
         "modes": ApprovalMode.choices,
         "ws_path": f"/ws/tasks/{task.pk}/",
         "max_text_chars": MAX_TEXT_CHARS,
@@ -269,6 +285,7 @@ def trace(request: HttpRequest, pk: int) -> HttpResponse:
         "agent_label": _preset_label(task.agent),
         "status_class": _STATUS_CLASS.get(NotebookStatus(task.status), "pending"),
         "export_url": _export_url(task),
+        "mcp_tool_info": mcp_tool_info(request.user.pk, task.mcp_tools),
         **review_context(task),
         "otel": _otel_traces(task),
         "data_tables": data_tables_used(task),

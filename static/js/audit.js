@@ -29,8 +29,19 @@ function ruleLink(rule) {
 }
 
 function automaticItem(step, action) {
-  const rule = action.rule || { id: "?", summary: "", set_by: "" };
   const target = action.toolId ? h("code", { class: "tool-name" }, callName(step, action.toolId)) : null;
+  if (!action.rule && action.reason) {
+    // no rule decided it: a read-only tool of a server the admin trusts (its reason says which)
+    return h(
+      "li",
+      { class: `human-action automatic action-${action.action}`, "data-action": action.action, "data-rule": "" },
+      `${AUTOMATIC[action.action]} `,
+      target,
+      `: ${action.reason}`,
+      timeElement(action.at, "when"),
+    );
+  }
+  const rule = action.rule || { id: "?", summary: "", set_by: "" };
   return h(
     "li",
     { class: `human-action automatic action-${action.action}`, "data-action": action.action, "data-rule": String(rule.id) },

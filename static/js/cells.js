@@ -11,6 +11,7 @@ import { humanActionsBlock, stoppedText } from "./audit.js";
 import { foldToggle, setFoldableText } from "./fold.js";
 import { assistantText, textBlock } from "./render/text.js";
 import { toolResultBody } from "./render/results.js";
+import { toolLabel } from "./render/mcp.js";
 import { cutNotice, modelCutNotice } from "./cut.js";
 import { ProseTally, hiddenNote, proseNote, revealText } from "./hidden.js";
 import { stoppedCallNote, toldOfStoppedCalls } from "./stopped_call.js";
@@ -414,7 +415,7 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${call.status}`, "aria-hidden": "true" }),
       resultName(call) ? h("span", { class: "badge plan-index" }, resultName(call)) : null,
-      h("code", { class: "tool-name" }, revealText(call.name)),
+      toolLabel(call.name),
       deps ? h("span", { class: "tool-deps" }, deps) : null,
       h("span", { class: "tool-meta" }, callMeta(call)),
       h("span", { class: `badge status status-${call.status}` }, call.status),
@@ -448,7 +449,7 @@ export function pendingCard(step, call) {
       { class: "tool-head" },
       h("span", { class: `status-dot status status-${status}`, "aria-hidden": "true" }),
       pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
-      h("code", { class: "tool-name" }, revealText(call.tool_name)),
+      toolLabel(call.tool_name),
       h("span", { class: "tool-meta" }),
       h("span", { class: `badge decision decision-${decision}` }, decision),
     ),

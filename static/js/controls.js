@@ -7,6 +7,7 @@ import { pendingResultName, plannedAs } from "./chain.js";
 import { countdown } from "./deadline.js";
 import { domId, h, prettyJson } from "./dom.js";
 import { hiddenNote, revealText } from "./hidden.js";
+import { toolLabel } from "./render/mcp.js";
 import { batchControls } from "./policy_controls.js";
 import { shownAttempt } from "./selectors.js";
 
@@ -166,7 +167,7 @@ export class StepControls {
         { class: "tool-head" },
         h("span", { class: `status-dot status status-${rejected ? "failed" : "pending"}`, "aria-hidden": "true" }),
         pendingResultName(call) ? h("span", { class: "badge plan-index" }, pendingResultName(call)) : null,
-        h("code", { class: "tool-name" }, revealText(call.tool_name)),
+        toolLabel(call.tool_name),
         h("span", { class: "tool-meta" }),
         h("span", { class: `badge decision decision-${call.decision || "pending"}` }, call.decision || "pending"),
       ),

@@ -295,6 +295,7 @@ const STEP_EVENTS = {
     const out = event.tool_output || {};
     call.output = out.content ?? "";
     call.rawOutput = out.raw_output ?? null; // what render/results.js draws as a table or chart
+    call.parts = Array.isArray(out.parts) ? out.parts : []; // an MCP result's images, resources, links
     call.outputCut = cutAt(event, ["tool_output", "content"]); // a preview: the rest downloads
     call.modelChars = event.model_chars ?? null; // the model was given only this much of it
     call.isError = Boolean(out.is_error);

@@ -15,7 +15,7 @@ export function waitDecision(decision) {
   if (!decision) return "";
   const verb = DECIDED[decision.action] || decision.action.replaceAll("_", " ");
   if (decision.automatic) return `${verb} automatically (${decision.automatic})`;
-  if (decision.action === "auto_approved") return `${verb} by a rule`;
+  if (decision.action === "auto_approved") return decision.rule ? `${verb} by a rule` : `${verb} automatically`;
   return `${verb} by ${decision.by}`;
 }
 

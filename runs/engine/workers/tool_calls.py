@@ -90,7 +90,9 @@ async def run_one_call(
             ended_at=time.time(),
             plan_index=plan_index,
             output_name=output_name,
-            model_chars=None if given is output else task.tool_output_chars,
+            model_chars=None
+            if given.content == output.content
+            else task.tool_output_chars,
         )
     )
     return given

@@ -17,6 +17,7 @@ from runs.presets.mcp.tools import (
     available_mcp_tools,
     check_mcp_choice,
     notebook_mcp_tools,
+    unasked_read_only,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "close_all",
     "notebook_mcp_tools",
     "refresh_listing",
+    "unasked_read_only",
 ]

@@ -6,6 +6,8 @@ at most 64 characters), with a description cut to `MAX_DESCRIPTION_CHARS` and st
 characters, and an object schema of at most `MAX_SCHEMA_BYTES` that is a valid JSON schema whose
 regular expressions RE2 can check in bounded time (`runs.engine.schema_check`: no backreferences
 or lookarounds). Anything else is left out, and the row's `tools_note` says what and why.
+A tool's title and behaviour hints (`readOnlyHint`…) are stored too; the hints let a tool run
+without asking only on a server an admin trusts (runs.service.policies.trusted).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAX_TOOLS = 100
 MAX_DESCRIPTION_CHARS = 1000
 MAX_SCHEMA_BYTES = 32 * 1024
 MAX_NOTED_CHARS = 80
+MAX_TITLE_CHARS = 100
 
 
 def exposed_name(server: str, tool: str) -> str:
@@ -54,6 +57,26 @@ def clean_description(text: Any) -> str:
     if len(kept) > MAX_DESCRIPTION_CHARS:
         kept = kept[: MAX_DESCRIPTION_CHARS - 1] + "…"
     return kept
+
+
+# MCP's tool annotations that say how a tool behaves; hints only, as untrusted as the server
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def tool_hints(annotations: Any) -> dict[str, bool]:
+    """The behaviour hints a server gave, those that are true or false (others are left out)."""
+    if not isinstance(annotations, dict):
+        return {}
+    return {k: annotations[k] for k in HINTS if isinstance(annotations.get(k), bool)}
+
+
+def tool_title(item: dict[str, Any]) -> str:
+    """The tool's title for people (the tool's own, else its annotations'), one short line."""
+    annotations = item.get("annotations")
+    title = item.get("title") or (
+        annotations.get("title") if isinstance(annotations, dict) else None
+    )
+    return " ".join(clean_description(title).split())[:MAX_TITLE_CHARS]
 
 
 def _schema_problem(schema: Any) -> str:
@@ -107,6 +130,8 @@ def checked_tools(
                 "tool": name,
                 "description": clean_description(item.get("description")),
                 "input_schema": {"type": "object", **cast(dict[str, Any], schema)},
+                "title": tool_title(item),
+                "hints": tool_hints(item.get("annotations")),
             }
         )
     return tools, notes
@@ -131,6 +156,12 @@ async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
                         "name": tool.name,
                         "description": tool.description,
                         "input_schema": tool.input_schema,
+                        "title": tool.title,
+                        "annotations": (
+                            tool.annotations.model_dump(by_alias=True)
+                            if tool.annotations is not None
+                            else None
+                        ),
                     }
                     for tool in page.tools
                 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runs.conf import conf
@@ -19,6 +19,7 @@ from runs.engine.tools import ToolOutput
 from runs.models import McpServer
 from runs.presets.grants import granted_to
 from runs.presets.mcp.connections import McpError, session_for, stopped, went_through
+from runs.presets.mcp.content import result_parts, tabular
 from runs.presets.mcp.eliciting import asking_during
 from runs.presets.mcp.spec import ServerSpec
 
@@ -39,6 +40,12 @@ class McpToolChoice:
     server: str
     tool: str
     description: str
+    title: str = (
+        ""  # the server's title for people (the name stays shown, for the audit)
+    )
+    hints: dict[str, bool] = field(
+        default_factory=dict
+    )  # readOnlyHint…, as the server said
 
 
 def _servers_of(user_id: int) -> Any:
@@ -53,10 +60,34 @@ def available_mcp_tools(user_id: int) -> list[McpToolChoice]:
             server=server.name,
             tool=str(tool["tool"]),
             description=str(tool.get("description", "")),
+            title=str(tool.get("title") or ""),
+            hints=dict(tool.get("hints") or {}),
         )
         for server in _servers_of(user_id)
         for tool in server.tools
     ]
+
+
+def is_read_only(listed: dict[str, Any]) -> bool:
+    """Whether a listed tool's server says it only reads (readOnlyHint, and not destructiveHint)."""
+    hints = listed.get("hints") or {}
+    return (
+        hints.get("readOnlyHint") is True and hints.get("destructiveHint") is not True
+    )
+
+
+def unasked_read_only(user_id: int, names: list[str]) -> dict[str, str]:
+    """Of a notebook's picked `names`, the read-only tools of servers `user_id` may use whose
+    admin trusts them and lets their read-only tools run without asking: name -> server."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    return {
+        str(listed["name"]): server.name
+        for server in _servers_of(user_id).filter(trusted=True, read_only_unasked=True)
+        for listed in server.tools
+        if listed["name"] in wanted and is_read_only(listed)
+    }
 
 
 def check_mcp_choice(user_id: int, names: list[str]) -> list[str]:
@@ -109,8 +140,10 @@ def _engine_tool(spec: ServerSpec, listed: dict[str, Any]) -> SchemaTool:
     )
 
 
-def _error(message: str) -> ToolOutput:
-    return ToolOutput(content=f"Error: {message}", tool_name="", is_error=True)
+def _error(message: str, spec: ServerSpec) -> ToolOutput:
+    return ToolOutput(
+        content=f"Error: {message}", tool_name="", is_error=True, server=spec.name
+    )
 
 
 async def call_mcp_tool(
@@ -123,7 +156,7 @@ async def call_mcp_tool(
             spec, settings.mcp_start_timeout_s, settings.mcp_restart_backoff_s
         )
     except McpError as exc:
-        return _error(str(exc))
+        return _error(str(exc), spec)
     try:
         # paused while the server waits for the person's answer to its question
         async with asyncio.timeout(settings.mcp_timeout_s) as timeout:
@@ -132,7 +165,8 @@ async def call_mcp_tool(
     except TimeoutError:
         return _error(
             f"the MCP server {spec.name!r} did not answer {tool_name} within "
-            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)"
+            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)",
+            spec,
         )
     except Exception as exc:  # noqa: BLE001 - the server's failure, told to the model and person
         text = str(exc).strip() or type(exc).__name__
@@ -140,52 +174,32 @@ async def call_mcp_tool(
             # not sent again: the tool may have run before the process stopped
             return _error(
                 f"the MCP server {spec.name!r} stopped during {tool_name} ({text[:300]}); "
-                "it is restarted on the next call"
+                "it is restarted on the next call",
+                spec,
             )
         return _error(
-            f"the MCP server {spec.name!r} failed on {tool_name}: {text[:2000]}"
+            f"the MCP server {spec.name!r} failed on {tool_name}: {text[:2000]}",
+            spec,
         )
     went_through(spec)
     return _output(spec, tool_name, result)
 
 
 def _output(spec: ServerSpec, tool_name: str, result: CallToolResult) -> ToolOutput:
-    text = _text_of(result)
+    text, parts = result_parts(result)
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[cut at {MAX_RESULT_CHARS:,} characters]"
     if result.is_error:
         return _error(
-            f"the MCP server {spec.name!r} said {tool_name} failed: {text or 'no reason given'}"
+            f"the MCP server {spec.name!r} said {tool_name} failed: {text or 'no reason given'}",
+            spec,
         )
-    raw: Any = result.structured_content
+    raw: Any = tabular(result.structured_content)
     if raw is None:
         try:
             raw = json.loads(text)
         except ValueError:
             raw = text
-    return ToolOutput(content=text, tool_name="", raw_output=raw)
-
-
-def _text_of(result: CallToolResult) -> str:
-    from mcp.types import (
-        EmbeddedResource,
-        ImageContent,
-        TextContent,
-        TextResourceContents,
+    return ToolOutput(
+        content=text, tool_name="", raw_output=raw, parts=parts, server=spec.name
     )
-
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        elif isinstance(block, ImageContent):
-            parts.append(f"[an image, {block.mime_type}, not shown]")
-        elif isinstance(block, EmbeddedResource) and isinstance(
-            block.resource, TextResourceContents
-        ):
-            parts.append(block.resource.text)
-        else:
-            parts.append(f"[{getattr(block, 'type', 'content')} not shown]")
-    if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content)
-    return "\n".join(parts)

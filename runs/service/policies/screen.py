@@ -2,7 +2,8 @@
 an approval remembered where a rule asks once per notebook.
 
 Each automatic decision is recorded like a person's (`human_action` events `auto_refused` and
-`auto_approved`, naming the rule as it stood), so the audit says what ran and who decided.
+`auto_approved`, naming the rule as it stood, or for a read-only tool of a trusted server,
+saying so in its reason), so the audit says what ran and who decided.
 """
 
 from __future__ import annotations
@@ -16,18 +17,30 @@ from runs.models import PolicyDecision, Step, Task, ToolPolicy
 from runs.protocol import HumanAction, HumanActionKind
 from runs.service.audit import record
 from runs.service.policies.rules import Verdict, applied, verdicts
+from runs.service.policies.trusted import read_only_tools, unasked_reason
 from runs.service.runtime import NotebookRuntime
 
 ASKING = (PolicyDecision.ASK, PolicyDecision.ASK_ONCE)
 
 
 @dataclass(frozen=True)
+class Allowed:
+    """A call that may run without asking: allowed by `rule`, or (no rule deciding it) a
+    read-only tool of the trusted server `server` (runs.service.policies.trusted)."""
+
+    call: PendingToolCall
+    rule: ToolPolicy | None = None
+    server: str = ""
+
+
+@dataclass(frozen=True)
 class Screening:
     """What the rules made of a step: `asks` (a rule wants the person), `allowed` (every call
-    left is allowed by a rule: the step may run without asking), or neither (the mode decides)."""
+    left is allowed by a rule or is a trusted read-only tool: the step may run without asking),
+    or neither (the mode decides)."""
 
     asks: bool = False
-    allowed: tuple[tuple[PendingToolCall, ToolPolicy], ...] = ()
+    allowed: tuple[Allowed, ...] = ()
     refused_all: bool = False  # the step runs unasked, to tell the model
 
     @property
@@ -61,6 +74,9 @@ async def screen(runtime: NotebookRuntime, turn_id: str, step: TaskStep) -> Scre
     found: list[Verdict] = await database_sync_to_async(verdicts)(
         runtime.task_pk, [(c.tool_name, c.tool_kwargs) for c in calls]
     )
+    read_only: dict[str, str] = {}
+    if any(v.decision is None for v in found):
+        read_only = await database_sync_to_async(read_only_tools)(runtime.task_pk)
     left: list[tuple[PendingToolCall, Verdict]] = []
     for call, verdict in zip(calls, found, strict=True):
         if verdict.decision == PolicyDecision.REFUSE and verdict.rule is not None:
@@ -71,12 +87,20 @@ async def screen(runtime: NotebookRuntime, turn_id: str, step: TaskStep) -> Scre
         return Screening(refused_all=True)
     if any(v.decision in ASKING for _, v in left):
         return Screening(asks=True)
-    allowed = tuple(
-        (call, v.rule)
-        for call, v in left
-        if v.decision == PolicyDecision.ALLOW and v.rule is not None
-    )
-    return Screening(allowed=allowed) if len(allowed) == len(left) else NOTHING
+    allowed = tuple(_allowed(call, v, read_only) for call, v in left)
+    if all(a is not None for a in allowed):
+        return Screening(allowed=tuple(a for a in allowed if a is not None))
+    return NOTHING
+
+
+def _allowed(
+    call: PendingToolCall, verdict: Verdict, read_only: dict[str, str]
+) -> Allowed | None:
+    if verdict.decision == PolicyDecision.ALLOW and verdict.rule is not None:
+        return Allowed(call, rule=verdict.rule)
+    if verdict.decision is None and call.tool_name in read_only:
+        return Allowed(call, server=read_only[call.tool_name])
+    return None
 
 
 async def _refuse(
@@ -104,7 +128,8 @@ async def _refuse(
 async def record_approvals(
     runtime: NotebookRuntime, turn_id: str, step_id: str, screening: Screening
 ) -> None:
-    """One `auto_approved` per call a rule let run without asking."""
+    """One `auto_approved` per call a rule, or a trusted server's read-only hint, let run
+    without asking (the latter names no rule: its reason says why)."""
     await record(
         runtime,
         [
@@ -112,11 +137,12 @@ async def record_approvals(
                 task_id=turn_id,
                 step_id=step_id,
                 action=HumanActionKind.AUTO_APPROVED,
-                by=rule.set_by,
-                tool_id=call.tool_id,
-                rule=applied(rule),
+                by=a.rule.set_by if a.rule is not None else "",
+                tool_id=a.call.tool_id,
+                rule=applied(a.rule) if a.rule is not None else None,
+                reason=None if a.rule is not None else unasked_reason(a.server),
             )
-            for call, rule in screening.allowed
+            for a in screening.allowed
         ],
     )
 

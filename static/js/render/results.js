@@ -5,6 +5,7 @@ import { h, prettyJson } from "../dom.js";
 import { formatNumber, numberIn, numberView } from "../format.js";
 import { chartView } from "./chart.js";
 import { whenNear } from "./lazy.js";
+import { partsView } from "./mcp.js";
 import { asTable, resultTable } from "./table.js";
 
 function parsed(text) {
@@ -23,8 +24,20 @@ function csvUrl(stepId, callId) {
   return `${base}?${new URLSearchParams({ step: stepId, call: callId })}`;
 }
 
-/** The element showing `call`'s output inside its tool card. */
+/** The element showing `call`'s output inside its tool card: an MCP result's images, resources
+ * and links first, then the text the model was given (which describes them). */
 export function toolResultBody(stepId, call) {
+  if (!call.parts?.length || call.isError) return textBody(stepId, call);
+  return h(
+    "div",
+    { class: "tool-with-parts" },
+    partsView(stepId, call),
+    h("span", { class: "field-label model-saw" }, "What the model was given"),
+    textBody(stepId, call),
+  );
+}
+
+function textBody(stepId, call) {
   const plain = () => h("pre", { class: "tool-pre" }, call.output);
   if (call.isError) return plain();
   // a number that reads differently rounded (13681.710000000001): rounded, the exact value a click away
