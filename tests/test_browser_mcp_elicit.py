@@ -10,6 +10,7 @@ page the same way. Screenshots: mcp-elicit-*.png at 1280x800 and 1920x1080."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     shots_at_both_sizes,
 )
 from mcp_support import ASKING
+from playwright.sync_api import expect
 
 from runs.demo.mcp import ALARM_PROMPT, alarm_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
@@ -98,6 +100,12 @@ def test_the_person_answers_an_mcp_servers_form_in_the_page(
     asked.wait_for(timeout=60_000)
     assert "Booking a room in Lisbon: who stays, and how?" in asked.inner_text()
     assert "Waiting for your answer" in card.inner_text()
+    # the status line says who waits for whom, not that the step is running
+    expect(page.locator("#run-status")).to_have_text(
+        re.compile(
+            r"^Step \d+ waits for your answer to the MCP server ask's question\.$"
+        )
+    )
     assert asked.get_by_label("Nights").input_value() == "2"  # the server's default
     assert asked.get_by_label("Room").input_value() == "double"
     asked.get_by_label("Guest name (required)").fill("Ana")
@@ -151,6 +159,8 @@ def test_the_person_answers_an_mcp_servers_form_in_the_page(
         .startswith("Cancelled by ")
     )
     assert page.title() != "pwned"
+    # answered everywhere: the status line no longer says the step waits for anyone
+    expect(page.locator("#run-status")).not_to_contain_text("MCP server")
     audit = page.locator(
         ".human-actions", has_text="answered the MCP server's question"
     )

@@ -241,11 +241,25 @@ function announceFinishedSteps() {
   }
 }
 
+/** An MCP server's question on one of the step's calls that still waits for the person. */
+function openQuestion(step) {
+  const attempt = step.attempts[step.attempts.length - 1];
+  for (const call of attempt?.calls.values() || []) {
+    const open = (call.elicitations || []).find((e) => !e.closed && !e.refused);
+    if (open) return open;
+  }
+  return null;
+}
+
 function statusSentence(perms) {
   if (connection.state === "fatal") return connection.detail;
   const running = runningStep(model);
   const number = stepNumber;
-  if (running) return `Step ${number(running)} is running.`;
+  if (running) {
+    const asking = openQuestion(running);
+    if (asking) return `Step ${number(running)} waits for your answer to the MCP server ${asking.server}'s question.`;
+    return `Step ${number(running)} is running.`;
+  }
   if (perms.nextStepId) {
     const step = model.steps.get(perms.nextStepId);
     if (step.status === "failed") return `Step ${number(step)} failed.`;

@@ -420,6 +420,7 @@ Object.assign(STEP_EVENTS, {
   elicitation_asked(model, step, event) {
     const call = findCall(step, event.tool_id);
     if (!call) return;
+    model.dirty.task = true; // the status line says the step waits for the person
     call.elicitations = (call.elicitations || []).filter((e) => e.id !== event.elicitation_id);
     call.elicitations.push({
       id: event.elicitation_id, server: event.server, message: event.message, fields: event.fields || [],
@@ -428,6 +429,7 @@ Object.assign(STEP_EVENTS, {
   },
   elicitation_closed(model, step, event) {
     const asked = findCall(step, event.tool_id)?.elicitations?.find((e) => e.id === event.elicitation_id);
+    model.dirty.task = true;
     if (asked) asked.closed = { action: event.action, content: event.content ?? null, by: event.by || "", reason: event.reason || "", at: event.at };
   },
 });
