@@ -210,3 +210,42 @@ def test_results_go_out_in_their_calls_order_whatever_order_they_finish_in() -> 
     results = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
     assert results == ["c1", "c2", "c3"]
     assert_valid_agui(events, max_warnings=0)
+
+
+def _said(role: str, content: str, msg_id: str) -> Any:
+    """A conversation message as the service reads it (runs.service's ConversationMessage)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        id=msg_id,
+        role=role,
+        content=content,
+        images=[],
+        tool_calls=[],
+        tool_call_id=None,
+        cut=None,
+    )
+
+
+def test_an_edited_input_is_snapshotted_even_when_the_step_ran_before_it_was_told() -> (
+    None
+):
+    """The conversation is read when the edit's event is translated; under load the step has
+    run by then. The client still gets the edited message, and nothing ahead of its events."""
+    run = RunTranslator("t", "r")
+    run.messages([_said("user", "Compute please", "u1")])
+    out = run.edited_input(
+        [
+            _said("user", "Compute please, carefully", "u1"),
+            _said(
+                "assistant", "Let me compute both.", "a1"
+            ),  # not told to the client yet
+        ]
+    )
+    events = wire(out)
+    assert [e["type"] for e in events] == ["MESSAGES_SNAPSHOT"]
+    assert [(m["role"], m["content"]) for m in events[0]["messages"]] == [
+        ("user", "Compute please, carefully")
+    ]
+    # and an edit that changed nothing the client has sends nothing
+    assert run.edited_input([_said("user", "Compute please, carefully", "u1")]) == []

@@ -232,16 +232,18 @@ class RunTranslator:
 
     def edited_input(self, conversation: list[Any]) -> list[BaseEvent]:
         """MESSAGES_SNAPSHOT after a step's input was edited, if that changed a user message
-        the client has (the message of a turn whose first step waits) and nothing else: the
+        the client has (the message of a turn whose first step waits) and nothing else. The
         conversation is read when the edit's event is translated, and may already hold what
-        later events will bring, which a snapshot must not send ahead of them."""
-        new = [_message(m, self.task_pk) for m in conversation]
-        if self.added or len(new) != len(self.shown) or new == self.shown:
+        later events will bring (the step ran meanwhile): only the part the client has is
+        sent, so the snapshot never goes ahead of those events."""
+        had = len(self.shown)
+        new = [_message(m, self.task_pk) for m in conversation[:had]]
+        if self.added or len(new) != had or new == self.shown:
             return []
         for now, was in zip(new, self.shown):
             if now.role != was.role or (now.role != "user" and now != was):
                 return []
-        return self.messages(conversation)
+        return self.messages(conversation[:had])
 
     def close(self) -> list[BaseEvent]:
         """End what is still open (a run that stops while a step streams or runs)."""
