@@ -14,6 +14,9 @@ TEST_WORKERS ?= 2
 # Pass 2 waits on PostgreSQL, Redis and the processes it starts more than pass 1 does: a third
 # worker fills the gaps (measured in docs/benchmarks.md).
 SERVICES_WORKERS ?= 3
+# together: pass 2 runs beside pass 1 (it waits on its services and processes, pass 1 on its
+# browsers: side by side they fill each other's idle time); one-by-one: pass 2 after pass 1.
+PASSES ?= together
 LINK_USER ?=
 # The services pass of `make test` (override to use other servers).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -122,11 +125,6 @@ login-link: $(RUN_STAMP)
 test-fast: $(TEST_STAMP)
 	@$(CLEAN_ENV) $(PY) -m pytest $(XDIST) -m "not browser and not live" $(PYTEST_ARGS)
 
-# Pass 1: every test on SQLite and the in-memory channel layer.
-# Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
-# (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
-# pytest's exit code 5 (no tests collected) does not fail a pass.
-# Each pass ends with its 25 slowest tests (setup, call and teardown apart).
 lint: $(TEST_STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
@@ -136,6 +134,12 @@ lint: $(TEST_STAMP)
 	  echo "symbolic links are tracked (git rm --cached them):"; git ls-files -s | grep '^120000 '; exit 1; fi
 	@$(PY) -m mypy --config-file mypy.ini
 
+# Pass 1: every test on SQLite and the in-memory channel layer.
+# Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
+# (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
+# pytest's exit code 5 (no tests collected) does not fail a pass.
+# Both run at once unless PASSES=one-by-one; pass 2's output is printed when pass 1 ends.
+# Each pass ends with its 25 slowest tests (setup, call and teardown apart).
 test: test-setup lint
 	@set -u; \
 	services_ok=1; \
@@ -143,21 +147,34 @@ test: test-setup lint
 	if [ $$services_ok = 0 ]; then \
 	  echo "PostgreSQL/Redis not reachable: the services pass (pass 2) will be skipped:"; \
 	  echo "$$problems" | sed 's/^/    /'; \
+	  if [ "$${AGENTUI_REQUIRE_SERVICES:-}" = 1 ]; then \
+	    echo "FAILED: AGENTUI_REQUIRE_SERVICES=1 but the services pass cannot run"; exit 1; \
+	  fi; \
+	fi; \
+	pass2() { $(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest $(XDIST_SERVICES) -m "db or ws" --durations=25 $(PYTEST_ARGS); }; \
+	pass2_pid=; pass2_log=; \
+	if [ $$services_ok = 1 ] && [ "$(PASSES)" = together ]; then \
+	  pass2_log=$$(mktemp); \
+	  echo "== Pass 2 (db and ws tests, PostgreSQL + Redis) runs beside pass 1; its output follows pass 1's"; \
+	  pass2 >"$$pass2_log" 2>&1 & pass2_pid=$$!; \
+	  trap 'kill $$pass2_pid 2>/dev/null; rm -f "$$pass2_log"' EXIT; \
 	fi; \
 	echo "== Pass 1: all tests, SQLite + in-memory channel layer"; \
-	$(CLEAN_ENV) $(PY) -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi; \
-	if [ $$services_ok = 0 ]; then \
-	  if [ "$${AGENTUI_REQUIRE_SERVICES:-}" = 1 ]; then \
-	    echo "FAILED: AGENTUI_REQUIRE_SERVICES=1 but the services pass cannot run:"; \
-	    echo "$$problems" | sed 's/^/    /'; \
-	    exit 1; \
-	  fi; \
-	  exit 0; \
+	$(CLEAN_ENV) $(PY) -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS); rc1=$$?; \
+	[ $$rc1 = 5 ] && rc1=0; \
+	[ $$services_ok = 1 ] || exit $$rc1; \
+	if [ -n "$$pass2_pid" ]; then \
+	  rc2=0; wait $$pass2_pid || rc2=$$?; \
+	  echo "== Pass 2: db and ws tests, PostgreSQL + Redis (ran beside pass 1)"; \
+	  cat "$$pass2_log"; \
+	else \
+	  [ $$rc1 = 0 ] || exit $$rc1; \
+	  echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
+	  rc2=0; pass2 || rc2=$$?; \
 	fi; \
-	echo "== Pass 2: db and ws tests, PostgreSQL + Redis"; \
-	$(SERVICES_ENV) AGENTUI_TEST_DB_NAME=test_agentui_$$$$ $(PY) -m pytest $(XDIST_SERVICES) -m "db or ws" --durations=25 $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc != 0 ] && [ $$rc != 5 ]; then exit $$rc; fi
+	[ $$rc2 = 5 ] && rc2=0; \
+	[ $$rc1 = 0 ] || { echo "FAILED: pass 1 (exit $$rc1)"; exit $$rc1; }; \
+	[ $$rc2 = 0 ] || { echo "FAILED: pass 2 (exit $$rc2)"; exit $$rc2; }
 
 # The page's libraries (Markdown, sanitiser, charts) from npm at the versions npm/package-lock.json
 # pins, copied with their licenses into static/vendor/. The copies are committed, so `make run`
