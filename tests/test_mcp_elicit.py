@@ -415,7 +415,8 @@ async def test_a_question_with_calls_of_two_turns_running_is_declined_unseen() -
 
     from runs.engine import Task as EngineTask
     from runs.engine.tool_context import RunningCall
-    from runs.presets.mcp.eliciting import asking_during, on_elicitation
+    from runs.presets.mcp.calls import running_on
+    from runs.presets.mcp.eliciting import on_elicitation
 
     seen: list[Any] = []
 
@@ -433,8 +434,8 @@ async def test_a_question_with_calls_of_two_turns_running_is_declined_unseen() -
     context = ClientRequestContext(session=session, request_id=1)
     # were it shown, it would wait a second, not ten minutes, before the test fails
     short = override_settings(AGENTUI_MCP_ELICITATION_TIMEOUT_S=1.0)
-    with short, asking_during(session, "ask", RunningCall(first, "s1", "c1"), None):
-        with asking_during(session, "ask", RunningCall(second, "s2", "c2"), None):
+    with short, running_on(session, "ask", RunningCall(first, "s1", "c1"), None):
+        with running_on(session, "ask", RunningCall(second, "s2", "c2"), None):
             declined = await on_elicitation(context, params)
         assert declined.action == "decline" and seen == []
     nobody = await on_elicitation(context, params)  # no call running on the session
