@@ -18,7 +18,7 @@ from django.test import override_settings
 
 from runs import service
 from runs.engine import ElicitationField
-from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+from runs.engine.testing import Script
 from runs.models import Event, McpServer, Step
 from runs.presets.mcp import refresh_listing
 from runs.presets.mcp.eliciting import (
@@ -34,7 +34,12 @@ from tests.live_support import (
     make_user,
     until_true,
 )
-from tests.mcp_support import ASKING, notebook_servers  # noqa: F401  (fixture)
+from tests.mcp_support import (  # noqa: F401  (fixture)
+    ASKING,
+    call_then_answer,
+    demo_clock_notebook,
+    notebook_servers,
+)
 from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -57,20 +62,8 @@ def configure(user: str = "ana") -> Any:
     return ana
 
 
-def rules(tool: str, arguments: dict[str, Any]) -> list[Rule]:
-    asks = Match(last_user_contains=QUESTION)
-    return [
-        Rule(
-            name="call",
-            match=asks.model_copy(update={"tool_results_since_user": 0}),
-            reply=Reply(tool_calls=[ToolCallSpec(name=tool, arguments=arguments)]),
-        ),
-        Rule(
-            name="answer",
-            match=asks.model_copy(update={"tool_results_since_user": 1}),
-            reply=Reply(text="Done."),
-        ),
-    ]
+def rules(tool: str, arguments: dict[str, Any]) -> list[Any]:
+    return call_then_answer(QUESTION, tool, arguments)
 
 
 async def payloads(task_pk: int, kind: str) -> list[dict[str, Any]]:
@@ -368,22 +361,8 @@ async def test_the_demo_clock_asks_the_person_and_the_demo_answers_from_it(
 ) -> None:
     from runs.demo.mcp import ALARM_PROMPT, alarm_rules
 
-    def clock() -> Any:
-        ana = make_user("ana")
-        server = McpServer.objects.create(
-            name="clock",
-            command=sys.executable,
-            args=["-m", "runs.demo.mcp_clock"],
-            everyone=True,
-        )
-        assert refresh_listing(server).startswith("fetched 2 tools")
-        return ana
-
-    ana = await database_sync_to_async(clock)()
+    task = await database_sync_to_async(demo_clock_notebook)("clock__set_alarm")
     model = scripted_server(Script(rules=alarm_rules()))
-    task = await database_sync_to_async(service.create_notebook_row)(
-        ana, "function_calling", "auto", ["clock__set_alarm"]
-    )
     with llm_at(model):
         await service.send_message(task.pk, ALARM_PROMPT)
         question = await asked(task.pk)

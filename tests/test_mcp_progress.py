@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +21,16 @@ import pytest
 
 from runs.engine import AgentEvent, Task, ToolLog, ToolProgress
 from runs.engine.tool_context import running_for
-from runs.presets.mcp import close_all
-from runs.presets.mcp.connections import open_count
 from runs.presets.mcp.progress import MAX_LOG_CHARS, MAX_LOGS_PER_CALL, PROGRESS_EVERY_S
 from runs.presets.mcp.spec import ServerSpec
 from runs.presets.mcp.tools import call_mcp_tool
 from tests.live_support import until_true
-from tests.mcp_support import APP, server_children
+from tests.mcp_support import APP, bare_servers  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
-async def no_server_left(settings: Any) -> AsyncIterator[None]:
-    settings.AGENTUI_MCP_TIMEOUT_S = 20.0
-    settings.AGENTUI_MCP_START_TIMEOUT_S = 20.0
-    yield
-    await close_all()
-    assert open_count() == 0
-    assert server_children() == []
+def no_server_left(bare_servers: None) -> None:
+    """Every test here ends with no MCP server left (tests.mcp_support)."""
 
 
 def progress_spec(notes: Path | None = None, **limits: Any) -> ServerSpec:

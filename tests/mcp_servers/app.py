@@ -184,7 +184,7 @@ def progress_server() -> MCPServer:
 
     @server.tool()
     async def chatter(ctx: Context) -> str:
-        """One log message at each level, least severe first, then a hostile one."""
+        """Logs one line at each level, least severe first, then a hostile one."""
         for level in LEVELS:
             await ctx.log(level, f"a {level} message", logger_name="chatter")  # type: ignore[arg-type]
         await ctx.log("error", HOSTILE_LOG, logger_name="<i>hostile</i>")
@@ -193,7 +193,7 @@ def progress_server() -> MCPServer:
 
     @server.tool()
     async def flood(count: int, ctx: Context) -> str:
-        """Many warning messages."""
+        """Logs many warnings."""
         for number in range(1, count + 1):
             await ctx.log("warning", f"message {number} " + "x" * 3000)
         return f"sent {count}"

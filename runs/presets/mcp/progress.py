@@ -188,19 +188,20 @@ async def on_log(
         call.logs_omitted += 1
         return
     call.logs_shown += 1
-    running = call.running
     await emit(
         call,
-        ToolLog(
-            task_id=running.task.task_id,
-            step_id=running.step_id,
-            tool_id=running.tool_id,
-            server=call.server,
-            level=level,
-            logger=name,
-            text=text,
-            number=call.logs_shown,
-        ),
+        _log_event(call, level=level, logger=name, text=text, number=call.logs_shown),
+    )
+
+
+def _log_event(call: McpCall, **fields: Any) -> ToolLog:
+    running = call.running
+    return ToolLog(
+        task_id=running.task.task_id,
+        step_id=running.step_id,
+        tool_id=running.tool_id,
+        server=call.server,
+        **fields,
     )
 
 
@@ -208,16 +209,8 @@ async def logs_done(call: McpCall | None) -> None:
     """The call ended: its card is told how many messages it did not keep."""
     if call is None or not call.logs_omitted:
         return
-    running = call.running
+    total = call.logs_shown + call.logs_omitted
     await emit(
         call,
-        ToolLog(
-            task_id=running.task.task_id,
-            step_id=running.step_id,
-            tool_id=running.tool_id,
-            server=call.server,
-            level="notice",
-            number=call.logs_shown + call.logs_omitted,
-            omitted=call.logs_omitted,
-        ),
+        _log_event(call, level="notice", number=total, omitted=call.logs_omitted),
     )
