@@ -4,7 +4,8 @@ The model calls the tests' server's `slow` (tests/mcp_servers/app.py `progress`)
 progress bar advances live while the call runs, the server's message beside it as text, then
 the result; `chatter` sends log messages (one hostile) that show collapsed under its card, at
 the admin's level and above, as text. A reload and the trace page show the last progress and
-the messages. The server is configured in the admin with an idle timeout shorter than the call.
+the messages. The offline demo's example (the demo clock's `sync_clock`) shows its progress
+the same way. The server is configured in the admin with an idle timeout shorter than the call.
 Screenshots: mcp-progress-*.png at 1280x800 and 1920x1080."""
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     scripted_model,
     shots_at_both_sizes,
 )
-from mcp_support import APP
+from mcp_support import APP, add_stdio_server
 from playwright.sync_api import expect
 from test_browser_mcp import add_server
 
+from runs.demo.mcp import SYNC_PROMPT, sync_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ScriptedServer, ToolCallSpec
 
 pytestmark = pytest.mark.browser
@@ -170,4 +172,35 @@ def test_the_progress_bar_advances_live_then_the_result_shows(
     traced = page.locator(".tool-card", has_text="long__slow")
     traced.wait_for(timeout=30_000)
     assert f"{STEPS} of {STEPS} (100%)" in traced.locator(".tool-progress").inner_text()
+    assert not page.console_errors, page.console_errors
+
+
+def test_the_demo_example_shows_the_clocks_progress(
+    live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
+) -> None:
+    scripted_model.load(Script(rules=sync_rules()), reset_log=True)
+    said = add_stdio_server(live_app, "clock", ["-m", "runs.demo.mcp_clock"])
+    assert "fetched 3 tools" in said, said
+    page.goto(f"{live_app.url}/")
+    page.get_by_role("link", name=SYNC_PROMPT).click()
+    page.wait_for_url("**/new/**")
+    page.locator("fieldset.mcp-tools input[value=clock__sync_clock]").check()
+    page.get_by_label("Approval").select_option("auto")
+    page.get_by_role("button", name="Start", exact=True).click()
+    page.wait_for_url("**/tasks/*/")
+    live = page.locator(".tool-card", has_text="clock__sync_clock").locator(
+        ".tool-progress.is-live"
+    )
+    live.wait_for(timeout=60_000)
+    assert "samples with the reference" in live.inner_text()
+    live.scroll_into_view_if_needed()
+    shots_at_both_sizes(page, artifacts_dir, "mcp-progress-03-demo-live")
+    answer = page.locator(".cell-answer")
+    answer.wait_for(timeout=60_000)
+    assert "the clock is in sync: 60 samples compared" in answer.inner_text()
+    done = page.locator(".tool-card.status-completed", has_text="clock__sync_clock")
+    assert "10 of 10 (100%)" in done.locator(".tool-progress").inner_text()
+    assert done.locator("details.tool-logs summary").inner_text() == (
+        "Server log: 1 message"
+    )
     assert not page.console_errors, page.console_errors
