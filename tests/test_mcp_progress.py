@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ import pytest
 
 from runs.engine import AgentEvent, Task, ToolLog, ToolProgress
 from runs.engine.tool_context import running_for
+from runs.presets.mcp import close_all
 from runs.presets.mcp.progress import MAX_LOG_CHARS, MAX_LOGS_PER_CALL, PROGRESS_EVERY_S
 from runs.presets.mcp.spec import ServerSpec
 from runs.presets.mcp.tools import call_mcp_tool
@@ -63,6 +67,17 @@ class Recorded:
     async def call(self, spec: ServerSpec, tool: str, arguments: dict[str, Any]) -> Any:
         with running_for(self.task, "step-1", "call-1"):
             return await call_mcp_tool(spec, tool, arguments)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def noted(notes: Path) -> list[str]:
@@ -235,3 +250,43 @@ async def test_a_flood_of_log_messages_is_capped_on_the_card() -> None:
     assert logs[0].text.startswith("message 1 xxx") and logs[0].text.endswith("…")
     last = logs[-1]
     assert (last.omitted, last.number, last.text) == (30, MAX_LOGS_PER_CALL + 30, "")
+
+
+async def test_progress_and_log_messages_over_streamable_http(tmp_path: Path) -> None:
+    port = free_port()
+    notes = tmp_path / "notes.txt"
+    process = subprocess.Popen(
+        [sys.executable, APP, "progress-http", str(port)],
+        env={**os.environ, "AGENTUI_TEST_NOTES": str(notes)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await until_true(lambda: listening(port), what="the HTTP MCP server to listen")
+        spec = ServerSpec(
+            pk=8, name="web", transport="http", url=f"http://127.0.0.1:{port}/mcp"
+        )
+        recorded = Recorded()
+        done = await recorded.call(spec, "slow", {"steps": 8, "every_ms": 40})
+        assert done.content == "done after 8 steps"
+        assert recorded.of(ToolProgress)[-1].progress == 8.0
+        assert [log.text for log in recorded.of(ToolLog)] == [
+            "starting 8 steps",
+            "all steps done",
+        ]
+        # a cut-off call is abandoned over HTTP too: the server stops its work
+        running = asyncio.create_task(
+            recorded.call(spec, "slow", {"steps": 500, "every_ms": 20})
+        )
+        count = len(recorded.of(ToolProgress))
+        await until_true(
+            lambda: len(recorded.of(ToolProgress)) > count, what="new progress"
+        )
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await until_true(lambda: noted(notes) == ["cancelled slow"], what="the cancel")
+        await close_all()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -12,7 +12,8 @@
   quiet after its steps and never answers), `chatter` (one log message at each level, one of
   them hostile), `flood` (many log messages) and `level` (the level `logging/setLevel` set); a
   cancelled call notes `cancelled <tool>` in $AGENTUI_TEST_NOTES when that is set. The server
-  sends every level whatever it was set to, as a careless server does;
+  sends every level whatever it was set to, as a careless server does (`progress-http <port>`:
+  the same over streamable HTTP);
 - `nostart`: writes a reason to stderr and exits before the handshake.
 """
 
@@ -219,6 +220,10 @@ def main() -> None:
         patterns_server().run()
     elif mode == "progress":
         progress_server().run()
+    elif mode == "progress-http":
+        progress_server().run(
+            "streamable-http", host="127.0.0.1", port=int(sys.argv[2])
+        )
     elif mode == "http":
         tools_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
