@@ -9,6 +9,7 @@ server over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -167,6 +168,27 @@ async def test_the_person_answers_the_form_and_the_server_and_audit_get_it(
     assert actions[0]["before"]["server"] == "ask"
     told = [m for m in model.requests[-1].messages if m.get("role") == "tool"]
     assert told[0]["content"].startswith("booked suite")
+
+
+async def test_neither_call_limit_runs_while_the_question_waits(
+    scripted_server: Any,
+) -> None:
+    ana, model, task = await start(scripted_server, "ask__book_room", {"city": "Rome"})
+    limits = override_settings(AGENTUI_MCP_TIMEOUT_S=0.5, AGENTUI_MCP_MAX_CALL_S=1.0)
+    with llm_at(model), limits:
+        await service.send_message(task.pk, QUESTION)
+        question = await asked(task.pk)
+        # the person takes longer than both limits; nothing happens meanwhile
+        await asyncio.sleep(1.5)
+        assert await payloads(task.pk, "tool_call_result") == []
+        origin = service.Origin(action="answer_elicitation", by="ana")
+        content = {"guest": "Ada"}
+        await service.perform(
+            task.pk, answer(question["elicitation_id"], "accept", content), origin
+        )
+        assert await result_of(task.pk) == (
+            "booked double in Rome for Ada, 2 nights, breakfast no"
+        )
 
 
 async def test_declined_and_past_its_deadline_the_server_is_told_so(
