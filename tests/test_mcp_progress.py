@@ -290,3 +290,25 @@ async def test_progress_and_log_messages_over_streamable_http(tmp_path: Path) ->
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+async def test_log_messages_with_two_calls_running_go_to_the_log_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a stdio server's log message names no call: with two on its session, it is neither's
+    caplog.set_level(logging.WARNING, logger="runs.mcp_server")
+    spec = progress_spec()
+    slow, chatty = Recorded(), Recorded()
+    running = asyncio.create_task(
+        slow.call(spec, "slow", {"steps": 40, "every_ms": 30})
+    )
+    await until_true(lambda: slow.of(ToolProgress), what="the slow call's progress")
+    assert (await chatty.call(spec, "chatter", {})).content == "said"
+    assert not running.done()
+    assert (await running).content == "done after 40 steps"
+    assert chatty.of(ToolLog) == []
+    assert [log.text for log in slow.of(ToolLog)] == [
+        "starting 40 steps",
+        "all steps done",
+    ]
+    assert "MCP server long error (chatter): a error message" in caplog.messages

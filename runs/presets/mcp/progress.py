@@ -165,6 +165,11 @@ async def on_log(
     params: types.LoggingMessageNotificationParams,
 ) -> None:
     """One log message of `server`: to agentui's log, and to the card of its call if known."""
+    calls = calls_on(session) if session is not None else []
+    # whose it is can be told only with one call running (not before, between or beside others)
+    call = calls[0] if len(calls) == 1 else None
+    if call is not None and call.clock is not None:
+        call.clock.heard()  # any word from the server, even one below the level shown
     level = str(params.level)
     if not at_least(level, wanted):
         return
@@ -178,12 +183,8 @@ async def on_log(
         f" ({name})" if name else "",
         text,
     )
-    calls = calls_on(session) if session is not None else []
-    if len(calls) != 1:
-        return  # before or between calls, or several at once: whose it is cannot be told
-    call = calls[0]
-    if call.clock is not None:
-        call.clock.heard()
+    if call is None:
+        return
     if call.logs_shown >= MAX_LOGS_PER_CALL:
         call.logs_omitted += 1
         return
