@@ -332,6 +332,10 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ("URL (streamable HTTP)", {"fields": ("url", "headers")}),
         ("Who may pick its tools", {"fields": ("everyone", "users", "groups")}),
         ("Approval", {"fields": ("trusted", "read_only_unasked")}),
+        (
+            "Long calls and log messages",
+            {"fields": ("idle_timeout_s", "max_call_s", "log_level")},
+        ),
         ("Tools", {"fields": ("tools_note", "tools_fetched_at", "tool_list")}),
     )
 

@@ -182,8 +182,17 @@ class Conf:
     mcp_timeout_s: float = _setting(
         30.0,
         "seconds",
-        "How long one call of an MCP server's tool may take before it fails with a message "
-        "(the notebook and other tools go on)",
+        "How long one call of an MCP server's tool may go without a word from its server (no "
+        "answer, progress or log message) before it fails with a message (the notebook and "
+        "other tools go on); an admin may set another idle timeout per server",
+        least=0.1,
+    )
+    mcp_max_call_s: float = _setting(
+        600.0,
+        "seconds",
+        "The most one call of an MCP server's tool may take even while its server reports "
+        "progress (time a question to the person waits is not counted); an admin may set "
+        "another hard maximum per server",
         least=0.1,
     )
     mcp_start_timeout_s: float = _setting(

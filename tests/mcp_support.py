@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -17,6 +18,20 @@ from runs.presets.mcp.spec import ServerSpec
 APP = str(Path(__file__).resolve().parent / "mcp_servers" / "app.py")
 ASKING = str(Path(__file__).resolve().parent / "mcp_servers" / "asking.py")
 BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+async def bare_servers(settings: Any) -> AsyncIterator[None]:
+    """Generous MCP timeouts for tests without a notebook; afterwards no session or server is
+    left."""
+    from runs.presets.mcp.connections import open_count
+
+    settings.AGENTUI_MCP_TIMEOUT_S = 20.0
+    settings.AGENTUI_MCP_START_TIMEOUT_S = 20.0
+    yield
+    await close_all()
+    assert open_count() == 0
+    assert server_children() == []
 
 
 @pytest.fixture
@@ -98,4 +113,60 @@ async def payloads_of(task_pk: int, kind: str) -> list[dict[str, Any]]:
         e.payload
         async for e in Event.objects.filter(task_id=task_pk).order_by("seq")
         if e.payload.get("type") == kind
+    ]
+
+
+def stdio_server(name: str, args: list[str], tools: int, **fields: Any) -> Any:
+    """An MCP server row run by this Python, for everyone, its `tools` tools fetched (ORM)."""
+    from runs.models import McpServer
+    from runs.presets.mcp import refresh_listing
+
+    server = McpServer.objects.create(
+        name=name, command=sys.executable, args=args, everyone=True, **fields
+    )
+    said = refresh_listing(server)
+    assert said.startswith(f"fetched {tools} tools"), said
+    return server
+
+
+def demo_clock_notebook(tool: str) -> Any:
+    """The demo clock configured for everyone, and a notebook of a new user's with `tool` of it
+    (run in a thread: it uses the ORM)."""
+    from runs import service
+    from tests.live_support import make_user
+
+    ana = make_user("ana")
+    stdio_server("clock", ["-m", "runs.demo.mcp_clock"], 3)
+    return service.create_notebook_row(ana, "function_calling", "auto", [tool])
+
+
+def add_stdio_server(app: Any, name: str, args: list[str]) -> str:
+    """Configure a stdio server run by this Python on a live app (tests.browser_helpers'
+    LiveApp), its tools fetched; what the fetch said."""
+    return app.shell(
+        "import sys\n"
+        "from runs.models import McpServer\n"
+        "from runs.presets.mcp import refresh_listing\n"
+        f"server = McpServer.objects.create(name={name!r}, command=sys.executable, "
+        f"args={json.dumps(args)}, everyone=True)\n"
+        "print(refresh_listing(server))\n"
+    )
+
+
+def call_then_answer(question: str, tool: str, arguments: dict[str, Any]) -> list[Any]:
+    """A scripted model's rules: `question` gets one call of `tool`, its result "Done."."""
+    from runs.engine.testing import Match, Reply, Rule, ToolCallSpec
+
+    asks = Match(last_user_contains=question)
+    return [
+        Rule(
+            name="call",
+            match=asks.model_copy(update={"tool_results_since_user": 0}),
+            reply=Reply(tool_calls=[ToolCallSpec(name=tool, arguments=arguments)]),
+        ),
+        Rule(
+            name="answer",
+            match=asks.model_copy(update={"tool_results_since_user": 1}),
+            reply=Reply(text="Done."),
+        ),
     ]

@@ -61,15 +61,21 @@ def add_server(
     mode: str,
     script: str = APP,
     trusted: bool = False,
+    fields: dict[str, str] | None = None,
 ) -> str:
     """Configure a stdio server of the tests' `script` in the admin; returns the admin's message.
     `trusted`: marked trusted with read-only tools run unasked (the form first refuses the
-    second alone)."""
+    second alone); `fields`: other inputs to fill, by their id."""
     page.goto(f"{app.url}/admin/runs/mcpserver/add/")
     page.fill("#id_name", name)
     page.fill("#id_command", sys.executable)
     page.fill("#id_args", json.dumps([script, mode]))
     page.check("#id_everyone")
+    for field, value in (fields or {}).items():
+        if page.locator(f"#{field}").evaluate("e => e.tagName") == "SELECT":
+            page.select_option(f"#{field}", value)
+        else:
+            page.fill(f"#{field}", value)
     if trusted:
         page.check("#id_read_only_unasked")
         page.get_by_role("button", name="Save", exact=True).click()

@@ -9,7 +9,6 @@ page the same way. Screenshots: mcp-elicit-*.png at 1280x800 and 1920x1080."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     scripted_model,
     shots_at_both_sizes,
 )
-from mcp_support import ASKING
+from mcp_support import ASKING, add_stdio_server
 from playwright.sync_api import expect
 
 from runs.demo.mcp import ALARM_PROMPT, alarm_rules
@@ -68,23 +67,11 @@ def rules() -> list[Rule]:
     ]
 
 
-def add_server(app: LiveApp, name: str, args: list[str]) -> str:
-    """Configure a stdio server run by this Python, its tools fetched; the fetch's note."""
-    return app.shell(
-        "import sys\n"
-        "from runs.models import McpServer\n"
-        "from runs.presets.mcp import refresh_listing\n"
-        f"server = McpServer.objects.create(name={name!r}, command=sys.executable, "
-        f"args={json.dumps(args)}, everyone=True)\n"
-        "print(refresh_listing(server))\n"
-    )
-
-
 def test_the_person_answers_an_mcp_servers_form_in_the_page(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=rules()), reset_log=True)
-    said = add_server(live_app, "ask", [ASKING])
+    said = add_stdio_server(live_app, "ask", [ASKING])
     assert "fetched 3 tools" in said, said
     page.goto(f"{live_app.url}/new/")
     page.get_by_label("Message").fill(QUESTION)
@@ -181,8 +168,8 @@ def test_the_demo_example_needs_the_persons_answer_to_the_clock(
     live_app: LiveApp, scripted_model: ScriptedServer, page: Any, artifacts_dir: Path
 ) -> None:
     scripted_model.load(Script(rules=alarm_rules()), reset_log=True)
-    said = add_server(live_app, "clock", ["-m", "runs.demo.mcp_clock"])
-    assert "fetched 2 tools" in said, said
+    said = add_stdio_server(live_app, "clock", ["-m", "runs.demo.mcp_clock"])
+    assert "fetched 3 tools" in said, said
     page.goto(f"{live_app.url}/")
     page.get_by_role("link", name=ALARM_PROMPT).click()
     page.wait_for_url("**/new/**")

@@ -90,7 +90,8 @@ def test_raw_takes_anything_and_travels_as_json_or_text() -> None:
 def test_every_event_class_says_what_it_means() -> None:
     union = typing.get_args(typing.get_args(AgentEvent)[0])
     classes = [BaseEvent, StateChange, *union]
-    assert len(union) == 26  # 24, and the two of an MCP server's question (elicitation)
+    # 24, the two of an MCP server's question (elicitation), its progress and log messages
+    assert len(union) == 28
     undocumented = [cls.__name__ for cls in classes if not cls.__doc__]
     assert undocumented == []
 

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,19 @@ from runs.presets.mcp.spec import ServerSpec
 from runs.presets.mcp.tools import McpToolChoice, _engine_tool, call_mcp_tool
 from tests.live_support import until_true
 from tests.loop_lag import max_lag_while
-from tests.mcp_support import APP, git_spec, own_spec, server_children, time_spec
+from tests.mcp_support import (  # noqa: F401  (fixture)
+    APP,
+    bare_servers,
+    git_spec,
+    own_spec,
+    server_children,
+    time_spec,
+)
 
 
 @pytest.fixture(autouse=True)
-async def no_server_left(settings: Any) -> AsyncIterator[None]:
-    settings.AGENTUI_MCP_TIMEOUT_S = 20.0
-    settings.AGENTUI_MCP_START_TIMEOUT_S = 20.0
-    yield
-    await close_all()
-    assert open_count() == 0
-    assert server_children() == []
+def no_server_left(bare_servers: None) -> None:
+    """Every test here ends with no MCP server left (tests.mcp_support)."""
 
 
 async def test_the_time_server_answers_and_its_session_is_reused() -> None:
@@ -253,7 +254,11 @@ async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
         args=("-m", "runs.demo.mcp_clock"),
     )
     listed = await fetch_listing(clock)
-    assert sorted(t["name"] for t in listed) == ["get_current_time", "set_alarm"]
+    assert sorted(t["name"] for t in listed) == [
+        "get_current_time",
+        "set_alarm",
+        "sync_clock",
+    ]
     (stored,), _ = checked_tools(
         "clock", [t for t in listed if t["name"] == "get_current_time"]
     )
@@ -266,6 +271,8 @@ async def test_the_shipped_demo_clock_answers_as_the_time_server_does() -> None:
     assert tokyo.raw_output["datetime"].endswith("+09:00")
     nowhere = await call_mcp_tool(clock, "get_current_time", {"timezone": "Mars/Base"})
     assert nowhere.is_error and "unknown timezone 'Mars/Base'" in nowhere.content
+    synced = await call_mcp_tool(clock, "sync_clock", {"seconds": 1})
+    assert synced.content.startswith("the clock is in sync: 60 samples compared")
 
 
 async def test_parallel_first_calls_share_one_server() -> None:

@@ -9,6 +9,7 @@ server over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.test import override_settings
 
 from runs import service
 from runs.engine import ElicitationField
-from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
+from runs.engine.testing import Script
 from runs.models import Event, McpServer, Step
 from runs.presets.mcp import refresh_listing
 from runs.presets.mcp.eliciting import (
@@ -34,7 +35,12 @@ from tests.live_support import (
     make_user,
     until_true,
 )
-from tests.mcp_support import ASKING, notebook_servers  # noqa: F401  (fixture)
+from tests.mcp_support import (  # noqa: F401  (fixture)
+    ASKING,
+    call_then_answer,
+    demo_clock_notebook,
+    notebook_servers,
+)
 from tests.rest_support import Api, user_with_token
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -57,20 +63,8 @@ def configure(user: str = "ana") -> Any:
     return ana
 
 
-def rules(tool: str, arguments: dict[str, Any]) -> list[Rule]:
-    asks = Match(last_user_contains=QUESTION)
-    return [
-        Rule(
-            name="call",
-            match=asks.model_copy(update={"tool_results_since_user": 0}),
-            reply=Reply(tool_calls=[ToolCallSpec(name=tool, arguments=arguments)]),
-        ),
-        Rule(
-            name="answer",
-            match=asks.model_copy(update={"tool_results_since_user": 1}),
-            reply=Reply(text="Done."),
-        ),
-    ]
+def rules(tool: str, arguments: dict[str, Any]) -> list[Any]:
+    return call_then_answer(QUESTION, tool, arguments)
 
 
 async def payloads(task_pk: int, kind: str) -> list[dict[str, Any]]:
@@ -174,6 +168,27 @@ async def test_the_person_answers_the_form_and_the_server_and_audit_get_it(
     assert actions[0]["before"]["server"] == "ask"
     told = [m for m in model.requests[-1].messages if m.get("role") == "tool"]
     assert told[0]["content"].startswith("booked suite")
+
+
+async def test_neither_call_limit_runs_while_the_question_waits(
+    scripted_server: Any,
+) -> None:
+    ana, model, task = await start(scripted_server, "ask__book_room", {"city": "Rome"})
+    limits = override_settings(AGENTUI_MCP_TIMEOUT_S=0.5, AGENTUI_MCP_MAX_CALL_S=1.0)
+    with llm_at(model), limits:
+        await service.send_message(task.pk, QUESTION)
+        question = await asked(task.pk)
+        # the person takes longer than both limits; nothing happens meanwhile
+        await asyncio.sleep(1.5)
+        assert await payloads(task.pk, "tool_call_result") == []
+        origin = service.Origin(action="answer_elicitation", by="ana")
+        content = {"guest": "Ada"}
+        await service.perform(
+            task.pk, answer(question["elicitation_id"], "accept", content), origin
+        )
+        assert await result_of(task.pk) == (
+            "booked double in Rome for Ada, 2 nights, breakfast no"
+        )
 
 
 async def test_declined_and_past_its_deadline_the_server_is_told_so(
@@ -368,22 +383,8 @@ async def test_the_demo_clock_asks_the_person_and_the_demo_answers_from_it(
 ) -> None:
     from runs.demo.mcp import ALARM_PROMPT, alarm_rules
 
-    def clock() -> Any:
-        ana = make_user("ana")
-        server = McpServer.objects.create(
-            name="clock",
-            command=sys.executable,
-            args=["-m", "runs.demo.mcp_clock"],
-            everyone=True,
-        )
-        assert refresh_listing(server).startswith("fetched 2 tools")
-        return ana
-
-    ana = await database_sync_to_async(clock)()
+    task = await database_sync_to_async(demo_clock_notebook)("clock__set_alarm")
     model = scripted_server(Script(rules=alarm_rules()))
-    task = await database_sync_to_async(service.create_notebook_row)(
-        ana, "function_calling", "auto", ["clock__set_alarm"]
-    )
     with llm_at(model):
         await service.send_message(task.pk, ALARM_PROMPT)
         question = await asked(task.pk)
@@ -415,7 +416,8 @@ async def test_a_question_with_calls_of_two_turns_running_is_declined_unseen() -
 
     from runs.engine import Task as EngineTask
     from runs.engine.tool_context import RunningCall
-    from runs.presets.mcp.eliciting import asking_during, on_elicitation
+    from runs.presets.mcp.calls import running_on
+    from runs.presets.mcp.eliciting import on_elicitation
 
     seen: list[Any] = []
 
@@ -433,8 +435,8 @@ async def test_a_question_with_calls_of_two_turns_running_is_declined_unseen() -
     context = ClientRequestContext(session=session, request_id=1)
     # were it shown, it would wait a second, not ten minutes, before the test fails
     short = override_settings(AGENTUI_MCP_ELICITATION_TIMEOUT_S=1.0)
-    with short, asking_during(session, "ask", RunningCall(first, "s1", "c1"), None):
-        with asking_during(session, "ask", RunningCall(second, "s2", "c2"), None):
+    with short, running_on(session, "ask", RunningCall(first, "s1", "c1"), None):
+        with running_on(session, "ask", RunningCall(second, "s2", "c2"), None):
             declined = await on_elicitation(context, params)
         assert declined.action == "decline" and seen == []
     nobody = await on_elicitation(context, params)  # no call running on the session

@@ -5,16 +5,14 @@ The model is the scripted server over HTTP; the MCP server is a real process."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 
 from runs import service
-from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.models import McpServer, ToolPolicy
-from runs.presets.mcp import refresh_listing
+from runs.engine.testing import Script
+from runs.models import ToolPolicy
 from tests.live_support import (
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
     llm_at,
@@ -22,8 +20,10 @@ from tests.live_support import (
 )
 from tests.mcp_support import (
     CONTENT_APP,
+    call_then_answer,
     notebook_servers,  # noqa: F401  (a fixture)
     payloads_of,
+    stdio_server,
 )
 
 pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
@@ -38,34 +38,14 @@ def no_server_left(notebook_servers: None) -> None:
 
 def configure(trusted: bool, unasked: bool) -> Any:
     ana = make_user("ana")
-    server = McpServer.objects.create(
-        name="content",
-        command=sys.executable,
-        args=[CONTENT_APP, "ok"],
-        everyone=True,
-        trusted=trusted,
-        read_only_unasked=unasked,
+    stdio_server(
+        "content", [CONTENT_APP, "ok"], 5, trusted=trusted, read_only_unasked=unasked
     )
-    assert refresh_listing(server).startswith("fetched 5 tools"), server.tools_note
     return ana
 
 
-def rules(tool: str) -> list[Rule]:
-    asks = Match(last_user_contains=QUESTION)
-    return [
-        Rule(
-            name="call",
-            match=asks.model_copy(update={"tool_results_since_user": 0}),
-            reply=Reply(
-                tool_calls=[ToolCallSpec(name=tool, arguments={"city": "Lyon"})]
-            ),
-        ),
-        Rule(
-            name="answer",
-            match=asks.model_copy(update={"tool_results_since_user": 1}),
-            reply=Reply(text="Done."),
-        ),
-    ]
+def rules(tool: str) -> list[Any]:
+    return call_then_answer(QUESTION, tool, {"city": "Lyon"})
 
 
 async def run(scripted_server: Any, ana: Any, tool: str, mode: str = "tools") -> int:

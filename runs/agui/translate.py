@@ -63,6 +63,9 @@ CUSTOM_TYPES = frozenset(
         # an MCP server's question to the person during a call, and what it was answered
         "elicitation_asked",
         "elicitation_closed",
+        # an MCP server's progress and log messages during a call (`tool_id` names it)
+        "tool_progress",
+        "tool_log",
         "tool_call_stopped",  # Stop cut a call off; `state` says whether its tool ran on
         "tool_call_late_outcome",
         "stopped_calls_note",  # the model was told of begun calls a Stop or crash cut off: `text`

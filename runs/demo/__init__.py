@@ -33,7 +33,14 @@ from runs.demo.hidden_text import (
     hidden_text_rules,
 )
 from runs.demo.logs import LOG_PROMPT, log_rules
-from runs.demo.mcp import ALARM_PROMPT, MCP_PROMPT, alarm_rules, mcp_rules
+from runs.demo.mcp import (
+    ALARM_PROMPT,
+    MCP_PROMPT,
+    SYNC_PROMPT,
+    alarm_rules,
+    mcp_rules,
+    sync_rules,
+)
 from runs.demo.react import REACT_PROMPT, VISION_PROMPT, react_rules, vision_rules
 from runs.demo.research import RESEARCH_PROMPT, research_rules
 from runs.demo.server import (
@@ -83,6 +90,7 @@ EXTRA_EXAMPLES: dict[str, tuple[str, Callable[[], list[Rule]], str]] = {
     "function_calling-data": ("function_calling", data_file_rules, DATA_PROMPT),
     "function_calling-mcp": ("function_calling", mcp_rules, MCP_PROMPT),
     "function_calling-mcp-alarm": ("function_calling", alarm_rules, ALARM_PROMPT),
+    "function_calling-mcp-sync": ("function_calling", sync_rules, SYNC_PROMPT),
     "function_calling-db": ("function_calling", db_source_rules, DB_PROMPT),
     "function_calling-hidden": ("function_calling", hidden_text_rules, HIDDEN_PROMPT),
     "function_calling-slow": ("function_calling", slow_rules, SLOW_PROMPT),

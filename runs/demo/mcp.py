@@ -7,12 +7,14 @@ Without such a tool it says how to add one.
 
 A second example needs the person's answer to the server itself: the model calls the demo
 clock's `set_alarm`, whose server asks the person when and what for (an MCP elicitation, a form
-on the call's card), and answers from what the server then says it set.
+on the call's card), and answers from what the server then says it set. A third calls the demo
+clock's `sync_clock`, which takes a few seconds and reports its progress (a bar on the card).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from runs.demo.rules import scripted, staged_rules, tool_results
 from runs.engine.testing import RecordedRequest, Reply, Rule, ToolCallSpec
@@ -21,6 +23,8 @@ MCP_PROMPT = "What time is it in Tokyo right now? Ask the MCP time server."
 TIME_TOOL_SUFFIX = "__get_current_time"
 ALARM_PROMPT = "Set an alarm in Tokyo with the MCP clock; it will ask me when."
 ALARM_TOOL_SUFFIX = "__set_alarm"
+SYNC_PROMPT = "Synchronise the MCP clock with its reference; show me how far it got."
+SYNC_TOOL_SUFFIX = "__sync_clock"
 
 
 def _time_tool(request: RecordedRequest) -> str | None:
@@ -60,28 +64,49 @@ def mcp_rules() -> list[Rule]:
     )
 
 
-def _set_alarm(request: RecordedRequest) -> Reply:
-    tool = next((n for n in request.tool_names if n.endswith(ALARM_TOOL_SUFFIX)), None)
-    if tool is None:
+def _clock_rules(
+    prompt: str, name: str, suffix: str, arguments: dict[str, Any], intro: str
+) -> list[Rule]:
+    """The model calls the demo clock's tool ending in `suffix`, then says what it answered."""
+
+    def call(request: RecordedRequest) -> Reply:
+        tool = next((n for n in request.tool_names if n.endswith(suffix)), None)
+        if tool is None:
+            return Reply(
+                text=f"This notebook has no MCP clock with {suffix[2:]}. An admin adds the "
+                "demo clock in the admin (MCP servers: command `python -m "
+                f"runs.demo.mcp_clock`); then tick its {suffix[2:]} tool on the new-notebook "
+                "page."
+            )
         return Reply(
-            text="This notebook has no MCP alarm tool. An admin adds the demo clock in the "
-            "admin (MCP servers: command `python -m runs.demo.mcp_clock`); then tick its "
-            "set_alarm tool on the new-notebook page."
+            text=intro, tool_calls=[ToolCallSpec(name=tool, arguments=arguments)]
         )
-    return Reply(
-        text="I'll ask the MCP clock to set it; it asks you for the details.",
-        tool_calls=[ToolCallSpec(name=tool, arguments={"timezone": "Asia/Tokyo"})],
+
+    def answer(request: RecordedRequest) -> Reply:
+        results = tool_results(request)
+        said = results[-1] if results else "no result"
+        return Reply(text=scripted(f"The MCP clock says: {said[:300]}."))
+
+    return staged_rules(
+        prompt, [(f"demo-{name}-ask", call), (f"demo-{name}-answer", answer)]
     )
 
 
-def _alarm_answer(request: RecordedRequest) -> Reply:
-    results = tool_results(request)
-    said = results[-1] if results else "no result"
-    return Reply(text=scripted(f"The MCP clock says: {said[:300]}."))
-
-
 def alarm_rules() -> list[Rule]:
-    return staged_rules(
+    return _clock_rules(
         ALARM_PROMPT,
-        [("demo-alarm-ask", _set_alarm), ("demo-alarm-answer", _alarm_answer)],
+        "alarm",
+        ALARM_TOOL_SUFFIX,
+        {"timezone": "Asia/Tokyo"},
+        "I'll ask the MCP clock to set it; it asks you for the details.",
+    )
+
+
+def sync_rules() -> list[Rule]:
+    return _clock_rules(
+        SYNC_PROMPT,
+        "sync",
+        SYNC_TOOL_SUFFIX,
+        {"seconds": 4},
+        "I'll ask the MCP clock to synchronise; its card shows how far it has got.",
     )

@@ -9,6 +9,8 @@ SDK's MCPServer.
 
 from __future__ import annotations
 
+import asyncio
+import warnings
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,6 +20,10 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 server = MCPServer("agentui-demo-clock")
+
+# the SDK warns that logging is deprecated from the 2026 protocol on; the demo speaks 2025's
+warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+SYNC_STEPS = 10
 
 
 def _zone(timezone: str) -> ZoneInfo:
@@ -64,6 +70,24 @@ def get_current_time(timezone: str) -> dict[str, str]:
         "datetime": now.isoformat(timespec="seconds"),
         "day_of_week": now.strftime("%A"),
     }
+
+
+@server.tool(
+    title="Synchronise the clock",
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+)
+async def sync_clock(ctx: Context, seconds: float = 4.0) -> str:
+    """Compare the clock with its reference for a few seconds (1-20), reporting progress."""
+    seconds = min(max(seconds, 1.0), 20.0)
+    await ctx.log(
+        "warning", "the reference clock answers slowly today; this takes a while"
+    )
+    for step in range(1, SYNC_STEPS + 1):
+        await asyncio.sleep(seconds / SYNC_STEPS)
+        await ctx.report_progress(
+            step, SYNC_STEPS, f"compared {step * 6} samples with the reference"
+        )
+    return f"the clock is in sync: {SYNC_STEPS * 6} samples compared, drift under 1 ms"
 
 
 if __name__ == "__main__":

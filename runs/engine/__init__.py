@@ -52,6 +52,8 @@ from .events import (
     ToolCallLateOutcome,
     ToolCallResult,
     ToolCallStopped,
+    ToolLog,
+    ToolProgress,
     parse_event,
 )
 from .llms import LLM, ChatResponse, LLMMetadata, OpenAI
@@ -203,6 +205,8 @@ __all__ = [
     "ElicitationAsked",
     "ElicitationClosed",
     "ElicitationField",
+    "ToolLog",
+    "ToolProgress",
     "HumanResponseEvent",
     "InputRequiredEvent",
     "ReActAgent",

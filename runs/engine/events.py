@@ -261,6 +261,35 @@ class ElicitationClosed(BaseEvent):
     reason: str = ""
 
 
+class ToolProgress(BaseEvent):
+    """How far a running tool call has got, as its (MCP) server reports it: ``progress`` of
+    ``total`` (None: unknown), and its ``message``. A server may report often; the latest
+    within a few tenths of a second is kept, and the last one always is."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    tool_id: str
+    server: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+
+
+class ToolLog(BaseEvent):
+    """A log message a running tool call's (MCP) server sent, at or above the level its admin
+    chose: ``level`` (``debug`` … ``emergency``), the server's ``logger`` name and the ``text``.
+    ``number`` counts the call's messages; ``omitted`` (on a last event with no text) says how
+    many more were heard than a card keeps."""
+
+    type: Literal["tool_log"] = "tool_log"
+    tool_id: str
+    server: str
+    level: str = "info"
+    logger: str = ""
+    text: str = ""
+    number: int = 0
+    omitted: int = 0
+
+
 class AgentHandoff(BaseEvent):
     """Control passed from one agent to another (the ``handoff`` tool); the next turn is ``to_agent``'s."""
 
@@ -383,6 +412,8 @@ AgentEvent = Annotated[
     | HumanResponseEvent
     | ElicitationAsked
     | ElicitationClosed
+    | ToolProgress
+    | ToolLog
     | AgentHandoff
     | StateChanged
     | StepCreated

@@ -10,7 +10,7 @@ Where a model lives:
 | `api_tokens` | `ApiToken` |
 | `quotas` | `MinuteCount`, `RunCount`, `ForkCount` (per-minute limits) |
 | `inbox` | `InboxSettings`, `inbox_group_name` |
-| `mcp_servers` | `McpServer`, `McpTransport` |
+| `mcp_servers` | `McpServer`, `McpTransport`, `McpLogLevel` |
 | `data_sources` | `DataSource`, `DataSourceKind` |
 | `policies` | `ToolPolicy`, `PolicyDecision` |
 | `webhooks` | `Webhook`, `WebhookDelivery`, `WebhookEvent`, `DeliveryStatus` |
@@ -46,7 +46,7 @@ from .review import Annotation, AnnotationTarget, CorrectedAnswer
 from .api_tokens import ApiToken
 from .quotas import ForkCount, MinuteCount, RunCount
 from .inbox import InboxSettings, inbox_group_name
-from .mcp_servers import McpServer, McpTransport
+from .mcp_servers import McpLogLevel, McpServer, McpTransport
 from .data_sources import DataSource, DataSourceKind
 from .policies import PolicyDecision, ToolPolicy
 from .webhooks import DeliveryStatus, Webhook, WebhookDelivery, WebhookEvent
@@ -71,6 +71,7 @@ __all__ = [
     "ForkCount",
     "InboxSettings",
     "McpServer",
+    "McpLogLevel",
     "McpTransport",
     "Message",
     "MessageStatus",

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 
 class McpTransport(models.TextChoices):
     STDIO = "stdio", "Command (stdio)"
     HTTP = "http", "URL (streamable HTTP)"
+
+
+class McpLogLevel(models.TextChoices):
+    """MCP's log levels (RFC 5424's), least severe first."""
+
+    DEBUG = "debug", "debug"
+    INFO = "info", "info"
+    NOTICE = "notice", "notice"
+    WARNING = "warning", "warning"
+    ERROR = "error", "error"
+    CRITICAL = "critical", "critical"
+    ALERT = "alert", "alert"
+    EMERGENCY = "emergency", "emergency"
 
 
 class McpServer(models.Model):
@@ -81,6 +94,29 @@ class McpServer(models.Model):
         default=False,
         help_text="Where tool calls wait for approval (tools mode), its tools marked readOnlyHint (and not "
         "destructiveHint) run without asking, unless a rule asks; needs trusted",
+    )
+    idle_timeout_s = models.FloatField(
+        "idle timeout (s)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="A call ends when the server has said nothing (no answer, progress or log "
+        "message) for this long; blank: AGENTUI_MCP_TIMEOUT_S",
+    )
+    max_call_s = models.FloatField(
+        "hard maximum (s)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="A call ends after this long even while the server reports progress (time a "
+        "question to the person waits is not counted); blank: AGENTUI_MCP_MAX_CALL_S",
+    )
+    log_level = models.CharField(
+        max_length=10,
+        choices=McpLogLevel.choices,
+        default=McpLogLevel.WARNING,
+        help_text="The server is asked to send log messages of this level and above "
+        "(logging/setLevel); they show on the call's card and in agentui's log",
     )
     tools = models.JSONField(default=list, blank=True, editable=False)
     tools_note = models.TextField(

@@ -21,6 +21,7 @@ import { costLine } from "./cost.js";
 import { timeElement } from "./format.js";
 import { agentClass, stepAgent, teamExtras } from "./team.js";
 import { elicitationsBlock } from "./elicit.js";
+import { logsBlock, progressBlock } from "./progress.js";
 
 const KIND_TEXT = { tool_calls: "tool calls", human_input: "question" };
 
@@ -423,6 +424,8 @@ export function callCard(step, call, withId = true, resultLabel = "Result") {
     hiddenNote(call.name, call.kwargs),
     h("pre", { class: "tool-pre tool-args", "aria-label": "Arguments" }, prettyJson(call.kwargs)),
     elicitationsBlock(call),
+    progressBlock(call),
+    logsBlock(call),
     outcome,
     stoppedCallNote(step, call),
   );

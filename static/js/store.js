@@ -434,6 +434,23 @@ Object.assign(STEP_EVENTS, {
   },
 });
 
+// An MCP server's progress and log messages during a call (progress.js draws them on its card);
+// the server keeps no more than this many log messages per call, nor does the page.
+const MAX_CALL_LOGS = 50;
+Object.assign(STEP_EVENTS, {
+  tool_progress(model, step, event) {
+    const call = findCall(step, event.tool_id);
+    if (call) call.progress = { progress: event.progress, total: event.total ?? null, message: event.message || "", at: event.at };
+  },
+  tool_log(model, step, event) {
+    const call = findCall(step, event.tool_id);
+    if (!call) return;
+    call.logs ||= { items: [], omitted: 0 };
+    if (event.omitted) call.logs.omitted = event.omitted;
+    else if (call.logs.items.length < MAX_CALL_LOGS) call.logs.items.push({ level: event.level, logger: event.logger || "", text: event.text || "", at: event.at });
+  },
+});
+
 // Multi-agent workflows: kept on the attempt, so an undone run's handoff and state drop out.
 Object.assign(STEP_EVENTS, {
   agent_handoff(model, step, event) {
@@ -464,7 +481,7 @@ Object.assign(STEP_EVENTS, {
 });
 
 // Events that change only a step's text, not the graph or what may be done.
-const TEXT_ONLY = new Set(["agent_output", "agent_reasoning"]);
+const TEXT_ONLY = new Set(["agent_output", "agent_reasoning", "tool_progress", "tool_log"]);
 
 /** Reduce one stored engine (or server lifecycle) event. */
 export function applyEvent(model, event) {

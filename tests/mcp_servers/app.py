@@ -8,6 +8,12 @@
   file $AGENTUI_TEST_NOTES: how often a call really ran) and `die` (notes, then exits mid-call);
 - `patterns`: tools whose input schemas carry a backtracking pattern (`lookup`) and one RE2
   cannot check (`strong`, a lookahead);
+- `progress`: `slow` (reports progress every few ms, logs as it goes; with `stall` it goes
+  quiet after its steps and never answers), `chatter` (one log message at each level, one of
+  them hostile), `flood` (many log messages) and `level` (the level `logging/setLevel` set); a
+  cancelled call notes `cancelled <tool>` in $AGENTUI_TEST_NOTES when that is set. The server
+  sends every level whatever it was set to, as a careless server does (`progress-http <port>`:
+  the same over streamable HTTP);
 - `nostart`: writes a reason to stderr and exits before the handshake.
 """
 
@@ -16,11 +22,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Annotated
+import warnings
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp import types
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
+
+# the SDK warns that logging is deprecated from the 2026 protocol on; these servers speak 2025's
+warnings.filterwarnings("ignore", message="The logging capability is deprecated")
 
 
 def tools_server() -> MCPServer:
@@ -117,6 +128,85 @@ def patterns_server() -> MCPServer:
     return server
 
 
+HOSTILE_LOG = "<img src=x onerror=\"document.title='pwned'\"><b>bold?</b>\x1b[31m"
+LEVELS = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+def progress_server() -> MCPServer:
+    server = MCPServer("agentui-progress")
+    chosen: list[str] = []
+
+    async def set_level(
+        ctx: Any, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        chosen.append(params.level)
+        return types.EmptyResult()
+
+    server._lowlevel_server.add_request_handler(  # noqa: SLF001 - MCPServer has no hook for it
+        "logging/setLevel", types.SetLevelRequestParams, set_level
+    )
+
+    def noted(text: str) -> None:
+        notes = os.environ.get("AGENTUI_TEST_NOTES")
+        if notes:
+            with open(notes, "a", encoding="utf-8") as out:
+                out.write(text + "\n")
+
+    @server.tool()
+    async def slow(
+        steps: int, every_ms: int, ctx: Context, total: bool = True, stall: bool = False
+    ) -> str:
+        """Work in steps, reporting progress after each; `stall`: then never answer."""
+        try:
+            await ctx.log("warning", f"starting {steps} steps")
+            for step in range(1, steps + 1):
+                await asyncio.sleep(every_ms / 1000)
+                await ctx.report_progress(
+                    step,
+                    steps if total else None,
+                    f"step {step} of {steps} <b>done</b>",
+                )
+            if stall:
+                await asyncio.Event().wait()
+            await ctx.log("warning", "all steps done")
+            return f"done after {steps} steps"
+        except asyncio.CancelledError:
+            noted("cancelled slow")
+            raise
+
+    @server.tool()
+    async def chatter(ctx: Context) -> str:
+        """Logs one line at each level, least severe first, then a hostile one."""
+        for level in LEVELS:
+            await ctx.log(level, f"a {level} message", logger_name="chatter")  # type: ignore[arg-type]
+        await ctx.log("error", HOSTILE_LOG, logger_name="<i>hostile</i>")
+        await ctx.log("error", {"structured": [1, 2]})
+        return "said"
+
+    @server.tool()
+    async def flood(count: int, ctx: Context) -> str:
+        """Logs many warnings."""
+        for number in range(1, count + 1):
+            await ctx.log("warning", f"message {number} " + "x" * 3000)
+        return f"sent {count}"
+
+    @server.tool()
+    def level() -> str:
+        """The log levels logging/setLevel set, in order."""
+        return ",".join(chosen) or "unset"
+
+    return server
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
     if mode == "nostart":
@@ -128,6 +218,12 @@ def main() -> None:
         mortal_server().run()
     elif mode == "patterns":
         patterns_server().run()
+    elif mode == "progress":
+        progress_server().run()
+    elif mode == "progress-http":
+        progress_server().run(
+            "streamable-http", host="127.0.0.1", port=int(sys.argv[2])
+        )
     elif mode == "http":
         tools_server().run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -6,6 +6,8 @@
   reused, restarted (with backoff) by the next call when a server's process stopped, closed
   cleanly (`close_all`).
 - `tools`: which servers' tools a person may pick, and the engine tools a notebook gets.
+- `calls`: the calls running on each session, and the idle timeout and hard maximum of each.
+- `progress`: a call's progress (a bar on its card) and its server's log messages.
 - `eliciting`: a server's question to the person during a call (MCP elicitation), tied to
   that call's notebook, its form checked; answered through `runs.service.elicitations`.
 """

@@ -22,6 +22,7 @@ import contextvars
 import logging
 import math
 import tempfile
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -121,9 +122,16 @@ class Connection:
                 read, write = await stack.enter_async_context(self._transport())
                 watched = await stack.enter_async_context(self._watched(read))
                 session = await stack.enter_async_context(
-                    ClientSession(watched, write, elicitation_callback=on_elicitation)
+                    ClientSession(
+                        watched,
+                        write,
+                        elicitation_callback=on_elicitation,
+                        logging_callback=self._on_log,
+                        log_level=self.spec.log_level,  # type: ignore[arg-type]
+                    )
                 )
                 await session.initialize()
+                await self._set_log_level(session)
                 self.session = session
                 self.session_started = True
                 self._ready.set()
@@ -136,6 +144,26 @@ class Connection:
         finally:
             self.session = None
             self._ready.set()
+
+    async def _on_log(self, params: Any) -> None:
+        from runs.presets.mcp.progress import on_log
+
+        await on_log(self.spec.name, self.session, self.spec.log_level, params)
+
+    async def _set_log_level(self, session: ClientSession) -> None:
+        """Ask a server that logs to send only the admin's level and above (`logging/setLevel`;
+        newer protocol versions carry the level on each request, `log_level` above)."""
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.logging is None:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecated from the 2026 protocol on
+                await session.set_logging_level(self.spec.log_level)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - its messages are filtered here anyway
+            logger.info(
+                "MCP server %s refused logging/setLevel: %s", self.spec.name, exc
+            )
 
     @asynccontextmanager
     async def _watched(self, read: Any) -> AsyncIterator[Any]:

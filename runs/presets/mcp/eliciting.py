@@ -1,18 +1,18 @@
 """An MCP server's question to the person during one of its tools' calls (`elicitation/create`).
 
 Sessions are shared by every notebook of a process, and a stdio server's request names no call,
-so a call registers itself on its session while it runs (`asking_during`): a question the
-session receives then belongs to the calls running on it. When they are all of one turn it goes
-to that turn's notebook, on the oldest call's card (usually the only one); when calls of several
-turns are running it cannot be told whose it is, and it is declined (never shown to a person it
-may not be for). A question with no call running is declined too.
+so a question the session receives belongs to the calls running on it (`runs.presets.mcp.calls`).
+When they are all of one turn it goes to that turn's notebook, on the oldest call's card
+(usually the only one); when calls of several turns are running it cannot be told whose it is,
+and it is declined (never shown to a person it may not be for). A question with no call running
+is declined too.
 
 The form comes from the server, so it is untrusted: only a flat object of primitive properties
 (string, number, integer, boolean, enum; as the MCP spec allows) within size caps becomes a form,
 its texts are cut and cleaned, and anything else is declined at once with the card saying why.
 The person's answer is checked against the form on the server (`check_answer`) before it goes to
 the server. A question waits at most `AGENTUI_MCP_ELICITATION_TIMEOUT_S`, then the server is
-told `cancel`; the tool call's own timeout does not run meanwhile.
+told `cancel`; the tool call's own limits do not run meanwhile.
 
 What the page sees are two events in the run's stream, emitted in the asking call's context (so
 under its lease): `elicitation_asked` and `elicitation_closed`.
@@ -21,7 +21,6 @@ under its lease): `elicitation_asked` and `elicitation_closed`.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import math
@@ -29,12 +28,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from runs.conf import conf
 from runs.engine import ElicitationAsked, ElicitationClosed, ElicitationField
-from runs.engine.tool_context import RunningCall
+from runs.presets.mcp.calls import McpCall, calls_on, emit
 from runs.presets.mcp.listing import clean_description
 
 if TYPE_CHECKING:
@@ -270,48 +269,22 @@ class Answer:
 
 
 @dataclass
-class _Call:
-    """A tool call running on a session: where its questions go, and its timeout to pause."""
-
-    running: RunningCall
-    server: str
-    context: contextvars.Context
-    timeout: asyncio.Timeout | None
-    waits: set[str] = field(default_factory=set)
-
-
-@dataclass
 class _Waiting:
-    call: _Call
+    call: McpCall
     answered: asyncio.Future[Answer]
 
 
 _sending: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to tasks
-_calls: dict[int, list[_Call]] = {}  # by id(session)
 _waiting: dict[str, _Waiting] = {}  # by elicitation id
 
 
 @contextmanager
-def asking_during(
-    session: Any,
-    server: str,
-    running: RunningCall | None,
-    timeout: asyncio.Timeout | None,
-) -> Iterator[None]:
-    """Questions `session` receives while this runs may belong to `running`'s call."""
-    if running is None:
-        yield
-        return
-    call = _Call(running, server, contextvars.copy_context(), timeout)
-    calls = _calls.setdefault(id(session), [])
-    calls.append(call)
+def asking_during(call: McpCall | None) -> Iterator[None]:
+    """Questions still open when `call` ends are cancelled (the server has its answer)."""
     try:
         yield
     finally:
-        calls.remove(call)
-        if not calls:
-            _calls.pop(id(session), None)
-        for elicitation_id in list(call.waits):
+        for elicitation_id in list(call.waits if call is not None else ()):
             wait = _waiting.get(elicitation_id)
             if wait is not None and not wait.answered.done():
                 wait.answered.set_result(
@@ -319,8 +292,8 @@ def asking_during(
                 )
 
 
-def _call_for(session: Any) -> _Call | None:
-    calls = _calls.get(id(session), [])
+def _call_for(session: Any) -> McpCall | None:
+    calls = calls_on(session)
     if not calls:
         return None
     if len({id(c.running.task) for c in calls}) > 1:
@@ -343,25 +316,14 @@ def resolve(elicitation_id: str, answer: Answer) -> bool:
     return True
 
 
-async def _emit(call: _Call, event: ElicitationAsked | ElicitationClosed) -> None:
-    """Into the run's stream, from the asking call's own context (its lease, its turn)."""
-    task = call.running.task
-    sending = asyncio.get_running_loop().create_task(
-        task.emit(event), context=call.context.copy()
-    )
-    await asyncio.shield(sending)
+def _hold(call: McpCall) -> None:
+    if call.clock is not None:
+        call.clock.hold()
 
 
-def _hold(call: _Call) -> None:
-    if call.timeout is not None:
-        call.timeout.reschedule(None)
-
-
-def _release(call: _Call) -> None:
-    if call.timeout is not None and not call.waits:
-        call.timeout.reschedule(
-            asyncio.get_running_loop().time() + conf().mcp_timeout_s
-        )
+def _release(call: McpCall) -> None:
+    if call.clock is not None:
+        call.clock.release()
 
 
 def _result(answer: Answer) -> types.ElicitResult:
@@ -403,13 +365,13 @@ async def on_elicitation(
         fields = form_fields(params.requested_schema)
     except FormRefused as exc:
         reason = f"declined: {exc}"
-        await _emit(
+        await emit(
             call,
             ElicitationAsked(
                 **base, server=call.server, message=message, refused=reason
             ),
         )
-        await _emit(call, ElicitationClosed(**base, action="decline", reason=reason))
+        await emit(call, ElicitationClosed(**base, action="decline", reason=reason))
         return types.ElicitResult(action="decline")
     deadline_s = conf().mcp_elicitation_timeout_s
     answered: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
@@ -417,7 +379,7 @@ async def on_elicitation(
     call.waits.add(elicitation_id)
     _hold(call)
     try:
-        await _emit(
+        await emit(
             call,
             ElicitationAsked(
                 **base,
@@ -444,7 +406,7 @@ async def on_elicitation(
             by=answer.by,
             reason=answer.reason,
         )
-        await _emit(call, closed)
+        await emit(call, closed)
     except asyncio.CancelledError:
         # the server withdrew its question, or the session ended: the card must not stay open
         withdrawn = ElicitationClosed(

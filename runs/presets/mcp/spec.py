@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runs.models import McpServer, McpTransport
 
@@ -19,6 +19,10 @@ class ServerSpec:
     env: tuple[tuple[str, str], ...] = ()
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    log_level: str = "warning"  # asked of the server when its session starts
+    # limits of each call, read per call: changing them starts no new session
+    idle_timeout_s: float | None = field(default=None, compare=False)
+    max_call_s: float | None = field(default=None, compare=False)
 
     @property
     def is_http(self) -> bool:
@@ -40,4 +44,7 @@ class ServerSpec:
             env=pairs(server.env),
             url=server.url,
             headers=pairs(server.headers),
+            log_level=server.log_level,
+            idle_timeout_s=server.idle_timeout_s,
+            max_call_s=server.max_call_s,
         )

@@ -18,9 +18,11 @@ from runs.engine.tool_context import current_call
 from runs.engine.tools import ToolOutput
 from runs.models import McpServer
 from runs.presets.grants import granted_to
+from runs.presets.mcp.calls import CallClock, McpCall, running_on
 from runs.presets.mcp.connections import McpError, session_for, stopped, went_through
 from runs.presets.mcp.content import result_parts, tabular
 from runs.presets.mcp.eliciting import asking_during
+from runs.presets.mcp.progress import ProgressReporter, logs_done
 from runs.presets.mcp.spec import ServerSpec
 
 if TYPE_CHECKING:  # the SDK loads when a server is first used, not at every boot
@@ -146,6 +148,41 @@ def _error(message: str, spec: ServerSpec) -> ToolOutput:
     )
 
 
+def _limits(spec: ServerSpec) -> tuple[float, str, float, str]:
+    """The call's idle timeout and hard maximum, each with where it was set."""
+    settings = conf()
+    own = "as set for this server"
+    idle = (spec.idle_timeout_s, own) if spec.idle_timeout_s else None
+    most = (spec.max_call_s, own) if spec.max_call_s else None
+    idle_s, idle_from = idle or (settings.mcp_timeout_s, "AGENTUI_MCP_TIMEOUT_S")
+    max_s, max_from = most or (settings.mcp_max_call_s, "AGENTUI_MCP_MAX_CALL_S")
+    return idle_s, idle_from, max_s, max_from
+
+
+def _timed_out(
+    spec: ServerSpec, tool_name: str, clock: CallClock, reporter: ProgressReporter
+) -> ToolOutput:
+    idle_s, idle_from, max_s, max_from = _limits(spec)
+    said = reporter.said()
+    if clock.limit == "max":
+        return _error(
+            f"the MCP server {spec.name!r} did not finish {tool_name} within {max_s:g} s, the "
+            f"hard maximum of one call ({max_from}){said}",
+            spec,
+        )
+    if not clock.heard_anything:
+        return _error(
+            f"the MCP server {spec.name!r} did not answer {tool_name} within {idle_s:g} s "
+            f"({idle_from})",
+            spec,
+        )
+    return _error(
+        f"the MCP server {spec.name!r} went quiet during {tool_name}: nothing for {idle_s:g} s, "
+        f"its idle timeout ({idle_from}){said}",
+        spec,
+    )
+
+
 async def call_mcp_tool(
     spec: ServerSpec, tool_name: str, arguments: dict[str, Any]
 ) -> ToolOutput:
@@ -157,17 +194,29 @@ async def call_mcp_tool(
         )
     except McpError as exc:
         return _error(str(exc), spec)
+    idle_s, _, max_s, _ = _limits(spec)
+    call: McpCall | None = None
     try:
-        # paused while the server waits for the person's answer to its question
-        async with asyncio.timeout(settings.mcp_timeout_s) as timeout:
-            with asking_during(session, spec.name, current_call(), timeout):
-                result = await session.call_tool(tool_name, arguments)
+        async with asyncio.timeout(None) as timeout:
+            # moved on by the server's progress and log messages, paused while it waits for
+            # the person's answer to its question
+            clock = CallClock(timeout, idle_s, max_s)
+            with running_on(session, spec.name, current_call(), clock) as call:
+                reporter = ProgressReporter(call, clock)
+                try:
+                    with asking_during(call):
+                        result = await session.call_tool(
+                            tool_name, arguments, progress_callback=reporter
+                        )
+                except BaseException:
+                    reporter.drop()
+                    raise
+                await reporter.finish()
+                await logs_done(call)
     except TimeoutError:
-        return _error(
-            f"the MCP server {spec.name!r} did not answer {tool_name} within "
-            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)",
-            spec,
-        )
+        await reporter.finish()
+        await logs_done(call)
+        return _timed_out(spec, tool_name, clock, reporter)
     except Exception as exc:  # noqa: BLE001 - the server's failure, told to the model and person
         text = str(exc).strip() or type(exc).__name__
         if stopped(spec):
