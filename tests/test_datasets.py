@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient, override_settings
 
 from runs import service
@@ -47,6 +47,10 @@ def simple(key: str, message: str, answer: str | None = None) -> Any:
 
 def keys(version: DatasetVersion) -> list[str]:
     return list(version.examples.order_by("position").values_list("key", flat=True))
+
+
+def digests(version: DatasetVersion) -> list[tuple[str, str]]:
+    return list(version.examples.order_by("position").values_list("key", "digest"))
 
 
 def contents(version: DatasetVersion) -> list[tuple[Any, ...]]:
@@ -289,9 +293,6 @@ def test_the_export_is_langfuse_and_langsmith_items_and_imports_back_the_same() 
     service.import_examples(copy, ana, "export.jsonl", "".join(lines).encode())
     copied = version_of(copy, None)
     assert copied is not None
-    digests = lambda v: list(
-        v.examples.order_by("position").values_list("key", "digest")
-    )  # noqa: E731
     assert digests(copied) == digests(version)
 
 
