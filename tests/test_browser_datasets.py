@@ -87,7 +87,9 @@ def test_two_picked_notebooks_become_a_dataset_with_versions(
     assert messages == ["What is the total?", "And the total again?"]
     answers = rows.locator(".example-answer-text").all_inner_texts()
     assert answers == [HOSTILE_ANSWER, HOSTILE_ANSWER]  # as text: every tag shown
-    assert page.locator("table.dataset-examples").locator("script, img, b, i").count() == 0
+    assert (
+        page.locator("table.dataset-examples").locator("script, img, b, i").count() == 0
+    )
     assert page.locator("h1 i").count() == 0
     assert page.title() != "pwned"
     links = rows.locator(".example-meta a").evaluate_all(

@@ -36,6 +36,7 @@ from runs.traces.datasets import (
 from runs.traces.examples import notebook_examples
 
 ExampleKey = Annotated[str, Path(min_length=1, max_length=100)]
+NotebookId = Annotated[int, Field(ge=1, le=2**31 - 1)]
 CHANGE_REFUSED: dict[int | tuple[int, ...], Any] = {
     404: ErrorOut,
     409: ErrorOut,
@@ -132,7 +133,7 @@ class DatasetIn(Input):
         min_length=1, max_length=service.MAX_NAME_CHARS, pattern=SOME_TEXT
     )
     description: str = Field("", max_length=service.MAX_DESCRIPTION_CHARS)
-    notebooks: list[int] = Field([], max_length=service.MAX_NOTEBOOKS_AT_ONCE)
+    notebooks: list[NotebookId] = Field([], max_length=service.MAX_NOTEBOOKS_AT_ONCE)
     examples: list[service.ExampleIn] = Field([], max_length=1_000)
 
 
@@ -140,7 +141,7 @@ class ExamplesIn(Input):
     """What the next version adds: examples made from notebooks, and examples given (one whose
     id is already there replaces it), and why."""
 
-    notebooks: list[int] = Field([], max_length=service.MAX_NOTEBOOKS_AT_ONCE)
+    notebooks: list[NotebookId] = Field([], max_length=service.MAX_NOTEBOOKS_AT_ONCE)
     examples: list[service.ExampleIn] = Field([], max_length=1_000)
     note: str = Field("", max_length=service.MAX_NOTE_CHARS)
 

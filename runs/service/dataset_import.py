@@ -151,7 +151,9 @@ def _unstorable(value: Any) -> str | None:
     text = json.dumps(value, ensure_ascii=False)
     if len(text.encode()) > MAX_EXAMPLE_BYTES:
         return f"the example is larger than {MAX_EXAMPLE_BYTES // 1024} KB"
-    if json_depth(value) > MAX_JSON_DEPTH:
+    # nesting needs brackets: most examples have too few to nest that deep, so skip the walk
+    brackets = text.count("{") + text.count("[")
+    if brackets > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         return f"the example nests deeper than {MAX_JSON_DEPTH} levels"
     problem = storable_problem(text.replace("\\u0000", "\x00"))
     return None if problem is None else f"the example {problem}"
