@@ -166,6 +166,8 @@ class DiffOut(Schema):
 
 
 class ImportProblemOut(Schema):
+    """One bad row of a refused file: its line and what is wrong with it."""
+
     line: int = Field(description="from 1; a CSV's header is line 1")
     problem: str
 
@@ -177,12 +179,16 @@ class ImportRefusedOut(ErrorOut):
 
 
 class VersionQuery(Schema):
+    """Which version: its number, or the newest."""
+
     version: int | None = Field(
         None, ge=1, le=2**31 - 1, description="a version's number; left out: the newest"
     )
 
 
 class DiffQuery(Schema):
+    """The two versions compared."""
+
     base: int = Field(ge=1, le=2**31 - 1, description="the version compared from")
     to: int | None = Field(
         None,
