@@ -17,9 +17,17 @@ from django.test import AsyncClient, override_settings
 
 from runs import service
 from runs.engine.testing import ScriptedServer
-from runs.models import Dataset, DatasetVersion, Example, Immutable, Task
+from runs.models import (
+    Attachment,
+    Dataset,
+    DatasetVersion,
+    Example,
+    Immutable,
+    Task,
+)
 from runs.protocol import ProtocolError
 from runs.rest.datasets import from_notebooks
+from runs.traces.annotations import NewAnnotation, add_annotation
 from runs.traces.datasets import export_lines, version_diff, version_of
 from tests.audit_support import EDITED_ADD, EDITED_DOUBLE, LEDGER_QUESTION, REJECTION
 from tests.live_support import (
@@ -72,7 +80,22 @@ async def test_a_corrected_notebook_becomes_an_example_with_its_trajectory(
     def check() -> None:
         task = Task.objects.get(pk=pk)
         ana = task.owner
-        service.correct_answer(task, ana, last_turn(pk).engine_id, CORRECTED)
+        turn = last_turn(pk)
+        service.correct_answer(task, ana, turn.engine_id, CORRECTED)
+        image = Attachment.objects.create(
+            owner=ana,
+            task=task,
+            turn_engine_id=turn.engine_id,
+            name="chart.png",
+            mime="image/png",
+            size=3,
+            data=b"png",
+        )
+        add_annotation(
+            task,
+            ana,
+            NewAnnotation(target="answer", turn_id=turn.engine_id, rating=-1),
+        )
         dataset = service.create_dataset(
             ana, "Ledger", examples=from_notebooks(ana, [pk])
         )
@@ -85,7 +108,18 @@ async def test_a_corrected_notebook_becomes_an_example_with_its_trajectory(
         assert (asked["agent"], asked["mode"]) == ("function_calling", "tools")
         assert asked["model"]  # the configured one, named: a rerun uses the same
         assert {"add", "multiply"} <= set(asked["tools"])
-        assert asked["setup"]["tools"] is None and asked["attachments"] == []
+        assert asked["setup"]["tools"] is None
+        # images by reference (their bytes stay in the database)
+        assert asked["attachments"] == [
+            {
+                "id": image.pk,
+                "name": "chart.png",
+                "mime": "image/png",
+                "size": 3,
+                "turn": 1,
+            }
+        ]
+        assert example.metadata["verdict"] == "fail"  # the 👎 on the final answer
         # the corrected answer, not the agent's
         assert example.expected_output == CORRECTED
         assert example.metadata["answer_from"] == "corrected"
@@ -350,6 +384,12 @@ async def test_rest_builds_pages_diffs_exports_and_imports(
         [f"notebook-{pk}"],
         4,
     )
+    versions = (await api.get(f"/datasets/{ds}/versions")).json()
+    assert [(v["number"], v["note"]) for v in versions][:3] == [
+        (4, f"removed notebook-{pk}"),
+        (3, "edited hand"),
+        (2, "by hand"),
+    ]
     old = (await api.get(f"/datasets/{ds}/examples", version=1)).json()
     assert [e["id"] for e in old["items"]] == [f"notebook-{pk}"]
     export = await api.get(f"/datasets/{ds}/export", version=3)
@@ -424,3 +464,19 @@ def test_a_notebook_without_a_message_makes_no_example() -> None:
         from_notebooks(ana, [task.pk])
     with pytest.raises(ProtocolError, match="No such notebook"):
         from_notebooks(make_user("bob"), [task.pk])
+
+
+def test_an_import_may_send_a_larger_body_than_other_requests() -> None:
+    from agentui.body_limit import FORM_ROOM, general_limit, limit_for
+    from runs.conf import conf
+
+    larger = conf().dataset_import_max_bytes + FORM_ROOM
+    assert larger > general_limit()
+    for path in ("/api/v1/datasets/7/import", "/review/datasets/7/import"):
+        assert limit_for(path) == larger
+    for path in (
+        "/api/v1/datasets/7/examples",
+        "/api/v1/datasets/",
+        "/review/datasets/7/",
+    ):
+        assert limit_for(path) == general_limit()

@@ -234,6 +234,16 @@ def get_dataset(request: HttpRequest, pk: int) -> dict[str, Any]:
 
 
 @router.get(
+    "/datasets/{int:pk}/versions",
+    tags=["datasets"],
+    response={200: list[VersionOut], **NOT_FOUND},
+)
+def list_versions(request: HttpRequest, pk: int) -> list[dict[str, Any]]:
+    """Every version of the dataset, newest first, with what each changed."""
+    return versions_of(readable(request, pk))
+
+
+@router.get(
     "/datasets/{int:pk}/examples",
     tags=["datasets"],
     response={200: Page[ExampleOut], **NOT_FOUND},
