@@ -35,6 +35,20 @@ HOSTILE_ANSWER = (
     "The total is <b>5</b>. <img src=x onerror=\"document.title='pwned'\">"
     "<script>document.title='pwned'</script> Trust me."
 )
+HAND_MADE = {
+    "id": "by-hand",
+    "input": "By hand",
+    "expected_output": {
+        "answer": "Yes.",
+        "trajectory": [
+            {
+                "tool": "sql_query",
+                "arguments": {"query": "<img src=x onerror=alert(1)>"},
+            }
+        ],
+        "must_not_call": [{"tool": "chart", "reason": "<b>a table was asked for</b>"}],
+    },
+}
 BAD_CSV = "input,expected_output\nfine,yes\n,no input here\nalso fine,ok\n"
 
 
@@ -125,11 +139,19 @@ def test_two_picked_notebooks_become_a_dataset_with_versions(
     shots_at_both_sizes(page, artifacts_dir, "datasets-03-import-refused")
 
     good = tmp_path / "good.jsonl"
-    good.write_text('{"input": "By hand", "expected_output": "Yes."}\n')
+    good.write_text(json.dumps(HAND_MADE) + "\n")
     page.get_by_label("Import examples").set_input_files(str(good))
     page.get_by_role("button", name="Import as a new version").click()
     page.locator(".message-success", has_text="Imported into version 2").wait_for()
     assert page.locator("table.dataset-examples tbody tr").count() == 3
+    hand = page.locator("tr[data-example-id='by-hand']")
+    assert hand.locator(".example-calls li").all_inner_texts() == [
+        'sql_query({"query": "<img src=x onerror=alert(1)>"})'
+    ]
+    refused = hand.locator(".example-refused li").inner_text()
+    assert "must not call" in refused and "chart({})" in refused
+    assert "— <b>a table was asked for</b>" in refused
+    assert hand.locator("img, b").count() == 0
 
     # removing is a new version; the version before keeps the example
     first = page.locator("table.dataset-examples tbody tr").first

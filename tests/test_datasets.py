@@ -480,3 +480,38 @@ def test_an_import_may_send_a_larger_body_than_other_requests() -> None:
         "/review/datasets/7/",
     ):
         assert limit_for(path) == general_limit()
+
+
+def test_the_pages_show_a_reviewer_the_dataset_without_its_changes() -> None:
+    from django.test import Client
+
+    ana, rita, sam = make_user("ana"), make_user("rita"), make_user("sam")
+    team("sales", ana, rita, sam)
+    may_review(rita)
+    dataset = service.create_dataset(
+        ana, "Team set", examples=[simple("a", "hi <b>x</b>")]
+    )
+    page = f"/review/datasets/{dataset.pk}/"
+    owner, reviewer, stranger = Client(), Client(), Client()
+    owner.force_login(ana)
+    reviewer.force_login(rita)
+    stranger.force_login(sam)
+    mine = owner.get(page).content.decode()
+    assert "Import as a new version" in mine and "Remove</button>" in mine
+    assert "hi &lt;b&gt;x&lt;/b&gt;" in mine
+    theirs = reviewer.get(page).content.decode()
+    assert "you review their work" in theirs and "hi &lt;b&gt;x&lt;/b&gt;" in theirs
+    assert "Import as a new version" not in theirs and "Remove</button>" not in theirs
+    assert "(you review)" in reviewer.get("/review/datasets/").content.decode()
+    # a reviewer's change is refused on the page too, and changes nothing
+    refused = reviewer.post(f"{page}examples/a/remove", follow=True)
+    assert "Only the dataset&#x27;s owner changes it" in refused.content.decode()
+    assert dataset.versions.count() == 1
+    assert stranger.get(page).status_code == 404
+    assert stranger.post(f"{page}examples/a/remove").status_code == 404
+    assert "Team set" not in stranger.get("/review/datasets/").content.decode()
+    # a new dataset from the list page; a name taken is said, not a 500
+    made = owner.post("/review/datasets/", {"name": "Second", "description": ""})
+    assert made.status_code == 302
+    again = owner.post("/review/datasets/", {"name": "Second"})
+    assert again.status_code == 422 and "already have" in again.content.decode()
