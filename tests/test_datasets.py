@@ -515,3 +515,28 @@ def test_the_pages_show_a_reviewer_the_dataset_without_its_changes() -> None:
     assert made.status_code == 302
     again = owner.post("/review/datasets/", {"name": "Second"})
     assert again.status_code == 422 and "already have" in again.content.decode()
+
+
+def test_a_failure_while_storing_a_version_leaves_nothing_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runs.service import datasets as module
+
+    ana = make_user("ana")
+    dataset = service.create_dataset(ana, "Whole", examples=[simple("a", "one")])
+    monkeypatch.setattr(module, "COPY_BATCH", 2)
+    stored = Example.objects.bulk_create
+    calls = []
+
+    def second_batch_fails(rows: list[Example]) -> list[Example]:
+        calls.append(len(rows))
+        if len(calls) == 2:
+            raise RuntimeError("the disk is full")
+        return stored(rows)
+
+    monkeypatch.setattr(Example.objects, "bulk_create", second_batch_fails)
+    csv = "input\n" + "".join(f"question {n}\n" for n in range(5))
+    with pytest.raises(RuntimeError, match="disk is full"):
+        service.import_examples(dataset, ana, "five.csv", csv.encode())
+    assert calls == [2, 2]  # the first batch was written, then undone with the rest
+    assert dataset.versions.count() == 1 and Example.objects.count() == 1
