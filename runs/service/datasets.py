@@ -212,8 +212,8 @@ def create_dataset(
     examples: Sequence[NewExample] = (),
     note: str = "",
 ) -> Dataset:
-    """A new dataset of `owner`'s with version 1 holding `examples`; ProtocolError for a name
-    that is empty, too long or already one of theirs."""
+    """A new dataset of `owner`'s with version 1 holding `examples` (none: no version yet);
+    ProtocolError for a name that is empty, too long or already one of theirs."""
     name = _text("name", name, MAX_NAME_CHARS, required=True)
     description = _text("description", description, MAX_DESCRIPTION_CHARS)
     try:
@@ -221,7 +221,8 @@ def create_dataset(
             dataset = Dataset.objects.create(
                 owner=owner, name=name, description=description
             )
-            _new_version(dataset, owner, note or "created", upsert=examples)
+            if examples:  # an empty dataset has no version until something is added
+                _new_version(dataset, owner, note or "created", upsert=examples)
     except IntegrityError:
         raise ProtocolError(
             ErrorCode.NOT_ALLOWED, f"You already have a dataset named {name!r}."
