@@ -153,29 +153,44 @@ def test_two_picked_notebooks_become_a_dataset_with_versions(
     assert "— <b>a table was asked for</b>" in refused
     assert hand.locator("img, b").count() == 0
 
+    # the expected answer edited on the page: a new version, the rest of the example kept
+    hand.get_by_text("Edit the expected answer").click()
+    box = hand.get_by_label("Expected answer of example 3")
+    assert box.input_value() == "Yes."
+    box.fill("Yes, from the north table.")
+    shots_at_both_sizes(page, artifacts_dir, "datasets-04-edit-answer")
+    hand.get_by_role("button", name="Save as a new version").click()
+    page.locator(".message-success", has_text="Saved as version 3").wait_for()
+    assert (
+        hand.locator(".example-answer-text").inner_text()
+        == "Yes, from the north table."
+    )
+    assert hand.locator(".example-calls li").count() == 1
+
     # removing is a new version; the version before keeps the example
     first = page.locator("table.dataset-examples tbody tr").first
     first.get_by_role("button", name="Remove example 1").click()
-    page.locator(".message-success", has_text="version 2 still has it").wait_for()
+    page.locator(".message-success", has_text="version 3 still has it").wait_for()
     assert page.locator("table.dataset-examples tbody tr").count() == 2
     version_rows = page.locator("table.versions tbody tr")
-    assert version_rows.count() == 3
+    assert version_rows.count() == 4
     assert "+0 −1 ~0" in version_rows.first.locator(".version-change").inner_text()
+    assert "+0 −0 ~1" in version_rows.nth(1).locator(".version-change").inner_text()
     assert (
-        "Against version 2: 0 added, 1 removed"
+        "Against version 3: 0 added, 1 removed"
         in page.locator("#version-diff").inner_text()
     )
     page.get_by_role("link", name="v1", exact=True).click()
     page.wait_for_url("**?version=1")
     assert page.locator("table.dataset-examples tbody tr").count() == 2
     assert page.get_by_role("button", name="Remove example 1").count() == 0
-    shots_at_both_sizes(page, artifacts_dir, "datasets-04-old-version")
+    shots_at_both_sizes(page, artifacts_dir, "datasets-05-old-version")
 
     page.get_by_role("link", name="Datasets", exact=True).first.click()
     listed = page.locator("table.datasets tbody tr")
     assert listed.count() == 1 and "Totals <i>regressions</i>" in listed.inner_text()
-    assert "v3" in listed.inner_text()
-    shots_at_both_sizes(page, artifacts_dir, "datasets-05-list")
+    assert "v4" in listed.inner_text()
+    shots_at_both_sizes(page, artifacts_dir, "datasets-06-list")
     assert_accessible(page, "the datasets list")
     dataset_id = listed.get_attribute("data-dataset-id")
     refused = [f"HTTP 422 {live_app.url}/review/datasets/{dataset_id}/import"]

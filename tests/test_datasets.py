@@ -542,3 +542,42 @@ def test_a_failure_while_storing_a_version_leaves_nothing_of_it(
         service.import_examples(dataset, ana, "five.csv", csv.encode())
     assert calls == [2, 2]  # the first batch was written, then undone with the rest
     assert dataset.versions.count() == 1 and Example.objects.count() == 1
+
+
+def test_the_page_edits_an_expected_answer_as_a_new_version() -> None:
+    from django.test import Client
+
+    ana = make_user("ana")
+    given = {
+        "id": "a",
+        "input": {"message": "Sum?", "agent": "function_calling"},
+        "expected_output": {
+            "answer": "4",
+            "trajectory": [{"tool": "add", "arguments": {"a": 2, "b": 2}}],
+        },
+        "metadata": {"topic": "sums"},
+    }
+    dataset = service.create_dataset(
+        ana, "Edited", examples=[service.checked_example(given)]
+    )
+    owner = Client()
+    owner.force_login(ana)
+    page = f"/review/datasets/{dataset.pk}/"
+    assert "Edit the expected answer" in owner.get(page).content.decode()
+    saved = owner.post(f"{page}examples/a/answer", {"answer": " 4, since 2 + 2 = 4 "})
+    assert saved.status_code == 302
+    v1, v2 = version_of(dataset, 1), version_of(dataset, 2)
+    assert v1 is not None and v2 is not None and v2.changed == 1
+    before, after = v1.examples.get(), v2.examples.get()
+    assert (before.expected_output, after.expected_output) == (
+        "4",
+        "4, since 2 + 2 = 4",
+    )
+    # the rest of the example as it was
+    assert after.input == before.input and after.metadata == before.metadata
+    assert after.expected_trajectory == before.expected_trajectory
+    assert v2.note == "expected answer of a"
+    cleared = owner.post(f"{page}examples/a/answer", {"answer": ""})
+    assert cleared.status_code == 302
+    assert version_of(dataset, 3).examples.get().expected_output is None  # type: ignore[union-attr]
+    assert owner.post(f"{page}examples/zz/answer", {"answer": "x"}).status_code == 404

@@ -148,7 +148,8 @@ def export_item(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_EXPORTED = ("key", "input", "expected_output", "expected_trajectory", "metadata")
+# the columns an export item is made of (`export_item`)
+EXPORTED = ("key", "input", "expected_output", "expected_trajectory", "metadata")
 
 
 def _export_chunk(version_pk: int, after: int) -> tuple[int, str]:
@@ -157,7 +158,7 @@ def _export_chunk(version_pk: int, after: int) -> tuple[int, str]:
     rows = list(
         Example.objects.filter(version_id=version_pk, position__gt=after)
         .order_by("position")
-        .values("position", *_EXPORTED)[:EXPORT_CHUNK]
+        .values("position", *EXPORTED)[:EXPORT_CHUNK]
     )
     text = "".join(
         json.dumps(export_item(row), ensure_ascii=False) + "\n" for row in rows
@@ -181,7 +182,7 @@ def export_lines(version: DatasetVersion) -> Iterator[str]:
     whole)."""
     rows = (
         version.examples.order_by("position")
-        .values(*_EXPORTED)
+        .values(*EXPORTED)
         .iterator(chunk_size=EXPORT_CHUNK)
     )
     for row in rows:

@@ -21,10 +21,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from runs import service
 from runs.models import Dataset, DatasetVersion
-from runs.protocol import ProtocolError
+from runs.protocol import MAX_TEXT_CHARS, ProtocolError
 from runs.traces.datasets import (
+    EXPORTED,
     dataset_json,
     examples_of,
+    export_item,
     version_diff,
     version_of,
     versions_of,
@@ -106,6 +108,8 @@ def _shown(example: Any) -> dict[str, Any]:
         "answer": None
         if example.expected_output is None
         else reveal(example.expected_output),
+        "answer_as_stored": example.expected_output
+        or "",  # what its editor starts from
         "calls": [call(c) for c in trajectory.get("calls", [])],
         "refused": [
             {"call": call(c), "reason": reveal(c.get("reason") or "")}
@@ -143,6 +147,7 @@ def _dataset_context(request: HttpRequest, dataset: Dataset) -> dict[str, Any]:
         "export_url": reverse("api-v1:export_dataset", args=[dataset.pk])
         + (f"?version={version.number}" if version else ""),
         "max_import_bytes": service.max_import_bytes(),
+        "max_answer": MAX_TEXT_CHARS,
     }
     if version is not None:
         pages = Paginator(examples_of(version), EXAMPLES_PER_PAGE)
@@ -245,5 +250,41 @@ def dataset_remove(request: HttpRequest, pk: int, key: str) -> HttpResponse:
         f"Removed: version {version.number} holds "
         f"{_plural(version.example_count, 'example', 'examples')}; "
         f"version {version.number - 1} still has it.",
+    )
+    return redirect("runs:dataset", dataset.pk)
+
+
+@require_POST
+def dataset_answer(request: HttpRequest, pk: int, key: str) -> HttpResponse:
+    """POST `answer`: the next version with example `key` expecting that answer (empty: none);
+    the rest of the example as it was."""
+    dataset = _readable(request, pk)
+    try:
+        dataset = _owned(request, pk)
+        latest = version_of(dataset, None)
+        row = (
+            latest.examples.filter(key=key).values(*EXPORTED).first()
+            if latest
+            else None
+        )
+        if row is None:
+            raise Http404("No such example.")
+        given = export_item(row)
+        del given["id"]
+        answer = request.POST.get("answer", "").strip()
+        given["expected_output"]["answer"] = answer or None
+        version = service.edit_example(
+            dataset,
+            request.user,  # type: ignore[arg-type]
+            key,
+            given,
+            f"expected answer of {key}"[: service.MAX_NOTE_CHARS],
+        )
+    except ProtocolError as exc:
+        messages.error(request, exc.reason)
+        return redirect("runs:dataset", dataset.pk)
+    messages.success(
+        request,
+        f"Saved as version {version.number}; the versions before keep the answer they had.",
     )
     return redirect("runs:dataset", dataset.pk)

@@ -50,6 +50,11 @@ urlpatterns = [
         name="dataset_import",
     ),
     path(
+        "review/datasets/<int:pk>/examples/<str:key>/answer",
+        datasets.dataset_answer,
+        name="dataset_answer",
+    ),
+    path(
         "review/datasets/<int:pk>/examples/<str:key>/remove",
         datasets.dataset_remove,
         name="dataset_remove",
