@@ -10,6 +10,7 @@ adds notebooks over REST (static/js/trace_list.js).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -230,61 +231,69 @@ def dataset_import(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("runs:dataset", dataset.pk)
 
 
+def _change(
+    request: HttpRequest,
+    pk: int,
+    make: Callable[[Dataset], DatasetVersion],
+    said: Callable[[DatasetVersion], str],
+) -> HttpResponse:
+    """Make the next version of dataset `pk` (its owner only) and say so on its page; a
+    refusal is said there instead."""
+    dataset = _readable(request, pk)
+    try:
+        version = make(_owned(request, pk))
+    except ProtocolError as exc:
+        messages.error(request, exc.reason)
+    else:
+        messages.success(request, said(version))
+    return redirect("runs:dataset", dataset.pk)
+
+
 @require_POST
 def dataset_remove(request: HttpRequest, pk: int, key: str) -> HttpResponse:
     """POST: the next version without example `key` (the earlier versions keep it)."""
-    dataset = _readable(request, pk)
-    try:
-        dataset = _owned(request, pk)
-        version = service.remove_examples(
-            dataset,
-            request.user,  # type: ignore[arg-type]
-            [key],
-            f"removed {key}"[: service.MAX_NOTE_CHARS],
-        )
-    except ProtocolError as exc:
-        messages.error(request, exc.reason)
-        return redirect("runs:dataset", dataset.pk)
-    messages.success(
+    user: Any = request.user
+    note = f"removed {key}"[: service.MAX_NOTE_CHARS]
+    return _change(
         request,
-        f"Removed: version {version.number} holds "
-        f"{_plural(version.example_count, 'example', 'examples')}; "
-        f"version {version.number - 1} still has it.",
+        pk,
+        lambda dataset: service.remove_examples(dataset, user, [key], note),
+        lambda version: (
+            f"Removed: version {version.number} holds "
+            f"{_plural(version.example_count, 'example', 'examples')}; "
+            f"version {version.number - 1} still has it."
+        ),
     )
-    return redirect("runs:dataset", dataset.pk)
+
+
+def _with_answer(dataset: Dataset, key: str, answer: str) -> dict[str, Any]:
+    """Example `key` of the newest version as ExampleIn (without its id), expecting `answer`
+    (empty: none); 404 when it has no such example."""
+    latest = version_of(dataset, None)
+    row = latest.examples.filter(key=key).values(*EXPORTED).first() if latest else None
+    if row is None:
+        raise Http404("No such example.")
+    given = export_item(row)
+    del given["id"]
+    given["expected_output"]["answer"] = answer.strip() or None
+    return given
 
 
 @require_POST
 def dataset_answer(request: HttpRequest, pk: int, key: str) -> HttpResponse:
     """POST `answer`: the next version with example `key` expecting that answer (empty: none);
     the rest of the example as it was."""
-    dataset = _readable(request, pk)
-    try:
-        dataset = _owned(request, pk)
-        latest = version_of(dataset, None)
-        row = (
-            latest.examples.filter(key=key).values(*EXPORTED).first()
-            if latest
-            else None
-        )
-        if row is None:
-            raise Http404("No such example.")
-        given = export_item(row)
-        del given["id"]
-        answer = request.POST.get("answer", "").strip()
-        given["expected_output"]["answer"] = answer or None
-        version = service.edit_example(
-            dataset,
-            request.user,  # type: ignore[arg-type]
-            key,
-            given,
-            f"expected answer of {key}"[: service.MAX_NOTE_CHARS],
-        )
-    except ProtocolError as exc:
-        messages.error(request, exc.reason)
-        return redirect("runs:dataset", dataset.pk)
-    messages.success(
+    user: Any = request.user
+    answer = request.POST.get("answer", "")
+    note = f"expected answer of {key}"[: service.MAX_NOTE_CHARS]
+    return _change(
         request,
-        f"Saved as version {version.number}; the versions before keep the answer they had.",
+        pk,
+        lambda dataset: service.edit_example(
+            dataset, user, key, _with_answer(dataset, key, answer), note
+        ),
+        lambda version: (
+            f"Saved as version {version.number}; the versions before keep "
+            "the answer they had."
+        ),
     )
-    return redirect("runs:dataset", dataset.pk)
