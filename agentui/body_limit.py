@@ -19,7 +19,8 @@ anything looked at it (issue 24). Two guards, one rule (`limit_for`):
 Limits (settings, docs/operations.md): `AGENTUI_MAX_BODY_BYTES` everywhere, and larger ones on
 the upload paths: `AGENTUI_MAX_UPLOAD_BODY_BYTES` for an image (`IMAGE_UPLOAD_PATH`), and
 `AGENTUI_DATA_MAX_POST_BYTES` + 64 KiB for a data file sent whole (`DATA_UPLOAD_PATH`; larger
-files go in parts of 1 MiB, each within the general limit). Paths under /api/
+files go in parts of 1 MiB, each within the general limit), and `AGENTUI_DATASET_IMPORT_MAX_BYTES`
++ 64 KiB for a file of examples imported into a dataset (`DATASET_IMPORT_PATHS`). Paths under /api/
 and /agui/ get JSON (`{"error": ...}`), pages a plain page.
 
 Under daphne a body within its limit is still held in memory once (daphne queues it whole for
@@ -29,6 +30,7 @@ the app), so the upload limits are also what one accepted upload can cost.
 from __future__ import annotations
 
 import html
+import re
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from io import BytesIO
@@ -46,6 +48,10 @@ Send = Callable[[Message], Awaitable[None]]
 # Paths that take file uploads (multipart), each with its larger limit (a function of settings).
 IMAGE_UPLOAD_PATH = "/api/images/"
 DATA_UPLOAD_PATH = "/api/v1/data/files"
+# a dataset's import, over REST and from its page
+DATASET_IMPORT_PATHS = re.compile(
+    r"^/(api/v1/datasets|review/datasets)/[0-9]+/import/?$"
+)
 FORM_ROOM = UPLOAD_FORM_ROOM  # what a multipart form adds around its one file
 # How long a refused request's connection keeps reading (and dropping) the rest of its body.
 LINGER_S = 30.0
@@ -65,17 +71,25 @@ def data_upload_limit() -> int:
     return min(conf().data_max_post_bytes, conf().data_max_file_bytes) + FORM_ROOM
 
 
+def dataset_import_limit() -> int:
+    return conf().dataset_import_max_bytes + FORM_ROOM
+
+
 def limit_for(path: str) -> int:
     """The most bytes a request body to `path` may have."""
     if path.startswith(IMAGE_UPLOAD_PATH):
         return upload_limit()
     if path.startswith(DATA_UPLOAD_PATH):
         return max(general_limit(), data_upload_limit())
+    if DATASET_IMPORT_PATHS.match(path):
+        return max(general_limit(), dataset_import_limit())
     return general_limit()
 
 
 def largest_limit() -> int:
-    return max(general_limit(), upload_limit(), data_upload_limit())
+    return max(
+        general_limit(), upload_limit(), data_upload_limit(), dataset_import_limit()
+    )
 
 
 def _size_text(count: int) -> str:

@@ -36,6 +36,7 @@ NAV = (
     ("Inbox", "runs:inbox"),
     ("New notebook", "runs:notebook_new"),
     ("Traces", "runs:traces"),
+    ("Review", "runs:datasets"),
     ("Data", "runs:data"),
     ("Policies", "runs:policies"),
     ("API tokens", "runs:api_tokens"),
@@ -257,6 +258,13 @@ class Conf:
         "The largest data file sent whole in one request (`POST /api/v1/data/files`); daphne "
         "holds a request's body in memory, so larger files go in 1 MiB parts "
         "(`/api/v1/data/uploads`, what the Data page does)",
+    )
+    dataset_import_max_bytes: int = _setting(
+        20 * 1024**2,
+        "count",
+        "The largest CSV or JSONL file of examples imported into a dataset (`POST "
+        "/api/v1/datasets/{id}/import`, the dataset page); read whole before anything is stored",
+        least=1024,
     )
     data_part_bytes: int = _setting(
         1024 * 1024,

@@ -17,6 +17,7 @@ Where a model lives:
 | `prices` | `ModelPrice` |
 | `user_presets` | `UserPreset` |
 | `deletion` | `DeletedNotebook` |
+| `datasets` | `Dataset`, `DatasetVersion`, `Example`, `Immutable` |
 
 `notebooks` imports no other model module; the others import only `notebooks` (checked by
 `.importlinter`). They are imported here in the order the models were first declared, so Django
@@ -53,6 +54,7 @@ from .webhooks import DeliveryStatus, Webhook, WebhookDelivery, WebhookEvent
 from .prices import ModelPrice
 from .user_presets import UserPreset
 from .deletion import DeletedNotebook
+from .datasets import Dataset, DatasetVersion, Example, Immutable
 # isort: on
 
 __all__ = [
@@ -64,11 +66,15 @@ __all__ = [
     "Attachment",
     "DataSource",
     "DataSourceKind",
+    "Dataset",
+    "DatasetVersion",
     "DeadlineAction",
     "DeletedNotebook",
     "DeliveryStatus",
     "Event",
+    "Example",
     "ForkCount",
+    "Immutable",
     "InboxSettings",
     "McpServer",
     "McpLogLevel",

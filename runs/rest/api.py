@@ -30,6 +30,7 @@ from runs.rest import (  # noqa: F401  (they add their operations)
     budgets,
     corrections,
     data,
+    datasets,
     inbox,
     policies,
     presets,

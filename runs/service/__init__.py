@@ -53,6 +53,30 @@ from runs.service.data import (
     start_data_upload,
 )
 from runs.service.data import max_file_bytes as max_data_file_bytes
+from runs.service.dataset_import import (
+    MAX_EXAMPLES,
+    ExampleIn,
+    ImportRefused,
+    max_import_bytes,
+)
+from runs.service.datasets import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_NOTEBOOKS_AT_ONCE,
+    add_examples,
+    create_dataset,
+    demo_dataset,
+    edit_example,
+    import_examples,
+    notebook_example,
+    own_dataset,
+    readable_dataset,
+    readable_datasets,
+    remove_examples,
+    reviewable_notebooks,
+)
+from runs.service.datasets import checked as checked_example
 from runs.service.deadlines import MAX_DEADLINE_S, set_deadline
 from runs.service.deletion import (
     DELETED_MESSAGE,
@@ -176,6 +200,26 @@ from runs.service.webhooks import (
 from runs.service.worker_actions import Decide
 
 __all__ = [
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_EXAMPLES",
+    "max_import_bytes",
+    "MAX_NAME_CHARS",
+    "MAX_NOTE_CHARS",
+    "MAX_NOTEBOOKS_AT_ONCE",
+    "ExampleIn",
+    "ImportRefused",
+    "add_examples",
+    "checked_example",
+    "create_dataset",
+    "demo_dataset",
+    "edit_example",
+    "import_examples",
+    "notebook_example",
+    "reviewable_notebooks",
+    "own_dataset",
+    "readable_dataset",
+    "readable_datasets",
+    "remove_examples",
     "MAX_CORRECTED_ANSWER_CHARS",
     "correct_answer",
     "may_correct",

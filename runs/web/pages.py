@@ -17,10 +17,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from runs.conf import conf
-from runs.models import ApprovalMode, NotebookStatus, Task
+from runs.models import ApprovalMode, Dataset, NotebookStatus, Task
 from runs.protocol import MAX_TEXT_CHARS
 from runs.service import (
     MAX_IMAGES_PER_MESSAGE,
+    MAX_NAME_CHARS,
     compose_choices,
     demo_examples_for,
     max_image_bytes,
@@ -269,6 +270,10 @@ def trace_list(request: HttpRequest) -> HttpResponse:
         "modes_json": json.dumps(dict(ApprovalMode.choices)),
         "filters": filters,
         "api_url": reverse("runs:api_tasks"),
+        # the person's own datasets, which "Add to dataset" adds the picked notebooks to
+        "my_datasets": Dataset.objects.filter(owner=request.user).order_by("name"),
+        "datasets_api_url": reverse("api-v1:list_datasets"),
+        "max_dataset_name": MAX_NAME_CHARS,
     }
     return render(request, "runs/trace_list.html", context)
 

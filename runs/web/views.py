@@ -48,7 +48,9 @@ def navigation(request: HttpRequest) -> dict[str, list[NavLink]]:
             if url_name == "runs:inbox" and request.user.is_authenticated
             else None
         )
-        links.append(NavLink(label, url, url_name == current, count))
+        # the Review menu's link stays current on every page under it (a dataset's page)
+        under = url.startswith("/review/") and request.path.startswith(url)
+        links.append(NavLink(label, url, url_name == current or under, count))
     return {"nav_links": links}
 
 

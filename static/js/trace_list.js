@@ -102,10 +102,79 @@ function showPicked() {
   compareButton.disabled = names.length !== 2;
   const ask = ["Compare: pick two notebooks", "Compare: pick one more"][names.length] || "Compare: pick only two";
   compareButton.textContent = names.length === 2 ? `Compare ${names[0]} with ${names[1]}` : ask;
+  addButton.disabled = names.length === 0;
+  addButton.textContent = names.length ? `Add ${plural(names.length, "notebook", "notebooks")} to dataset` : "Add to dataset: pick notebooks";
 }
 
+// --- Add the picked notebooks to a dataset (a new version of it), over REST ------------------
+
+const addForm = document.getElementById("add-to-dataset");
+const addButton = document.getElementById("add-picked");
+const datasetPick = document.getElementById("dataset-pick");
+const newName = document.getElementById("dataset-new-name");
+const addedBox = document.getElementById("dataset-added");
+const datasetUrl = (id) => addForm.dataset.datasetUrl.replace(/\/0\/$/, `/${id}/`);
+
+datasetPick.addEventListener("change", () => {
+  newName.closest("label").hidden = datasetPick.value !== "new";
+});
+
+async function sendJson(url, body) {
+  const csrf = addForm.elements.csrfmiddlewaretoken?.value || "";
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf },
+      body: JSON.stringify(body),
+    });
+    const data = await response.json().catch(() => ({}));
+    return response.ok ? data : { error: data.detail || data.error || `the server answered ${response.status}` };
+  } catch (err) {
+    return { error: `could not reach the server: ${err.message}` };
+  }
+}
+
+function saidAdded(name, id, version) {
+  const link = h("a", { href: datasetUrl(id) }, `Open “${name}”`);
+  addedBox.className = "notice notice-ok";
+  addedBox.replaceChildren(`Added to “${name}”: version ${version.number} holds ${plural(version.example_count, "example", "examples")} (+${version.added} ~${version.changed}). `, link);
+  addedBox.hidden = false;
+}
+
+addForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const notebooks = [...picked.keys()].map(Number);
+  if (!notebooks.length) return;
+  const base = addForm.dataset.datasetsUrl;
+  const isNew = datasetPick.value === "new";
+  addButton.disabled = true;
+  const answer = isNew
+    ? await sendJson(base, { name: newName.value, notebooks })
+    : await sendJson(`${base}${datasetPick.value}/examples`, { notebooks });
+  addButton.disabled = false;
+  if (answer.error) {
+    addedBox.className = "notice";
+    addedBox.textContent = `Not added: ${answer.error}`;
+    addedBox.hidden = false;
+    return;
+  }
+  if (isNew) {
+    datasetPick.prepend(h("option", { value: String(answer.id) }, answer.name));
+    datasetPick.value = String(answer.id);
+    newName.value = "";
+    newName.closest("label").hidden = true;
+    saidAdded(answer.name, answer.id, answer.version_list[0]);
+  } else {
+    saidAdded(datasetPick.selectedOptions[0].textContent, datasetPick.value, answer);
+  }
+  picked.clear();
+  for (const box of rows.querySelectorAll("input.pick")) box.checked = false;
+  showPicked();
+});
+
 function pickBox(id, title) {
-  const box = h("input", { type: "checkbox", class: "pick", "aria-label": `Pick ${title} to compare`, checked: picked.has(id) });
+  const box = h("input", { type: "checkbox", class: "pick", "aria-label": `Pick ${title}`, checked: picked.has(id) });
   box.addEventListener("change", () => {
     if (box.checked) picked.set(id, title);
     else picked.delete(id);
