@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0024_mcp_server_trust_and_read_only"),
+        ("runs", "0025_mcp_server_progress_timeouts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
