@@ -129,6 +129,7 @@ INTERNAL_CONSTANTS = {
     "ALONE_FOR_S",  # agentui/pubsub_layer.py: the channel layer's own echo window
     "MAX_CLIENTS",  # agentui/login_limit.py: the memory bound of the login rate limiter
     "ATTEMPTS",  # agentui/login_limit.py: the limiter's state (a test starts it afresh)
+    "COPY_BATCH",  # runs/service/datasets.py: rows per INSERT when a version is copied
 }
 
 
