@@ -15,7 +15,7 @@ from django.test import override_settings
 from runs import service
 from runs.demo.mcp import MCP_PROMPT, mcp_rules
 from runs.engine.testing import Match, Reply, Rule, Script, ToolCallSpec
-from runs.models import Event, McpServer, Task
+from runs.models import McpServer, Task
 from runs.presets.mcp import notebook_mcp_tools, refresh_listing
 from runs.protocol import ProtocolError
 from runs.service import surfaces
@@ -29,6 +29,7 @@ from tests.mcp_support import (  # noqa: F401  (fixture)
     APP,
     BIN,
     notebook_servers,
+    payloads_of,
     server_children,
 )
 from tests.rest_support import Api, user_with_token
@@ -61,14 +62,6 @@ def configure_servers() -> tuple[Any, Any]:
     for server in (own, time):
         assert refresh_listing(server).startswith("fetched"), server.tools_note
     return ana, bob
-
-
-async def events(task_pk: int, kind: str) -> list[dict[str, Any]]:
-    return [
-        e.payload
-        async for e in Event.objects.filter(task_id=task_pk).order_by("seq")
-        if e.payload.get("type") == kind
-    ]
 
 
 def _add_rules() -> list[Rule]:
@@ -133,7 +126,7 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         )
         await service.send_message(task.pk, QUESTION)
         await service.wait_idle()
-        waiting = (await events(task.pk, "step_waiting"))[-1]["step_id"]
+        waiting = (await payloads_of(task.pk, "step_waiting"))[-1]["step_id"]
         offered = {
             t["function"]["name"]: t["function"] for t in model.requests[0].tools
         }
@@ -162,7 +155,7 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         await service.approve(task.pk, waiting)
         await service.wait_idle()
 
-        results = await events(task.pk, "tool_call_result")
+        results = await payloads_of(task.pk, "tool_call_result")
         assert sorted(
             (r["tool_name"], r["tool_kwargs"], r["tool_output"]["content"])
             for r in results
@@ -190,9 +183,9 @@ async def test_an_mcp_call_is_edited_rejected_approved_undone_and_exported(
         await service.wait_idle()
         await service.undo(task.pk, tool_step)
         await service.wait_idle()
-        undone = await events(task.pk, "step_undone")
+        undone = await payloads_of(task.pk, "step_undone")
         assert undone[-1]["step_id"] == tool_step
-        assert (await events(task.pk, "step_waiting"))[-1]["step_id"] == tool_step
+        assert (await payloads_of(task.pk, "step_waiting"))[-1]["step_id"] == tool_step
 
 
 async def test_a_hanging_tool_fails_its_call_and_the_turn_goes_on(
@@ -208,7 +201,7 @@ async def test_a_hanging_tool_fails_its_call_and_the_turn_goes_on(
         await service.wait_idle()
     outputs = {
         r["tool_name"]: r["tool_output"]
-        for r in await events(task.pk, "tool_call_result")
+        for r in await payloads_of(task.pk, "tool_call_result")
     }
     assert outputs["own__add"]["content"] == "5" and not outputs["own__add"]["is_error"]
     assert outputs["own__hang"]["is_error"]
