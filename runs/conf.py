@@ -218,6 +218,28 @@ class Conf:
         "so. The tool call's own timeout does not run meanwhile",
         least=1.0,
     )
+    mcp_request_timeout_s: float = _setting(
+        600.0,
+        "seconds",
+        "How long a request another agent makes over agentui's own MCP server (`/mcp/`: "
+        "`request_approval`, `ask_person`) waits in the person's inbox; then the call answers "
+        "that it timed out, and the inbox drops it",
+        least=1.0,
+    )
+    mcp_request_keepalive_s: float = _setting(
+        20.0,
+        "seconds",
+        "How often a waiting `/mcp/` request tells a client that asked for progress that it "
+        "still waits (which also keeps proxies from closing its response stream as idle)",
+        least=0.05,
+    )
+    mcp_request_poll_s: float = _setting(
+        0.25,
+        "seconds",
+        "How often a waiting `/mcp/` request reads its row for the person's decision (made "
+        "in any server process)",
+        least=0.01,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )

@@ -17,6 +17,7 @@ Where a model lives:
 | `prices` | `ModelPrice` |
 | `user_presets` | `UserPreset` |
 | `deletion` | `DeletedNotebook` |
+| `external_requests` | `ExternalRequest`, `ExternalKind`, `ExternalStatus` (asked over agentui's MCP server) |
 
 `notebooks` imports no other model module; the others import only `notebooks` (checked by
 `.importlinter`). They are imported here in the order the models were first declared, so Django
@@ -53,6 +54,7 @@ from .webhooks import DeliveryStatus, Webhook, WebhookDelivery, WebhookEvent
 from .prices import ModelPrice
 from .user_presets import UserPreset
 from .deletion import DeletedNotebook
+from .external_requests import ExternalKind, ExternalRequest, ExternalStatus
 # isort: on
 
 __all__ = [
@@ -67,6 +69,9 @@ __all__ = [
     "DeadlineAction",
     "DeletedNotebook",
     "DeliveryStatus",
+    "ExternalKind",
+    "ExternalRequest",
+    "ExternalStatus",
     "Event",
     "ForkCount",
     "InboxSettings",
