@@ -32,86 +32,83 @@ from runs.protocol import ProtocolError
 
 _TEXT = {"type": "string"}
 
+
+def _tool(
+    name: str,
+    title: str,
+    description: str,
+    properties: dict[str, Any],
+    required: list[str],
+    *,
+    read_only: bool = True,
+) -> types.Tool:
+    """A tool of ours: its arguments an object of `properties`; none of them reach beyond
+    agentui (its hints: read-only unless it starts something, never open-world)."""
+    return types.Tool(
+        name=name,
+        title=title,
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": required},
+        annotations=types.ToolAnnotations(
+            read_only_hint=read_only, open_world_hint=False
+        ),
+    )
+
+
 TOOLS = [
-    types.Tool(
-        name="request_approval",
-        title="Ask a person to approve an action",
-        description=(
-            "Ask the person whose API token you use to approve what you are about to do. "
-            "It shows in their agentui inbox with who asked; the call waits until they "
-            "approve or reject it (with a reason), or until the deadline passes. Answers "
-            "status approved, rejected or timed_out, and the reason."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "description": {
-                    **_TEXT,
-                    "description": "what you want to do, in a sentence or two",
-                },
-                "arguments": {
-                    "description": "the action's details as JSON (shown to the person)",
-                },
+    _tool(
+        "request_approval",
+        "Ask a person to approve an action",
+        "Ask the person whose API token you use to approve what you are about to do. "
+        "It shows in their agentui inbox with who asked; the call waits until they "
+        "approve or reject it (with a reason), or until the deadline passes. Answers "
+        "status approved, rejected or timed_out, and the reason.",
+        {
+            "description": {
+                **_TEXT,
+                "description": "what you want to do, in a sentence or two",
             },
-            "required": ["description"],
-        },
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
-    ),
-    types.Tool(
-        name="ask_person",
-        title="Ask a person a question",
-        description=(
-            "Ask the person a question; it shows in their agentui inbox and the call waits "
-            "for their answer. Without `schema` the answer is text; with a JSON schema of a "
-            "flat object (string, number, integer, boolean and enum fields) the person fills "
-            "a form and the answer is its values. Answers status answered, rejected (they "
-            "declined) or timed_out."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "question": _TEXT,
-                "schema": {
-                    "type": "object",
-                    "description": "a JSON schema of the answer's form (optional)",
-                },
+            "arguments": {
+                "description": "the action's details as JSON (shown to the person)"
             },
-            "required": ["question"],
         },
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        ["description"],
     ),
-    types.Tool(
-        name="start_notebook",
-        title="Run one of the person's presets",
-        description=(
-            "Start a notebook in agentui on one of the person's saved presets (by name or "
-            "id) or a built-in agent (e.g. function_calling), with a first message. Steps "
-            "that need the person wait in their inbox. Answers the notebook's id: read its "
-            "progress and answer with notebook_status."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "preset": {"type": ["string", "integer"]},
-                "message": _TEXT,
+    _tool(
+        "ask_person",
+        "Ask a person a question",
+        "Ask the person a question; it shows in their agentui inbox and the call waits "
+        "for their answer. Without `schema` the answer is text; with a JSON schema of a "
+        "flat object (string, number, integer, boolean and enum fields) the person fills "
+        "a form and the answer is its values. Answers status answered, rejected (they "
+        "declined) or timed_out.",
+        {
+            "question": _TEXT,
+            "schema": {
+                "type": "object",
+                "description": "a JSON schema of the answer's form (optional)",
             },
-            "required": ["preset", "message"],
         },
-        annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=False),
+        ["question"],
     ),
-    types.Tool(
-        name="notebook_status",
-        title="How a notebook stands",
-        description=(
-            "The status of a notebook start_notebook started (idle, running, waiting for "
-            "the person, failed, interrupted), whether it has settled, and its last answer."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {"notebook_id": {"type": "integer"}},
-            "required": ["notebook_id"],
-        },
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    _tool(
+        "start_notebook",
+        "Run one of the person's presets",
+        "Start a notebook in agentui on one of the person's saved presets (by name or "
+        "id) or a built-in agent (e.g. function_calling), with a first message. Steps "
+        "that need the person wait in their inbox. Answers the notebook's id: read its "
+        "progress and answer with notebook_status.",
+        {"preset": {"type": ["string", "integer"]}, "message": _TEXT},
+        ["preset", "message"],
+        read_only=False,
+    ),
+    _tool(
+        "notebook_status",
+        "How a notebook stands",
+        "The status of a notebook start_notebook started (idle, running, waiting for "
+        "the person, failed, interrupted), whether it has settled, and its last answer.",
+        {"notebook_id": {"type": "integer"}},
+        ["notebook_id"],
     ),
 ]
 _NAMES = {tool.name for tool in TOOLS}

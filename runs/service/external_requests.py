@@ -3,7 +3,8 @@ approval for an action, or a question (text, or a form from a JSON schema).
 
 Each is an `ExternalRequest` row of the person whose API token the agent used; it shows in
 their inbox (and their reviewers', runs.service.reviewers) until someone decides it or its
-deadline (`AGENTUI_MCP_REQUEST_TIMEOUT_S`) passes. The call that asked waits by reading the
+deadline (`AGENTUI_MCP_REQUEST_TIMEOUT_S`) passes; its webhooks (`request.waiting`) and the
+opt-in "waiting for you" email are told as for a waiting step. The call that asked waits by reading the
 row every `AGENTUI_MCP_REQUEST_POLL_S`, so the decision may be made in any server process
 and a waiting request survives a restart of the process that decides. A decision is taken
 once: the update names the row's waiting status, and a second decision is refused.
@@ -39,7 +40,10 @@ from runs.presets.mcp.eliciting import (
 )
 from runs.protocol import MAX_TEXT_CHARS, ErrorCode, ProtocolError
 from runs.realtime import broadcast
+from runs.service import webhooks
+from runs.service.notify import email_request
 from runs.service.reviewers import may_review
+from runs.service.runtime import detach
 from runs.service.status import INBOX_MESSAGE
 
 logger = logging.getLogger(__name__)
@@ -204,6 +208,10 @@ async def ask_and_wait(
         row.client_name,
     )
     await tell_inbox(row.owner_id, row.pk)
+    # told on their own, as for a waiting step: a hanging receiver never holds the call up
+    told = (row.owner_id, row.pk, row.kind, row.token_name)
+    detach(webhooks.tell_request(*told), name=f"webhooks-request-{row.pk}")
+    detach(email_request(row.owner_id, row.token_name, row.kind), f"mail-{row.pk}")
     try:
         outcome = await _wait(row.pk, row.deadline_at)
     except asyncio.CancelledError:

@@ -189,10 +189,11 @@ function requestItem(asked) {
 }
 
 function summaryText(count, requests) {
-  const steps = count === 1 ? "1 step waits for you." : `${count} steps wait for you.`;
-  if (!requests) return steps;
-  const asked = requests === 1 ? "1 request from an agent" : `${requests} requests from agents`;
-  return `${count} wait for you: ${asked}, ${count - requests} step${count - requests === 1 ? "" : "s"}.`;
+  if (!requests) return count === 1 ? "1 step waits for you." : `${count} steps wait for you.`;
+  const steps = count - requests;
+  const parts = [requests === 1 ? "1 request from an agent" : `${requests} requests from agents`];
+  if (steps) parts.push(steps === 1 ? "1 step" : `${steps} steps`);
+  return `${parts.join(" and ")} ${count === 1 ? "waits" : "wait"} for you.`;
 }
 
 function show(message) {
