@@ -226,6 +226,13 @@ class Conf:
         "that it timed out, and the inbox drops it",
         least=1.0,
     )
+    mcp_max_waiting_requests: int = _setting(
+        50,
+        "count",
+        "The most `/mcp/` requests (`request_approval`, `ask_person`) that may wait in one "
+        "person's inbox at once; more are refused with a tool error saying so",
+        least=1,
+    )
     mcp_request_keepalive_s: float = _setting(
         20.0,
         "seconds",

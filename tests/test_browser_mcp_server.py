@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from axe_support import assert_accessible
 from browser_helpers import (  # noqa: F401  (fixtures)
     LiveApp,
     _browser_module,
@@ -20,6 +21,7 @@ from browser_helpers import (  # noqa: F401  (fixtures)
     scripted_model,
     shots_at_both_sizes,
 )
+from test_browser_hostile import watched
 
 from tests.mcp_server_support import Background, request_row
 
@@ -34,8 +36,10 @@ def app_env() -> dict[str, str]:
 
 
 def test_an_agents_approval_request_is_approved_in_the_inbox(
-    live_app: LiveApp, page: Any, artifacts_dir: Path
+    live_app: LiveApp, new_context: Any, artifacts_dir: Path
 ) -> None:
+    # every request the page makes is recorded: none may leave the origin, no CSP violation
+    page, watch = watched(new_context, live_app)
     token = live_app.api_token("release-bot")
     page.goto(f"{live_app.url}/inbox/")
     page.locator("#inbox-empty:not([hidden])").wait_for()
@@ -56,6 +60,10 @@ def test_an_agents_approval_request_is_approved_in_the_inbox(
     assert page.evaluate("window.__pwned") is None
     assert '"version": "2.0"' in item.locator(".request-arguments").inner_text()
     assert "Times out automatically in" in item.locator(".deadline").inner_text()
+    assert page.locator("#inbox-summary").inner_text() == (
+        "1 request from an agent waits for you."
+    )
+    assert_accessible(page, "the inbox with an agent's request")
     shots_at_both_sizes(page, artifacts_dir, "mcp-server-approval")
 
     # a rejection needs a reason: refused in the page, nothing sent
@@ -69,7 +77,8 @@ def test_an_agents_approval_request_is_approved_in_the_inbox(
     assert answer["data"]["decided_by"] == "analyst"
     page.locator("#inbox-empty:not([hidden])").wait_for()
     assert page.locator("[data-inbox-count]").is_hidden()
-    assert page.console_errors == []
+    assert page.console == []
+    watch.check(page)
 
 
 def test_an_agents_question_is_answered_in_the_inbox_form(

@@ -258,3 +258,52 @@ async def test_webhooks_and_the_email_are_told_without_the_agents_words() -> Non
     asking.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asking
+
+
+@override_settings(AGENTUI_MCP_MAX_WAITING_REQUESTS=2, **FAST)
+async def test_no_more_than_the_limit_wait_for_one_person() -> None:
+    alice = await asker()
+    bob = await asker("bob")
+    waiting = [
+        asyncio.ensure_future(service.ask_and_wait(alice, "approval", f"job {n}"))
+        for n in range(2)
+    ]
+
+    async def both_wait() -> bool:
+        return await ExternalRequest.objects.filter(status="waiting").acount() == 2
+
+    await until_true(both_wait, what="two waiting requests")
+    with pytest.raises(ProtocolError) as refused:
+        await service.ask_and_wait(alice, "approval", "job 3")
+    assert refused.value.code == ErrorCode.QUOTA_EXCEEDED
+    assert "2 requests already wait" in refused.value.reason
+    # someone else's inbox has room of its own
+    other = asyncio.ensure_future(service.ask_and_wait(bob, "approval", "job b"))
+    await until_true(
+        lambda: ExternalRequest.objects.filter(owner=bob.user).aexists(),
+    )
+    for call in [*waiting, other]:
+        call.cancel()
+    await asyncio.gather(*waiting, other, return_exceptions=True)
+
+
+@override_settings(**FAST)
+async def test_a_group_reviewer_sees_and_decides_a_members_request() -> None:
+    from tests.test_group_reviewers import people
+
+    made = await database_sync_to_async(people)()
+    ana, rita, otto = made["ana"], made["rita"], made["otto"]
+    _, token = await database_sync_to_async(create_token)(ana, "ana-bot")
+    row = await database_sync_to_async(service.live_token)(token)
+    who = service.Asker(user=ana, token=row)
+    asking = asyncio.ensure_future(service.ask_and_wait(who, "approval", "Ship it"))
+    pk = await until_true(lambda: database_sync_to_async(waiting_pk)())
+    [seen] = await database_sync_to_async(service.inbox_requests)(rita.pk)
+    assert seen["request"] == pk and seen["owner_name"] == "ana"
+    assert await database_sync_to_async(service.inbox_requests)(otto.pk) == []
+    with pytest.raises(ProtocolError) as other_group:
+        await service.decide_external(otto, pk, "approve")
+    assert other_group.value.code == ErrorCode.NOT_FOUND
+    await service.decide_external(rita, pk, "approve")
+    _, outcome = await asyncio.wait_for(asking, 10)
+    assert outcome.status == "approved" and outcome.decided_by == "rita"

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.utils import timezone
 
 from runs.conf import conf
@@ -119,7 +121,8 @@ def create_request(
     arguments: Any = None,
     schema: Any = None,
 ) -> ExternalRequest:
-    """Check and store a request; ProtocolError (invalid_input) says what does not fit."""
+    """Check and store a request; ProtocolError says what does not fit (invalid_input), or
+    that as many wait for the person as may (quota_exceeded: AGENTUI_MCP_MAX_WAITING_REQUESTS)."""
     text = _text(description, "the description", MAX_DESCRIPTION_CHARS, required=True)
     fields: list[dict[str, Any]] = []
     if schema is not None:
@@ -129,6 +132,23 @@ def create_request(
             raise _invalid(f"schema: {exc}") from None
         if not fields:
             raise _invalid("schema: its form has no fields")
+    details = _arguments(arguments)
+    cap = conf().mcp_max_waiting_requests
+    with transaction.atomic():
+        # the person's row held: requests made at once cannot pass the limit together
+        get_user_model().objects.select_for_update().filter(pk=asker.user.pk).first()
+        if _waiting_rows([asker.user.pk]).count() >= cap:
+            raise ProtocolError(
+                ErrorCode.QUOTA_EXCEEDED,
+                f"{cap} requests already wait for this person, the most that may: "
+                "wait for one to be decided",
+            )
+        return _stored(asker, kind, text, details, fields)
+
+
+def _stored(
+    asker: Asker, kind: str, text: str, arguments: Any, fields: list[dict[str, Any]]
+) -> ExternalRequest:
     token = asker.token
     return ExternalRequest.objects.create(
         owner=asker.user,
@@ -137,7 +157,7 @@ def create_request(
         token_name=token.name if token is not None else "",
         client_name=asker.client_name[:MAX_CLIENT_NAME_CHARS],
         description=text,
-        arguments=_arguments(arguments),
+        arguments=arguments,
         fields=fields,
         deadline_at=timezone.now() + dt.timedelta(seconds=conf().mcp_request_timeout_s),
     )
