@@ -69,6 +69,7 @@ def waiting_pk() -> int | None:
         ({"description": 7}, "the description must be text"),
         ({"description": "x" * 4001}, "at most 4,000 characters"),
         ({"description": "d", "arguments": {"blob": "x" * 40_000}}, "at most 32,768"),
+        ({"description": "d", "arguments": [1, 2]}, "must be a JSON object"),
         ({"description": "d", "schema": {"type": "array"}}, "schema: its form is not"),
         ({"description": "d", "schema": {"type": "object"}}, "has no fields"),
     ],

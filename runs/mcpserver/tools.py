@@ -69,7 +69,9 @@ TOOLS = [
                 "description": "what you want to do, in a sentence or two",
             },
             "arguments": {
-                "description": "the action's details as JSON (shown to the person)"
+                "type": "object",
+                "additionalProperties": True,
+                "description": "the action's details as a JSON object (shown to the person)",
             },
         },
         ["description"],
@@ -98,7 +100,10 @@ TOOLS = [
         "id) or a built-in agent (e.g. function_calling), with a first message. Steps "
         "that need the person wait in their inbox. Answers the notebook's id: read its "
         "progress and answer with notebook_status.",
-        {"preset": {"type": ["string", "integer"]}, "message": _TEXT},
+        {
+            "preset": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            "message": _TEXT,
+        },
         ["preset", "message"],
         read_only=False,
     ),

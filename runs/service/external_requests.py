@@ -103,6 +103,8 @@ def _text(value: Any, name: str, cap: int, *, required: bool) -> str:
 def _arguments(value: Any) -> Any:
     if value is None:
         return None
+    if not isinstance(value, dict):
+        raise _invalid("arguments must be a JSON object of the action's details")
     try:
         size = len(json.dumps(value))
     except (TypeError, ValueError, RecursionError):
