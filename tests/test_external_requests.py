@@ -181,9 +181,34 @@ async def test_an_agent_that_goes_away_withdraws_its_request() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asking
     row = await ExternalRequest.objects.aget(pk=pk)
-    assert row.status == "timed_out"
+    assert (
+        row.status == "timed_out"
+        and row.reason == "the agent that asked stopped waiting"
+    )
     with pytest.raises(ProtocolError, match="no longer waits"):
         await service.decide_external(alice.user, pk, "approve")
+
+
+async def test_a_request_whose_caller_died_leaves_the_inbox_and_is_not_decided() -> (
+    None
+):
+    # as when the server process holding the call ended: nothing renews the row any more
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from runs.service.external_requests import STALE, create_request
+
+    alice = await asker()
+    row = await database_sync_to_async(create_request)(alice, "approval", "Orphan")
+    assert await database_sync_to_async(service.inbox_count)(alice.user.pk) == 1
+    then = timezone.now() - STALE - dt.timedelta(seconds=1)
+    await ExternalRequest.objects.filter(pk=row.pk).aupdate(alive_at=then)
+    assert await database_sync_to_async(service.inbox_count)(alice.user.pk) == 0
+    with pytest.raises(ProtocolError, match="the agent that asked stopped waiting"):
+        await service.decide_external(alice.user, row.pk, "approve")
+    await row.arefresh_from_db()
+    assert row.status == "timed_out" and row.decided_by_id is None
 
 
 @override_settings(**FAST)
@@ -308,3 +333,23 @@ async def test_a_group_reviewer_sees_and_decides_a_members_request() -> None:
     await service.decide_external(rita, pk, "approve")
     _, outcome = await asyncio.wait_for(asking, 10)
     assert outcome.status == "approved" and outcome.decided_by == "rita"
+
+
+@override_settings(**FAST)
+async def test_the_waiting_call_renews_its_request(monkeypatch: Any) -> None:
+    import datetime as dt
+
+    from runs.service import external_requests
+
+    monkeypatch.setattr(external_requests, "HEARTBEAT", dt.timedelta(seconds=0.05))
+    alice = await asker()
+    asking = asyncio.ensure_future(service.ask_and_wait(alice, "approval", "Long one"))
+    pk = await until_true(lambda: database_sync_to_async(waiting_pk)())
+    first = (await ExternalRequest.objects.aget(pk=pk)).alive_at
+
+    async def renewed() -> bool:
+        return (await ExternalRequest.objects.aget(pk=pk)).alive_at > first
+
+    await until_true(renewed, what="a renewed heartbeat")
+    asking.cancel()
+    await asyncio.gather(asking, return_exceptions=True)

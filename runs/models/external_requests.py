@@ -50,6 +50,9 @@ class ExternalRequest(models.Model):
     fields = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     deadline_at = models.DateTimeField()
+    # the waiting call's heartbeat: a request whose caller is gone (its server process ended
+    # with the HTTP request) leaves the inbox instead of waiting there for nobody
+    alive_at = models.DateTimeField()
     # the decision
     reason = models.TextField(blank=True)
     answer = models.JSONField(null=True, blank=True)

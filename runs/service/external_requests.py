@@ -7,7 +7,9 @@ deadline (`AGENTUI_MCP_REQUEST_TIMEOUT_S`) passes; its webhooks (`request.waitin
 opt-in "waiting for you" email are told as for a waiting step. The call that asked waits by reading the
 row every `AGENTUI_MCP_REQUEST_POLL_S`, so the decision may be made in any server process
 and a waiting request survives a restart of the process that decides. A decision is taken
-once: the update names the row's waiting status, and a second decision is refused.
+once: the update names the row's waiting status, and a second decision is refused. The
+waiting call renews the row's `alive_at`; a request whose call ended with its server process
+leaves the inbox, and deciding it is refused saying the agent stopped waiting.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ MAX_DESCRIPTION_CHARS = 4000
 MAX_ARGUMENTS_BYTES = 32 * 1024
 MAX_REASON_CHARS = 2000
 MAX_CLIENT_NAME_CHARS = 200
+# The waiting call renews `alive_at` this often; a request not renewed for STALE has no caller
+HEARTBEAT = dt.timedelta(seconds=5)
+STALE = 3 * HEARTBEAT
 
 
 def _invalid(reason: str) -> ProtocolError:
@@ -162,6 +167,7 @@ def _stored(
         arguments=arguments,
         fields=fields,
         deadline_at=timezone.now() + dt.timedelta(seconds=conf().mcp_request_timeout_s),
+        alive_at=timezone.now(),
     )
 
 
@@ -177,11 +183,9 @@ def outcome_of(row: ExternalRequest) -> Outcome | None:
     )
 
 
-def _time_out(pk: int) -> None:
+def _time_out(pk: int, reason: str = "nobody decided before the deadline") -> None:
     ExternalRequest.objects.filter(pk=pk, status=ExternalStatus.WAITING).update(
-        status=ExternalStatus.TIMED_OUT,
-        reason="nobody decided before the deadline",
-        decided_at=timezone.now(),
+        status=ExternalStatus.TIMED_OUT, reason=reason, decided_at=timezone.now()
     )
 
 
@@ -242,19 +246,29 @@ async def ask_and_wait(
     return row.pk, outcome
 
 
+GONE = "the agent that asked stopped waiting"
+
+
 async def _withdraw(pk: int, owner_pk: int) -> None:
-    await database_sync_to_async(_time_out)(pk)
+    await database_sync_to_async(_time_out)(pk, GONE)
     await tell_inbox(owner_pk)
 
 
 async def _wait(pk: int, deadline_at: dt.datetime) -> Outcome:
     poll = conf().mcp_request_poll_s
+    renewed = timezone.now()
     while True:
         row = await ExternalRequest.objects.aget(pk=pk)
         outcome = outcome_of(row)
         if outcome is not None:
             return outcome
-        if timezone.now() >= deadline_at:
+        now = timezone.now()
+        if now - renewed >= HEARTBEAT:
+            renewed = now
+            await ExternalRequest.objects.filter(
+                pk=pk, status=ExternalStatus.WAITING
+            ).aupdate(alive_at=now)
+        if now >= deadline_at:
             await database_sync_to_async(_time_out)(pk)
             await tell_inbox(row.owner_id)
             continue  # read back what holds: a decision may have come first
@@ -272,10 +286,16 @@ def _decided_row(
         row.owner_id != user.pk and not may_review(user.pk, row.owner_id)
     ):
         raise ProtocolError(ErrorCode.NOT_FOUND, "No such request.")
+    if row.status == ExternalStatus.WAITING and row.alive_at < timezone.now() - STALE:
+        _time_out(
+            row.pk, GONE
+        )  # its call ended with its server process: nobody would hear
+        row.refresh_from_db()
     if row.status != ExternalStatus.WAITING:
+        why = f": {row.reason}" if row.status == ExternalStatus.TIMED_OUT else ""
         raise ProtocolError(
             ErrorCode.NOT_ALLOWED,
-            f"this request no longer waits (it is {row.get_status_display()})",
+            f"this request no longer waits (it is {row.get_status_display()}{why})",
         )
     why = _text(
         reason if reason is not None else "",
@@ -365,10 +385,13 @@ def external_json(row: ExternalRequest) -> dict[str, Any]:
 
 
 def _waiting_rows(owner_pks: list[int]) -> Any:
+    """Requests that wait, with a caller still waiting for them."""
+    now = timezone.now()
     return ExternalRequest.objects.filter(
         owner_id__in=owner_pks,
         status=ExternalStatus.WAITING,
-        deadline_at__gt=timezone.now(),
+        deadline_at__gt=now,
+        alive_at__gt=now - STALE,
     )
 
 
