@@ -6,7 +6,10 @@ seeder process, as another daphne process would make them."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -190,3 +193,35 @@ def test_no_token_or_a_wrong_one_is_401_and_a_large_body_413(app: LiveApp) -> No
         headers={**headers, "Content-Type": "application/json"},
     )
     assert huge.status_code == 413
+
+
+def test_an_agent_that_hangs_up_withdraws_its_request(app: LiveApp, token: str) -> None:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "request_approval", "arguments": {"description": "Bye"}},
+        }
+    ).encode()
+    head = (
+        f"POST /mcp/ HTTP/1.1\r\nHost: 127.0.0.1:{app.port}\r\n"
+        "Accept: application/json, text/event-stream\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    # a raw socket: the answer's headers come only with its first event, so hang up first
+    with socket.create_connection(("127.0.0.1", app.port), timeout=10) as connection:
+        connection.sendall(head + body)
+        asked = waiting_request(app)
+    started = time.monotonic()
+    wait_until(
+        lambda: request_row(app, asked["id"])["status"] == "timed_out",
+        message="the request withdrawn",
+    )
+    # at once, not at its deadline or when daphne gives up on the app (10 s)
+    assert time.monotonic() - started < 5
+    assert (
+        request_row(app, asked["id"])["reason"]
+        == "the agent that asked stopped waiting"
+    )
