@@ -145,6 +145,11 @@ def test_bad_input_is_a_tool_error_that_says_why(app: LiveApp, token: str) -> No
     assert unknown["is_error"] and "no preset 'nope'" in unknown["text"]
     theirs = call_tool(app, token, "notebook_status", {"notebook_id": 999999})
     assert theirs["is_error"] and "no notebook 999999" in theirs["text"]
+    with pytest.raises(BaseException) as unknown_tool:
+        call_tool(app, token, "rm_rf", {})
+    assert "no tool 'rm_rf': agentui offers ask_person" in str(
+        innermost(unknown_tool.value)
+    )
 
 
 def test_start_notebook_runs_a_preset_and_notebook_status_reads_its_answer(

@@ -95,18 +95,26 @@ class McpApp:
             self._holder = asyncio.get_running_loop().create_task(
                 self._hold(), name="mcp-session-manager"
             )
-        await self._ready.wait()
+        ready = self._ready
+        await ready.wait()
+        if self._holder is None or self._holder.done():
+            if self._ready is ready:  # it failed: the next request starts a new one
+                self._ready = None
+            raise RuntimeError("the MCP session manager did not start")
         return self._manager
 
     async def _hold(self) -> None:
         assert self._ready is not None
+        ready = self._ready
         try:
             async with self._manager.run():
-                self._ready.set()
+                ready.set()
                 await asyncio.Event().wait()  # as long as the loop runs
         except BaseException:
             logger.exception("the MCP session manager stopped")
             raise
+        finally:
+            ready.set()  # requests waiting for it hear that it ended
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         host = _header(scope, b"host") or ""
@@ -121,7 +129,11 @@ class McpApp:
         except AuthFailed as exc:
             await _refuse(send, exc.status, exc.reason, auth=exc.status == 401)
             return
-        manager = await self._started()
+        try:
+            manager = await self._started()
+        except RuntimeError as exc:
+            await _refuse(send, 503, f"Not available: {exc} (the server log says why).")
+            return
         await manager.handle_request({**scope, ASKER_KEY: asker}, receive, send)
 
 

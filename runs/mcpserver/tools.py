@@ -153,10 +153,13 @@ async def _keep_alive(ctx: ServerRequestContext[Any, Any], what: str) -> None:
     while True:
         await asyncio.sleep(every)
         waited += 1
-        # a related request id makes it ride this call's response stream (its value aside)
-        await ctx.session.send_progress_notification(
-            token, waited, None, f"waiting for {what}", related_request_id="call"
-        )
+        try:
+            # a related request id makes it ride this call's response stream (its value aside)
+            await ctx.session.send_progress_notification(
+                token, waited, None, f"waiting for {what}", related_request_id="call"
+            )
+        except Exception:  # noqa: BLE001 - the stream has closed: nothing to keep alive
+            return
 
 
 async def _ask(
