@@ -240,6 +240,13 @@ class Conf:
         "still waits (which also keeps proxies from closing its response stream as idle)",
         least=0.05,
     )
+    mcp_request_heartbeat_s: float = _setting(
+        5.0,
+        "seconds",
+        "How often a waiting `/mcp/` request's call renews its row; one not renewed for three "
+        "times this (its server process ended) leaves the inbox and is not decided",
+        least=0.01,
+    )
     mcp_request_poll_s: float = _setting(
         0.25,
         "seconds",

@@ -197,12 +197,14 @@ async def test_a_request_whose_caller_died_leaves_the_inbox_and_is_not_decided()
 
     from django.utils import timezone
 
-    from runs.service.external_requests import STALE, create_request
+    from runs.service.external_requests import create_request
 
     alice = await asker()
     row = await database_sync_to_async(create_request)(alice, "approval", "Orphan")
     assert await database_sync_to_async(service.inbox_count)(alice.user.pk) == 1
-    then = timezone.now() - STALE - dt.timedelta(seconds=1)
+    then = timezone.now() - dt.timedelta(
+        seconds=16
+    )  # three heartbeats of 5 s, and more
     await ExternalRequest.objects.filter(pk=row.pk).aupdate(alive_at=then)
     assert await database_sync_to_async(service.inbox_count)(alice.user.pk) == 0
     with pytest.raises(ProtocolError, match="the agent that asked stopped waiting"):
@@ -335,13 +337,8 @@ async def test_a_group_reviewer_sees_and_decides_a_members_request() -> None:
     assert outcome.status == "approved" and outcome.decided_by == "rita"
 
 
-@override_settings(**FAST)
-async def test_the_waiting_call_renews_its_request(monkeypatch: Any) -> None:
-    import datetime as dt
-
-    from runs.service import external_requests
-
-    monkeypatch.setattr(external_requests, "HEARTBEAT", dt.timedelta(seconds=0.05))
+@override_settings(AGENTUI_MCP_REQUEST_HEARTBEAT_S=0.05, **FAST)
+async def test_the_waiting_call_renews_its_request() -> None:
     alice = await asker()
     asking = asyncio.ensure_future(service.ask_and_wait(alice, "approval", "Long one"))
     pk = await until_true(lambda: database_sync_to_async(waiting_pk)())

@@ -56,9 +56,16 @@ MAX_DESCRIPTION_CHARS = 4000
 MAX_ARGUMENTS_BYTES = 32 * 1024
 MAX_REASON_CHARS = 2000
 MAX_CLIENT_NAME_CHARS = 200
-# The waiting call renews `alive_at` this often; a request not renewed for STALE has no caller
-HEARTBEAT = dt.timedelta(seconds=5)
-STALE = 3 * HEARTBEAT
+
+
+def _heartbeat() -> dt.timedelta:
+    """How often the waiting call renews `alive_at` (AGENTUI_MCP_REQUEST_HEARTBEAT_S)."""
+    return dt.timedelta(seconds=conf().mcp_request_heartbeat_s)
+
+
+def _stale() -> dt.timedelta:
+    """A request not renewed for this long has no caller any more."""
+    return 3 * _heartbeat()
 
 
 def _invalid(reason: str) -> ProtocolError:
@@ -256,6 +263,7 @@ async def _withdraw(pk: int, owner_pk: int) -> None:
 
 async def _wait(pk: int, deadline_at: dt.datetime) -> Outcome:
     poll = conf().mcp_request_poll_s
+    heartbeat = _heartbeat()
     renewed = timezone.now()
     while True:
         row = await ExternalRequest.objects.aget(pk=pk)
@@ -263,7 +271,7 @@ async def _wait(pk: int, deadline_at: dt.datetime) -> Outcome:
         if outcome is not None:
             return outcome
         now = timezone.now()
-        if now - renewed >= HEARTBEAT:
+        if now - renewed >= heartbeat:
             renewed = now
             await ExternalRequest.objects.filter(
                 pk=pk, status=ExternalStatus.WAITING
@@ -286,7 +294,10 @@ def _decided_row(
         row.owner_id != user.pk and not may_review(user.pk, row.owner_id)
     ):
         raise ProtocolError(ErrorCode.NOT_FOUND, "No such request.")
-    if row.status == ExternalStatus.WAITING and row.alive_at < timezone.now() - STALE:
+    if (
+        row.status == ExternalStatus.WAITING
+        and row.alive_at < timezone.now() - _stale()
+    ):
         _time_out(
             row.pk, GONE
         )  # its call ended with its server process: nobody would hear
@@ -391,7 +402,7 @@ def _waiting_rows(owner_pks: list[int]) -> Any:
         owner_id__in=owner_pks,
         status=ExternalStatus.WAITING,
         deadline_at__gt=now,
-        alive_at__gt=now - STALE,
+        alive_at__gt=now - _stale(),
     )
 
 
