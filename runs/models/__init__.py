@@ -18,6 +18,7 @@ Where a model lives:
 | `user_presets` | `UserPreset` |
 | `deletion` | `DeletedNotebook` |
 | `datasets` | `Dataset`, `DatasetVersion`, `Example`, `Immutable` |
+| `external_requests` | `ExternalRequest`, `ExternalKind`, `ExternalStatus` (asked over agentui's MCP server) |
 
 `notebooks` imports no other model module; the others import only `notebooks` (checked by
 `.importlinter`). They are imported here in the order the models were first declared, so Django
@@ -55,6 +56,7 @@ from .prices import ModelPrice
 from .user_presets import UserPreset
 from .deletion import DeletedNotebook
 from .datasets import Dataset, DatasetVersion, Example, Immutable
+from .external_requests import ExternalKind, ExternalRequest, ExternalStatus
 # isort: on
 
 __all__ = [
@@ -71,6 +73,9 @@ __all__ = [
     "DeadlineAction",
     "DeletedNotebook",
     "DeliveryStatus",
+    "ExternalKind",
+    "ExternalRequest",
+    "ExternalStatus",
     "Event",
     "Example",
     "ForkCount",

@@ -10,12 +10,15 @@ from .notebooks import Task
 
 
 class WebhookEvent(models.TextChoices):
-    """What a webhook may be told of: a notebook's status changing into one of these."""
+    """What a webhook may be told of: a notebook's status changing into one of these, or a
+    request of another agent starting to wait."""
 
     WAITING = "step.waiting", "A step waits for a person"
     FINISHED = "turn.finished", "A turn finished"
     FAILED = "turn.failed", "A step failed"
     STOPPED = "turn.stopped", "A turn was stopped or interrupted"
+    # not a notebook's: another agent asks over agentui's MCP server (runs.mcpserver)
+    REQUEST = "request.waiting", "An agent asks for approval or an answer"
 
 
 class Webhook(models.Model):

@@ -1,9 +1,14 @@
-"""The inbox socket's one client frame, `decide`: a person's decision on a step that waits.
+"""The inbox socket's client frames: `decide`, a person's decision on a step that waits, and
+`decide_request`, on a request another agent made over agentui's MCP server.
 
 `verdict` is `approve` (with `edited`: the step's new input, or its calls' arguments as JSON,
 as `edit_input` takes them), `reject` (every call of the step, with `text` as the reason; the
 model is told) or `answer` (`text` answers a Team question). Checked like the notebook
 socket's actions: strict types, bounded text, no unknown keys.
+
+`decide_request` names the `request` and its `verdict`: `approve` or `reject` (with `text`,
+the reason the agent is told) an approval; `answer` (with `text`, or `content`: the form's
+values) or `reject` a question.
 """
 
 from __future__ import annotations
@@ -36,7 +41,24 @@ class InboxDecision(BaseModel):
     edited: Annotated[_Text, Field(max_length=MAX_TEXT_CHARS)] | None = None
 
 
-def parse_inbox_frame(raw: str | bytes | None) -> InboxDecision:
+class RequestDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    action: Literal["decide_request"]
+    request_id: _REQUEST_ID | None = None
+    request: Annotated[int, Field(ge=1)]
+    verdict: Literal["approve", "reject", "answer"]
+    text: Annotated[_Text, Field(max_length=MAX_TEXT_CHARS)] = ""
+    content: dict[str, str | int | float | bool | None] | None = None
+
+
+_FRAMES: dict[object, type[InboxDecision] | type[RequestDecision]] = {
+    "decide": InboxDecision,
+    "decide_request": RequestDecision,
+}
+
+
+def parse_inbox_frame(raw: str | bytes | None) -> InboxDecision | RequestDecision:
     """Validate one inbox frame; ProtocolError (bad_json, too_large, invalid_input) if it does not fit."""
     if not isinstance(raw, str):
         raise ProtocolError(
@@ -50,8 +72,9 @@ def parse_inbox_frame(raw: str | bytes | None) -> InboxDecision:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         raise ProtocolError(ErrorCode.BAD_JSON, "not valid JSON") from None
+    frame = _FRAMES.get(data.get("action")) if isinstance(data, dict) else None
     try:
-        return InboxDecision.model_validate(data)
+        return (frame or InboxDecision).model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
@@ -64,7 +87,15 @@ def inbox_message(
     count: int,
     items: list[dict[str, object]] | None,
     started: dict[str, object] | None = None,
+    requests: list[dict[str, object]] | None = None,
 ) -> dict[str, object]:
-    """What the inbox socket sends: how many steps wait, the list itself (None on a socket that
-    asked only for the count), and the notebook that just began waiting (`{notebook, title}`)."""
-    return {"type": "inbox", "count": count, "items": items, "started": started}
+    """What the inbox socket sends: how many things wait (steps and other agents' requests),
+    the lists themselves (None on a socket that asked only for the count), and what just began
+    waiting (`{notebook, title}`, or `{request, title}`)."""
+    return {
+        "type": "inbox",
+        "count": count,
+        "items": items,
+        "requests": requests,
+        "started": started,
+    }

@@ -1,5 +1,7 @@
 """The inbox for scripts: every step waiting for the caller across their notebooks
-(`GET /inbox/`), and a notebook's deadline for its waiting steps (`PUT /notebooks/{id}/deadline`).
+(`GET /inbox/`), and a notebook's deadline for its waiting steps (`PUT /notebooks/{id}/deadline`);
+other agents' requests over `/mcp/` (`GET /inbox/requests`, decided with
+`POST /inbox/requests/{id}/decision`).
 
 The same list the Inbox page shows (runs.service.inbox_of); deciding on a step goes through the
 notebook's own action endpoints (approve, edit, reject, answer, stop), or, as the Inbox page
@@ -164,3 +166,108 @@ async def decide_in_inbox(request: HttpRequest, body: DecisionIn) -> Status[Any]
         body.edited,
     )
     return Status(202, {"action": f"inbox_{body.verdict}", "notebook": body.notebook})
+
+
+# --- other agents' requests (asked over agentui's MCP server, docs/mcp.md) -----------------
+
+
+class FormFieldOut(Schema):
+    """One field of a question's form, checked from the agent's JSON schema."""
+
+    name: str
+    kind: str = Field(description="string, number, integer, boolean or enum")
+    title: str
+    description: str
+    required: bool
+    default: str | int | float | bool | None = None
+    options: list[str]
+    option_titles: list[str]
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+
+
+class ExternalRequestOut(Schema):
+    """A request another agent made over `/mcp/` with an API token of the person's: an
+    approval of an action, or a question (answered with text, or the fields of `fields`)."""
+
+    request: int = Field(description="its id")
+    kind: Literal["approval", "question"]
+    owner: int
+    owner_name: str
+    token_name: str = Field(description="the name of the API token the agent sent")
+    client_name: str = Field(description="the agent's HTTP client, as it named itself")
+    description: str = Field(
+        description="what the agent asks (its own words: show as text)"
+    )
+    arguments: Any = Field(
+        None, description="an approval's details, as the agent sent them"
+    )
+    fields: list[FormFieldOut] = Field(
+        description="a question's form; empty: a text answer"
+    )
+    since: float = Field(description="when it was asked, epoch seconds")
+    deadline_at: float = Field(description="when it times out, epoch seconds")
+
+
+class ExternalRequestsOut(Schema):
+    """Every request of other agents waiting for you, or for the groups you review."""
+
+    items: list[ExternalRequestOut]
+    count: int
+
+
+class RequestAccepted(Schema):
+    """A decision on another agent's request was taken."""
+
+    action: str
+    request: int
+
+
+class RequestDecisionIn(Input):
+    """A decision on another agent's request: approve or reject (with a reason) an approval;
+    answer (with `text`, or `content` for a form) or reject a question."""
+
+    verdict: Literal["approve", "reject", "answer"]
+    text: str = Field(
+        "",
+        max_length=MAX_TEXT_CHARS,
+        description="reject: the reason the agent is told (needed for an approval); "
+        "answer: a text question's answer",
+    )
+    content: dict[str, str | int | float | bool | None] | None = Field(
+        None, description="answer: the form's values by field name"
+    )
+
+
+def _requests(user_pk: int) -> dict[str, Any]:
+    items = service.inbox_requests(user_pk)
+    return {"items": items, "count": len(items)}
+
+
+@router.get("/inbox/requests", tags=["read"], response=ExternalRequestsOut)
+async def external_requests(request: HttpRequest) -> dict[str, Any]:
+    """Requests of other agents (over `/mcp/`) waiting for you, the longest-waiting first."""
+    return await sync_to_async(_requests)(request.auth.pk)  # type: ignore[attr-defined]
+
+
+@router.post(
+    "/inbox/requests/{int:pk}/decision",
+    tags=["act"],
+    response={202: RequestAccepted, **NOT_FOUND, 409: ErrorOut, 422: ErrorOut},
+)
+async def decide_request(
+    request: HttpRequest, pk: int, body: RequestDecisionIn
+) -> Status[Any]:
+    """Decide another agent's request as the Inbox page does; its waiting call answers at once.
+    404 for a request neither yours nor one you review; 409 when it no longer waits; 422 for a
+    rejection without a reason or an answer that does not fit the form."""
+    await service.decide_external(
+        request.auth,  # type: ignore[attr-defined]
+        pk,
+        body.verdict,
+        body.text,
+        body.content if body.content is not None else body.text,
+    )
+    return Status(202, {"action": f"request_{body.verdict}", "request": pk})

@@ -15,7 +15,9 @@ from runs.rest.router import router
 from runs.rest.schemas import ErrorOut, Input
 from runs.service import add_webhook, delivery_json, remove_webhook, webhook_json
 
-EventName = Literal["step.waiting", "turn.finished", "turn.failed", "turn.stopped"]
+EventName = Literal[
+    "step.waiting", "turn.finished", "turn.failed", "turn.stopped", "request.waiting"
+]
 
 
 class WebhookIn(Input):
@@ -25,7 +27,7 @@ class WebhookIn(Input):
     url: str = Field(
         min_length=1, max_length=500, examples=["https://hooks.example/agentui"]
     )
-    events: list[EventName] = Field(min_length=1, max_length=4)
+    events: list[EventName] = Field(min_length=1, max_length=5)
 
 
 class WebhookOut(Schema):

@@ -12,6 +12,7 @@ no runner: a surface reads a notebook through read models (`notebook_view`, `pen
 `shared_state`, `conversation_messages`). `make lint` checks that (import-linter, .importlinter).
 """
 
+from runs.service.agent_notebooks import start_for_agent, status_for_agent
 from runs.service.attachments import (
     MAX_IMAGES_PER_MESSAGE,
     ImageRefused,
@@ -87,6 +88,13 @@ from runs.service.deletion import (
 )
 from runs.service.dispatch import perform, take_forwarded
 from runs.service.driver import Origin
+from runs.service.external_requests import (
+    Asker,
+    Outcome,
+    ask_and_wait,
+    decide_external,
+    request_title,
+)
 from runs.service.forking import fork_notebook
 from runs.service.health import TIMEOUT_S as HEALTH_TIMEOUT_S
 from runs.service.health import Finding as HealthFinding
@@ -103,6 +111,7 @@ from runs.service.inbox import (
     inbox_count,
     inbox_of,
     inbox_owners,
+    inbox_requests,
     waiting_title,
 )
 from runs.service.lease import is_held
@@ -175,7 +184,9 @@ from runs.service.tokens import (
     AuthFailed,
     arequest_user,
     auth_failed_response,
+    bearer_token,
     create_token,
+    live_token,
     request_user,
     revoke_token,
     unauthenticated_response,
@@ -237,6 +248,16 @@ __all__ = [
     "WaitingStep",
     "deadline_of",
     "decide_from_inbox",
+    "Asker",
+    "Outcome",
+    "ask_and_wait",
+    "decide_external",
+    "inbox_requests",
+    "request_title",
+    "bearer_token",
+    "live_token",
+    "start_for_agent",
+    "status_for_agent",
     "inbox_count",
     "inbox_of",
     "inbox_owners",

@@ -15,6 +15,7 @@ from runs.models import Task
 from runs.protocol import ErrorCode, ProtocolError
 from runs.service.dispatch import perform
 from runs.service.driver import Origin
+from runs.service.external_requests import external_waiting, external_waiting_count
 from runs.service.reviewers import may_review, reviewees
 from runs.service.waiting import (
     WaitingStep,
@@ -37,7 +38,14 @@ def inbox_of(user_pk: int) -> list[WaitingStep]:
 
 
 def inbox_count(user_pk: int) -> int:
-    return waiting_count(inbox_owners(user_pk))
+    """What waits for the person: steps, and requests of other agents (runs.mcpserver)."""
+    owners = inbox_owners(user_pk)
+    return waiting_count(owners) + external_waiting_count(owners)
+
+
+def inbox_requests(user_pk: int) -> list[dict[str, object]]:
+    """The requests of other agents waiting in the person's inbox (runs.service.external_requests)."""
+    return external_waiting(inbox_owners(user_pk))
 
 
 def waiting_title(user_pk: int, task_pk: int | None) -> dict[str, object] | None:

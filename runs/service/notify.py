@@ -158,3 +158,38 @@ async def email_waiting(task_pk: int) -> bool:
         return False
     await asyncio.to_thread(send_mail, mail.subject, mail.body, None, [mail.to])
     return True
+
+
+def request_email_due(owner_pk: int, token_name: str, kind: str) -> WaitEmail | None:
+    """The email telling the owner that another agent asks them (over agentui's MCP server),
+    when they asked for waiting emails and the same rate limit allows it. It names the token,
+    never the agent's words."""
+    owner = User.objects.filter(pk=owner_pk).first()
+    if owner is None or not owner.email:
+        return None
+    prefs = InboxSettings.objects.filter(user=owner, email_on_wait=True).first()
+    if prefs is None or not _take_email_turn(owner.pk):
+        return None
+    what = "approval" if kind == "approval" else "an answer"
+    token = _plain(token_name)
+    lines = [
+        f'An agent using your API token "{token}" asks you for {what}.',
+        "",
+        f"Decide in your inbox: {site_url()}{reverse('runs:inbox')}",
+        "",
+        "You get this because you asked for it on the Inbox page; turn it off there.",
+    ]
+    return WaitEmail(
+        subject=f'agentui: an agent ("{token}") waits for you',
+        body="\n".join(lines),
+        to=owner.email,
+    )
+
+
+async def email_request(owner_pk: int, token_name: str, kind: str) -> bool:
+    """Email the owner that another agent's request waits (when due), from a thread."""
+    mail = await database_sync_to_async(request_email_due)(owner_pk, token_name, kind)
+    if mail is None:
+        return False
+    await asyncio.to_thread(send_mail, mail.subject, mail.body, None, [mail.to])
+    return True

@@ -87,6 +87,11 @@ def bearer_token(request: HttpRequest) -> str | None:
 
 def user_for_token(token: str) -> User:
     """The active user whose live token this is; AuthFailed(401) otherwise."""
+    return live_token(token).user
+
+
+def live_token(token: str) -> ApiToken:
+    """The live token row (with its active user) of `token`; AuthFailed(401) otherwise."""
     row = (
         ApiToken.objects.select_related("user")
         .filter(digest=token_digest(token))
@@ -99,7 +104,7 @@ def user_for_token(token: str) -> User:
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
-    return row.user
+    return row
 
 
 def _no_view(request: HttpRequest) -> HttpResponse:

@@ -7,7 +7,9 @@ a `WebhookDelivery` row is stored for each matching webhook and sent:
 
 * `POST` of JSON `{"id", "event", "at", "notebook": {"id", "title", "agent", "status", "url"},
   "step": {"id", "kind"} | null}` — no model-written text (a title is the person's own words),
-  so nothing a model read or wrote leaves through it;
+  so nothing a model read or wrote leaves through it; for `request.waiting` (another agent asks
+  over agentui's MCP server) `notebook` is null and `request` is `{"id", "kind", "token",
+  "url"}`: the token's name is the person's, the agent's own words stay in the inbox;
 * signed: `X-Agentui-Signature: sha256=<hex>`, the HMAC-SHA256 with the webhook's secret of
   `<X-Agentui-Timestamp>.<body>`; `X-Agentui-Event`, `X-Agentui-Delivery` (the row's id: a
   receiver drops repeats by it);
@@ -316,6 +318,43 @@ def enqueue(task_pk: int, owner_id: int, status: str) -> int:
         row.payload = _payload(row.pk, event, task)
         row.save(update_fields=["payload"])
     return len(hooks)
+
+
+def enqueue_request(owner_id: int, request_pk: int, kind: str, token_name: str) -> int:
+    """Store a `request.waiting` delivery for each of the owner's webhooks that wants it."""
+    event = WebhookEvent.REQUEST
+    hooks = [h for h in Webhook.objects.filter(owner_id=owner_id) if event in h.events]
+    now = timezone.now()
+    for hook in hooks:
+        row = WebhookDelivery.objects.create(
+            webhook=hook, event=event, payload={}, next_attempt_at=now
+        )
+        row.payload = {
+            "id": row.pk,
+            "event": event,
+            "at": now.isoformat(),
+            "notebook": None,
+            "step": None,
+            "request": {
+                "id": request_pk,
+                "kind": kind,
+                "token": token_name,
+                "url": site_url() + reverse("runs:inbox"),
+            },
+        }
+        row.save(update_fields=["payload"])
+    return len(hooks)
+
+
+async def tell_request(
+    owner_id: int, request_pk: int, kind: str, token_name: str
+) -> None:
+    """After another agent's request began waiting: store the deliveries, send what is due."""
+    stored = await database_sync_to_async(enqueue_request)(
+        owner_id, request_pk, kind, token_name
+    )
+    if stored:
+        await deliver_due()
 
 
 async def tell(task_pk: int, owner_id: int, status: str) -> None:

@@ -6,7 +6,9 @@ they review, runs.service.reviewers), it sends the whole list again (`inbox`): a
 cannot drift from the rows. The nav's count on other pages connects with `?list=0` and gets
 only the count (one query), so many open tabs cost little.
 A `decide` frame (runs.protocol.inbox) is carried out by the service's `decide_from_inbox`,
-the same decision the notebook page makes; it answers `ack` or `error`, like the notebook socket.
+the same decision the notebook page makes; a `decide_request` frame decides a request another
+agent made over agentui's MCP server (`decide_external`). Each answers `ack` or `error`, like the
+notebook socket.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from runs import service
 from runs.models import inbox_group_name
 from runs.protocol import ErrorCode, ProtocolError, ack_message, error_message
-from runs.protocol.inbox import inbox_message, parse_inbox_frame
+from runs.protocol.inbox import RequestDecision, inbox_message, parse_inbox_frame
 from runs.web import open_sockets
 
 logger = logging.getLogger(__name__)
@@ -33,12 +35,24 @@ JOIN_TIMEOUT_S = 5.0
 RETRY_S = 2.0
 
 
-def _inbox(user_pk: int, with_list: bool, started: int | None) -> dict[str, object]:
+def _inbox(
+    user_pk: int, with_list: bool, started: int | None, asked: int | None
+) -> dict[str, object]:
     items = (
         [step.as_json() for step in service.inbox_of(user_pk)] if with_list else None
     )
-    count = len(items) if items is not None else service.inbox_count(user_pk)
-    return inbox_message(count, items, service.waiting_title(user_pk, started))
+    requests = service.inbox_requests(user_pk) if with_list else None
+    count = (
+        len(items) + len(requests)
+        if items is not None and requests is not None
+        else service.inbox_count(user_pk)
+    )
+    new = (
+        service.request_title(user_pk, asked)
+        if asked is not None
+        else service.waiting_title(user_pk, started)
+    )
+    return inbox_message(count, items, new, requests)
 
 
 class InboxConsumer(open_sockets.CountedSocket, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -124,13 +138,18 @@ class InboxConsumer(open_sockets.CountedSocket, AsyncJsonWebsocketConsumer):  # 
             except Exception:  # noqa: BLE001 - the layer forgets the membership by itself
                 logger.info("inbox: could not leave %s", group)
 
-    async def _send_list(self, started: int | None) -> None:
+    async def _send_list(self, started: int | None, asked: int | None = None) -> None:
         user_pk = self.scope["user"].pk
-        message = await database_sync_to_async(_inbox)(user_pk, self.with_list, started)
+        message = await database_sync_to_async(_inbox)(
+            user_pk, self.with_list, started, asked
+        )
         await self.send_json(message)
 
     async def inbox_changed(self, message: dict[str, Any]) -> None:
-        await self._send_list(message["notebook"] if message.get("waiting") else None)
+        await self._send_list(
+            message["notebook"] if message.get("waiting") else None,
+            message.get("request"),
+        )
 
     async def inbox_regroup(self, message: dict[str, Any]) -> None:
         """Who reviews whom changed (runs.service.regroup): follow the owners as they are now."""
@@ -153,21 +172,32 @@ class InboxConsumer(open_sockets.CountedSocket, AsyncJsonWebsocketConsumer):  # 
         if not self.groups:
             return
         request_id = None
+        action = "decide"
         try:
             frame = parse_inbox_frame(
                 text_data if text_data is not None else bytes_data
             )
             request_id = frame.request_id
-            await service.decide_from_inbox(
-                self.scope["user"],
-                frame.notebook,
-                frame.step_id,
-                frame.verdict,
-                frame.text,
-                frame.edited,
-            )
+            action = frame.action
+            if isinstance(frame, RequestDecision):
+                await service.decide_external(
+                    self.scope["user"],
+                    frame.request,
+                    frame.verdict,
+                    frame.text,
+                    frame.content if frame.content is not None else frame.text,
+                )
+            else:
+                await service.decide_from_inbox(
+                    self.scope["user"],
+                    frame.notebook,
+                    frame.step_id,
+                    frame.verdict,
+                    frame.text,
+                    frame.edited,
+                )
         except ProtocolError as exc:
-            exc.request_id, exc.action = request_id, "decide"
+            exc.request_id, exc.action = request_id, action
             await self.send_json(error_message(exc))
             return
         except Exception:
@@ -176,8 +206,8 @@ class InboxConsumer(open_sockets.CountedSocket, AsyncJsonWebsocketConsumer):  # 
                 ErrorCode.INTERNAL,
                 "the server failed to carry out the decision",
                 request_id=request_id,
-                action="decide",
+                action=action,
             )
             await self.send_json(error_message(failure))
             return
-        await self.send_json(ack_message("decide", request_id))
+        await self.send_json(ack_message(action, request_id))

@@ -2,7 +2,7 @@
 // card and in the inbox. Elements with data-deadline-at (epoch seconds) and data-deadline-action
 // are updated every second by one timer per page.
 
-const ACTION_WORD = { reject: "Rejected", stop: "Stopped" };
+const ACTION_WORD = { reject: "Rejected", stop: "Stopped", timeout: "Times out" };
 
 /** "4:32", "1:02:09", "12 s": what is left until `at` (epoch seconds). */
 export function timeLeft(at, now = Date.now() / 1000) {

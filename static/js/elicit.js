@@ -23,7 +23,8 @@ function label(field) {
   return field.title || field.name;
 }
 
-function input(asked, field) {
+/** One field of a form (`asked.id` keeps its element ids apart); also the inbox's forms. */
+export function formInput(asked, field) {
   const id = domId("elicit", `${asked.id}-${field.name}`);
   const hint = field.description ? h("p", { class: "field-hint", id: `${id}-hint` }, revealText(field.description)) : null;
   const described = hint ? `${id}-hint` : null;
@@ -60,7 +61,7 @@ function input(asked, field) {
 }
 
 /** The values as typed: empty fields left out, numbers as numbers, checkboxes as booleans. */
-function values(form, fields) {
+export function formValues(form, fields) {
   const content = {};
   for (const field of fields) {
     const control = form.elements.namedItem(field.name);
@@ -78,7 +79,7 @@ function buildForm(asked) {
   const errorId = domId("elicit-error", asked.id);
   const send = (answer, button) => {
     const fields = { elicitation_id: asked.id, answer };
-    if (answer === "accept") fields.content = values(form, asked.fields);
+    if (answer === "accept") fields.content = formValues(form, asked.fields);
     return bus.act(slot, "answer_elicitation", fields, button);
   };
   const accept = h("button", { type: "submit", class: "button primary" }, "Accept");
@@ -87,7 +88,7 @@ function buildForm(asked) {
   const form = h(
     "form",
     { class: "elicit-form", "aria-describedby": errorId, novalidate: true },
-    asked.fields.map((field) => input(asked, field)),
+    asked.fields.map((field) => formInput(asked, field)),
     h("div", { class: "elicit-buttons" }, accept, decline, cancel),
     bus.slot(slot, errorId),
   );

@@ -1,6 +1,7 @@
 // The Inbox page: every step waiting for you across your notebooks, live (inbox_feed.js), with the
 // decisions of the notebook page inline (approve with edits, reject with a reason, answer a
-// question) and keys for all of them (j/k, a, r, e, o; listed on the page).
+// question) and keys for all of them (j/k, a, r, e, o; listed on the page). Requests other
+// agents made over agentui's MCP server wait in the same list (inbox_requests.js).
 
 import { plannedAs } from "./chain.js";
 import { parseArgs } from "./controls.js";
@@ -10,6 +11,7 @@ import { hiddenNote, proseNodes, revealText } from "./hidden.js";
 import { timeElement } from "./format.js";
 import { notificationsOn, setNotifications } from "./inbox_badge.js";
 import { inboxFeed } from "./inbox_feed.js";
+import { renderRequest, requestKey } from "./inbox_requests.js";
 
 const list = document.getElementById("inbox-list");
 const empty = document.getElementById("inbox-empty");
@@ -18,7 +20,7 @@ const summary = document.getElementById("inbox-summary");
 const ME = Number(list.dataset.user);
 const feed = inboxFeed();
 
-/** step id -> its rendered item (kept while it waits, so what you typed stays) */
+/** step id (or requestKey) -> its rendered item (kept while it waits, so what you typed stays) */
 const items = new Map();
 let selected = null;
 
@@ -176,29 +178,51 @@ function select(item, focus = true) {
   }
 }
 
+function keyOf(item) {
+  return item.step ? item.step.step_id : requestKey(item.request);
+}
+
+function requestItem(asked) {
+  const item = renderRequest(asked, ME, feed);
+  item.root.addEventListener("focusin", () => select(item, false));
+  return item;
+}
+
+function summaryText(count, requests) {
+  if (!requests) return count === 1 ? "1 step waits for you." : `${count} steps wait for you.`;
+  const steps = count - requests;
+  const parts = [requests === 1 ? "1 request from an agent" : `${requests} requests from agents`];
+  if (steps) parts.push(steps === 1 ? "1 step" : `${steps} steps`);
+  return `${parts.join(" and ")} ${count === 1 ? "waits" : "wait"} for you.`;
+}
+
 function show(message) {
   const seen = new Set();
+  const waiting = [
+    ...message.items.map((step) => ({ key: step.step_id, since: step.since, make: () => render(step) })),
+    ...(message.requests || []).map((asked) => ({ key: requestKey(asked), since: asked.since, make: () => requestItem(asked) })),
+  ].sort((a, b) => a.since - b.since);
   const order = [];
-  for (const step of message.items) {
-    seen.add(step.step_id);
-    let item = items.get(step.step_id);
+  for (const one of waiting) {
+    seen.add(one.key);
+    let item = items.get(one.key);
     if (!item) {
-      item = render(step);
-      items.set(step.step_id, item);
+      item = one.make();
+      items.set(one.key, item);
     }
     order.push(item.root);
   }
   let next = null;
-  for (const [stepId, item] of items) {
-    if (seen.has(stepId)) continue;
+  for (const [key, item] of items) {
+    if (seen.has(key)) continue;
     if (item === selected) next = order[0] ? [...items.values()].find((i) => i.root === order[0]) : null;
-    items.delete(stepId);
+    items.delete(key);
   }
   replaceChildren(list, order);
   empty.hidden = message.count > 0;
-  summary.textContent = message.count === 1 ? "1 step waits for you." : `${message.count} steps wait for you.`;
-  if (next !== null || (selected && !items.has(selected.step.step_id))) select(next, false);
-  if (!selected && order.length) select(items.get(message.items[0].step_id), false);
+  summary.textContent = summaryText(message.count, (message.requests || []).length);
+  if (next !== null || (selected && !items.has(keyOf(selected)))) select(next, false);
+  if (!selected && order.length) select(items.get(waiting[0].key), false);
 }
 
 function move(by) {
@@ -211,10 +235,10 @@ function move(by) {
 const KEYS = {
   j: () => move(1),
   k: () => move(-1),
-  a: () => selected && decide(selected, selected.step.kind === "human_input" ? "answer" : "approve"),
+  a: () => selected && (selected.request ? selected.decide(selected.request.kind === "question" ? "answer" : "approve") : decide(selected, selected.step.kind === "human_input" ? "answer" : "approve")),
   r: () => selected && field(selected, "reason")?.focus(),
-  e: () => selected?.root.querySelector("textarea")?.focus(),
-  o: () => selected && selected.step.owner === ME && location.assign(`/tasks/${selected.step.notebook}/`),
+  e: () => selected?.root.querySelector("textarea, form input, form select")?.focus(),
+  o: () => selected?.step && selected.step.owner === ME && location.assign(`/tasks/${selected.step.notebook}/`),
 };
 
 document.addEventListener("keydown", (e) => {

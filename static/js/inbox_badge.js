@@ -35,13 +35,15 @@ function notify(message) {
   const started = message.started;
   if (!started || !notificationsOn()) return;
   // The title is the person's own; a Notification's body is plain text, never markup.
-  const shown = new Notification("A step waits for you", {
+  // an agent's request over agentui's MCP server: its title names the token, not the agent's words
+  const asked = started.request != null;
+  const shown = new Notification(asked ? "An agent waits for you" : "A step waits for you", {
     body: started.title,
-    tag: `agentui-wait-${started.notebook}`, // one per notebook, however many tabs are open
+    tag: asked ? `agentui-request-${started.request}` : `agentui-wait-${started.notebook}`, // one per notebook or request, however many tabs are open
   });
   shown.addEventListener("click", () => {
     window.focus();
-    location.assign(`/tasks/${started.notebook}/`);
+    location.assign(asked ? "/inbox/" : `/tasks/${started.notebook}/`);
   });
 }
 

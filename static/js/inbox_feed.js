@@ -43,6 +43,11 @@ class InboxFeed {
   decide(fields) {
     return this.socket.send("decide", fields);
   }
+
+  /** Any inbox frame (`decide_request`: a decision on another agent's request). */
+  send(action, fields) {
+    return this.socket.send(action, fields);
+  }
 }
 
 let feed = null;
