@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from channels.db import database_sync_to_async
 from django.db import connection, transaction
 
@@ -239,4 +240,9 @@ def _merged(events: list[AgentStream], delta: str, with_response: bool) -> str:
         ]
     if with_response:
         payload["response"] = last.response
-    return json.dumps(payload, separators=(",", ":"))
+    try:
+        # once per frame: orjson is several times quicker than json.dumps (UTF-8 as it is,
+        # where json.dumps escaped it; the page parses either)
+        return orjson.dumps(payload).decode()
+    except TypeError:  # e.g. a lone surrogate, which orjson refuses and json escapes
+        return json.dumps(payload, separators=(",", ":"))
