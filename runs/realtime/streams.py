@@ -138,6 +138,9 @@ class StreamRelay:
         # the next offset without measuring the whole text again
         self._sent_at: dict[str, float] = {}
         self._sent_end: dict[str, tuple[int, int]] = {}
+        # the flusher of the loop this relay streams on (its publisher's: one per loop), found
+        # at the first token instead of once per token
+        self._flusher: StreamFlusher | None = None
 
     def add(self, event: AgentStream) -> None:
         """Take one token; it leaves from the sender task (merged with others if they pile up)."""
@@ -155,7 +158,9 @@ class StreamRelay:
         else:
             unsent.append(event)
         if step_id:
-            flusher().mark(step_id, buffer)
+            if self._flusher is None:
+                self._flusher = flusher()
+            self._flusher.mark(step_id, buffer)
 
     def due_in(self, step_id: str, gather_s: float) -> float:
         """Seconds until the step's waiting tokens should leave, gathering for `gather_s`."""
@@ -211,8 +216,8 @@ class StreamRelay:
         if step_id not in self._unsent:  # else take() forgets them with the last tokens
             self._sent_at.pop(step_id, None)
             self._sent_end.pop(step_id, None)
-        if buffer is not None:
-            flusher().forget(step_id)
+        if buffer is not None and self._flusher is not None:
+            self._flusher.forget(step_id)
         return buffer
 
     def snapshots(self) -> list[tuple[str, str, str]]:
