@@ -223,8 +223,9 @@ async def warm_up(setup: Setup, pk: int, cookie: str) -> int:
     return tokens
 
 
-def spy(pid: int, directory: Path) -> subprocess.Popen[bytes]:
-    """py-spy sampling a daphne process (its stacks, collapsed, one line per distinct stack)."""
+def spy(pid: int, directory: Path, gil: bool = False) -> subprocess.Popen[bytes]:
+    """py-spy sampling a daphne process (its stacks, collapsed, one line per distinct stack);
+    `gil`: only the thread holding the GIL (CPU spent in Python, not waits)."""
     directory.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
@@ -239,6 +240,7 @@ def spy(pid: int, directory: Path) -> subprocess.Popen[bytes]:
             "--output",
             str(directory / f"daphne-{pid}.txt"),
             "--nonblocking",
+            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -288,6 +290,7 @@ async def run(
     rate: float | None = None,
     profile: Path | None = None,
     quiet_resume: float = QUIET_RESYNC_S,
+    profile_gil: bool = False,
 ) -> tuple[list[Client], dict[str, Any]]:
     """A socket per notebook, then the turns; `rate`: turns/s offered in all, spread evenly;
     `quiet_resume`: seconds of silence during a turn after which a client resumes (0: never)."""
@@ -309,7 +312,7 @@ async def run(
         readers += [
             asyncio.create_task(resume_when_quiet(c, quiet_resume)) for c in clients
         ]
-    spies = [spy(pid, profile) for pid in pids] if profile else []
+    spies = [spy(pid, profile, profile_gil) for pid in pids] if profile else []
     cpu_before = [cpu_seconds(pid) for pid in pids]
     lag_before = loop_lag_buckets(setup.ports)
     client_cpu_before = time.process_time()
@@ -539,6 +542,7 @@ async def measure(
     quiet_resume: float = QUIET_RESYNC_S,
     processes: int = 2,
     workers: int = 0,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
     llm, llm_url = start_model_server(tokens, delay, workdir, dump)
@@ -557,7 +561,7 @@ async def measure(
         if rate:
             timeout += turns * notebooks / rate
         clients, timing = await run(
-            setup, notebooks, turns, timeout, rate, profile, quiet_resume
+            setup, notebooks, turns, timeout, rate, profile, quiet_resume, profile_gil
         )
     finally:
         teardown(setup)
@@ -626,6 +630,7 @@ async def main(args: argparse.Namespace) -> None:
                     args.quiet_resume,
                     args.processes,
                     args.workers,
+                    args.profile_gil,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -690,6 +695,12 @@ if __name__ == "__main__":
         "--profile",
         help="sample each daphne process with py-spy (on PATH) into this directory, "
         "as collapsed stacks (flamegraph.pl or speedscope read them); slows the server",
+    )
+    parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: sample only the thread holding the GIL (py-spy --gil), i.e. "
+        "CPU spent in Python, not waits for locks, sockets or the database",
     )
     # The clients' own collector is tuned as the server's is (agentui/gc_tuning.py): a full
     # collection here would read every socket late, counted as the server's token latency.
