@@ -135,7 +135,8 @@ def gather_floor() -> float:
 
 async def _bounded(payload: dict[str, Any], task_pk: int, seq: int) -> dict[str, Any]:
     """The event as the channel layer and sockets carry it (runs.protocol.wire), measured and cut
-    in a worker thread: a large one would hold up the loop every socket shares."""
+    in a worker thread: a large one would hold up the loop every socket shares. The writer
+    shapes what it stores already (`store_and_shape`); this is for an event it did not."""
     return await asyncio.to_thread(bounded, payload, task_pk, seq)
 
 
