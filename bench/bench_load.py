@@ -20,7 +20,9 @@ Per run: turns/s (turns finished / wall time from the first send to the last `ta
 turn latency (send → `task_completed` read), token latency (the scripted server wrote the chunk
 → the frame carrying that token was read; same host clock), server CPU per token (user + system
 CPU time of the daphne processes, and of the turn workers with `--workers`, over the run, from
-/proc, divided by the tokens streamed), the daphnes' own event loop lag over the run (their
+/proc, divided by the tokens streamed; measured after one throwaway turn per process, so that
+the process's one-off work, the lazy imports at its first model call and first request, is left
+out; "cold" beside it counts that turn and that work too), the daphnes' own event loop lag over the run (their
 `agentui_event_loop_lag_seconds` from /metrics, added up: the bucket bound under which half and
 99 % of the ticks fell, the signal docs/operations.md tells operators to alert on), and
 what was lost or duplicated: stored events must arrive per notebook as seq 1..n exactly once up
@@ -197,8 +199,33 @@ async def connect(port: int, pk: int, cookie: str) -> Client:
     return Client(pk, sock)
 
 
-def spy(pid: int, directory: Path) -> subprocess.Popen[bytes]:
-    """py-spy sampling a daphne process (its stacks, collapsed, one line per distinct stack)."""
+async def warm_up(setup: Setup, pk: int, cookie: str) -> int:
+    """One throwaway turn on every process before the measured run, so that its figures leave
+    out one-off work (the lazy imports of the model SDK at the first model call and of the URL
+    conf at the first request); returns the tokens it streamed."""
+    tokens = 0
+    for port in setup.ports:
+        client = await connect(port, pk, cookie)
+        reader = asyncio.create_task(read_frames(client))
+        try:
+            await drive(client, 1)
+        finally:
+            reader.cancel()
+            client.sock.close()
+        if client.failure:
+            raise RuntimeError(f"the warm-up turn failed: {client.failure}")
+        tokens += sum(
+            len(json.loads(raw)["event"]["delta"].split())
+            for _, raw in client.frames
+            if raw.startswith(b'{"type":"delta"')
+        )
+    loop_lag_buckets(setup.ports)  # the first HTTP request: it imports the URL conf
+    return tokens
+
+
+def spy(pid: int, directory: Path, gil: bool = False) -> subprocess.Popen[bytes]:
+    """py-spy sampling a daphne process (its stacks, collapsed, one line per distinct stack);
+    `gil`: only the thread holding the GIL (CPU spent in Python, not waits)."""
     directory.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
@@ -213,6 +240,7 @@ def spy(pid: int, directory: Path) -> subprocess.Popen[bytes]:
             "--output",
             str(directory / f"daphne-{pid}.txt"),
             "--nonblocking",
+            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -262,10 +290,14 @@ async def run(
     rate: float | None = None,
     profile: Path | None = None,
     quiet_resume: float = QUIET_RESYNC_S,
+    profile_gil: bool = False,
 ) -> tuple[list[Client], dict[str, Any]]:
     """A socket per notebook, then the turns; `rate`: turns/s offered in all, spread evenly;
     `quiet_resume`: seconds of silence during a turn after which a client resumes (0: never)."""
-    cookie, ids = make_notebooks(setup, notebooks)
+    cookie, ids = make_notebooks(setup, notebooks + 1)
+    pids = [p.pid for p in setup.processes]
+    cold_before = [cpu_seconds(pid) for pid in pids]
+    warm_tokens = await warm_up(setup, ids.pop(), cookie)
     clients: list[Client] = []
     # connect in batches, as pages opening over a moment would
     for start in range(0, len(ids), 50):
@@ -280,8 +312,7 @@ async def run(
         readers += [
             asyncio.create_task(resume_when_quiet(c, quiet_resume)) for c in clients
         ]
-    pids = [p.pid for p in setup.processes]
-    spies = [spy(pid, profile) for pid in pids] if profile else []
+    spies = [spy(pid, profile, profile_gil) for pid in pids] if profile else []
     cpu_before = [cpu_seconds(pid) for pid in pids]
     lag_before = loop_lag_buckets(setup.ports)
     client_cpu_before = time.process_time()
@@ -323,6 +354,8 @@ async def run(
         "started": started,
         "wall_s": finished - started,
         "server_cpu_s": sum(cpu_after) - sum(cpu_before),
+        "server_cpu_cold_s": sum(cpu_after) - sum(cold_before),
+        "warm_up_tokens": warm_tokens,
         "server_peak_rss_mb": max(peak_rss),
         "loop_lag_p50_ms": bucket_quantile(lag, 0.50),
         "loop_lag_p99_ms": bucket_quantile(lag, 0.99),
@@ -468,6 +501,13 @@ def analyse(
         "server_cpu_ms_per_token": round(timing["server_cpu_s"] / streamed * 1000, 4)
         if streamed
         else None,
+        # with the warm-up turn and the process's one-off work, as this figure was before
+        "server_cpu_ms_per_token_cold": round(
+            timing["server_cpu_cold_s"] / (streamed + timing["warm_up_tokens"]) * 1000,
+            4,
+        )
+        if streamed
+        else None,
         "server_cpu_ms_per_turn": round(timing["server_cpu_s"] / turns * 1000, 1)
         if turns
         else None,
@@ -502,6 +542,7 @@ async def measure(
     quiet_resume: float = QUIET_RESYNC_S,
     processes: int = 2,
     workers: int = 0,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     dump = workdir / f"chunks-{kind}-{notebooks}.json"
     llm, llm_url = start_model_server(tokens, delay, workdir, dump)
@@ -520,7 +561,7 @@ async def measure(
         if rate:
             timeout += turns * notebooks / rate
         clients, timing = await run(
-            setup, notebooks, turns, timeout, rate, profile, quiet_resume
+            setup, notebooks, turns, timeout, rate, profile, quiet_resume, profile_gil
         )
     finally:
         teardown(setup)
@@ -540,7 +581,7 @@ async def measure(
 
 HEADER = (
     "| setup | notebooks | turns each | offered | reply (tokens × gap) | turns/s | turn p50 / p99 ms "
-    "| token p50 / p99 ms | event loop lag p50 / p99 ms | tokens/frame | server CPU ms/token "
+    "| token p50 / p99 ms | event loop lag p50 / p99 ms | tokens/frame | server CPU ms/token warm (cold) "
     "| server CPU ms/turn "
     "| lost / dup / unordered events | client resumes (events they brought) "
     "| lost / dup tokens | load before → after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -553,7 +594,8 @@ def table_row(r: dict[str, Any]) -> str:
         f"| {r['turns_per_s']} "
         f"| {r['turn_p50_ms']} / {r['turn_p99_ms']} | {r['token_p50_ms']} / {r['token_p99_ms']} "
         f"| {r.get('loop_lag_p50_ms')} / {r.get('loop_lag_p99_ms')} "
-        f"| {r['tokens_per_frame']} | {r['server_cpu_ms_per_token']} | {r.get('server_cpu_ms_per_turn')} "
+        f"| {r['tokens_per_frame']} | {r['server_cpu_ms_per_token']} ({r.get('server_cpu_ms_per_token_cold')}) "
+        f"| {r.get('server_cpu_ms_per_turn')} "
         f"| {r['lost_events']} / {r['dup_events']} / {r['unordered_events']} "
         f"| {r['client_resumes']} ({r['events_via_resume']}) "
         f"| {r['lost_tokens']} / {r['dup_tokens']} | {r['load_before']} → {r['load_after']} |"
@@ -588,6 +630,7 @@ async def main(args: argparse.Namespace) -> None:
                     args.quiet_resume,
                     args.processes,
                     args.workers,
+                    args.profile_gil,
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -652,6 +695,12 @@ if __name__ == "__main__":
         "--profile",
         help="sample each daphne process with py-spy (on PATH) into this directory, "
         "as collapsed stacks (flamegraph.pl or speedscope read them); slows the server",
+    )
+    parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: sample only the thread holding the GIL (py-spy --gil), i.e. "
+        "CPU spent in Python, not waits for locks, sockets or the database",
     )
     # The clients' own collector is tuned as the server's is (agentui/gc_tuning.py): a full
     # collection here would read every socket late, counted as the server's token latency.
