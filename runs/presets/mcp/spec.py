@@ -23,6 +23,8 @@ class ServerSpec:
     # limits of each call, read per call: changing them starts no new session
     idle_timeout_s: float | None = field(default=None, compare=False)
     max_call_s: float | None = field(default=None, compare=False)
+    # told to a running session when changed (notifications/roots/list_changed): no new session
+    roots: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def is_http(self) -> bool:
@@ -47,4 +49,5 @@ class ServerSpec:
             log_level=server.log_level,
             idle_timeout_s=server.idle_timeout_s,
             max_call_s=server.max_call_s,
+            roots=tuple(server.root_uris()),
         )
