@@ -100,17 +100,18 @@ async def test_roots_list_answers_an_empty_list_when_there_are_none() -> None:
 
 
 async def test_changed_roots_are_told_to_the_running_session_not_restarted() -> None:
-    spec = roots_spec(("file:///srv/old",))
+    spec = replace(roots_spec(("file:///srv/old",)), saved_at=1.0)
     assert json.loads((await call_mcp_tool(spec, "roots", {})).content) == [
         "file:///srv/old"
     ]
     assert (await call_mcp_tool(spec, "heard", {})).content == "0"
-    edited = replace(spec, roots=("file:///srv/new", "file:///srv/other"))
-    assert json.loads((await call_mcp_tool(edited, "roots", {})).content) == [
-        "file:///srv/new",
-        "file:///srv/other",
-    ]
+    new = ["file:///srv/new", "file:///srv/other"]
+    edited = replace(spec, roots=tuple(new), saved_at=2.0)
+    assert json.loads((await call_mcp_tool(edited, "roots", {})).content) == new
     assert (await call_mcp_tool(edited, "heard", {})).content == "1"
+    # a runner built before the edit (not yet rebuilt) does not put the old roots back
+    assert json.loads((await call_mcp_tool(spec, "roots", {})).content) == new
+    assert (await call_mcp_tool(spec, "heard", {})).content == "1"
     assert open_count() == 1 and len(server_children()) == 1  # the same session
 
 

@@ -56,6 +56,7 @@ class Connection:
         # short session is not
         self.tracked = tracked
         self.roots = spec.roots  # what roots/list answers now
+        self._roots_saved_at = spec.saved_at
         self._relisting: set[asyncio.Task[None]] = set()
         self.session: ClientSession | None = None
         self.session_started = False
@@ -173,11 +174,13 @@ class Connection:
 
         return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
 
-    async def set_roots(self, roots: tuple[str, ...]) -> None:
-        """The admin changed the server's roots: answer with these, and tell the session."""
-        if roots == self.roots:
+    async def set_roots(self, spec: ServerSpec) -> None:
+        """The admin changed the server's roots: answer with `spec`'s, and tell the session
+        (a spec saved before the roots answered now, a runner not yet rebuilt, changes nothing)."""
+        if spec.roots == self.roots or spec.saved_at < self._roots_saved_at:
             return
-        self.roots = roots
+        self.roots = spec.roots
+        self._roots_saved_at = spec.saved_at
         session = self.session
         if session is None or self.broken:
             return
@@ -356,7 +359,7 @@ async def session_for(
     key = (loop_id, spec)
     connection = _connections.get(key)
     if connection is not None and not connection.broken:
-        await connection.set_roots(spec.roots)
+        await connection.set_roots(spec)
     if connection is not None and connection.stopped:
         _may_restart(key, restart_backoff)
     if connection is None or connection.broken:
