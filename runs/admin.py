@@ -13,7 +13,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.http import HttpRequest
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from runs.models import (
@@ -30,12 +30,14 @@ from runs.models import (
     Task,
     ToolPolicy,
     Turn,
+    root_uris,
 )
 from runs.service import (
     ConditionError,
     DbSourceError,
     delete_as_operator,
     masked_source_url,
+    mcp_server_health,
     parse_condition,
     refresh_mcp_listing,
     revoke_policies,
@@ -281,6 +283,12 @@ class McpServerForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = McpServer
         fields = "__all__"
+        widgets = {"roots": forms.Textarea(attrs={"rows": 3})}
+
+    def clean_roots(self) -> str:
+        """Stored as sent: each path as its file:// URI (the model's validator names bad lines)."""
+        text = str(self.cleaned_data.get("roots") or "")
+        return "\n".join(root_uris(text))
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}
@@ -329,6 +337,13 @@ def hints_text(tool: dict[str, Any]) -> str:
     return " ".join([title, f"[{', '.join(said)}]" if said else ""]).strip()
 
 
+# what a server may hide without saying: it lists no tool that needs a capability we lack
+UNDECLARED_NOTE = (
+    "agentui declares the elicitation and roots capabilities but not sampling: a server may "
+    "leave out of its list the tools that need sampling (or tasks), and does not say which."
+)
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Saving a server fetches its tool list; the list and what the fetch said are shown."""
@@ -342,23 +357,66 @@ class McpServerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "trusted",
         "tool_count",
         "tools_fetched_at",
+        "state",
+        "last_error",
     )
     list_filter = ("enabled", "transport")
     filter_horizontal = ("users", "groups")
-    readonly_fields = ("tools_note", "tools_fetched_at", "tool_list")
+    readonly_fields = (
+        "state",
+        "last_error",
+        "tools_note",
+        "tools_fetched_at",
+        "tool_list",
+        "hidden_tools",
+    )
     actions = ("fetch_tools",)
     fieldsets = (
         (None, {"fields": ("name", "description", "transport", "enabled")}),
         ("Command (stdio)", {"fields": ("command", "args", "env")}),
         ("URL (streamable HTTP)", {"fields": ("url", "headers")}),
+        ("Roots", {"fields": ("roots",)}),
         ("Who may pick its tools", {"fields": ("everyone", "users", "groups")}),
         ("Approval", {"fields": ("trusted", "read_only_unasked")}),
         (
             "Long calls and log messages",
             {"fields": ("idle_timeout_s", "max_call_s", "log_level")},
         ),
-        ("Tools", {"fields": ("tools_note", "tools_fetched_at", "tool_list")}),
+        ("In this process", {"fields": ("state", "last_error")}),
+        (
+            "Tools",
+            {"fields": ("tools_note", "tools_fetched_at", "tool_list", "hidden_tools")},
+        ),
     )
+
+    @admin.display(description="state")
+    def state(self, server: McpServer) -> str:
+        return str(mcp_server_health(server).state)
+
+    @admin.display(description="last error")
+    def last_error(self, server: McpServer) -> str:
+        health = mcp_server_health(server)
+        if not health.last_error or health.last_error_at is None:
+            return "none"
+        # the error quotes the server's own words (its stderr): escaped by format_html
+        return format_html(
+            "{} <small>({} UTC)</small>",
+            Truncator(health.last_error).chars(300),
+            health.last_error_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+
+    @admin.display(description="hidden tools")
+    def hidden_tools(self, server: McpServer) -> str:
+        refused = format_html_join(
+            "",
+            "<p><code>{}</code> left out: {}</p>",
+            ((t.get("tool", ""), t.get("reason", "")) for t in server.tools_left_out),
+        )
+        return format_html(
+            "{}<p>{}</p>",
+            refused or "No listed tool was refused.",
+            UNDECLARED_NOTE,
+        )
 
     @admin.display(description="tools")
     def tool_count(self, server: McpServer) -> int:

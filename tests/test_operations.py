@@ -67,6 +67,7 @@ async def test_readyz_is_ready_when_everything_answers(server: Any) -> None:  # 
     assert response.json() == {
         "status": "ready",
         "checks": {"database": "ok", "channel_layer": "ok", "model": "ok"},
+        "mcp": {},  # no MCP server configured
     }
 
 

@@ -10,7 +10,7 @@ Where a model lives:
 | `api_tokens` | `ApiToken` |
 | `quotas` | `MinuteCount`, `RunCount`, `ForkCount` (per-minute limits) |
 | `inbox` | `InboxSettings`, `inbox_group_name` |
-| `mcp_servers` | `McpServer`, `McpTransport`, `McpLogLevel` |
+| `mcp_servers` | `McpServer`, `McpTransport`, `McpLogLevel`, `root_uris` |
 | `data_sources` | `DataSource`, `DataSourceKind` |
 | `policies` | `ToolPolicy`, `PolicyDecision` |
 | `webhooks` | `Webhook`, `WebhookDelivery`, `WebhookEvent`, `DeliveryStatus` |
@@ -48,7 +48,7 @@ from .review import Annotation, AnnotationTarget, CorrectedAnswer
 from .api_tokens import ApiToken
 from .quotas import ForkCount, MinuteCount, RunCount
 from .inbox import InboxSettings, inbox_group_name
-from .mcp_servers import McpLogLevel, McpServer, McpTransport
+from .mcp_servers import McpLogLevel, McpServer, McpTransport, root_uris
 from .data_sources import DataSource, DataSourceKind
 from .policies import PolicyDecision, ToolPolicy
 from .webhooks import DeliveryStatus, Webhook, WebhookDelivery, WebhookEvent
@@ -82,6 +82,7 @@ __all__ = [
     "Immutable",
     "InboxSettings",
     "McpServer",
+    "root_uris",
     "McpLogLevel",
     "McpTransport",
     "Message",

@@ -2,9 +2,72 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from pydantic import FileUrl, TypeAdapter
+from pydantic import ValidationError as PydanticError
+
+MAX_ROOTS = 50
+MAX_ROOT_CHARS = 1000
+_FILE_URL = TypeAdapter(FileUrl)
+
+
+def root_uri(line: str) -> str:
+    """One root as `roots/list` sends it: an absolute path as a `file://` URI, a `file://` URI
+    as the SDK normalises it; ValueError saying what is wrong otherwise.
+
+    Only `file://`: the protocol (2025-11-25) says a root's URI is one, and the SDK refuses any
+    other on both sides, so an `https://` root would break the whole answer.
+    """
+    text = line.strip()
+    if len(text) > MAX_ROOT_CHARS:
+        raise ValueError(f"at most {MAX_ROOT_CHARS} characters")
+    if "\x00" in text:
+        raise ValueError("a NUL character")
+    if text.startswith("/"):
+        text = PurePosixPath(text).as_uri()
+    elif "://" not in text and not text.lower().startswith("file:"):
+        raise ValueError(
+            "a path must be absolute (start with /), or give a file:// URI"
+        )
+    elif not text.lower().startswith("file:"):
+        scheme = text.split(":", 1)[0]
+        raise ValueError(
+            f"{scheme}: is not a root MCP allows: give an absolute path or a file:// URI"
+        )
+    try:
+        return str(_FILE_URL.validate_python(text))
+    except PydanticError:
+        raise ValueError("not a valid file:// URI") from None
+
+
+def root_uris(text: str) -> list[str]:
+    """The roots of an admin's text, one path or URI per line (blank lines skipped), without
+    repeats; ValidationError naming each line that is wrong."""
+    uris: list[str] = []
+    problems: list[str] = []
+    lines = [line for line in text.splitlines() if line.strip()]
+    for number, line in enumerate(lines, start=1):
+        try:
+            uri = root_uri(line)
+        except ValueError as exc:
+            problems.append(f"root {number} ({line.strip()[:80]!r}): {exc}")
+            continue
+        if uri not in uris:
+            uris.append(uri)
+    if len(uris) > MAX_ROOTS:
+        problems.append(f"at most {MAX_ROOTS} roots")
+    if problems:
+        raise ValidationError(problems)
+    return uris
+
+
+def validate_roots(text: str) -> None:
+    root_uris(text)
 
 
 class McpTransport(models.TextChoices):
@@ -118,7 +181,21 @@ class McpServer(models.Model):
         help_text="The server is asked to send log messages of this level and above "
         "(logging/setLevel); they show on the call's card and in agentui's log",
     )
+    roots = models.TextField(
+        blank=True,
+        default="",
+        validators=[validate_roots],
+        help_text="The roots the server is told it may work in (roots/list), one per line: "
+        "an absolute path (/srv/repo, sent as file:///srv/repo) or a file:// URI; none: an "
+        "empty list. A running session is told of a change (notifications/roots/list_changed)",
+    )
     tools = models.JSONField(default=list, blank=True, editable=False)
+    tools_left_out = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="the listed tools the last fetch refused, each with why",
+    )
     tools_note = models.TextField(
         blank=True, default="", editable=False, help_text="what the last fetch said"
     )
@@ -131,3 +208,15 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def root_uris(self) -> list[str]:
+        """Its roots as URIs; a stored line that is not a root (set around the form) is skipped."""
+        uris: list[str] = []
+        for line in self.roots.splitlines():
+            try:
+                uri = root_uri(line) if line.strip() else ""
+            except ValueError:
+                continue
+            if uri and uri not in uris:
+                uris.append(uri)
+        return uris[:MAX_ROOTS]

@@ -121,6 +121,7 @@ from runs.service.notify import save_settings as save_inbox_settings
 from runs.service.notify import settings_of as inbox_settings_of
 from runs.service.operator import (
     masked_source_url,
+    mcp_server_health,
     refresh_mcp_listing,
     source_kind,
     source_url_problem,
@@ -356,6 +357,7 @@ __all__ = [
     "make_login_token",
     "user_for_login_token",
     "masked_source_url",
+    "mcp_server_health",
     "refresh_mcp_listing",
     "source_kind",
     "source_url_problem",

@@ -1,7 +1,8 @@
 """Whether the services this process needs answer: the database, the channel layer, the model.
 
 `manage.py preflight` (run by `make run`) reports each in one line naming its setting; `/readyz`
-asks the same of a running process with a short timeout (`readiness`).
+asks the same of a running process with a short timeout (`readiness`), and adds how each enabled
+MCP server is doing in this process (runs.presets.mcp.health), which never makes it unready.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from django.conf import settings
 from django.db import connection
 
 from runs.conf import conf
+from runs.models import McpServer
+from runs.presets.mcp.health import ServerState, health_of
 from runs.service.llm import LLMSettings, llm_settings
 
 logger = logging.getLogger(__name__)
@@ -203,12 +206,38 @@ async def _within(name: str, check: Any, timeout: float) -> tuple[str, str]:
 # those that arrive within AGENTUI_READY_REUSE_S after it ended.
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """What `/readyz` says: each service's check, and each enabled MCP server's state here."""
+
+    checks: dict[str, str]
+    mcp: dict[str, str]
+
+    @property
+    def failed(self) -> list[str]:
+        """The services that did not answer: the process is not ready."""
+        return sorted(name for name, state in self.checks.items() if state != "ok")
+
+    @property
+    def degraded(self) -> list[str]:
+        """The MCP servers failing here: their tools' calls fail, the rest works."""
+        return sorted(
+            n for n, state in self.mcp.items() if state == ServerState.FAILING
+        )
+
+
+@dataclass(frozen=True)
+class _Checked:
+    checks: dict[str, str]
+    mcp_servers: list[tuple[int, str]]  # enabled, (pk, name)
+
+
 @dataclass
 class _SharedCheck:
     """The check this event loop's `/readyz` requests share (running, or ended at `ended`)."""
 
     loop: asyncio.AbstractEventLoop
-    task: asyncio.Task[dict[str, str]]
+    task: asyncio.Task[_Checked]
     ended: float | None = None
 
     def fresh(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -220,9 +249,10 @@ class _SharedCheck:
 _shared: _SharedCheck | None = None
 
 
-async def readiness() -> dict[str, str]:
+async def readiness() -> Readiness:
     """Each service this process needs and whether it answered within AGENTUI_READY_TIMEOUT_S
-    (all three asked at once): {"database": "ok", "channel_layer": "timeout", "model": "failed"}.
+    (all three asked at once): {"database": "ok", "channel_layer": "timeout", "model": "failed"};
+    and each enabled MCP server's state in this process ({"time": "connected"}).
 
     The reasons go to the log, not to the answer: `/readyz` needs no login. So that anyone
     asking it often costs nothing, the requests of one moment share one check: each asks the
@@ -238,14 +268,40 @@ async def readiness() -> dict[str, str]:
             lambda _: setattr(shared, "ended", time.monotonic())
         )
     # shielded: a client that goes away does not cut the check short for the others
-    return dict(await asyncio.shield(shared.task))
+    checked = await asyncio.shield(shared.task)
+    # the states are this process's memory, read fresh; the servers' list is shared
+    return Readiness(
+        dict(checked.checks),
+        {name: str(health_of(pk).state) for pk, name in checked.mcp_servers},
+    )
 
 
-async def _check_all() -> dict[str, str]:
+def _enabled_mcp_servers() -> list[tuple[int, str]]:
+    try:
+        return list(
+            McpServer.objects.filter(enabled=True)
+            .order_by("name")
+            .values_list("pk", "name")
+        )
+    finally:
+        connection.close()
+
+
+async def _mcp_servers_within(timeout: float) -> list[tuple[int, str]]:
+    """The enabled MCP servers; none when the database does not say (its check tells why)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await asyncio.to_thread(_enabled_mcp_servers)
+    except Exception:  # noqa: BLE001 - the database check reports it
+        return []
+
+
+async def _check_all() -> _Checked:
     limit = ready_timeout()
-    results = await asyncio.gather(
+    database, channel_layer, model, servers = await asyncio.gather(
         _within("database", _database_answers, limit),
         _within("channel_layer", lambda: check_redis(limit), limit),
         _within("model", lambda: check_llm(limit), limit),
+        _mcp_servers_within(limit),
     )
-    return dict(results)
+    return _Checked(dict([database, channel_layer, model]), servers)

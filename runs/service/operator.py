@@ -1,5 +1,5 @@
 """What the Django admin and the management commands do beyond the entrances' operations:
-an MCP server's tool list fetched again, a database source's URL checked, shown masked and its
+an MCP server's tool list fetched again and its state read, a database source's URL checked, shown masked and its
 connection tested, a notebook's stored engine state read for inspection.
 
 They act through here, as the entrances act through the rest of runs.service (the import
@@ -12,6 +12,7 @@ from typing import Any
 
 from runs.models import DataSource, McpServer
 from runs.presets.mcp import refresh_listing
+from runs.presets.mcp.health import ServerHealth, health_of
 from runs.presets.sources import spec_of
 from runs.presets.tools.dbsource import (
     kind_of,
@@ -25,6 +26,11 @@ from runs.store import DjangoStateStore
 def refresh_mcp_listing(server: McpServer) -> str:
     """Fetch `server`'s tools and store them; what happened, for the admin's message."""
     return refresh_listing(server)
+
+
+def mcp_server_health(server: McpServer) -> ServerHealth:
+    """`server`'s state in this process (runs.presets.mcp.health) and its last error."""
+    return health_of(server.pk)
 
 
 def source_url_problem(url: str) -> str | None:

@@ -32,12 +32,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 async def readyz(request: HttpRequest) -> JsonResponse:
     """200 when the database, the channel layer and the model server all answer, each within
-    AGENTUI_READY_TIMEOUT_S; else 503 naming the ones that did not (reasons go to the log)."""
-    checks = await service.readiness()
-    failed = sorted(name for name, state in checks.items() if state != "ok")
-    body = {"status": "ready" if not failed else "not ready", "checks": checks}
+    AGENTUI_READY_TIMEOUT_S; else 503 naming the ones that did not (reasons go to the log).
+    Each enabled MCP server's state is in the body; a failing one makes the status "degraded",
+    still 200: only its tools' calls fail."""
+    ready = await service.readiness()
+    failed, degraded = ready.failed, ready.degraded
+    status = "not ready" if failed else "degraded" if degraded else "ready"
+    body: dict[str, object] = {
+        "status": status,
+        "checks": ready.checks,
+        "mcp": ready.mcp,
+    }
     if failed:
         body["failed"] = failed
+    if degraded:
+        body["degraded"] = degraded
     return JsonResponse(body, status=503 if failed else 200)
 
 

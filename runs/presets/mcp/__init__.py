@@ -4,7 +4,9 @@
   untrusted), stored on the server's row.
 - `connections`: this process's sessions with the servers: started on a tool's first call,
   reused, restarted (with backoff) by the next call when a server's process stopped, closed
-  cleanly (`close_all`).
+  cleanly (`close_all`); each answers `roots/list` with its server's roots and lists the tools
+  again when the server says they changed.
+- `health`: each server's state in this process (connected, failing…) and its last error.
 - `tools`: which servers' tools a person may pick, and the engine tools a notebook gets.
 - `calls`: the calls running on each session, and the idle timeout and hard maximum of each.
 - `progress`: a call's progress (a bar on its card) and its server's log messages.

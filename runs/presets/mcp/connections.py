@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from runs.presets.mcp.health import ServerState, health_of, note_failure, note_state
 from runs.presets.mcp.spec import ServerSpec
 
 if TYPE_CHECKING:  # the SDK (~0.5 s to import) loads when a server is first used
@@ -49,8 +50,14 @@ class McpError(Exception):
 class Connection:
     """One session with one server, held open by its own task until `close`."""
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, tracked: bool = True) -> None:
         self.spec = spec
+        # a pooled session's state is the server's (runs.presets.mcp.health); a listing's own
+        # short session is not
+        self.tracked = tracked
+        self.roots = spec.roots  # what roots/list answers now
+        self._roots_saved_at = spec.saved_at
+        self._relisting: set[asyncio.Task[None]] = set()
         self.session: ClientSession | None = None
         self.session_started = False
         self._ready = asyncio.Event()
@@ -75,6 +82,7 @@ class Connection:
     async def open(self, timeout: float) -> ClientSession:
         """The session, starting the server on first use; McpError when it does not start."""
         if self._task is None:
+            self._note(ServerState.STARTING)
             # a context of its own: the session outlives the request that happened to start it
             self._task = asyncio.get_running_loop().create_task(
                 self._hold(),
@@ -86,13 +94,25 @@ class Connection:
                 await self._ready.wait()
         except TimeoutError:
             await self.close()
-            raise McpError(
+            message = (
                 f"the MCP server {self.spec.name!r} did not start within {timeout:g} s "
                 "(AGENTUI_MCP_START_TIMEOUT_S)"
-            ) from None
+            )
+            self._failed(message)
+            raise McpError(message) from None
         if self.session is None:
-            raise McpError(self._why_not_started())
+            message = self._why_not_started()
+            self._failed(message)
+            raise McpError(message)
         return self.session
+
+    def _note(self, state: ServerState) -> None:
+        if self.tracked:
+            note_state(self.spec.pk, state)
+
+    def _failed(self, message: str) -> None:
+        if self.tracked:
+            note_failure(self.spec.pk, message)
 
     def _why_not_started(self) -> str:
         failure = self._failure
@@ -126,7 +146,10 @@ class Connection:
                         watched,
                         write,
                         elicitation_callback=on_elicitation,
+                        # declares the roots capability: roots/list answers the admin's roots
+                        list_roots_callback=self._list_roots,
                         logging_callback=self._on_log,
+                        message_handler=self._on_message,
                         log_level=self.spec.log_level,  # type: ignore[arg-type]
                     )
                 )
@@ -134,6 +157,7 @@ class Connection:
                 await self._set_log_level(session)
                 self.session = session
                 self.session_started = True
+                self._note(ServerState.CONNECTED)
                 self._ready.set()
                 await self._done_holding.wait()
         except asyncio.CancelledError:
@@ -144,6 +168,49 @@ class Connection:
         finally:
             self.session = None
             self._ready.set()
+
+    async def _list_roots(self, context: Any) -> Any:
+        from mcp.types import ListRootsResult, Root
+
+        return ListRootsResult(roots=[Root(uri=uri) for uri in self.roots])  # type: ignore[arg-type]
+
+    async def set_roots(self, spec: ServerSpec) -> None:
+        """The admin changed the server's roots: answer with `spec`'s, and tell the session
+        (a spec saved before the roots answered now, a runner not yet rebuilt, changes nothing)."""
+        if spec.roots == self.roots or spec.saved_at < self._roots_saved_at:
+            return
+        self.roots = spec.roots
+        self._roots_saved_at = spec.saved_at
+        session = self.session
+        if session is None or self.broken:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecated from the 2026 protocol on
+                await session.send_roots_list_changed()
+        except Exception as exc:  # noqa: BLE001 - it asks roots/list again on its own or not
+            logger.info(
+                "MCP server %s: could not send roots/list_changed: %s",
+                self.spec.name,
+                exc,
+            )
+
+    async def _on_message(self, message: Any) -> None:
+        """A server's notification: a changed tool list is listed again, on a task of its own
+        (the listing is a request on this same session)."""
+        from mcp.types import ToolListChangedNotification
+
+        session = self.session
+        if not self.tracked or session is None:
+            return
+        if isinstance(message, ToolListChangedNotification):
+            from runs.presets.mcp.listing import relist
+
+            task = asyncio.get_running_loop().create_task(
+                relist(self.spec, session), name=f"mcp-relist:{self.spec.name}"
+            )
+            self._relisting.add(task)
+            task.add_done_callback(self._relisting.discard)
 
     async def _on_log(self, params: Any) -> None:
         from runs.presets.mcp.progress import on_log
@@ -181,6 +248,11 @@ class Connection:
                 # noted before the session hears of the end, so a call it fails knows why
                 if not self._stop.is_set():
                     logger.warning("MCP server %s: its session ended", self.spec.name)
+                    if self.session_started:
+                        self._failed(
+                            "its session ended: the server stopped (it is restarted on "
+                            "the next call)"
+                        )
                 self._ended.set()
                 self._done_holding.set()
                 send.close()
@@ -211,6 +283,10 @@ class Connection:
         """Stop the session and its server; waits for the server process to be gone."""
         self._stop.set()
         self._done_holding.set()
+        for relisting in list(self._relisting):
+            relisting.cancel()
+        if self.tracked and health_of(self.spec.pk).state != ServerState.FAILING:
+            note_state(self.spec.pk, ServerState.STOPPED)
         task = self._task
         if task is not None and not task.done():
             try:
@@ -282,6 +358,8 @@ async def session_for(
     loop_id = id(asyncio.get_running_loop())
     key = (loop_id, spec)
     connection = _connections.get(key)
+    if connection is not None and not connection.broken:
+        await connection.set_roots(spec)
     if connection is not None and connection.stopped:
         _may_restart(key, restart_backoff)
     if connection is None or connection.broken:

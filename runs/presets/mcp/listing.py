@@ -14,17 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import unicodedata
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from django import db
 from django.utils import timezone
 
 from runs.conf import conf
 from runs.engine.schema_check import SafeSchema, SchemaRefused
 from runs.models import McpServer
 from runs.presets.mcp.connections import Connection, McpError
+from runs.presets.mcp.health import note_error
 from runs.presets.mcp.spec import ServerSpec
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+logger = logging.getLogger(__name__)
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,19}$")
@@ -39,12 +47,6 @@ MAX_TITLE_CHARS = 100
 def exposed_name(server: str, tool: str) -> str:
     """The name the model sees for `tool` of `server`."""
     return f"{server}{SEPARATOR}{tool}"
-
-
-def _shown(text: str) -> str:
-    """An untrusted name as a note quotes it: printable, short."""
-    clean = "".join(c if c.isprintable() else "?" for c in text)
-    return repr(clean[:MAX_NOTED_CHARS] + ("…" if len(clean) > MAX_NOTED_CHARS else ""))
 
 
 def clean_description(text: Any) -> str:
@@ -93,35 +95,43 @@ def _schema_problem(schema: Any) -> str:
     return ""
 
 
-def checked_tools(
+def _printable(text: str) -> str:
+    clean = "".join(c if c.isprintable() else "?" for c in text)
+    return clean[:MAX_NOTED_CHARS] + ("…" if len(clean) > MAX_NOTED_CHARS else "")
+
+
+def check_listing(
     server: str, listed: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The usable tools of a listing, as stored, and a line per tool left out."""
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The usable tools of a listing, as stored, and each tool left out as {"tool", "reason"}
+    (the name printable and cut, for the admin's page)."""
     tools: list[dict[str, Any]] = []
-    notes: list[str] = []
+    left_out: list[dict[str, str]] = []
     seen: set[str] = set()
+
+    def leave_out(name: str, reason: str) -> None:
+        left_out.append({"tool": _printable(name), "reason": reason})
+
     for item in listed:
         raw_name = item.get("name")
         name = raw_name if isinstance(raw_name, str) else ""
         exposed = exposed_name(server, name)
         if not FUNCTION_NAME.match(exposed):
-            notes.append(
-                f"left out {_shown(name)}: as {server}{SEPARATOR}<name> it must be 1-64 "
-                "letters, digits, _ or -"
+            leave_out(
+                name,
+                f"as {server}{SEPARATOR}<name> it must be 1-64 letters, digits, _ or -",
             )
             continue
         if exposed in seen:
-            notes.append(f"left out a second tool named {_shown(name)}")
+            leave_out(name, "a second tool of that name")
             continue
         schema = item.get("input_schema")
         problem = _schema_problem(schema)
         if problem:
-            notes.append(f"left out {_shown(name)}: {problem}")
+            leave_out(name, problem)
             continue
         if len(tools) >= MAX_TOOLS:
-            notes.append(
-                f"left out {_shown(name)} and the rest: at most {MAX_TOOLS} tools"
-            )
+            leave_out(name, f"at most {MAX_TOOLS} tools: this one and the rest")
             break
         seen.add(exposed)
         tools.append(
@@ -134,20 +144,26 @@ def checked_tools(
                 "hints": tool_hints(item.get("annotations")),
             }
         )
-    return tools, notes
+    return tools, left_out
 
 
-async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
-    """The server's tools as it lists them (a session of its own, closed afterwards)."""
+def checked_tools(
+    server: str, listed: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The usable tools of a listing, as stored, and a line per tool left out."""
+    tools, left_out = check_listing(server, listed)
+    return tools, [f"left out {item['tool']!r}: {item['reason']}" for item in left_out]
+
+
+async def list_all(spec: ServerSpec, session: ClientSession) -> list[dict[str, Any]]:
+    """Every tool `session`'s server lists, page by page (McpError when it takes too long)."""
     from mcp.types import PaginatedRequestParams
 
-    settings = conf()
-    connection = Connection(spec)
+    timeout = conf().mcp_timeout_s
+    listed: list[dict[str, Any]] = []
+    cursor: str | None = None
     try:
-        session = await connection.open(settings.mcp_start_timeout_s)
-        listed: list[dict[str, Any]] = []
-        cursor: str | None = None
-        async with asyncio.timeout(settings.mcp_timeout_s):
+        async with asyncio.timeout(timeout):
             while len(listed) <= MAX_TOOLS * 2:
                 params = PaginatedRequestParams(cursor=cursor) if cursor else None
                 page = await session.list_tools(params=params)
@@ -168,14 +184,42 @@ async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
                 cursor = page.next_cursor
                 if not cursor:
                     break
-        return listed
     except TimeoutError:
         raise McpError(
             f"the MCP server {spec.name!r} did not list its tools within "
-            f"{settings.mcp_timeout_s:g} s (AGENTUI_MCP_TIMEOUT_S)"
+            f"{timeout:g} s (AGENTUI_MCP_TIMEOUT_S)"
         ) from None
+    return listed
+
+
+async def fetch_listing(spec: ServerSpec) -> list[dict[str, Any]]:
+    """The server's tools as it lists them (a session of its own, closed afterwards)."""
+    connection = Connection(spec, tracked=False)
+    try:
+        session = await connection.open(conf().mcp_start_timeout_s)
+        return await list_all(spec, session)
     finally:
         await connection.close()
+
+
+def _store(server: McpServer, listed: list[dict[str, Any]]) -> None:
+    server.tools, server.tools_left_out = check_listing(server.name, listed)
+    server.tools_fetched_at = timezone.now()
+    count = f"{len(server.tools)} tool{'s' if len(server.tools) != 1 else ''}"
+    notes = checked_tools(server.name, listed)[1]
+    server.tools_note = "\n".join([f"fetched {count}", *notes])
+
+
+def _save(server: McpServer) -> None:
+    # updated_at too: notebooks' runners are rebuilt with the new list (runs.service.runtime)
+    server.updated_at = timezone.now()
+    McpServer.objects.filter(pk=server.pk).update(
+        tools=server.tools,
+        tools_left_out=server.tools_left_out,
+        tools_note=server.tools_note,
+        tools_fetched_at=server.tools_fetched_at,
+        updated_at=server.updated_at,
+    )
 
 
 def refresh_listing(server: McpServer) -> str:
@@ -191,16 +235,33 @@ def refresh_listing(server: McpServer) -> str:
     except Exception as exc:  # noqa: BLE001 - any failure of a server is the admin's to read
         server.tools_note = f"could not fetch the tools: {type(exc).__name__}: {exc}"
     else:
-        server.tools, notes = checked_tools(server.name, listed)
-        server.tools_fetched_at = timezone.now()
-        count = f"{len(server.tools)} tool{'s' if len(server.tools) != 1 else ''}"
-        server.tools_note = "\n".join([f"fetched {count}", *notes])
-    # updated_at too: notebooks' runners are rebuilt with the new list (runs.service.runtime)
-    server.updated_at = timezone.now()
-    McpServer.objects.filter(pk=server.pk).update(
-        tools=server.tools,
-        tools_note=server.tools_note,
-        tools_fetched_at=server.tools_fetched_at,
-        updated_at=server.updated_at,
-    )
+        _store(server, listed)
+    _save(server)
     return server.tools_note
+
+
+def _store_listed(pk: int, listed: list[dict[str, Any]]) -> None:
+    """In a thread of its own, on a connection closed afterwards (a notification's work)."""
+    try:
+        server = McpServer.objects.filter(pk=pk).first()
+        if server is not None:
+            _store(server, listed)
+            _save(server)
+    finally:
+        db.connection.close()
+
+
+async def relist(spec: ServerSpec, session: ClientSession) -> None:
+    """The server said its tools changed (notifications/tools/list_changed): list them again on
+    its running session and store them, as the admin's fetch would."""
+    try:
+        listed = await list_all(spec, session)
+        await asyncio.to_thread(_store_listed, spec.pk, listed)
+    except Exception as exc:  # noqa: BLE001 - kept for the admin; the old list stays
+        text = str(exc).strip() or type(exc).__name__
+        logger.warning(
+            "MCP server %s: could not list its tools again: %s", spec.name, text
+        )
+        note_error(spec.pk, f"could not list its changed tools: {text[:300]}")
+        return
+    logger.info("MCP server %s: its tools changed; listed them again", spec.name)

@@ -23,6 +23,10 @@ class ServerSpec:
     # limits of each call, read per call: changing them starts no new session
     idle_timeout_s: float | None = field(default=None, compare=False)
     max_call_s: float | None = field(default=None, compare=False)
+    # told to a running session when changed (notifications/roots/list_changed): no new session
+    roots: tuple[str, ...] = field(default=(), compare=False)
+    # when the row was saved: a spec older than the session's roots does not put old ones back
+    saved_at: float = field(default=0.0, compare=False)
 
     @property
     def is_http(self) -> bool:
@@ -47,4 +51,6 @@ class ServerSpec:
             log_level=server.log_level,
             idle_timeout_s=server.idle_timeout_s,
             max_call_s=server.max_call_s,
+            roots=tuple(server.root_uris()),
+            saved_at=server.updated_at.timestamp() if server.updated_at else 0.0,
         )
