@@ -7,7 +7,7 @@ import runs.models.mcp_servers
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0026_datasets"),
+        ("runs", "0027_external_requests"),
     ]
 
     operations = [
