@@ -201,21 +201,32 @@ async def test_readyz_says_each_mcp_servers_state_and_degraded_but_ready(
     assert response.status_code == 200, body
     assert body["status"] == "degraded"
     assert body["checks"] == {"database": "ok", "channel_layer": "ok", "model": "ok"}
-    assert body["mcp"] == {"broken": "failing", "idle": "stopped"}  # enabled ones only
-    assert body["degraded"] == ["broken"]
+    # enabled ones only, counted by state: anyone may ask, and the names are the admin's
+    assert body["mcp"] == {"failing": 1, "stopped": 1}
+    assert body["degraded"] == 1
     # why is in the log and the admin, not in the unauthenticated answer
     assert "cannot start" not in response.content.decode()
+    assert "broken" not in response.content.decode()
+    # a staff member (who could open the admin anyway) sees which one
+    staff = AsyncClient()
+    await staff.aforce_login(await sync_to_async(_staff_user)())
+    named = (await staff.get("/readyz")).json()
+    assert named["mcp"] == {"broken": "failing", "idle": "stopped"}
+    assert named["degraded"] == ["broken"]
 
 
 # the admin
 
 
-def _admin_client() -> Client:
+def _staff_user() -> Any:
     from django.contrib.auth import get_user_model
 
-    admin = get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+    return get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+
+
+def _admin_client() -> Client:
     client = Client()
-    client.force_login(admin)
+    client.force_login(_staff_user())
     return client
 
 

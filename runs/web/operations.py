@@ -8,6 +8,7 @@ only", because behind a reverse proxy on the same machine every request comes fr
 from __future__ import annotations
 
 import hmac
+from collections import Counter
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -33,20 +34,23 @@ def healthz(request: HttpRequest) -> JsonResponse:
 async def readyz(request: HttpRequest) -> JsonResponse:
     """200 when the database, the channel layer and the model server all answer, each within
     AGENTUI_READY_TIMEOUT_S; else 503 naming the ones that did not (reasons go to the log).
-    Each enabled MCP server's state is in the body; a failing one makes the status "degraded",
-    still 200: only its tools' calls fail."""
+    The enabled MCP servers' states are in the body; a failing one makes the status
+    "degraded", still 200: only its tools' calls fail. Anyone may ask, so anyone gets how many
+    servers are in each state; a logged-in staff member gets each server's by name."""
     ready = await service.readiness()
     failed, degraded = ready.failed, ready.degraded
     status = "not ready" if failed else "degraded" if degraded else "ready"
+    user = await request.auser()
+    named = bool(user.is_authenticated and user.is_staff)
     body: dict[str, object] = {
         "status": status,
         "checks": ready.checks,
-        "mcp": ready.mcp,
+        "mcp": ready.mcp if named else dict(Counter(ready.mcp.values())),
     }
     if failed:
         body["failed"] = failed
     if degraded:
-        body["degraded"] = degraded
+        body["degraded"] = degraded if named else len(degraded)
     return JsonResponse(body, status=503 if failed else 200)
 
 
