@@ -366,3 +366,35 @@ def test_the_judge_verdict_is_read_or_says_why_not() -> None:
         assert verdict.problem is not None and problem in verdict.problem, raw
         assert verdict.raw == raw
         assert verdict.as_score().score is None
+
+
+@pytest.mark.parametrize(
+    "answer, expected, passed",
+    [
+        ("The sum is 32 and doubled it is 64.", "64", True),
+        ("It is NORTH, by far.", "north", True),
+        ("The sum is 46.", "64", False),
+        ("Anything at all", None, True),
+        (None, "64", False),
+    ],
+)
+def test_the_demo_model_judges_over_http(
+    scripted_server: Any, answer: str | None, expected: str | None, passed: bool
+) -> None:
+    """The offline demo's script answers the judge's prompt with a verdict parse_verdict reads."""
+    from engine_helpers import llm_for
+
+    from runs.demo.server import demo_script
+    from runs.engine.messages import ChatMessage, MessageRole
+
+    server = scripted_server(demo_script())
+    sent = judge_messages(
+        "Gives the reference answer", "Add and double", answer, expected
+    )
+    reply = llm_for(server).chat(
+        [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in sent]
+    )
+    verdict = parse_verdict(reply.message.content or "")
+    assert verdict.problem is None, verdict.raw
+    assert verdict.passed is passed
+    assert server.requests[-1].rule_name == "demo-judge"

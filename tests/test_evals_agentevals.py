@@ -192,3 +192,17 @@ def test_a_trajectory_matches_itself_and_its_shuffles(
         theirs = their_verdict(mode, "exact", None, merged, expected)
         ours = trajectory_match(as_calls(merged), as_calls(expected), mode)  # type: ignore[arg-type]
         assert ours.passed is theirs is (mode != "strict")
+
+
+def test_first_come_pairing_as_agentevals_does_even_where_a_better_one_exists() -> None:
+    """docs/evaluators.md's example: 1.0 takes 1.5 first, and 1.6 is left with 0.9."""
+    expected = [[("add", {"a": 1.0})], [("add", {"a": 1.6})]]
+    got = [[("add", {"a": 1.5})], [("add", {"a": 0.9})]]
+    theirs = their_verdict(
+        "superset", "exact", their_overrides("tolerance"), got, expected
+    )
+    ours = trajectory_match(
+        as_calls(got), as_calls(expected), "superset", ArgumentRule(tolerance=0.5)
+    )
+    assert theirs is False and ours.passed is False
+    assert ours.explanation == 'expected but not made: add({"a": 1.6})'
