@@ -195,6 +195,11 @@ def test_a_rejected_call_made_again_fails_with_the_reason() -> None:
     other = [c("multiply", a=4, b=6)]
     assert must_not_call(other, refused).passed is True
     assert must_not_call(other, refused, ArgumentRule(ignore_all=True)).passed is False
+    twice = must_not_call([MUL, ADD, MUL], refused).explanation
+    assert (
+        twice
+        == 'multiply({"a": 4, "b": 5}) was made again (2 times); it was rejected: not needed'
+    )
     assert must_not_call([ADD], []).explanation == "no call was rejected"
     unexplained = refused_of([{"tool": "multiply", "arguments": {"a": 4, "b": 5}}])
     assert "(no reason given)" in must_not_call([MUL], unexplained).explanation

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.engine.evals import ArgumentRule, Call, trajectory_match
+from runs.engine.evals import ArgumentRule, Call, must_not_call, trajectory_match
+from runs.engine.evals.trajectory import RefusedCall
 
 os.environ.setdefault("LANGSMITH_TRACING", "false")  # never reach LangSmith
 match_module = pytest.importorskip("agentevals.trajectory.match")
@@ -206,3 +207,70 @@ def test_first_come_pairing_as_agentevals_does_even_where_a_better_one_exists() 
     )
     assert theirs is False and ours.passed is False
     assert ours.explanation == 'expected but not made: add({"a": 1.6})'
+
+
+refused_calls = st.lists(
+    st.tuples(call, st.sampled_from(["not needed", "too costly", ""])), max_size=3
+)
+
+
+@pytest.mark.parametrize("rule_name, ours, args_mode, overrides", RULES)
+@settings(max_examples=150, deadline=None)
+@given(got=turns, refused=refused_calls)
+def test_a_rejected_call_made_again_fails_with_its_reason(
+    rule_name: str,
+    ours: ArgumentRule,
+    args_mode: str,
+    overrides: str | None,
+    got: Any,
+    refused: Any,
+) -> None:
+    """must_not_call fails exactly when, for some rejected call, agentevals finds the rerun's
+    trajectory a superset of that one call; the explanation names each with its reason."""
+    made_again = [
+        ((tool, args), reason)
+        for (tool, args), reason in refused
+        if their_verdict(
+            "superset", args_mode, their_overrides(overrides), got, [[(tool, args)]]
+        )
+    ]
+    score = must_not_call(
+        as_calls(got),
+        [RefusedCall(tool, args, None, reason) for (tool, args), reason in refused],
+        ours,
+    )
+    assert score.passed is (not made_again), (rule_name, score.explanation)
+    for (tool, _), reason in made_again:
+        assert f"{tool}(" in score.explanation
+        assert (
+            f"rejected: {reason}" if reason else "(no reason given)"
+        ) in score.explanation
+
+
+# one tool, one number: where a tolerance pairs calls non-transitively (0 ~ 0.5 ~ 1, 0 ≁ 1),
+# so that the pairing order, not only the rule, decides the verdict
+close_calls = st.lists(
+    st.lists(
+        st.tuples(
+            st.just("add"),
+            st.fixed_dictionaries({"a": st.sampled_from([0, 0.5, 1.0, 1.5, 2])}),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+    max_size=4,
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@settings(max_examples=200, deadline=None)
+@given(got=close_calls, expected=close_calls)
+def test_pairing_within_a_tolerance_agrees(mode: str, got: Any, expected: Any) -> None:
+    theirs = their_verdict(mode, "exact", their_overrides("tolerance"), got, expected)
+    ours = trajectory_match(
+        as_calls(got),
+        as_calls(expected),
+        mode,  # type: ignore[arg-type]
+        ArgumentRule(tolerance=0.5),
+    )
+    assert ours.passed is theirs, (mode, ours.explanation)
