@@ -190,13 +190,19 @@ def _turn_matches(got: list[Call], expected: list[Call], rule: Rules) -> bool:
     return not _unmatched(got, expected, rule, wanted_first=True)
 
 
+def _counted(n: int, what: str = "call") -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _listed(calls: Sequence[Call]) -> str:
     shown = ", ".join(c.shown() for c in calls[:SHOWN_CALLS])
     more = len(calls) - SHOWN_CALLS
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _strict(got: Sequence[Call], expected: Sequence[Call], rule: Rules) -> Score:
+def _strict(
+    got: Sequence[Call], expected: Sequence[Call], rule: Rules, rule_told: str
+) -> Score:
     key = "trajectory_strict_match"
     got_turns, expected_turns = turns_of(got), turns_of(expected)
     for n, (g, e) in enumerate(zip(got_turns, expected_turns), start=1):
@@ -215,11 +221,14 @@ def _strict(got: Sequence[Call], expected: Sequence[Call], rule: Rules) -> Score
         return Score.verdict(
             key,
             False,
-            f"expected {len(expected_turns)} model turns with calls, got "
+            f"expected {_counted(len(expected_turns), 'model turn')} with calls, got "
             f"{len(got_turns)}; {told}",
         )
     return Score.verdict(
-        key, True, f"the {len(got)} calls match turn by turn, in order"
+        key,
+        True,
+        f"{_counted(len(got))} {'matches' if len(got) == 1 else 'match'} turn by turn, "
+        f"in order; {rule_told}",
     )
 
 
@@ -240,7 +249,7 @@ def trajectory_match(
         raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
     rule = _rules(arguments, per_tool)
     if mode == "strict":
-        return _strict(got, expected, rule)
+        return _strict(got, expected, rule, arguments.described())
     key = f"trajectory_{mode}_match"
     lacking = _unmatched(expected, got, rule) if mode != "subset" else []
     extra = _unmatched(got, expected, rule) if mode != "superset" else []
@@ -252,11 +261,11 @@ def trajectory_match(
     if problems:
         return Score.verdict(key, False, "; ".join(problems))
     told = {
-        "unordered": f"the same {len(got)} calls, in any order",
-        "subset": f"all {len(got)} calls made were expected",
-        "superset": f"all {len(expected)} expected calls were made",
+        "unordered": f"the same {_counted(len(got))}, in any order",
+        "subset": f"every call made was expected ({len(got)} of {len(expected)})",
+        "superset": f"every expected call was made ({len(expected)}, of {len(got)} made)",
     }[mode]
-    return Score.verdict(key, True, f"{told} ({arguments.described()})")
+    return Score.verdict(key, True, f"{told}; {arguments.described()}")
 
 
 def must_not_call(
@@ -281,9 +290,11 @@ def must_not_call(
         return Score.verdict(
             "must_not_call",
             True,
-            f"none of the {len(refused)} rejected calls was made again"
-            if refused
-            else "no call was rejected",
+            "no call was rejected"
+            if not refused
+            else "the rejected call was not made again"
+            if len(refused) == 1
+            else f"none of the {len(refused)} rejected calls was made again",
         )
     told = "; ".join(
         f"{made[0].shown()} was made again"
