@@ -26,6 +26,8 @@ from django.core.signals import setting_changed
 PREFIX = "AGENTUI_"
 UPLOAD_FORM_ROOM = 64 * 1024  # what a multipart form adds around its one file
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# AGENTUI_EVALUATORS' paths: `module.name`, nothing imported here (runs.engine.evals.custom does)
+DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # With AGENTUI_TURN_WORKERS: the CHANNEL_LAYERS alias of the turn workers' queue, and the
 # channel they take actions from (`manage.py runworker --layer turns agentui.actions`)
 TURN_LAYER = "turns"
@@ -301,6 +303,14 @@ class Conf:
         "The largest CSV or JSONL file of examples imported into a dataset (`POST "
         "/api/v1/datasets/{id}/import`, the dataset page); read whole before anything is stored",
         least=1024,
+    )
+    evaluators: tuple[str, ...] = _setting(
+        (),
+        "paths",
+        "Custom evaluators of experiments: dotted paths of Python callables "
+        "(`myproject.evals.tone`), comma-separated; each is called with the example and what "
+        "the rerun did (docs/evaluators.md)",
+        shown="none",
     )
     data_part_bytes: int = _setting(
         1024 * 1024,
@@ -738,6 +748,15 @@ def _parse(field: dataclasses.Field[Any], raw: str) -> Any:
                     f"comma-separated; got {origin!r}"
                 )
         return origins
+    if kind == "paths":
+        paths = tuple(p.strip() for p in raw.split(",") if p.strip())
+        for path in paths:
+            if not DOTTED_PATH.fullmatch(path):
+                raise ConfError(
+                    f"{name}: expected dotted paths such as myproject.evals.tone, "
+                    f"comma-separated; got {path!r}"
+                )
+        return paths
     return raw  # text, path
 
 

@@ -88,6 +88,12 @@ def test_values_come_from_the_environment_checked() -> None:
         ("AGENTUI_LLM_MAX_RETRIES", "2.5", "expected a whole number >= 0"),
         ("AGENTUI_MAX_IMAGE_BYTES", "0", "expected a whole number >= 1"),
         ("AGENTUI_LOG_LEVEL", "loud", "expected DEBUG, INFO, WARNING or ERROR"),
+        (
+            "AGENTUI_EVALUATORS",
+            "myproject.evals.tone, tone",
+            "expected dotted paths such as myproject.evals.tone, comma-separated; got 'tone'",
+        ),
+        ("AGENTUI_EVALUATORS", "evals.tone()", "got 'evals.tone()'"),
     ],
 )
 def test_a_malformed_value_is_one_error_naming_it(
@@ -96,6 +102,14 @@ def test_a_malformed_value_is_one_error_naming_it(
     with pytest.raises(ConfError) as error:
         from_environ({name: raw}, base_dir=Path("/x"))
     assert str(error.value).startswith(f"{name}: ") and reason in str(error.value)
+
+
+def test_custom_evaluators_are_dotted_paths_read_comma_separated() -> None:
+    read = from_environ(
+        {"AGENTUI_EVALUATORS": " a.b.tone ,c.d , "}, base_dir=Path("/x")
+    )
+    assert read.evaluators == ("a.b.tone", "c.d")
+    assert from_environ({}, base_dir=Path("/x")).evaluators == ()
 
 
 def test_the_upload_limit_follows_the_image_and_body_limits() -> None:

@@ -12,6 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from runs.demo.judge import judge_rules
 from runs.engine.testing import Reply, Rule, Script, ScriptedServer
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,13 @@ def demo_example_prompts() -> list[DemoExample]:
 
 
 def demo_script() -> Script:
-    """The script the demo server runs: every registered rule, then an honest fallback."""
+    """The script the demo server runs: the judge of experiments, every registered rule, then
+    an honest fallback."""
     with _lock:
-        rules = [rule for demo in _demos.values() for rule in demo.rules]
+        rules = [
+            *judge_rules(),
+            *(rule for demo in _demos.values() for rule in demo.rules),
+        ]
     return Script(
         rules=rules,
         on_no_match=Reply(text=NO_MODEL_REPLY),
