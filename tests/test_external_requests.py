@@ -189,6 +189,38 @@ async def test_an_agent_that_goes_away_withdraws_its_request() -> None:
         await service.decide_external(alice.user, pk, "approve")
 
 
+async def test_an_agent_that_hangs_up_while_the_inbox_is_told_withdraws_its_request() -> (
+    None
+):
+    """The cancel may come before the wait begins: here telling the inbox hangs (a layer that
+    never answers), and the agent hangs up meanwhile. Before, the row stayed waiting."""
+    from channels.layers import channel_layers
+
+    from runs.realtime import broadcast
+
+    alice = await asker()
+    layers = {"default": {"BACKEND": "tests.faulty_layers.HangingLayer"}}
+    broadcast.health.__init__()  # type: ignore[misc]
+    channel_layers.backends.pop("default", None)
+    try:
+        with override_settings(CHANNEL_LAYERS=layers, AGENTUI_BROADCAST_TIMEOUT_S=3.0):
+            asking = asyncio.ensure_future(
+                service.ask_and_wait(alice, "approval", "Wait")
+            )
+            pk = await until_true(lambda: database_sync_to_async(waiting_pk)())
+            asking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(asking, 60)
+    finally:
+        channel_layers.backends.pop("default", None)
+        broadcast.health.__init__()  # type: ignore[misc]
+    row = await ExternalRequest.objects.aget(pk=pk)
+    assert (row.status, row.reason) == (
+        "timed_out",
+        "the agent that asked stopped waiting",
+    )
+
+
 async def test_a_request_whose_caller_died_leaves_the_inbox_and_is_not_decided() -> (
     None
 ):

@@ -240,12 +240,13 @@ async def ask_and_wait(
         row.token_name,
         row.client_name,
     )
-    await tell_inbox(row.owner_id, row.pk)
-    # told on their own, as for a waiting step: a hanging receiver never holds the call up
-    told = (row.owner_id, row.pk, row.kind, row.token_name)
-    detach(webhooks.tell_request(*told), name=f"webhooks-request-{row.pk}")
-    detach(email_request(row.owner_id, row.token_name, row.kind), f"mail-{row.pk}")
+    # from the row on, a cancel withdraws it: the agent may hang up while the inbox is told
     try:
+        await tell_inbox(row.owner_id, row.pk)
+        # told on their own, as for a waiting step: a hanging receiver never holds the call up
+        told = (row.owner_id, row.pk, row.kind, row.token_name)
+        detach(webhooks.tell_request(*told), name=f"webhooks-request-{row.pk}")
+        detach(email_request(row.owner_id, row.token_name, row.kind), f"mail-{row.pk}")
         outcome = await _wait(row.pk, row.deadline_at)
     except asyncio.CancelledError:
         await asyncio.shield(_withdraw(row.pk, row.owner_id))
