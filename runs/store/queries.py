@@ -195,6 +195,25 @@ def owner_of(task_pk: int) -> int | None:
     return Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()
 
 
+_OWNERS: dict[int, int] = {}
+_OWNERS_KEPT = 4096
+
+
+def known_owner(task_pk: int) -> int | None:
+    """`owner_of`, kept per process: a notebook's owner never changes (nothing moves a notebook
+    to another person), so a turn need not read it again for its inbox, webhooks and quota.
+    Not for deciding access: a deleted notebook's owner stays known here (use `owner_of`)."""
+    owner = _OWNERS.get(task_pk)
+    if owner is None:
+        owner = owner_of(task_pk)
+        if owner is None:
+            return None
+        if len(_OWNERS) >= _OWNERS_KEPT:
+            _OWNERS.pop(next(iter(_OWNERS)))  # the oldest known
+        _OWNERS[task_pk] = owner
+    return owner
+
+
 def summary(task_pk: int) -> tuple[dict[str, Any], int]:
     """The notebook as `hello` describes it, and its last stored seq."""
     task = Task.objects.get(pk=task_pk)
