@@ -42,9 +42,9 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 # it; runs.service.budgets). Measured then: 68-70 on SQLite, 50 on PostgreSQL.
 # Issue 49: a turn's reads of its owner kept per process (an owner never changes), the policy
 # lookup in one statement (it read the notebook first). Measured then: 68-69 on SQLite (71-72
-# before).
+# before), 48-49 on PostgreSQL (50 before).
 BUDGET_SQLITE = 70
-BUDGET_POSTGRES = 51
+BUDGET_POSTGRES = 50
 # hand-overs to the database thread (each a submit to it and a wake-up of the loop from it), same
 # turn: 36-37 before issue 49's work, 28-29 after (a stream flush more or less), by merging the
 # calls that follow each other: the turn's start (quota, title, the turn before, the policies),
