@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.db, pytest.mark.django_db(transaction=True)]
 # grant counts from the next turn; runs.presets.sources) and the notebook's budgets once per
 # step (a budget lowered from the toolbar counts from the next step, whichever process runs
 # it; runs.service.budgets). Measured then: 68-70 on SQLite, 50 on PostgreSQL.
-# Issue 49: a turn's reads of its owner kept per process (an owner never changes), the policy
+# Issue 49: the owner to tell returned by the status UPDATE (read after it before), the policy
 # lookup in one statement (it read the notebook first). Measured then: 68-69 on SQLite (71-72
 # before), 48-49 on PostgreSQL (50 before).
 BUDGET_SQLITE = 70

@@ -46,7 +46,6 @@ from runs.models import (
     Task,
 )
 from runs.protocol import ErrorCode, ProtocolError
-from runs.store.queries import known_owner
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +79,9 @@ def take_run(task_pk: int) -> None:
     limit = conf().runs_per_minute
     if limit <= 0:
         return
-    owner_id = known_owner(task_pk)
+    owner_id = (
+        Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()
+    )
     if owner_id is None:
         return  # gone: the action's own checks say so
     seconds = _take(_RUNS, owner_id, limit)

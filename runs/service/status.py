@@ -19,7 +19,7 @@ from runs.realtime import broadcast
 from runs.service import webhooks
 from runs.service.notify import email_waiting
 from runs.service.runtime import detach
-from runs.store.queries import known_owner, update_status
+from runs.store.queries import update_status
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +37,9 @@ Change = tuple[NotebookStatus, int]  # the new status, and the owner to tell
 def changed_status(task_pk: int, running: bool = False) -> Change | None:
     """`update_status`, and the owner to tell, if this call changed it (None: nobody to tell)."""
     try:
-        status, changed = update_status(task_pk, running)
+        status, owner = update_status(task_pk, running)
     except Task.DoesNotExist:
         return None  # deleted meanwhile (runs.service.deletion): nobody to tell
-    owner = known_owner(task_pk) if changed else None
     return None if owner is None else (status, owner)
 
 
