@@ -40,7 +40,7 @@ from runs.protocol import (
 from runs.service import budgets, policies
 from runs.service.lease import Lease
 from runs.service.runtime import NotebookRuntime
-from runs.service.status import refresh
+from runs.service.status import Change, changed_status, refresh, tell
 from runs.service.waiting import deadline_for
 from runs.store import queries
 from runs.store.fence import LeaseLost, NotebookGone
@@ -337,19 +337,27 @@ async def abandon_turn(runtime: NotebookRuntime, turn_id: str) -> None:
 async def finish(runtime: NotebookRuntime, lease: Lease) -> None:
     """Release the lease; then honour an `abandon` that arrived while we held it."""
     task_pk = runtime.task_pk
-    await lease.release()
-    if await database_sync_to_async(queries.abandon_requested)(task_pk):
-        # Whoever gets the lease first abandons: us, or the abandon action retrying.
-        again = await Lease.acquire(task_pk)
-        if again is not None:
-            try:
-                with again.fenced():
-                    if await database_sync_to_async(take_abandon_request)(task_pk):
-                        view = await database_sync_to_async(queries.notebook_view)(
-                            task_pk
-                        )
-                        if view.active is not None:
-                            await abandon_turn(runtime, view.active.engine_id)
-            finally:
-                await again.release()
+    asked, change = await lease.release_then(_after_release)
+    if not asked:
+        tell(task_pk, change)
+        return
+    # Whoever gets the lease first abandons: us, or the abandon action retrying.
+    again = await Lease.acquire(task_pk)
+    if again is not None:
+        try:
+            with again.fenced():
+                if await database_sync_to_async(take_abandon_request)(task_pk):
+                    view = await database_sync_to_async(queries.notebook_view)(task_pk)
+                    if view.active is not None:
+                        await abandon_turn(runtime, view.active.engine_id)
+        finally:
+            await again.release()
     await refresh(task_pk)
+
+
+def _after_release(task_pk: int) -> tuple[bool, Change | None]:
+    """Once the lease is given back: whether an abandon arrived while it was held, else the
+    notebook's status recomputed (`changed_status`), in the same database-thread call."""
+    if queries.abandon_requested(task_pk):
+        return True, None
+    return False, changed_status(task_pk)

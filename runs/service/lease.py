@@ -21,8 +21,10 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from channels.db import database_sync_to_async
 from django.db.models import Q
@@ -31,6 +33,8 @@ from django.utils import timezone
 from runs.conf import conf
 from runs.models import Task
 from runs.store.fence import fenced
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -201,10 +205,27 @@ class Lease:
         return fenced(self.token)
 
     async def release(self) -> None:
+        await self._stop_beat()
+        if not self.released:
+            self.released = True
+            await database_sync_to_async(release)(self.task_pk, self.token)
+
+    async def release_then(self, then: Callable[[int], T]) -> T:
+        """`release`, then `then(task_pk)` (a read of what the lease's holder must look at once
+        it is given back), in one database-thread call."""
+        await self._stop_beat()
+        holding = not self.released
+        self.released = True
+
+        def both() -> T:
+            if holding:
+                release(self.task_pk, self.token)
+            return then(self.task_pk)
+
+        return await database_sync_to_async(both)()
+
+    async def _stop_beat(self) -> None:
         if self._beat is not None:
             self._beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._beat
-        if not self.released:
-            self.released = True
-            await database_sync_to_async(release)(self.task_pk, self.token)

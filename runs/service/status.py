@@ -28,15 +28,26 @@ INBOX_MESSAGE = "inbox.changed"
 
 async def refresh(task_pk: int, running: bool = False) -> None:
     """Recompute the notebook's status; tell its owner's inbox when it changed."""
+    tell(task_pk, await database_sync_to_async(changed_status)(task_pk, running))
+
+
+Change = tuple[NotebookStatus, int]  # the new status, and the owner to tell
+
+
+def changed_status(task_pk: int, running: bool = False) -> Change | None:
+    """`update_status`, and the owner to tell, if this call changed it (None: nobody to tell)."""
     try:
-        status, changed = await database_sync_to_async(update_status)(task_pk, running)
+        status, owner = update_status(task_pk, running)
     except Task.DoesNotExist:
-        return  # deleted meanwhile (runs.service.deletion): nobody to tell
-    if not changed:
+        return None  # deleted meanwhile (runs.service.deletion): nobody to tell
+    return None if owner is None else (status, owner)
+
+
+def tell(task_pk: int, change: Change | None) -> None:
+    """Tell the owner of a status change (`changed_status`'s), if there was one."""
+    if change is None:
         return
-    owner = await database_sync_to_async(_owner)(task_pk)
-    if owner is None:
-        return
+    status, owner = change
     # told on their own (runs.service.runtime.detach): a hanging layer, mail server or
     # webhook receiver never holds the run up
     if webhooks.tells_of(status):
@@ -67,7 +78,3 @@ def tell_inbox(task_pk: int) -> None:
         "waiting": row[1] == NotebookStatus.WAITING,
     }
     async_to_sync(broadcast.group_send)(inbox_group_name(row[0]), message)
-
-
-def _owner(task_pk: int) -> int | None:
-    return Task.objects.filter(pk=task_pk).values_list("owner_id", flat=True).first()

@@ -32,7 +32,7 @@ from runs.protocol import (
 )
 from runs.protocol.checks import storable_problem
 from runs.realtime.publisher import publisher_for
-from runs.service import quotas, stops, workers
+from runs.service import budgets, quotas, stops, workers
 from runs.service.attachments import bind_to_turn, claim_for_message, data_url, describe
 from runs.service.audit import record
 from runs.service.claims import (
@@ -52,7 +52,6 @@ from runs.service.driver import (
     announce_waiting,
     drive,
     finish,
-    over_budget,
     take_abandon_request,
 )
 from runs.service.lease import Lease, lease_is_dead
@@ -96,6 +95,24 @@ def set_title(task_pk: int, text: str) -> None:
     Task.objects.filter(pk=task_pk, title="").update(title=title)
 
 
+def _begin_turn(task_pk: int, text: str, mode: str) -> tuple[dict[str, Any], bool]:
+    """Under the lease, before the turn is made, in one database-thread call: the run counted
+    against the owner's quota, the title set from the first message, the state of the turn
+    before (calls a Stop cut off there, that may have taken effect: the new turn's model is
+    told of them, runs.engine.stopped_note) and whether the turn stops before tool calls (its
+    mode, or a policy that screens them: read now, so an admin's change counts from this turn)."""
+    quotas.take_run(task_pk)
+    set_title(task_pk, text)
+    return queries.stopped_turn_state(task_pk), stops_before_tools(task_pk, mode)
+
+
+def _first_step(
+    task_pk: int, turn_id: str
+) -> tuple[str | None, budgets.Reached | None]:
+    """The new turn's first step and the budget it has reached already, if any (one call)."""
+    return queries.queue_head(task_pk, turn_id), budgets.reached(task_pk, turn_id)
+
+
 def _message_images(
     task_pk: int, image_ids: list[int]
 ) -> tuple[bool, list[Attachment]]:
@@ -128,22 +145,16 @@ async def send_message(
     lease, view = await claim(task_pk, check_send)
     try:
         with lease.fenced():
-            await in_thread(quotas.take_run, task_pk)
-            await in_thread(set_title, task_pk, text)
+            stopped, approve_tool_calls = await in_thread(
+                _begin_turn, task_pk, text, view.mode
+            )
             extra_state = await _carried(runtime, view)
-            # calls a Stop cut off in the turn before, that may have taken effect: the new turn's
-            # model is told of them (runs.engine.stopped_note)
-            stopped = await database_sync_to_async(queries.stopped_turn_state)(task_pk)
             extra_state.update(left_untold(stopped))
             if accepts_images:
                 # the seed's image_docs, as data URLs: the model server cannot fetch this server's URLs
                 extra_state["image_docs"] = [data_url(a) for a in attachments]
             task = await runtime.runner.acreate_task(
-                text,
-                approve_tool_calls=await in_thread(
-                    stops_before_tools, task_pk, view.mode
-                ),
-                extra_state=extra_state,
+                text, approve_tool_calls=approve_tool_calls, extra_state=extra_state
             )
             if attachments:
                 await in_thread(bind_to_turn, attachments, task_pk, task.task_id)
@@ -151,10 +162,9 @@ async def send_message(
                 await publisher_for(task_pk).publish(
                     MessageImages(task_id=task.task_id, images=shown)
                 )
-            first = await in_thread(queries.queue_head, task_pk, task.task_id)
-            assert first is not None
             # today's budget may be spent already: the first step waits, saying so
-            spent_out = await over_budget(runtime, task.task_id)
+            first, spent_out = await in_thread(_first_step, task_pk, task.task_id)
+            assert first is not None
             waits = view.mode == ApprovalMode.STEP or spent_out is not None
             if waits:
                 await announce_waiting(runtime, task.task_id, first, spent_out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Length
@@ -15,6 +16,7 @@ from django.db.models.functions import Length
 from runs.engine import StepStatus
 from runs.models import Event, NotebookStatus, Step, Task, Turn, TurnStatus
 from runs.protocol.wire import bounded
+from runs.store.columns import column, pk_column, table
 from runs.store.load import completed_rows, queued_rows
 
 RUNNABLE = frozenset(
@@ -179,16 +181,25 @@ def refresh_status(task_pk: int, running: bool = False) -> NotebookStatus:
     return update_status(task_pk, running)[0]
 
 
-def update_status(task_pk: int, running: bool = False) -> tuple[NotebookStatus, bool]:
-    """`refresh_status`, and whether this call changed it (one conditional UPDATE: of several
-    processes recomputing at once, one sees the change)."""
+def update_status(
+    task_pk: int, running: bool = False
+) -> tuple[NotebookStatus, int | None]:
+    """`refresh_status`, and the notebook's owner if this call changed it (None: unchanged, or
+    gone). One conditional UPDATE that returns the owner, to tell: of several processes
+    recomputing at once, one sees the change."""
     status = (
         NotebookStatus.RUNNING if running else compute_status(notebook_view(task_pk))
     )
-    changed = (
-        Task.objects.filter(pk=task_pk).exclude(status=status).update(status=status)
+    status_column = column(Task, "status")
+    sql = (
+        f"UPDATE {table(Task)} SET {status_column} = %s "
+        f"WHERE {pk_column(Task)} = %s AND {status_column} <> %s "
+        f"RETURNING {column(Task, 'owner_id')}"
     )
-    return status, bool(changed)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [status.value, task_pk, status.value])
+        row = cursor.fetchone()
+    return status, None if row is None else int(row[0])
 
 
 def owner_of(task_pk: int) -> int | None:

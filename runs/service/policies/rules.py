@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from runs.models import ApprovalMode, PolicyDecision, Task, ToolPolicy
@@ -79,15 +79,20 @@ def applied(rule: ToolPolicy) -> AppliedRule:
 
 def applicable(task_pk: int) -> list[ToolPolicy]:
     """The active rules that apply to the notebook, most specific first."""
-    notebook = Task.objects.select_related("owner").get(pk=task_pk)
-    groups = notebook.owner.groups.values_list("pk", flat=True)
+    # one statement, the notebook's owner, agent and the owner's groups read in it (every turn
+    # makes this lookup: reading the notebook's and its owner's whole rows first was most of
+    # its cost); a deleted notebook has no owner or agent: only its own and everyone's rules
+    notebook = Task.objects.filter(pk=task_pk)
+    owner_id = Subquery(notebook.values("owner_id")[:1])
+    agent = Subquery(notebook.values("agent")[:1])
+    groups = User.groups.through.objects.filter(user_id=owner_id).values("group_id")
     everyone = Q(notebook=None, owner=None, preset="", group=None)
     rules = list(
         ToolPolicy.objects.filter(revoked_at__isnull=True)
         .filter(
             Q(notebook_id=task_pk)
-            | Q(owner_id=notebook.owner_id, notebook=None)
-            | Q(preset=notebook.agent, notebook=None, owner=None)
+            | Q(owner_id=owner_id, notebook=None)
+            | Q(preset=agent, notebook=None, owner=None)
             | Q(group__in=groups, notebook=None, owner=None, preset="")
             | everyone
         )
