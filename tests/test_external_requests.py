@@ -6,6 +6,7 @@ by its owner; a deadline or an agent that went away ends it as timed out."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from typing import Any
 
@@ -173,11 +174,23 @@ async def test_nobody_deciding_before_the_deadline_times_it_out() -> None:
 
 
 @override_settings(**FAST)
+async def ended_within(task: asyncio.Task[Any], seconds: float) -> None:
+    """Wait for `task` to end; if it does not, fail with where every task of the loop waits
+    (pytest-timeout would show only the threads, all idle around the loop)."""
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        stacks = io.StringIO()
+        for each in asyncio.all_tasks():
+            each.print_stack(file=stacks)
+        raise AssertionError(f"still running after {seconds} s:\n{stacks.getvalue()}")
+
+
 async def test_an_agent_that_goes_away_withdraws_its_request() -> None:
     alice = await asker()
     asking = asyncio.ensure_future(service.ask_and_wait(alice, "approval", "Wait"))
     pk = await until_true(lambda: database_sync_to_async(waiting_pk)())
     asking.cancel()
+    await ended_within(asking, 20)
     with pytest.raises(asyncio.CancelledError):
         await asking
     row = await ExternalRequest.objects.aget(pk=pk)

@@ -229,9 +229,20 @@ async def ask_and_wait(
 
     If the waiting call is cancelled (the agent went away), the request is withdrawn as timed
     out, so it does not wait in the inbox for nobody."""
-    row = await database_sync_to_async(create_request)(
-        asker, kind, description, arguments, schema
+    creating = asyncio.ensure_future(
+        database_sync_to_async(create_request)(
+            asker, kind, description, arguments, schema
+        )
     )
+    try:
+        row = await asyncio.shield(creating)
+    except asyncio.CancelledError:
+        # the agent hung up as its row was being stored: the row is stored all the same (the
+        # inbox may already show it), so it is withdrawn before the cancel goes on
+        stored = await _stored_anyway(creating)
+        if stored is not None:
+            await asyncio.shield(_withdraw(stored.pk, stored.owner_id))
+        raise
     logger.info(
         "external %s request %s of user %s (token %r, client %r)",
         row.kind,
@@ -255,6 +266,18 @@ async def ask_and_wait(
 
 
 GONE = "the agent that asked stopped waiting"
+
+
+async def _stored_anyway(
+    creating: asyncio.Future[ExternalRequest],
+) -> ExternalRequest | None:
+    """The row `creating` stores, once it has (None if storing it failed)."""
+    try:
+        return await asyncio.shield(creating)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - refused or failed: no row to withdraw
+        return None
 
 
 async def _withdraw(pk: int, owner_pk: int) -> None:
