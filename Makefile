@@ -14,9 +14,10 @@ TEST_WORKERS ?= 2
 # Pass 2 waits on PostgreSQL, Redis and the processes it starts more than pass 1 does: a third
 # worker fills the gaps (measured in docs/benchmarks.md).
 SERVICES_WORKERS ?= 3
-# together: pass 2 runs beside pass 1 (it waits on its services and processes, pass 1 on its
-# browsers: side by side they fill each other's idle time); one-by-one: pass 2 after pass 1.
-PASSES ?= together
+# one-by-one: pass 2 after pass 1 (only if it passed); together: pass 2 beside pass 1. Measured
+# on two cores, together was slower (pass 1 1,502 s beside pass 2's 676 s, against ~1,000 s
+# and ~290 s apart): the browsers of pass 1 want both cores (docs/benchmarks.md).
+PASSES ?= one-by-one
 LINK_USER ?=
 # The services pass of `make test` (override to use other servers).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -138,7 +139,7 @@ lint: $(TEST_STAMP)
 # Pass 2: the `db` and `ws` tests again on PostgreSQL and Redis, when both answer
 # (with AGENTUI_REQUIRE_SERVICES=1, their absence fails the target instead).
 # pytest's exit code 5 (no tests collected) does not fail a pass.
-# Both run at once unless PASSES=one-by-one; pass 2's output is printed when pass 1 ends.
+# PASSES=together runs both at once; pass 2's output is then printed when pass 1 ends.
 # Each pass ends with its 25 slowest tests (setup, call and teardown apart).
 test: test-setup lint
 	@set -u; \

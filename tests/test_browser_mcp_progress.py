@@ -194,7 +194,13 @@ def test_the_demo_example_shows_the_clocks_progress(
     # read while it is live (textContent, retried): the bar is redrawn at every note, and a
     # loaded machine may reach the call's end between two looks
     expect(live).to_contain_text("samples with the reference")
-    card.scroll_into_view_if_needed()  # the card stays when the bar stops being live
+    # scrolled in one script: the card too is redrawn at every note, so a located element
+    # may be gone by the time a separate scroll reaches it
+    page.evaluate(
+        """() => [...document.querySelectorAll('.tool-card')]
+            .find((c) => c.textContent.includes('clock__sync_clock'))
+            ?.scrollIntoView({ block: 'center' })"""
+    )
     shots_at_both_sizes(page, artifacts_dir, "mcp-progress-03-demo-live")
     answer = page.locator(".cell-answer")
     answer.wait_for(timeout=60_000)
