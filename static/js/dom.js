@@ -110,11 +110,12 @@ export async function postJson(url, body) {
     const response = await fetch(url, {
       method: "POST",
       credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf },
       body: JSON.stringify(body),
     });
     const data = await response.json().catch(() => ({}));
-    return response.ok ? data : { error: data.error || `the server answered ${response.status}` };
+    // the page's views say `error`; the REST API's problems say `detail`
+    return response.ok ? data : { error: data.error || data.detail || `the server answered ${response.status}` };
   } catch (err) {
     return { error: `Could not reach the server: ${err.message}` };
   }

@@ -1,7 +1,7 @@
 // The trace list: search and filters over GET /api/tasks/, with paging. The filters live in the
 // page's query string, so a filtered list can be bookmarked and the back button works.
 
-import { formatDuration, h } from "./dom.js";
+import { formatDuration, h, postJson } from "./dom.js";
 import { timeElement } from "./format.js";
 import { formatUsd } from "./cost.js";
 import { proseNodes, revealProse } from "./hidden.js";
@@ -119,22 +119,6 @@ datasetPick.addEventListener("change", () => {
   newName.closest("label").hidden = datasetPick.value !== "new";
 });
 
-async function sendJson(url, body) {
-  const csrf = addForm.elements.csrfmiddlewaretoken?.value || "";
-  try {
-    const response = await fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf },
-      body: JSON.stringify(body),
-    });
-    const data = await response.json().catch(() => ({}));
-    return response.ok ? data : { error: data.detail || data.error || `the server answered ${response.status}` };
-  } catch (err) {
-    return { error: `could not reach the server: ${err.message}` };
-  }
-}
-
 function saidAdded(name, id, version) {
   const link = h("a", { href: datasetUrl(id) }, `Open “${name}”`);
   addedBox.className = "notice notice-ok";
@@ -150,8 +134,8 @@ addForm.addEventListener("submit", async (event) => {
   const isNew = datasetPick.value === "new";
   addButton.disabled = true;
   const answer = isNew
-    ? await sendJson(base, { name: newName.value, notebooks })
-    : await sendJson(`${base}${datasetPick.value}/examples`, { notebooks });
+    ? await postJson(base, { name: newName.value, notebooks })
+    : await postJson(`${base}${datasetPick.value}/examples`, { notebooks });
   addButton.disabled = false;
   if (answer.error) {
     addedBox.className = "notice";
